@@ -1,0 +1,80 @@
+# CodeXray build. Everything lands in build/.
+#   make          build the agent (installs missing Debian packages first)
+#   make test     unit tests, then integration tests (root, real BPF)
+#   make deps     install the Debian packages the build and tests need
+#   make bench    the benchmark report
+#   make format   clang-format every source file
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+B := build
+CC ?= gcc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
+
+WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
+          -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
+LDLIBS := -lbpf -ldw -lelf -lz -lprotobuf-c -liberty -lpthread
+
+COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
+              common/pprof/pprof_writer.c
+AGENT_SRC := agent/procs/maps.c agent/procs/procs.c \
+             agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
+             agent/symbolize/symbolizer.c \
+             agent/aggregate.c agent/profile.c agent/output.c agent/collect.c agent/worker.c
+AGENT_MAIN := agent/sampler.c agent/main.c agent/record.c
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+PB_OBJ := $(B)/obj/gen/profile.pb-c.o
+
+.PHONY: all deps test unit integration bench format format-check clean
+all: deps $(B)/codexray-node-agent
+
+deps:
+	@tools/deps.sh
+
+# --- BPF: vmlinux.h from the running kernel's BTF, object, skeleton ---
+$(B)/vmlinux.h:
+	@mkdir -p $(B)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch_x86.bpf.h $(B)/vmlinux.h
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Iagent/bpf -Wall -Werror -c $< -o $@
+
+$(B)/sampler.skel.h: $(B)/sampler.bpf.o
+	$(BPFTOOL) gen skeleton $< name sampler_bpf > $@.tmp && mv $@.tmp $@
+
+# --- profile.proto -> protobuf-c ---
+$(B)/gen/profile.pb-c.c $(B)/gen/profile.pb-c.h: common/pprof/profile.proto
+	@mkdir -p $(B)/gen
+	protoc-c --proto_path=common/pprof --c_out=$(B)/gen $<
+
+$(PB_OBJ): $(B)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -I$(B)/gen -c $< -o $@
+
+# --- C objects (header dependencies tracked by -MMD) ---
+$(B)/obj/%.o: %.c $(B)/gen/profile.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/obj/agent/sampler.o: $(B)/sampler.skel.h
+
+$(B)/codexray-node-agent: $(call obj,$(COMMON_SRC) $(AGENT_SRC) $(AGENT_MAIN)) $(PB_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+# --- tests ---
+include tests/tests.mk
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(B)

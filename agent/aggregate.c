@@ -1,0 +1,184 @@
+#include "aggregate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hmap.h"
+
+struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks)
+{
+    struct agg_window *w = calloc(1, sizeof(*w));
+
+    if (!w)
+        return NULL;
+    w->start_ns = start_ns;
+    w->kernel_stacks = kernel_stacks;
+    w->index = hmap__new();
+    if (!w->index) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void proc_free(struct agg_proc *ap)
+{
+    if (!ap)
+        return;
+    for (size_t i = 0; i < ap->nmaps; i++) {
+        binary__put(ap->maps[i].bin);
+        free(ap->maps[i].name);
+    }
+    free(ap->maps);
+    hmap__free(ap->stacks);
+    hmap__free(ap->map_index);
+    free(ap);
+}
+
+void agg_window__free(struct agg_window *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nprocs; i++)
+        proc_free(w->procs[i]);
+    free(w->procs);
+    hmap__free(w->index);
+    free(w);
+}
+
+struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
+{
+    struct agg_proc *ap;
+    bool fresh;
+    long i = hmap__put(w->index, &p->tgid, sizeof(p->tgid), &fresh);
+
+    if (i < 0)
+        return NULL;
+    if (!fresh && *hmap__val(w->index, i) < w->nprocs)
+        return w->procs[*hmap__val(w->index, i)];
+    /* New, or an earlier try ran out of memory: make it now. */
+    ap = calloc(1, sizeof(*ap));
+    if (!ap || !(ap->stacks = hmap__new()) || !(ap->map_index = hmap__new()))
+        goto fail;
+    if (w->nprocs == w->cap_procs) {
+        size_t cap = w->cap_procs ? w->cap_procs * 2 : 64;
+        struct agg_proc **np = realloc(w->procs, cap * sizeof(*np));
+        if (!np)
+            goto fail;
+        w->procs = np;
+        w->cap_procs = cap;
+    }
+    ap->tgid = p->tgid;
+    memcpy(ap->comm, p->comm, sizeof(ap->comm));
+    memcpy(ap->exe, p->exe, sizeof(ap->exe));
+    memcpy(ap->service, p->service, sizeof(ap->service));
+    *hmap__val(w->index, i) = w->nprocs;
+    w->procs[w->nprocs++] = ap;
+    return ap;
+fail:
+    /* The index entry stays, pointing nowhere, so the next call tries again. */
+    proc_free(ap);
+    *hmap__val(w->index, i) = SIZE_MAX;
+    return NULL;
+}
+
+static uint32_t map_id(struct agg_proc *ap, const struct proc_map *m)
+{
+    struct {
+        uint64_t start, end, offset;
+        const void *bin;
+    } key = {m->start, m->end, m->offset, m->bin};
+    bool fresh;
+    long i = hmap__put(ap->map_index, &key, sizeof(key), &fresh);
+
+    if (i < 0)
+        return AGG_NO_MAP;
+    if (!fresh)
+        return *hmap__val(ap->map_index, i);
+    if (ap->nmaps == ap->cap_maps) {
+        size_t cap = ap->cap_maps ? ap->cap_maps * 2 : 16;
+        struct agg_map *nm = realloc(ap->maps, cap * sizeof(*nm));
+        if (!nm)
+            goto fail;
+        ap->maps = nm;
+        ap->cap_maps = cap;
+    }
+    char *name = strdup(m->name ? m->name : "");
+    if (!name)
+        goto fail;
+    ap->maps[ap->nmaps] = (struct agg_map){m->start, m->end, m->offset, binary__get(m->bin), name};
+    *hmap__val(ap->map_index, i) = ap->nmaps;
+    return ap->nmaps++;
+fail:
+    *hmap__val(ap->map_index, i) = AGG_NO_MAP;
+    return AGG_NO_MAP;
+}
+
+int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
+                    const struct cx_sample *s, uint64_t now_ns)
+{
+    struct {
+        struct agg_stack h;
+        struct agg_frame f[CX_MAX_FRAMES];
+    } key;
+    struct agg_proc *ap = agg_window__proc(w, p);
+    unsigned nk = s->n_kernel, nu = s->n_user, n = 0;
+    long i;
+
+    if (!ap) {
+        w->dropped_oom++;
+        return -ENOMEM;
+    }
+    if (nk > CX_MAX_KERNEL_FRAMES)
+        nk = CX_MAX_KERNEL_FRAMES;
+    if (nk + nu > CX_MAX_FRAMES)
+        nu = CX_MAX_FRAMES - nk;
+    memset(&key.h, 0, sizeof(key.h)); /* padding is part of the key */
+    key.h.tid = s->hdr.tid;
+    memcpy(key.h.thread, s->comm, CX_COMM_LEN);
+    key.h.thread[CX_COMM_LEN - 1] = '\0';
+    for (unsigned j = 0; j < nk + nu; j++) {
+        const struct cx_frame *f = &s->frames[j];
+        struct agg_frame *a = &key.f[n];
+        bool leaf = j == 0 || j == nk;
+
+        if (j < nk && !w->kernel_stacks)
+            continue;
+        memset(a, 0, sizeof(*a));
+        a->addr = f->addr;
+        a->kind = f->kind;
+        a->map = AGG_NO_MAP;
+        if (f->kind == CX_FRAME_TRUNCATED) {
+            a->flags = f->aux & 0xff;
+            a->addr = 0; /* where it stopped varies; the reason is what counts */
+        } else {
+            a->flags = leaf ? 0 : AGG_F_RETURN;
+        }
+        if (f->kind == CX_FRAME_NATIVE) {
+            const struct proc_map *m = procs__find_map(ps, p, f->addr, now_ns);
+            if (m)
+                a->map = map_id(ap, m);
+        }
+        n++;
+    }
+    key.h.nframes = n;
+    i = hmap__put(ap->stacks, &key, sizeof(key.h) + n * sizeof(key.f[0]), NULL);
+    if (i < 0) {
+        w->dropped_oom++;
+        return -ENOMEM;
+    }
+    (*hmap__val(ap->stacks, i))++;
+    ap->samples++;
+    w->samples++;
+    return 0;
+}
+
+void agg_window__add_lost(struct agg_window *w, const struct proc *p, uint64_t lost)
+{
+    struct agg_proc *ap = agg_window__proc(w, p);
+
+    w->lost += lost;
+    if (ap)
+        ap->lost += lost;
+}

@@ -1,0 +1,88 @@
+/* One collection window: samples counted per process, per thread, per
+ * distinct stack. Built by the main thread as samples arrive, then handed
+ * whole to the worker, which names the frames and writes the profiles.
+ *
+ * A frame here is not yet named: it is (mapping, address), where the
+ * mapping is a copy of the process's, holding a reference to its binary, so
+ * a window can be named after the process is gone.
+ */
+#ifndef CODEXRAY_AGENT_AGGREGATE_H
+#define CODEXRAY_AGENT_AGGREGATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h> /* the __u32 and friends sample.h is written in */
+
+#include "bpf/sample.h"
+#include "procs/procs.h"
+
+#define AGG_NO_MAP UINT32_MAX
+
+/* agg_frame.flags */
+#define AGG_F_RETURN 1u /* a return address: name the call before it */
+
+struct agg_frame {
+    uint64_t addr;
+    uint32_t map;   /* index into agg_proc.maps, or AGG_NO_MAP */
+    uint16_t kind;  /* enum cx_frame_kind */
+    uint16_t flags; /* AGG_F_*; for CX_FRAME_TRUNCATED the low byte holds the reason */
+};
+
+/* The key of one counted stack: thread, then frames leaf first. */
+struct agg_stack {
+    uint32_t tid;
+    uint32_t nframes;
+    char thread[CX_COMM_LEN];
+    struct agg_frame frames[];
+};
+
+struct agg_map {
+    uint64_t start, end, offset;
+    struct binary *bin; /* a reference, or NULL */
+    char *name;
+};
+
+struct agg_proc {
+    uint32_t tgid;
+    char comm[16];
+    char exe[PROC_NAME_MAX];
+    char service[PROC_NAME_MAX];
+    uint64_t samples;
+    uint64_t lost; /* samples the BPF side could not hand over */
+    struct hmap *stacks; /* struct agg_stack -> count */
+    struct hmap *map_index; /* (start, end, offset, bin) -> index into maps */
+    struct agg_map *maps;
+    size_t nmaps, cap_maps;
+};
+
+struct agg_window {
+    uint64_t start_ns;     /* CLOCK_REALTIME */
+    uint64_t end_ns;       /* set by agg_window__close */
+    uint64_t samples, lost, dropped_oom;
+    uint64_t stats_delta[CX_STAT__COUNT]; /* the BPF counters over the window */
+    bool kernel_stacks;    /* keep kernel frames */
+    struct hmap *index;    /* tgid -> index into procs */
+    struct agg_proc **procs;
+    size_t nprocs, cap_procs;
+};
+
+/* Returns NULL when out of memory. */
+struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks);
+/* Drops every binary reference. w may be NULL. */
+void agg_window__free(struct agg_window *w);
+
+/* The window's entry for p, made on first use (identity copied from p). */
+struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p);
+
+/* Counts one sample. Resolves each user address to a mapping of p through
+ * ps (which may read the maps again). Returns 0 or -ENOMEM (the sample is
+ * then counted in dropped_oom). */
+int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
+                    const struct cx_sample *s, uint64_t now_ns);
+
+/* Records samples the BPF side lost for p's process. */
+void agg_window__add_lost(struct agg_window *w, const struct proc *p, uint64_t lost);
+
+#endif

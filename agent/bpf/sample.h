@@ -1,0 +1,81 @@
+/* The records the BPF side hands to user space, and the counters it keeps.
+ *
+ * Shared by sampler.bpf.c (clang -target bpf) and user space (gcc): plain
+ * fixed-size types and #defines only, no libc or kernel headers.
+ *
+ * A sample is a list of typed frames, leaf first: the kernel frames (when the
+ * CPU was in the kernel), then the user frames. Each unwinder (today the
+ * frame-pointer walk; later CFI and interpreter unwinders) appends frames of
+ * its own kind, so user space never has to guess what an address means.
+ */
+#ifndef CODEXRAY_AGENT_BPF_SAMPLE_H
+#define CODEXRAY_AGENT_BPF_SAMPLE_H
+
+#define CX_COMM_LEN 16
+#define CX_MAX_USER_FRAMES 128
+#define CX_MAX_KERNEL_FRAMES 128
+#define CX_MAX_FRAMES (CX_MAX_USER_FRAMES + CX_MAX_KERNEL_FRAMES)
+
+/* Record kinds in the ring buffer (cx_record_hdr.kind). */
+enum cx_record_kind {
+    CX_REC_SAMPLE = 1,
+    CX_REC_EXEC = 2, /* a process called execve: its mappings changed */
+    CX_REC_EXIT = 3, /* a thread group ended */
+};
+
+/* Frame kinds (cx_frame.kind). */
+enum cx_frame_kind {
+    CX_FRAME_NATIVE = 1, /* user-space pc; the leaf is exact, callers are return addresses */
+    CX_FRAME_KERNEL = 2, /* kernel pc; the leaf is exact, callers are return addresses */
+    CX_FRAME_TRUNCATED = 3, /* the walk stopped early; aux holds a cx_trunc_reason */
+};
+
+/* Why a walk stopped before the end of the stack (cx_frame.aux). */
+enum cx_trunc_reason {
+    CX_TRUNC_DEPTH = 1,   /* more frames than CX_MAX_USER_FRAMES */
+    CX_TRUNC_FAULT = 2,   /* a frame could not be read from the stack */
+    CX_TRUNC_NO_REGS = 3, /* no user registers could be had for the task */
+};
+
+struct cx_frame {
+    __u64 addr;
+    __u32 kind;
+    __u32 aux;
+};
+
+struct cx_record_hdr {
+    __u32 kind;
+    __u32 tgid;
+    __u32 tid;
+    __u32 cpu;
+    __u64 time_ns; /* CLOCK_MONOTONIC */
+};
+
+struct cx_sample {
+    struct cx_record_hdr hdr;
+    char comm[CX_COMM_LEN]; /* the thread's name */
+    __u16 n_kernel;         /* kernel frames, first in frames[] */
+    __u16 n_user;           /* user frames, after the kernel ones */
+    __s32 kernel_err;       /* bpf_get_stack's error, 0 when fine */
+    struct cx_frame frames[CX_MAX_FRAMES];
+};
+
+struct cx_proc_event {
+    struct cx_record_hdr hdr;
+    char comm[CX_COMM_LEN];
+};
+
+/* Per-CPU counters (the "stats" array map), summed by user space. */
+enum cx_stat {
+    CX_STAT_SAMPLES = 0,     /* perf events seen for a non-idle task */
+    CX_STAT_LOST_RINGBUF,    /* samples dropped: ring buffer full */
+    CX_STAT_LOST_EVENTS,     /* exec/exit events dropped: ring buffer full */
+    CX_STAT_TRUNC_FAULT,     /* user walks stopped by an unreadable frame */
+    CX_STAT_TRUNC_DEPTH,     /* user walks stopped by the depth limit */
+    CX_STAT_KSTACK_ERR,      /* kernel stacks that bpf_get_stack could not read */
+    CX_STAT_NO_USER_REGS,    /* user tasks whose registers could not be had */
+    CX_STAT_LOST_MAP_FULL,   /* per-process loss counts that found the lost map full */
+    CX_STAT__COUNT,
+};
+
+#endif

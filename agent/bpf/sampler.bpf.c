@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The kernel side of the sampler: a perf_event program run by the cpu-clock
+ * event on every CPU, and two scheduler tracepoints that tell user space when
+ * a process's mappings change (exec) or it goes away (exit).
+ *
+ * Each sample walks the user stack by frame pointers here, in BPF, and writes
+ * a list of typed frames (sample.h) to one ring buffer. Walking here rather
+ * than through bpf_get_stackid() is what lets later unwinders (CFI tables,
+ * interpreters) add frames of their own kinds to the same record.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "sample.h"
+#include "arch_x86.bpf.h"
+
+#define PF_KTHREAD 0x00200000
+
+/* Filled by user space between open and load. 0 = every process. */
+const volatile __u32 target_tgid = 0;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 8 << 20); /* resized by user space before load */
+} events SEC(".maps");
+
+/* The record is too big for the 512-byte BPF stack: it is built here. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct cx_sample);
+} scratch SEC(".maps");
+
+struct kstack {
+    __u64 ip[CX_MAX_KERNEL_FRAMES];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kstack);
+} kscratch SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, CX_STAT__COUNT);
+    __type(key, __u32);
+    __type(value, __u64);
+} stats SEC(".maps");
+
+/* Samples lost per process, so each profile can say how many it is missing.
+ * A plain hash (not LRU): a full map is counted, never silently evicted.
+ */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);
+    __type(key, __u32);
+    __type(value, __u64);
+} lost_by_tgid SEC(".maps");
+
+static __always_inline void stat_inc(__u32 which)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &which);
+    if (v)
+        *v += 1; /* per-CPU slot: no atomics needed */
+}
+
+static __always_inline void count_lost(__u32 tgid)
+{
+    __u64 one = 1, *v;
+
+    stat_inc(CX_STAT_LOST_RINGBUF);
+    v = bpf_map_lookup_elem(&lost_by_tgid, &tgid);
+    if (v) {
+        __sync_fetch_and_add(v, 1);
+        return;
+    }
+    if (bpf_map_update_elem(&lost_by_tgid, &tgid, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
+        v = bpf_map_lookup_elem(&lost_by_tgid, &tgid);
+        if (v)
+            __sync_fetch_and_add(v, 1);
+    } else if (!bpf_map_lookup_elem(&lost_by_tgid, &tgid)) {
+        stat_inc(CX_STAT_LOST_MAP_FULL);
+    }
+}
+
+static __always_inline void put_frame(struct cx_sample *s, __u32 idx, __u64 addr, __u32 kind,
+                                      __u32 aux)
+{
+    if (idx >= CX_MAX_FRAMES)
+        return;
+    s->frames[idx].addr = addr;
+    s->frames[idx].kind = kind;
+    s->frames[idx].aux = aux;
+}
+
+/* Walks the user stack by frame pointers from (pc, fp), appending frames at
+ * s->frames[base...]. Returns the number of frames written, a final
+ * CX_FRAME_TRUNCATED one included when the walk stopped early.
+ */
+static __always_inline __u32 walk_fp(struct cx_sample *s, __u32 base, __u64 pc, __u64 fp)
+{
+    __u32 n = 0;
+    __u64 pair[2];
+    int i;
+
+    put_frame(s, base, pc, CX_FRAME_NATIVE, 0);
+    n = 1;
+    /* One slot is kept for the CX_FRAME_TRUNCATED marker. */
+    for (i = 1; i < CX_MAX_USER_FRAMES - 1; i++) {
+        if (fp == 0)
+            return n; /* _start cleared the frame pointer: the whole stack */
+        if (bpf_probe_read_user(pair, sizeof(pair), (void *)fp)) {
+            stat_inc(CX_STAT_TRUNC_FAULT);
+            put_frame(s, base + n, fp, CX_FRAME_TRUNCATED, CX_TRUNC_FAULT);
+            return n + 1;
+        }
+        if (pair[1] == 0)
+            return n;
+        put_frame(s, base + n, pair[1], CX_FRAME_NATIVE, 0);
+        n++;
+        /* The stack grows down, so a caller's frame sits above its callee's;
+         * anything else is a register that was never a frame pointer.
+         */
+        if (pair[0] != 0 && pair[0] <= fp) {
+            stat_inc(CX_STAT_TRUNC_FAULT);
+            put_frame(s, base + n, pair[0], CX_FRAME_TRUNCATED, CX_TRUNC_FAULT);
+            return n + 1;
+        }
+        fp = pair[0];
+    }
+    if (fp != 0) {
+        stat_inc(CX_STAT_TRUNC_DEPTH);
+        put_frame(s, base + n, fp, CX_FRAME_TRUNCATED, CX_TRUNC_DEPTH);
+        n++;
+    }
+    return n;
+}
+
+SEC("perf_event")
+int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0, n, size;
+    struct task_struct *task;
+    struct cx_sample *s;
+    struct kstack *ks;
+    __u64 pc, fp;
+    long got;
+    int i;
+
+    if (tid == 0)
+        return 0; /* the idle task */
+    if (target_tgid && tgid != target_tgid)
+        return 0;
+    stat_inc(CX_STAT_SAMPLES);
+
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    ks = bpf_map_lookup_elem(&kscratch, &zero);
+    if (!s || !ks)
+        return 0;
+    s->hdr.kind = CX_REC_SAMPLE;
+    s->hdr.tgid = tgid;
+    s->hdr.tid = tid;
+    s->hdr.cpu = bpf_get_smp_processor_id();
+    s->hdr.time_ns = bpf_ktime_get_ns();
+    s->kernel_err = 0;
+    bpf_get_current_comm(s->comm, sizeof(s->comm));
+
+    task = bpf_get_current_task_btf();
+
+    if (!cx_regs_user_mode(&ctx->regs)) {
+        got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
+        if (got < 0) {
+            s->kernel_err = got;
+            stat_inc(CX_STAT_KSTACK_ERR);
+        } else {
+            nk = got / sizeof(__u64);
+            for (i = 0; i < CX_MAX_KERNEL_FRAMES; i++) {
+                if (i >= nk)
+                    break;
+                put_frame(s, i, ks->ip[i], CX_FRAME_KERNEL, 0);
+            }
+        }
+    }
+
+    if (BPF_CORE_READ(task, flags) & PF_KTHREAD || !BPF_CORE_READ(task, mm)) {
+        nu = 0; /* a kernel thread: no user stack */
+    } else if (cx_regs_user_mode(&ctx->regs)) {
+        pc = ctx->regs.ip;
+        fp = ctx->regs.bp;
+        nu = walk_fp(s, nk, pc, fp);
+    } else {
+        /* In the kernel on behalf of a user task: its user registers were saved
+         * on entry, at the top of its kernel stack.
+         */
+        struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
+        if (!ur) {
+            stat_inc(CX_STAT_NO_USER_REGS);
+            put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
+            nu = 1;
+        } else {
+            pc = cx_regs_pc(ur);
+            fp = cx_regs_fp(ur);
+            nu = walk_fp(s, nk, pc, fp);
+        }
+    }
+    s->n_kernel = nk;
+    s->n_user = nu;
+
+    n = nk + nu;
+    /* Keeps clang from folding the bound into the multiply: the verifier must
+     * see n <= CX_MAX_FRAMES to accept the copy out of the map value.
+     */
+    asm volatile("" : "+r"(n));
+    if (n > CX_MAX_FRAMES)
+        n = CX_MAX_FRAMES;
+    size = __builtin_offsetof(struct cx_sample, frames) + n * sizeof(struct cx_frame);
+    if (bpf_ringbuf_output(&events, s, size, 0))
+        count_lost(tgid);
+    return 0;
+}
+
+static __always_inline void proc_event(__u32 kind)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    struct cx_proc_event *e;
+
+    if (target_tgid && (id >> 32) != target_tgid)
+        return;
+    e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    if (!e) {
+        stat_inc(CX_STAT_LOST_EVENTS);
+        return;
+    }
+    e->hdr.kind = kind;
+    e->hdr.tgid = id >> 32;
+    e->hdr.tid = (__u32)id;
+    e->hdr.cpu = bpf_get_smp_processor_id();
+    e->hdr.time_ns = bpf_ktime_get_ns();
+    bpf_get_current_comm(e->comm, sizeof(e->comm));
+    bpf_ringbuf_submit(e, 0);
+}
+
+/* BTF-typed tracepoints (Linux 5.5): no tracefs mount needed. */
+SEC("tp_btf/sched_process_exec")
+int cx_on_exec(void *ctx)
+{
+    proc_event(CX_REC_EXEC);
+    return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int cx_on_exit(void *ctx)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+
+    /* The tracepoint fires for every thread; the process is gone once the
+     * last one has dropped the thread group's live count.
+     */
+    if (BPF_CORE_READ(task, signal, live.counter) != 0)
+        return 0;
+    proc_event(CX_REC_EXIT);
+    return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,25 @@
+/* What main.c and record.c share. */
+#ifndef CODEXRAY_AGENT_CLI_H
+#define CODEXRAY_AGENT_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../common/config.h"
+
+#ifndef CODEXRAY_VERSION
+#define CODEXRAY_VERSION "dev"
+#endif
+
+/* SIGINT and SIGTERM set a flag that cli__stopping() reads. */
+void cli__install_signals(void);
+bool cli__stopping(void);
+
+/* Applies --log-level and works out the host label. Returns 0, or 2 (usage)
+ * after printing why. */
+int cli__common_setup(struct config *c, char *host, size_t hostlen);
+
+/* `codexray-node-agent record ...` with the arguments after "record". */
+int cli__record(int argc, char **argv);
+
+#endif

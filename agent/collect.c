@@ -1,0 +1,140 @@
+#include "collect.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/log.h"
+
+/* How long an exited process is kept for samples still in flight. */
+#define EXIT_GRACE_NS (2ull * 1000 * 1000 * 1000)
+/* How long a binary no process maps stays cached (a binary run again and
+ * again, such as a compiler in a build, keeps its symbols). */
+#define BINARY_GRACE_NS (10ull * 60 * 1000 * 1000 * 1000)
+
+uint64_t collect__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+uint64_t collect__real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
+{
+    struct collector *c = ctx;
+    uint64_t now = collect__mono_ns();
+    struct proc *p;
+
+    switch (h->kind) {
+    case CX_REC_SAMPLE: {
+        const struct cx_sample *s = (const void *)h;
+        size_t need = offsetof(struct cx_sample, frames);
+        if (size < need ||
+            size < need + ((size_t)s->n_kernel + s->n_user) * sizeof(struct cx_frame)) {
+            c->bad_records++;
+            return 0;
+        }
+        p = procs__get(c->procs, h->tgid, s->comm, now);
+        if (p)
+            agg_window__add(c->win, c->procs, p, s, now);
+        else
+            c->win->dropped_oom++;
+        break;
+    }
+    case CX_REC_EXEC: {
+        const struct cx_proc_event *e = (const void *)h;
+        procs__exec(c->procs, h->tgid, now);
+        procs__get(c->procs, h->tgid, size >= sizeof(*e) ? e->comm : NULL, now);
+        break;
+    }
+    case CX_REC_EXIT:
+        procs__exit(c->procs, h->tgid, now);
+        break;
+    default:
+        c->bad_records++;
+    }
+    return 0;
+}
+
+int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
+                    char *err, size_t errlen)
+{
+    memset(c, 0, sizeof(*c));
+    c->kernel_stacks = kernel_stacks;
+    c->bc = binary_cache__new("/proc");
+    c->procs = c->bc ? procs__new(c->bc, "/proc") : NULL;
+    c->win = agg_window__new(collect__real_ns(), kernel_stacks);
+    if (!c->bc || !c->procs || !c->win) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    c->sampler = sampler__open(o, on_record, c, err, errlen);
+    if (!c->sampler)
+        goto fail;
+    c->win->start_ns = collect__real_ns();
+    return 0;
+fail:
+    collector__close(c);
+    return -1;
+}
+
+unsigned collector__scan(struct collector *c)
+{
+    return procs__scan(c->procs, collect__mono_ns());
+}
+
+int collector__poll(struct collector *c, int timeout_ms)
+{
+    return sampler__poll(c->sampler, timeout_ms);
+}
+
+static void on_lost(void *ctx, uint32_t tgid, uint64_t lost)
+{
+    struct collector *c = ctx;
+    struct proc *p = procs__get(c->procs, tgid, NULL, collect__mono_ns());
+
+    if (p)
+        agg_window__add_lost(c->win, p, lost);
+    else
+        c->win->lost += lost;
+}
+
+struct agg_window *collector__rotate(struct collector *c)
+{
+    uint64_t now_real = collect__real_ns(), now = collect__mono_ns(), stats[CX_STAT__COUNT];
+    struct agg_window *next = agg_window__new(now_real, c->kernel_stacks), *w;
+
+    if (!next)
+        return NULL;
+    /* Whatever is still in the ring buffer belongs to this window. */
+    sampler__poll(c->sampler, 0);
+    sampler__drain_lost(c->sampler, on_lost, c);
+    if (sampler__stats(c->sampler, stats) == 0) {
+        for (int i = 0; i < CX_STAT__COUNT; i++) {
+            c->win->stats_delta[i] = stats[i] - c->prev_stats[i];
+            c->prev_stats[i] = stats[i];
+        }
+    }
+    w = c->win;
+    w->end_ns = now_real;
+    c->win = next;
+    procs__sweep(c->procs, now - EXIT_GRACE_NS);
+    binary_cache__sweep(c->bc, now > BINARY_GRACE_NS ? now - BINARY_GRACE_NS : 0);
+    return w;
+}
+
+void collector__close(struct collector *c)
+{
+    sampler__free(c->sampler);
+    agg_window__free(c->win);
+    procs__free(c->procs);
+    binary_cache__free(c->bc);
+    memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,49 @@
+/* The main thread's loop body: records from the sampler go to the process
+ * table and into the open window; rotating closes the window and opens the
+ * next. Ties sampler, procs and aggregate together, for both the agent and
+ * `record`. */
+#ifndef CODEXRAY_AGENT_COLLECT_H
+#define CODEXRAY_AGENT_COLLECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aggregate.h"
+#include "procs/procs.h"
+#include "sampler.h"
+#include "symbolize/binary.h"
+
+struct collector {
+    struct sampler *sampler;
+    struct binary_cache *bc;
+    struct procs *procs;
+    struct agg_window *win;
+    bool kernel_stacks;
+    uint64_t prev_stats[CX_STAT__COUNT];
+    uint64_t bad_records; /* records too short for what they claim */
+};
+
+uint64_t collect__mono_ns(void);
+uint64_t collect__real_ns(void);
+
+/* Opens the sampler and the tables. Returns 0, or -1 with err filled. */
+int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
+                    char *err, size_t errlen);
+
+/* Reads every process in /proc now, so the first samples find them ready. */
+unsigned collector__scan(struct collector *c);
+
+/* Delivers what the ring buffer holds, waiting up to timeout_ms. Returns as
+ * sampler__poll. */
+int collector__poll(struct collector *c, int timeout_ms);
+
+/* Closes the open window (lost counts and BPF counters added) and opens the
+ * next. Returns the closed window, which the caller now owns, or NULL when
+ * the new window could not be made (the old one then stays open). */
+struct agg_window *collector__rotate(struct collector *c);
+
+/* c may be half open. */
+void collector__close(struct collector *c);
+
+#endif

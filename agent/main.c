@@ -1,0 +1,196 @@
+/* codexray-node-agent: profiles every process on the node.
+ *
+ *   codexray-node-agent [flags]           run: one profile per process per window
+ *   codexray-node-agent record [flags]    one profile of a fixed span, then exit
+ *
+ * The loop: open -> load -> attach (collector__open), then poll the ring
+ * buffer; each interval the window rotates to the worker, which names frames
+ * and writes pprof. SIGINT/SIGTERM only set a flag; the last, partial window
+ * is written before exit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/config.h"
+#include "../common/log.h"
+#include "cli.h"
+#include "collect.h"
+#include "worker.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+void cli__install_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: poll returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+bool cli__stopping(void)
+{
+    return stop;
+}
+
+static const struct config_def agent_opts[] = {
+    {"config", CONFIG_STRING, "/etc/codexray/agent.conf", 0, 0, "FILE",
+     "config file of key = value lines"},
+    {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
+    {"interval", CONFIG_INT, "60", 1, 3600, "SECONDS", "collection window; one profile per process each"},
+    {"output-dir", CONFIG_STRING, NULL, 0, 0, "DIR", "write each window's profiles into DIR"},
+    {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames in profiles"},
+    {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
+    {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
+};
+#define N_AGENT_OPTS (sizeof(agent_opts) / sizeof(agent_opts[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: codexray-node-agent [FLAGS]\n"
+            "       codexray-node-agent record --duration SECONDS --output FILE [FLAGS]\n"
+            "\n"
+            "Profiles every process on this node with eBPF (CPU, sampled at 100 Hz by default)\n"
+            "and writes one pprof profile per process per collection window.\n"
+            "\n"
+            "Flags (also CODEXRAY_<FLAG> variables and keys of the config file; flags win):\n");
+    config__usage(agent_opts, N_AGENT_OPTS, f);
+    fprintf(f, "  --help                       this text\n"
+               "  --version                    print the version\n"
+               "\n"
+               "Run 'codexray-node-agent record --help' for the one-shot mode.\n");
+}
+
+int cli__common_setup(struct config *c, char *host, size_t hostlen)
+{
+    enum log_level lvl;
+
+    if (log__parse_level(config__str(c, "log-level"), &lvl)) {
+        fprintf(stderr, "codexray-node-agent: --log-level must be debug, info, warn or error\n");
+        return 2;
+    }
+    log__set_level(lvl);
+    const char *h = config__str(c, "host");
+    if (h && *h)
+        snprintf(host, hostlen, "%s", h);
+    else if (gethostname(host, hostlen))
+        snprintf(host, hostlen, "unknown");
+    host[hostlen - 1] = '\0';
+    return 0;
+}
+
+static int run_agent(int argc, char **argv)
+{
+    struct config *c = config__new(agent_opts, N_AGENT_OPTS);
+    struct worker *wk = NULL;
+    struct collector col;
+    char err[1024], host[256];
+    int ret = 1;
+
+    memset(&col, 0, sizeof(col));
+    if (!c)
+        return 1;
+    /* The config file's path can itself come from the environment or a flag:
+     * read those first, the file, then both again so they win. */
+    if (config__load_env(c, err, sizeof(err)) || config__load_args(c, argc, argv, err, sizeof(err)))
+        goto usage;
+    if (config__load_file(c, config__str(c, "config"), config__is_set(c, "config"), err,
+                          sizeof(err)) ||
+        config__load_env(c, err, sizeof(err)) || config__load_args(c, argc, argv, err, sizeof(err)))
+        goto usage;
+    if ((ret = cli__common_setup(c, host, sizeof(host))))
+        goto out;
+    ret = 1;
+
+    const char *dir = config__str(c, "output-dir");
+    struct stat st;
+    if (dir && (stat(dir, &st) || !S_ISDIR(st.st_mode))) {
+        log_error("output: --output-dir %s is not a directory", dir);
+        goto out;
+    }
+    if (!dir)
+        log_warn("output: no --output-dir: profiles are built and counted but go nowhere");
+
+    bool kstacks = config__bool(c, "kernel-stacks");
+    struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), 0};
+    if (collector__open(&col, &so, kstacks, err, sizeof(err))) {
+        log_error("sampler: %s", err);
+        goto out;
+    }
+    cli__install_signals();
+    unsigned nprocs = collector__scan(&col);
+
+    struct worker_opts wo = {dir, host, 1000000000ull / so.sample_rate_hz, kstacks};
+    wk = worker__start(&wo);
+    if (!wk) {
+        log_error("worker: cannot start its thread: %s", strerror(errno));
+        goto out;
+    }
+    log_info("codexray-node-agent %s started: sample_rate_hz=%u interval_s=%ld cpus=%u "
+             "kernel_stacks=%s host=%s processes=%u outputs=%s%s bpf_prog_id=%d",
+             CODEXRAY_VERSION, so.sample_rate_hz, config__int(c, "interval"),
+             sampler__ncpus(col.sampler), kstacks ? "true" : "false", host, nprocs,
+             dir ? "dir:" : "none", dir ? dir : "", sampler__prog_id(col.sampler));
+
+    uint64_t interval_ns = (uint64_t)config__int(c, "interval") * 1000000000ull;
+    uint64_t next = collect__mono_ns() + interval_ns;
+    while (!stop) {
+        int r = collector__poll(&col, 200);
+        if (r < 0 && r != -EINTR) {
+            log_error("sampler: ring buffer poll failed: %s", strerror(-r));
+            goto out;
+        }
+        if (collect__mono_ns() >= next) {
+            struct agg_window *w = collector__rotate(&col);
+            if (w)
+                worker__submit(wk, w);
+            next += interval_ns;
+        }
+    }
+    log_info("stopping: writing the last window");
+    struct agg_window *w = collector__rotate(&col);
+    if (w)
+        worker__submit(wk, w);
+    ret = 0;
+out:
+    worker__stop(wk);
+    collector__close(&col);
+    config__free(c);
+    return ret;
+usage:
+    fprintf(stderr, "codexray-node-agent: %s\n\n", err);
+    usage(stderr);
+    config__free(c);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "record") == 0)
+        return cli__record(argc - 2, argv + 2);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("codexray-node-agent %s\n", CODEXRAY_VERSION);
+            return 0;
+        }
+    }
+    return run_agent(argc - 1, argv + 1);
+}

@@ -1,0 +1,286 @@
+#include "procs.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/buf.h"
+#include "../../common/log.h"
+#include "../../common/str.h"
+
+#define NBUCKETS 4096
+/* A maps file bigger than this is cut there (a JVM has a few thousand lines). */
+#define MAPS_MAX (16u << 20)
+#define REREAD_MIN_NS (100ull * 1000 * 1000)
+
+struct procs {
+    struct binary_cache *bc;
+    char *proc_root;
+    struct proc *buckets[NBUCKETS];
+    unsigned count;
+};
+
+struct procs *procs__new(struct binary_cache *bc, const char *proc_root)
+{
+    struct procs *ps = calloc(1, sizeof(*ps));
+
+    if (!ps)
+        return NULL;
+    ps->bc = bc;
+    ps->proc_root = strdup(proc_root);
+    if (!ps->proc_root) {
+        free(ps);
+        return NULL;
+    }
+    return ps;
+}
+
+static void drop_maps(struct proc *p)
+{
+    for (size_t i = 0; p->map && i < p->maps.n; i++)
+        binary__put(p->map[i].bin);
+    free(p->map);
+    p->map = NULL;
+    maps__free(&p->maps);
+}
+
+static void proc_free(struct proc *p)
+{
+    if (!p)
+        return;
+    drop_maps(p);
+    free(p);
+}
+
+void procs__free(struct procs *ps)
+{
+    if (!ps)
+        return;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        struct proc *p = ps->buckets[b], *next;
+        for (; p; p = next) {
+            next = p->next;
+            proc_free(p);
+        }
+    }
+    free(ps->proc_root);
+    free(ps);
+}
+
+static void read_small(struct procs *ps, uint32_t tgid, const char *what, char *out, size_t len)
+{
+    char path[128];
+    struct buf b;
+
+    snprintf(path, sizeof(path), "%s/%u/%s", ps->proc_root, tgid, what);
+    buf__init(&b, len - 1);
+    if (buf__read_file(&b, AT_FDCWD, path) == 0 || b.len > 0) {
+        size_t n = b.len;
+        while (n && (b.data[n - 1] == '\n' || b.data[n - 1] == '\0'))
+            n--;
+        memcpy(out, b.data, n);
+        out[n] = '\0';
+    }
+    buf__free(&b);
+}
+
+static void read_identity(struct procs *ps, struct proc *p)
+{
+    char path[128], target[4096];
+    ssize_t n;
+
+    read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
+    snprintf(path, sizeof(path), "%s/%u/exe", ps->proc_root, p->tgid);
+    n = readlink(path, target, sizeof(target) - 1);
+    if (n > 0) {
+        target[n] = '\0';
+        static const char deleted[] = " (deleted)";
+        size_t dl = sizeof(deleted) - 1;
+        if ((size_t)n > dl && strcmp(target + n - dl, deleted) == 0)
+            target[n - dl] = '\0';
+        const char *base = strrchr(target, '/');
+        str__copy(p->exe, sizeof(p->exe), base ? base + 1 : target);
+    } else {
+        /* Kernel threads and vanished processes have no exe: use the name. */
+        str__copy(p->exe, sizeof(p->exe), p->comm);
+    }
+    str__copy(p->service, sizeof(p->service), p->exe[0] ? p->exe : "unknown");
+}
+
+static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
+{
+    char path[128];
+    struct buf b;
+    size_t bad = 0;
+    int r;
+
+    drop_maps(p);
+    p->maps_read_ns = now_ns;
+    p->maps_stale = false;
+    snprintf(path, sizeof(path), "%s/%u/maps", ps->proc_root, p->tgid);
+    buf__init(&b, MAPS_MAX);
+    r = buf__read_file(&b, AT_FDCWD, path);
+    if (r && r != -E2BIG) {
+        p->maps_err = -r;
+        goto out;
+    }
+    if (r == -E2BIG)
+        log_warn("procs: pid=%u maps larger than %u MiB, read the first part only", p->tgid,
+                 MAPS_MAX >> 20);
+    if (maps__parse(b.data, b.len, true, &p->maps, &bad)) {
+        p->maps_err = ENOMEM;
+        goto out;
+    }
+    p->maps_err = 0;
+    p->map = calloc(p->maps.n + 1, sizeof(*p->map));
+    if (!p->map) {
+        maps__free(&p->maps);
+        p->maps_err = ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < p->maps.n; i++) {
+        const struct maps_entry *e = &p->maps.e[i];
+        p->map[i] = (struct proc_map){e->start, e->end, e->offset, NULL, e->path};
+        if (e->inode != 0 && e->path[0] == '/')
+            p->map[i].bin = binary_cache__get(ps->bc, p->tgid, e, now_ns);
+    }
+out:
+    buf__free(&b);
+}
+
+static struct proc **slot(struct procs *ps, uint32_t tgid)
+{
+    struct proc **pp = &ps->buckets[tgid % NBUCKETS];
+    while (*pp && (*pp)->tgid != tgid)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
+{
+    struct proc **pp = slot(ps, tgid), *p = *pp;
+
+    if (p) {
+        if (p->maps_stale && now_ns - p->maps_read_ns >= REREAD_MIN_NS / 10) {
+            read_identity(ps, p);
+            read_maps(ps, p, now_ns);
+        }
+        return p;
+    }
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->tgid = tgid;
+    if (comm)
+        str__copy(p->comm, sizeof(p->comm), comm);
+    read_identity(ps, p);
+    read_maps(ps, p, now_ns);
+    *pp = p;
+    ps->count++;
+    return p;
+}
+
+const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr,
+                                       uint64_t now_ns)
+{
+    const struct maps_entry *e = maps__find(&p->maps, addr);
+
+    if (!e && !p->exited && now_ns - p->maps_read_ns >= REREAD_MIN_NS) {
+        /* A library loaded since (dlopen) or JIT code: look again, at a rate
+         * that keeps a process full of anonymous code from costing much. */
+        read_maps(ps, p, now_ns);
+        e = maps__find(&p->maps, addr);
+    }
+    return e ? &p->map[e - p->maps.e] : NULL;
+}
+
+void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+{
+    struct proc *p = *slot(ps, tgid);
+
+    (void)now_ns;
+    if (p) {
+        p->maps_stale = true;
+        p->exited = false; /* a reused pid */
+    }
+}
+
+void procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+{
+    struct proc *p = *slot(ps, tgid);
+
+    if (p && !p->exited) {
+        p->exited = true;
+        p->exited_ns = now_ns;
+    }
+}
+
+static bool all_digits(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s))
+            return false;
+    }
+    return true;
+}
+
+unsigned procs__scan(struct procs *ps, uint64_t now_ns)
+{
+    DIR *d = opendir(ps->proc_root);
+    struct dirent *de;
+    unsigned n = 0;
+
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        if (!all_digits(de->d_name))
+            continue;
+        unsigned long tgid = strtoul(de->d_name, NULL, 10);
+        if (tgid == 0 || tgid > UINT32_MAX)
+            continue;
+        if (procs__get(ps, tgid, NULL, now_ns))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
+{
+    char path[128];
+
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        struct proc **pp = &ps->buckets[b];
+        while (*pp) {
+            struct proc *p = *pp;
+            bool gone = p->exited && p->exited_ns < exited_before_ns;
+            if (!p->exited) {
+                snprintf(path, sizeof(path), "%s/%u", ps->proc_root, p->tgid);
+                if (access(path, F_OK) != 0 && errno == ENOENT) {
+                    /* Its exit event was lost: let it go next time round. */
+                    p->exited = true;
+                    p->exited_ns = exited_before_ns;
+                }
+            }
+            if (gone) {
+                *pp = p->next;
+                proc_free(p);
+                ps->count--;
+            } else {
+                pp = &p->next;
+            }
+        }
+    }
+}
+
+unsigned procs__count(const struct procs *ps)
+{
+    return ps->count;
+}

@@ -1,0 +1,71 @@
+/* The process table: every process the sampler has seen, with its
+ * executable mappings (each holding its binary) and its identity.
+ *
+ * A process is read from /proc on its first sample or exec event, read
+ * again after exec, and forgotten a little after it exits. Main thread only.
+ */
+#ifndef CODEXRAY_AGENT_PROCS_PROCS_H
+#define CODEXRAY_AGENT_PROCS_PROCS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../symbolize/binary.h"
+#include "maps.h"
+
+#define PROC_NAME_MAX 256
+
+struct proc_map {
+    uint64_t start, end, offset;
+    struct binary *bin; /* a reference; NULL for anonymous or special ranges */
+    const char *name;   /* path or "[vdso]"; points into the proc's maps */
+};
+
+struct proc {
+    uint32_t tgid;
+    char comm[16];                 /* the process's name (its main thread's) */
+    char exe[PROC_NAME_MAX];       /* base name of the executable */
+    char service[PROC_NAME_MAX];   /* for now the executable's base name */
+    struct maps maps;              /* executable ranges only */
+    struct proc_map *map;          /* one per maps entry */
+    int maps_err;                  /* errno when the maps could not be read */
+    uint64_t maps_read_ns;
+    bool maps_stale;               /* exec'd since the maps were read */
+    bool exited;
+    uint64_t exited_ns;
+    struct proc *next;             /* hash chain */
+};
+
+struct procs;
+
+/* proc_root is "/proc" (or a test's copy). NULL when out of memory. */
+struct procs *procs__new(struct binary_cache *bc, const char *proc_root);
+/* ps may be NULL. */
+void procs__free(struct procs *ps);
+
+/* The process, read from /proc on first sight. Returns NULL only when out of
+ * memory; a process that vanished before it was read comes back with
+ * maps_err set and what the sample itself said (its comm). */
+struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns);
+
+/* The mapping holding addr, reading the maps again (at most every 100 ms)
+ * when they are stale or addr is in none of them. NULL when none holds it. */
+const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr,
+                                       uint64_t now_ns);
+
+/* Exec: the maps are read again on the next sample. */
+void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+/* Exit: forgotten by procs__sweep once it has been gone for a while. */
+void procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+
+/* Reads every process in /proc now (at start). Returns how many. */
+unsigned procs__scan(struct procs *ps, uint64_t now_ns);
+
+/* Forgets processes that exited before `exited_before_ns`, and those /proc no
+ * longer has (their exit event was lost). */
+void procs__sweep(struct procs *ps, uint64_t exited_before_ns);
+
+unsigned procs__count(const struct procs *ps);
+
+#endif

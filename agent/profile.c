@@ -1,0 +1,218 @@
+#include "profile.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hmap.h"
+
+#define KERNEL_START 0xffff800000000000ull
+
+struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
+                                     uint64_t duration_ns)
+{
+    struct pprof_writer *w = pprof_writer__new();
+
+    if (!w)
+        return NULL;
+    if (pprof_writer__add_sample_type(w, "samples", "count") ||
+        pprof_writer__add_sample_type(w, "cpu", "nanoseconds")) {
+        pprof_writer__free(w);
+        return NULL;
+    }
+    pprof_writer__set_period(w, "cpu", "nanoseconds", c->period_ns);
+    pprof_writer__set_time(w, start_ns, duration_ns);
+    return w;
+}
+
+static const char *trunc_name(unsigned reason)
+{
+    switch (reason) {
+    case CX_TRUNC_DEPTH:
+        return "[truncated: deeper than the walk's limit]";
+    case CX_TRUNC_FAULT:
+        return "[truncated: frame pointer chain broken]";
+    case CX_TRUNC_NO_REGS:
+        return "[truncated: no user registers]";
+    default:
+        return "[truncated]";
+    }
+}
+
+/* Functions a process's or thread's stack starts in. A frame-pointer walk
+ * that breaks just above one of them has still seen the whole stack: libc,
+ * built without frame pointers, leaves garbage in the register there. */
+static bool is_entry_function(const char *name)
+{
+    static const char *const entries[] = {
+        "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "_start",
+        "start_thread", "__clone", "__clone3", "clone", "clone3", "thread_start",
+    };
+    for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+        if (strcmp(name, entries[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+static uint64_t add_mapping(struct pprof_writer *w, const struct profile_ctx *c,
+                            const struct agg_map *m)
+{
+    struct pprof_mapping_info mi = {m->start, m->end, m->offset, m->name,
+                                    m->bin && m->bin->build_id[0] ? m->bin->build_id : NULL,
+                                    true, false, false, false};
+
+    if (m->bin)
+        mi.has_filenames = mi.has_line_numbers = mi.has_inline_frames =
+            symbolizer__has_dwarf(c->sym, m->bin);
+    return pprof_writer__mapping(w, &mi);
+}
+
+/* Names one frame and interns its location. *named says whether it has a
+ * real name, *entry whether it is where a stack starts. Returns the location
+ * id, 0 when out of memory. */
+static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx *c,
+                               const struct agg_proc *ap, const struct agg_frame *f,
+                               uint64_t *kernel_map, bool *named, bool *entry)
+{
+    struct pprof_line lines[SYM_MAX_INLINE];
+    char label[512];
+    bool ret = f->flags & AGG_F_RETURN;
+    uint64_t addr = ret ? f->addr - 1 : f->addr;
+
+    *named = false;
+    *entry = false;
+    if (f->kind == CX_FRAME_TRUNCATED) {
+        lines[0] = (struct pprof_line){trunc_name(f->flags & 0xff), NULL, NULL, 0};
+        return pprof_writer__location(w, 0, 0, lines, 1);
+    }
+    if (f->kind == CX_FRAME_KERNEL) {
+        const char *module = "", *name = c->ks ? kallsyms__lookup(c->ks, addr, &module) : NULL;
+        char file[128];
+        if (!*kernel_map) {
+            struct pprof_mapping_info mi = {KERNEL_START, UINT64_MAX, 0, "[kernel.kallsyms]",
+                                            NULL, true, false, false, false};
+            *kernel_map = pprof_writer__mapping(w, &mi);
+        }
+        if (name) {
+            *named = true;
+            snprintf(file, sizeof(file), "[%s]", module[0] ? module : "kernel.kallsyms");
+            lines[0] = (struct pprof_line){name, NULL, file, 0};
+        } else {
+            snprintf(label, sizeof(label), "[kernel]+0x%" PRIx64, f->addr);
+            lines[0] = (struct pprof_line){label, NULL, NULL, 0};
+        }
+        return pprof_writer__location(w, *kernel_map, addr, lines, 1);
+    }
+
+    const struct agg_map *m = f->map == AGG_NO_MAP ? NULL : &ap->maps[f->map];
+    if (!m) {
+        snprintf(label, sizeof(label), "[unknown]+0x%" PRIx64, f->addr);
+        lines[0] = (struct pprof_line){label, NULL, NULL, 0};
+        return pprof_writer__location(w, 0, addr, lines, 1);
+    }
+    uint64_t file_off = f->addr - m->start + m->offset;
+    const struct sym_result *r = m->bin ? symbolizer__lookup(c->sym, m->bin, file_off, ret) : NULL;
+    uint64_t map_id = add_mapping(w, c, m);
+    if (r && r->named) {
+        *named = true;
+        *entry = is_entry_function(r->lines[r->n - 1].function);
+        for (unsigned i = 0; i < r->n; i++)
+            lines[i] = (struct pprof_line){r->lines[i].function, r->lines[i].system_name,
+                                           r->lines[i].file, r->lines[i].line};
+        return pprof_writer__location(w, map_id, addr, lines, r->n);
+    }
+    /* Never a bare address: the binary and where in it, for addr2line -e. */
+    const char *base = m->bin ? m->bin->name : (m->name[0] ? m->name : "[anon]");
+    if (!m->bin) {
+        const char *slash = strrchr(base, '/');
+        if (slash && slash[1])
+            base = slash + 1;
+    }
+    snprintf(label, sizeof(label), "%s+0x%" PRIx64, base, r ? r->elf_addr : file_off);
+    lines[0] = (struct pprof_line){label, NULL, m->name, 0};
+    return pprof_writer__location(w, map_id, addr, lines, 1);
+}
+
+int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
+                      const struct agg_proc *ap, struct profile_stats *st)
+{
+    uint64_t locs[CX_MAX_FRAMES], kernel_map = 0;
+    char pid[16], tid[16], thread[CX_COMM_LEN];
+    /* frame -> location id | named << 63 | entry << 62 */
+    struct hmap *seen = hmap__new();
+    int err = -ENOMEM;
+
+    if (!seen)
+        return -ENOMEM;
+    snprintf(pid, sizeof(pid), "%u", ap->tgid);
+    /* pprof takes the first mapping for the main binary: put the
+     * executable's first, whatever frame happens to be named first. */
+    for (size_t i = 0; i < ap->nmaps; i++) {
+        if (ap->maps[i].bin && strcmp(ap->maps[i].bin->name, ap->exe) == 0) {
+            if (!add_mapping(w, c, &ap->maps[i]))
+                goto out;
+            break;
+        }
+    }
+    for (size_t i = 0; i < hmap__len(ap->stacks); i++) {
+        const struct agg_stack *s = hmap__key(ap->stacks, i, NULL);
+        uint64_t count = *hmap__val(ap->stacks, i);
+        uint32_t nloc = 0;
+        bool prev_entry = false, last_truncated = false;
+        for (uint32_t j = 0; j < s->nframes; j++) {
+            bool fresh;
+            long k = hmap__put(seen, &s->frames[j], sizeof(s->frames[j]), &fresh);
+            if (k < 0)
+                goto out;
+            uint64_t *v = hmap__val(seen, k);
+            if (fresh) {
+                bool named, entry;
+                uint64_t id =
+                    frame_location(w, c, ap, &s->frames[j], &kernel_map, &named, &entry);
+                if (!id)
+                    goto out;
+                *v = id | (uint64_t)named << 63 | (uint64_t)entry << 62;
+            }
+            if (s->frames[j].kind == CX_FRAME_TRUNCATED && prev_entry)
+                continue; /* the stack was whole after all */
+            prev_entry = (*v >> 62) & 1;
+            last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED;
+            locs[nloc++] = *v & ~(3ull << 62);
+            st->frames += count;
+            st->unnamed_frames += (*v >> 63) ? 0 : count;
+        }
+        st->samples += count;
+        if (last_truncated)
+            st->truncated_samples += count;
+        snprintf(tid, sizeof(tid), "%u", s->tid);
+        memcpy(thread, s->thread, sizeof(thread));
+        struct pprof_label labels[] = {
+            {"pid", pid, 0, NULL},         {"tid", tid, 0, NULL},
+            {"thread", thread, 0, NULL},   {"comm", ap->comm, 0, NULL},
+            {"service", ap->service, 0, NULL}, {"host", c->host, 0, NULL},
+        };
+        int64_t values[2] = {(int64_t)count, (int64_t)(count * c->period_ns)};
+        if (pprof_writer__add_sample(w, locs, nloc, values, labels, 6))
+            goto out;
+    }
+    if (ap->lost) {
+        struct pprof_line l = {"[lost samples: ring buffer full]", NULL, NULL, 0};
+        uint64_t id = pprof_writer__location(w, 0, 0, &l, 1);
+        struct pprof_label labels[] = {
+            {"pid", pid, 0, NULL},
+            {"comm", ap->comm, 0, NULL},
+            {"service", ap->service, 0, NULL},
+            {"host", c->host, 0, NULL},
+        };
+        int64_t values[2] = {(int64_t)ap->lost, (int64_t)(ap->lost * c->period_ns)};
+        if (!id || pprof_writer__add_sample(w, &id, 1, values, labels, 4))
+            goto out;
+    }
+    err = 0;
+out:
+    hmap__free(seen);
+    return err;
+}

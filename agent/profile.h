@@ -1,0 +1,38 @@
+/* Turns a window's counted stacks into pprof: names every frame (symbolizer,
+ * kallsyms) and writes samples with their labels. Runs on the worker. */
+#ifndef CODEXRAY_AGENT_PROFILE_H
+#define CODEXRAY_AGENT_PROFILE_H
+
+#include <stdint.h>
+
+#include "../common/pprof/pprof_writer.h"
+#include "aggregate.h"
+#include "symbolize/kallsyms.h"
+#include "symbolize/symbolizer.h"
+
+struct profile_ctx {
+    struct symbolizer *sym;
+    const struct kallsyms *ks; /* NULL: kernel frames shown as [kernel]+0xADDR */
+    const char *host;
+    uint64_t period_ns;        /* CPU time one sample stands for */
+};
+
+struct profile_stats {
+    uint64_t frames;         /* frames in all samples, each counted once per sample */
+    uint64_t unnamed_frames; /* of which had no name */
+    uint64_t samples;
+    uint64_t truncated_samples; /* samples whose stack ends in a [truncated] frame */
+};
+
+/* A writer with the sample types, period and time set. NULL when out of
+ * memory. */
+struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
+                                     uint64_t duration_ns);
+
+/* Adds every sample of ap to w, labelled pid, tid, thread, comm, service and
+ * host; samples that were lost become one "[lost samples]" sample. Adds to
+ * *st. Returns 0 or -ENOMEM. */
+int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
+                      const struct agg_proc *ap, struct profile_stats *st);
+
+#endif

@@ -1,0 +1,156 @@
+/* `codexray-node-agent record`: one gzipped pprof of every process (or one)
+ * over a fixed span, every sample labelled with its pid. What users reach
+ * for in place of `perf record`. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/buf.h"
+#include "../common/log.h"
+#include "cli.h"
+#include "collect.h"
+#include "output.h"
+#include "profile.h"
+
+static const struct config_def record_opts[] = {
+    {"duration", CONFIG_INT, NULL, 1, 86400, "SECONDS", "how long to record (required)"},
+    {"output", CONFIG_STRING, NULL, 0, 0, "FILE", "where to write the gzipped pprof (required)"},
+    {"pid", CONFIG_INT, "0", 0, 4194304, "PID", "record only this process"},
+    {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
+    {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames"},
+    {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
+    {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
+};
+#define N_RECORD_OPTS (sizeof(record_opts) / sizeof(record_opts[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: codexray-node-agent record --duration SECONDS --output FILE [--pid PID]\n"
+               "                                  [--kernel-stacks] [FLAGS]\n"
+               "\n"
+               "Records every process (or one) for SECONDS and writes one gzipped pprof,\n"
+               "each sample labelled with its pid. Read it with 'go tool pprof FILE'.\n"
+               "\n");
+    config__usage(record_opts, N_RECORD_OPTS, f);
+    fprintf(f, "  --help                       this text\n");
+}
+
+int cli__record(int argc, char **argv)
+{
+    struct config *c = config__new(record_opts, N_RECORD_OPTS);
+    struct symbolizer *sym = NULL;
+    struct kallsyms *ks = NULL;
+    struct pprof_writer *pw = NULL;
+    struct agg_window *w = NULL;
+    struct collector col;
+    char err[1024], host[256];
+    struct buf out;
+    int ret = 1;
+
+    memset(&col, 0, sizeof(col));
+    buf__init(&out, 1u << 30);
+    if (!c)
+        return 1;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            ret = 0;
+            goto out;
+        }
+    }
+    if (config__load_env(c, err, sizeof(err)) || config__load_args(c, argc, argv, err, sizeof(err)))
+        goto usage;
+    if (!config__is_set(c, "duration") || !config__str(c, "output")) {
+        snprintf(err, sizeof(err), "record needs --duration SECONDS and --output FILE");
+        goto usage;
+    }
+    if ((ret = cli__common_setup(c, host, sizeof(host))))
+        goto out;
+    ret = 1;
+
+    uint32_t pid = config__int(c, "pid");
+    if (pid) {
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%u", pid);
+        if (access(p, F_OK)) {
+            log_error("record: no process with pid %u", pid);
+            goto out;
+        }
+    }
+    bool kstacks = config__bool(c, "kernel-stacks");
+    struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), pid};
+    if (collector__open(&col, &so, kstacks, err, sizeof(err))) {
+        log_error("sampler: %s", err);
+        goto out;
+    }
+    cli__install_signals();
+    const char *path = config__str(c, "output");
+    long duration = config__int(c, "duration");
+    log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s output=%s cpus=%u",
+             so.sample_rate_hz, duration, pid, kstacks ? "true" : "false", path,
+             sampler__ncpus(col.sampler));
+    uint64_t end = collect__mono_ns() + (uint64_t)duration * 1000000000ull;
+    while (!cli__stopping() && collect__mono_ns() < end) {
+        uint64_t left_ms = (end - collect__mono_ns()) / 1000000;
+        int r = collector__poll(&col, left_ms > 200 ? 200 : (int)left_ms + 1);
+        if (r < 0 && r != -EINTR) {
+            log_error("sampler: ring buffer poll failed: %s", strerror(-r));
+            goto out;
+        }
+    }
+    w = collector__rotate(&col);
+    if (!w) {
+        log_error("record: out of memory");
+        goto out;
+    }
+
+    /* Name the frames now; every process goes into one profile. */
+    sym = symbolizer__new();
+    if (kstacks) {
+        const char *why = NULL;
+        ks = kallsyms__load(&why);
+        if (!ks)
+            log_warn("kallsyms: kernel frames will be unnamed: %s", why);
+    }
+    struct profile_ctx ctx = {sym, ks, host, 1000000000ull / so.sample_rate_hz};
+    struct profile_stats st = {0};
+    pw = sym ? profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns) : NULL;
+    if (!pw) {
+        log_error("record: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < w->nprocs; i++) {
+        if (profile__add_proc(pw, &ctx, w->procs[i], &st)) {
+            log_error("record: out of memory");
+            goto out;
+        }
+    }
+    int r = pprof_writer__encode(pw, &out, true);
+    if (!r)
+        r = output__write_file(path, out.data, out.len);
+    if (r) {
+        log_error("record: cannot write %s: %s", path, strerror(-r));
+        goto out;
+    }
+    log_info("record: wrote %s processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
+             "unnamed_frames=%.1f%% bytes=%zu",
+             path, w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
+             (unsigned long long)st.truncated_samples,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, out.len);
+    ret = 0;
+out:
+    pprof_writer__free(pw);
+    agg_window__free(w);
+    collector__close(&col);
+    kallsyms__free(ks);
+    symbolizer__free(sym);
+    buf__free(&out);
+    config__free(c);
+    return ret;
+usage:
+    fprintf(stderr, "codexray-node-agent record: %s\n\n", err);
+    usage(stderr);
+    config__free(c);
+    return 2;
+}

@@ -1,0 +1,286 @@
+#include "sampler.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "sampler.skel.h"
+
+#define RINGBUF_BYTES (8u << 20)
+
+struct sampler {
+    struct sampler_bpf *skel;
+    struct ring_buffer *rb;
+    struct bpf_link **links;
+    int *pfds;
+    unsigned ncpus;
+    sampler_record_fn fn;
+    void *ctx;
+};
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+    struct sampler *s = ctx;
+
+    if (size < sizeof(struct cx_record_hdr))
+        return 0;
+    return s->fn(s->ctx, data, size);
+}
+
+static bool have_cap(int cap)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+
+    memset(d, 0, sizeof(d));
+    if (syscall(SYS_capget, &h, d))
+        return false;
+    return d[cap / 32].effective & (1u << (cap % 32));
+}
+
+/* libbpf prints through this; its warnings go to our log at debug level so a
+ * failed load can be explained with --log-level debug. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    char line[1024];
+    int n;
+
+    if (level == LIBBPF_DEBUG)
+        return 0;
+    vsnprintf(line, sizeof(line), fmt, ap);
+    n = strlen(line);
+    if (n > 0 && line[n - 1] == '\n')
+        line[n - 1] = '\0';
+    log_debug("libbpf: %s", line);
+    return 0;
+}
+
+static int check_privileges(char *err, size_t errlen)
+{
+    /* CAP_BPF and CAP_PERFMON (5.8+) or, before them, CAP_SYS_ADMIN. */
+    bool bpf = have_cap(CAP_BPF) || have_cap(CAP_SYS_ADMIN);
+    bool perf = have_cap(CAP_PERFMON) || have_cap(CAP_SYS_ADMIN);
+
+    if (bpf && perf)
+        return 0;
+    snprintf(err, errlen,
+             "missing privileges: need %s%s%s (or CAP_SYS_ADMIN, or run as root); reading other "
+             "processes' binaries also needs CAP_SYS_ADMIN or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH",
+             bpf ? "" : "CAP_BPF", !bpf && !perf ? " and " : "", perf ? "" : "CAP_PERFMON");
+    return -1;
+}
+
+static int check_kernel(char *err, size_t errlen)
+{
+    if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+        snprintf(err, errlen,
+                 "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): build it with "
+                 "CONFIG_DEBUG_INFO_BTF=y (most distributions since 2020 do)");
+        return -1;
+    }
+    if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
+        snprintf(err, errlen, "the kernel has no BPF ring buffer (needs Linux 5.8 or newer)");
+        return -1;
+    }
+    if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) != 1) {
+        snprintf(err, errlen,
+                 "the kernel lacks bpf_task_pt_regs for perf_event programs (needs Linux 5.15 or "
+                 "newer)");
+        return -1;
+    }
+    return 0;
+}
+
+struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn fn, void *ctx,
+                              char *err, size_t errlen)
+{
+    struct sampler *s = NULL;
+    int r, ncpus;
+
+    libbpf_set_print(libbpf_print);
+    if (check_privileges(err, errlen) || check_kernel(err, errlen))
+        return NULL;
+    ncpus = libbpf_num_possible_cpus();
+    if (ncpus <= 0) {
+        snprintf(err, errlen, "cannot count CPUs: %s", strerror(-ncpus));
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        goto oom;
+    s->fn = fn;
+    s->ctx = ctx;
+    s->ncpus = ncpus;
+    s->links = calloc(ncpus, sizeof(*s->links));
+    s->pfds = malloc(ncpus * sizeof(*s->pfds));
+    if (!s->links || !s->pfds)
+        goto oom;
+    for (int i = 0; i < ncpus; i++)
+        s->pfds[i] = -1;
+
+    /* open, set rodata, load */
+    s->skel = sampler_bpf__open();
+    if (!s->skel) {
+        snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
+        goto fail;
+    }
+    s->skel->rodata->target_tgid = opts->only_tgid;
+    bpf_map__set_max_entries(s->skel->maps.events, RINGBUF_BYTES);
+    r = sampler_bpf__load(s->skel);
+    if (r) {
+        snprintf(err, errlen,
+                 "the kernel refused the BPF programs (%s); run with --log-level debug for the "
+                 "verifier's log",
+                 strerror(-r));
+        goto fail;
+    }
+
+    /* attach: the scheduler tracepoints, then one perf event per CPU */
+    r = sampler_bpf__attach(s->skel);
+    if (r) {
+        snprintf(err, errlen, "cannot attach the exec/exit tracepoints: %s", strerror(-r));
+        goto fail;
+    }
+    unsigned attached = 0;
+    for (int cpu = 0; cpu < ncpus; cpu++) {
+        struct perf_event_attr attr;
+        memset(&attr, 0, sizeof(attr));
+        attr.size = sizeof(attr);
+        attr.type = PERF_TYPE_SOFTWARE;
+        attr.config = PERF_COUNT_SW_CPU_CLOCK;
+        /* A fixed period in nanoseconds, not a frequency: every sample then
+         * stands for exactly 1/rate seconds of CPU. */
+        attr.sample_period = 1000000000ull / opts->sample_rate_hz;
+        attr.freq = 0;
+        int fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENODEV || errno == ENOENT)
+                continue; /* a possible CPU that is offline */
+            snprintf(err, errlen, "perf_event_open(cpu-clock, cpu %d): %s", cpu, strerror(errno));
+            goto fail;
+        }
+        s->pfds[cpu] = fd;
+        s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.cx_on_cpu_clock, fd);
+        if (!s->links[cpu]) {
+            snprintf(err, errlen, "cannot attach to the perf event on cpu %d: %s", cpu,
+                     strerror(errno));
+            goto fail;
+        }
+        attached++;
+    }
+    if (attached == 0) {
+        snprintf(err, errlen, "no online CPU accepted a cpu-clock perf event");
+        goto fail;
+    }
+    s->ncpus = attached;
+    s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);
+    if (!s->rb) {
+        snprintf(err, errlen, "cannot map the ring buffer: %s", strerror(errno));
+        goto fail;
+    }
+    return s;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    sampler__free(s);
+    return NULL;
+}
+
+int sampler__poll(struct sampler *s, int timeout_ms)
+{
+    return ring_buffer__poll(s->rb, timeout_ms);
+}
+
+int sampler__stats(struct sampler *s, uint64_t out[CX_STAT__COUNT])
+{
+    int fd = bpf_map__fd(s->skel->maps.stats);
+    int ncpu = libbpf_num_possible_cpus();
+    uint64_t *vals = calloc(ncpu, sizeof(uint64_t));
+
+    if (!vals)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < CX_STAT__COUNT; k++) {
+        out[k] = 0;
+        if (bpf_map_lookup_elem(fd, &k, vals) == 0) {
+            for (int c = 0; c < ncpu; c++)
+                out[k] += vals[c];
+        }
+    }
+    free(vals);
+    return 0;
+}
+
+int sampler__drain_lost(struct sampler *s, void (*fn)(void *ctx, uint32_t tgid, uint64_t lost),
+                        void *ctx)
+{
+    int fd = bpf_map__fd(s->skel->maps.lost_by_tgid);
+    uint32_t key, next;
+    uint64_t val;
+    uint32_t *keys = NULL;
+    size_t n = 0, cap = 0;
+
+    /* Collect the keys first: deleting while walking restarts the walk. */
+    for (int r = bpf_map_get_next_key(fd, NULL, &next); r == 0;
+         r = bpf_map_get_next_key(fd, &key, &next)) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint32_t *k = realloc(keys, cap * sizeof(*k));
+            if (!k) {
+                free(keys);
+                return -ENOMEM;
+            }
+            keys = k;
+        }
+        keys[n++] = next;
+        key = next;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &val) == 0 ||
+            (bpf_map_lookup_elem(fd, &keys[i], &val) == 0 &&
+             bpf_map_delete_elem(fd, &keys[i]) == 0))
+            fn(ctx, keys[i], val);
+    }
+    free(keys);
+    return 0;
+}
+
+unsigned sampler__ncpus(const struct sampler *s)
+{
+    return s->ncpus;
+}
+
+int sampler__prog_id(const struct sampler *s)
+{
+    struct bpf_prog_info info;
+    __u32 len = sizeof(info);
+
+    memset(&info, 0, sizeof(info));
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.cx_on_cpu_clock), &info, &len))
+        return -1;
+    return info.id;
+}
+
+void sampler__free(struct sampler *s)
+{
+    if (!s)
+        return;
+    ring_buffer__free(s->rb);
+    for (unsigned i = 0; s->links && s->pfds && i < (unsigned)libbpf_num_possible_cpus(); i++) {
+        bpf_link__destroy(s->links[i]);
+        if (s->pfds[i] >= 0)
+            close(s->pfds[i]);
+    }
+    free(s->links);
+    free(s->pfds);
+    sampler_bpf__destroy(s->skel);
+    free(s);
+}

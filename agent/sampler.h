@@ -1,0 +1,53 @@
+/* The user-space half of the sampler: opens a cpu-clock perf event on every
+ * online CPU, loads and attaches the BPF programs (bpf/sampler.bpf.c), and
+ * hands each record from the ring buffer to a callback.
+ */
+#ifndef CODEXRAY_AGENT_SAMPLER_H
+#define CODEXRAY_AGENT_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h> /* the __u32 and friends sample.h is written in */
+
+#include "bpf/sample.h"
+
+struct sampler_opts {
+    unsigned sample_rate_hz; /* per CPU */
+    uint32_t only_tgid;      /* 0 = every process */
+};
+
+/* Called for each record (a cx_sample or a cx_proc_event, by hdr.kind);
+ * `size` is what the ring buffer holds. Return 0 to go on. */
+typedef int (*sampler_record_fn)(void *ctx, const struct cx_record_hdr *rec, size_t size);
+
+struct sampler;
+
+/* Checks what the kernel and our privileges allow, then opens, loads and
+ * attaches everything. Returns NULL with a message in err (what is missing
+ * and what fixes it); *exit_code says 1 for a failure and 2 never (usage is
+ * the caller's). */
+struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn fn, void *ctx,
+                              char *err, size_t errlen);
+
+/* Waits up to timeout_ms for records and delivers them. Returns how many, or
+ * a negative errno (-EINTR when a signal came: not an error). */
+int sampler__poll(struct sampler *s, int timeout_ms);
+
+/* The BPF counters (enum cx_stat), summed over CPUs since open. */
+int sampler__stats(struct sampler *s, uint64_t out[CX_STAT__COUNT]);
+
+/* Calls fn for each process that lost samples since the last call, and
+ * clears the counts. */
+int sampler__drain_lost(struct sampler *s, void (*fn)(void *ctx, uint32_t tgid, uint64_t lost),
+                        void *ctx);
+
+unsigned sampler__ncpus(const struct sampler *s);
+
+/* The program's id, for bpftool and kernel.bpf_stats_enabled readers. */
+int sampler__prog_id(const struct sampler *s);
+
+/* s may be NULL. */
+void sampler__free(struct sampler *s);
+
+#endif

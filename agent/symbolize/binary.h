@@ -1,0 +1,73 @@
+/* A binary (executable or shared library) that some process maps, opened
+ * once and shared by every process that maps it.
+ *
+ * Identity is the GNU build id when the file has one, else device, inode,
+ * size and mtime: the same libc in two containers is one binary. The file is
+ * held open, so frames can still be named after every process that mapped it
+ * has exited.
+ *
+ * Reference counted: binary__get() takes a reference, binary__put() drops
+ * one; the last put frees it. Counts are atomic, so a window handed to the
+ * worker thread may drop its references there. Everything but the `syms`
+ * slot is immutable after creation; `syms` belongs to the symbolizer (one
+ * thread), which frees it through syms_free.
+ */
+#ifndef CODEXRAY_AGENT_SYMBOLIZE_BINARY_H
+#define CODEXRAY_AGENT_SYMBOLIZE_BINARY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../procs/maps.h"
+
+#define BINARY_BUILD_ID_MAX 64 /* bytes; hex is twice that */
+
+struct binary {
+    int refs;
+    char *path;       /* as the process sees it, e.g. /usr/lib/x86_64-linux-gnu/libc.so.6 */
+    const char *name; /* its base name, within path */
+    char build_id[BINARY_BUILD_ID_MAX * 2 + 1]; /* hex; "" when none */
+    int fd;                                     /* -1 when it could not be opened */
+    int open_err;                               /* errno of the failed open */
+    uint64_t size;
+    uint64_t last_used_ns; /* the cache's bookkeeping, main thread only */
+    unsigned cache_keys;   /* the cache's bookkeeping: references it holds */
+
+    void *syms; /* the symbolizer's, see above */
+    void (*syms_free)(void *syms);
+};
+
+struct binary *binary__get(struct binary *b);
+/* b may be NULL. */
+void binary__put(struct binary *b);
+
+struct binary_cache;
+
+/* proc_root is where /proc is ("/proc", or a test's copy). NULL when out of
+ * memory. */
+struct binary_cache *binary_cache__new(const char *proc_root);
+/* Drops the cache's references; binaries still referenced elsewhere live on.
+ * bc may be NULL. */
+void binary_cache__free(struct binary_cache *bc);
+
+/* The binary behind mapping m of process pid, opened on first sight through
+ * /proc/PID/map_files (the exact file mapped) or else the path inside
+ * /proc/PID/root (never outside it). Returns a new reference, which the
+ * caller puts, or NULL when out of memory. A binary that cannot be opened is
+ * still returned, with fd -1 and open_err set, so its frames can say why. */
+struct binary *binary_cache__get(struct binary_cache *bc, pid_t pid, const struct maps_entry *m,
+                                 uint64_t now_ns);
+
+/* Forgets binaries that no one else references and that were last used
+ * before `older_than_ns`. */
+void binary_cache__sweep(struct binary_cache *bc, uint64_t older_than_ns);
+
+/* How many binaries the cache holds. */
+unsigned binary_cache__count(const struct binary_cache *bc);
+
+/* Reads the GNU build id of an open ELF file into hex (2*BINARY_BUILD_ID_MAX+1
+ * bytes). Returns 0, or -1 when the file has none or is not ELF. */
+int binary__read_build_id(int fd, char *hex);
+
+#endif

@@ -1,0 +1,434 @@
+#include "symbolizer.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/hmap.h"
+#include "../../common/log.h"
+#include "demangle.h"
+
+/* Results cached per binary before symbolizer__trim() starts over. */
+#define CACHE_MAX_ENTRIES 200000
+#define MAX_SEGMENTS 64
+
+struct segment {
+    uint64_t offset, filesz, vaddr;
+};
+
+struct binsyms {
+    Dwfl *dwfl;
+    Dwfl_Module *mod;
+    uint64_t bias; /* module address = ELF vaddr + bias */
+    struct segment seg[MAX_SEGMENTS];
+    unsigned nseg;
+    bool has_symtab, has_dwarf;
+    int nsyms;
+    char why[512]; /* "" when it has symbols */
+    bool logged;
+
+    struct hmap *strings; /* interned names, stored with their NUL */
+    struct hmap *cache;   /* (offset << 1 | is_return) -> index into results */
+    struct sym_result *results;
+    size_t nresults, cap_results;
+};
+
+struct symbolizer {
+    /* Binaries whose state we made, so trim can visit them. Weak: a binary
+     * freed elsewhere frees its state through syms_free, which unlists it. */
+    struct binsyms **all;
+    size_t nall, cap_all;
+};
+
+/* Only one symbolizer exists per process (the worker's); syms_free needs to
+ * find it without a back pointer in every binary. */
+static struct symbolizer *the_symbolizer;
+/* Guards the_symbolizer->all: a binary's last reference may be dropped on
+ * the main thread (its cache sweep) while the worker walks the list. The
+ * binsyms themselves need no lock: a binary no one references is used by no
+ * one. */
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debug" */
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+static void binsyms_free(void *p)
+{
+    struct binsyms *bs = p;
+    struct symbolizer *s;
+
+    if (!bs)
+        return;
+    pthread_mutex_lock(&all_mu);
+    s = the_symbolizer;
+    for (size_t i = 0; s && i < s->nall; i++) {
+        if (s->all[i] == bs) {
+            s->all[i] = s->all[--s->nall];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&all_mu);
+    if (bs->dwfl)
+        dwfl_end(bs->dwfl);
+    hmap__free(bs->strings);
+    hmap__free(bs->cache);
+    free(bs->results);
+    free(bs);
+}
+
+struct symbolizer *symbolizer__new(void)
+{
+    struct symbolizer *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return NULL;
+    /* Never reach out to a debuginfod server from a privileged agent. */
+    unsetenv("DEBUGINFOD_URLS");
+    pthread_mutex_lock(&all_mu);
+    the_symbolizer = s;
+    pthread_mutex_unlock(&all_mu);
+    return s;
+}
+
+void symbolizer__free(struct symbolizer *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&all_mu);
+    if (the_symbolizer == s)
+        the_symbolizer = NULL;
+    pthread_mutex_unlock(&all_mu);
+    free(s->all);
+    free(s);
+}
+
+static const char *intern(struct binsyms *bs, const char *str)
+{
+    long i;
+
+    if (!str)
+        str = "";
+    i = hmap__put(bs->strings, str, strlen(str) + 1, NULL);
+    return i < 0 ? "" : hmap__key(bs->strings, i, NULL);
+}
+
+static bool main_has_symtab(Elf *elf)
+{
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB && sh.sh_size > 0)
+            return true;
+    }
+    return false;
+}
+
+static void load(struct binsyms *bs, struct binary *b)
+{
+    GElf_Addr bias = 0;
+    Elf *elf;
+    size_t nph;
+    int fd;
+
+    if (b->fd < 0) {
+        snprintf(bs->why, sizeof(bs->why), "cannot open it (%s)", strerror(b->open_err));
+        return;
+    }
+    fd = dup(b->fd); /* libdwfl closes what it is given */
+    if (fd < 0) {
+        snprintf(bs->why, sizeof(bs->why), "cannot open it (%s)", strerror(errno));
+        return;
+    }
+    bs->dwfl = dwfl_begin(&callbacks);
+    if (!bs->dwfl) {
+        close(fd);
+        snprintf(bs->why, sizeof(bs->why), "libdwfl: %s", dwfl_errmsg(-1));
+        return;
+    }
+    dwfl_report_begin(bs->dwfl);
+    bs->mod = dwfl_report_elf(bs->dwfl, b->name, b->path, fd, 0, false);
+    dwfl_report_end(bs->dwfl, NULL, NULL);
+    if (!bs->mod || !(elf = dwfl_module_getelf(bs->mod, &bias))) {
+        snprintf(bs->why, sizeof(bs->why), "not a readable ELF file (%s)", dwfl_errmsg(-1));
+        bs->mod = NULL;
+        return;
+    }
+    bs->bias = bias;
+    /* File offsets become ELF addresses through the loadable segments. */
+    if (elf_getphdrnum(elf, &nph) == 0) {
+        for (size_t i = 0; i < nph && bs->nseg < MAX_SEGMENTS; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD)
+                bs->seg[bs->nseg++] = (struct segment){ph.p_offset, ph.p_filesz, ph.p_vaddr};
+        }
+    }
+    bs->has_symtab = main_has_symtab(elf);
+    bs->nsyms = dwfl_module_getsymtab(bs->mod);
+    Dwarf_Addr dbias;
+    bs->has_dwarf = dwfl_module_getdwarf(bs->mod, &dbias) != NULL;
+    const char *debugfile = NULL;
+    dwfl_module_info(bs->mod, NULL, NULL, NULL, NULL, NULL, NULL, &debugfile);
+    if (bs->nsyms <= 0) {
+        snprintf(bs->why, sizeof(bs->why),
+                 "it has no symbols (stripped with --strip-all?) and no debug file was found "
+                 "under /usr/lib/debug/.build-id/%s%.2s/ or by .gnu_debuglink",
+                 b->build_id[0] ? "" : "(no build id) ", b->build_id);
+    } else if (!bs->has_symtab && !debugfile) {
+        snprintf(bs->why, sizeof(bs->why),
+                 "it keeps only its exported symbols (.dynsym): internal functions have no name "
+                 "and no debug file was found under /usr/lib/debug/.build-id/");
+    }
+    log_debug("symbols: %s: loaded symbols=%d symtab=%d dwarf=%d debug_file=%s", b->path,
+              bs->nsyms, bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none");
+}
+
+static struct binsyms *get(struct symbolizer *s, struct binary *b)
+{
+    struct binsyms *bs = b->syms;
+
+    if (bs)
+        return bs;
+    bs = calloc(1, sizeof(*bs));
+    if (!bs)
+        return NULL;
+    bs->strings = hmap__new();
+    bs->cache = hmap__new();
+    if (!bs->strings || !bs->cache) {
+        binsyms_free(bs);
+        return NULL;
+    }
+    pthread_mutex_lock(&all_mu);
+    if (s->nall == s->cap_all) {
+        size_t cap = s->cap_all ? s->cap_all * 2 : 64;
+        struct binsyms **a = realloc(s->all, cap * sizeof(*a));
+        if (!a) {
+            pthread_mutex_unlock(&all_mu);
+            binsyms_free(bs);
+            return NULL;
+        }
+        s->all = a;
+        s->cap_all = cap;
+    }
+    s->all[s->nall++] = bs;
+    pthread_mutex_unlock(&all_mu);
+    load(bs, b);
+    b->syms = bs;
+    b->syms_free = binsyms_free;
+    return bs;
+}
+
+static bool offset_to_vaddr(const struct binsyms *bs, uint64_t off, uint64_t *vaddr)
+{
+    for (unsigned i = 0; i < bs->nseg; i++) {
+        const struct segment *g = &bs->seg[i];
+        if (off >= g->offset && off < g->offset + g->filesz) {
+            *vaddr = off - g->offset + g->vaddr;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *die_name(Dwarf_Die *die, const char **system_name, char **owned)
+{
+    Dwarf_Attribute a;
+    const char *n;
+
+    *owned = NULL;
+    n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &a));
+    if (!n)
+        n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a));
+    if (n) {
+        *system_name = n;
+        *owned = demangle(n);
+        return *owned ? *owned : n;
+    }
+    n = dwarf_diename(die);
+    *system_name = n;
+    return n;
+}
+
+/* Fills r's lines from DWARF: the inlined frames at addr, innermost first,
+ * then the function they were inlined into. */
+static void name_from_dwarf(struct binsyms *bs, Dwarf_Addr addr, struct sym_result *r,
+                            const char *elf_name, const char *elf_sysname)
+{
+    Dwarf_Addr cubias;
+    Dwarf_Die *cu = dwfl_module_addrdie(bs->mod, addr, &cubias);
+    Dwarf_Die *scopes = NULL;
+    Dwarf_Files *files = NULL;
+    const char *file = "";
+    int line = 0, n;
+
+    Dwfl_Line *dl = dwfl_module_getsrc(bs->mod, addr);
+    if (dl) {
+        const char *f = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
+        if (f)
+            file = f;
+    }
+    if (!cu || (n = dwarf_getscopes(cu, addr - cubias, &scopes)) <= 0) {
+        r->lines[0] = (struct sym_line){intern(bs, elf_name), intern(bs, elf_sysname),
+                                        intern(bs, file), line};
+        r->n = 1;
+        free(scopes);
+        return;
+    }
+    size_t nfiles = 0;
+    dwarf_getsrcfiles(cu, &files, &nfiles);
+    r->n = 0;
+    for (int i = 0; i < n && r->n < SYM_MAX_INLINE; i++) {
+        Dwarf_Die *d = &scopes[i];
+        int tag = dwarf_tag(d);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+            continue;
+        const char *sys = NULL, *name;
+        char *owned;
+        if (tag == DW_TAG_subprogram && elf_name) {
+            name = elf_name; /* the symbol table's name is the one users grep for */
+            sys = elf_sysname;
+            owned = NULL;
+        } else {
+            name = die_name(d, &sys, &owned);
+        }
+        r->lines[r->n++] = (struct sym_line){intern(bs, name ? name : "??"),
+                                             intern(bs, sys ? sys : name), intern(bs, file), line};
+        free(owned);
+        if (tag == DW_TAG_subprogram)
+            break;
+        /* The caller's position is where this inlined copy was called. */
+        Dwarf_Attribute a;
+        Dwarf_Word w;
+        line = dwarf_formudata(dwarf_attr(d, DW_AT_call_line, &a), &w) == 0 ? (int)w : 0;
+        file = "";
+        if (files && dwarf_formudata(dwarf_attr(d, DW_AT_call_file, &a), &w) == 0 && w < nfiles) {
+            const char *f = dwarf_filesrc(files, w, NULL, NULL);
+            if (f)
+                file = f;
+        }
+    }
+    if (r->n == 0) {
+        r->lines[0] = (struct sym_line){intern(bs, elf_name), intern(bs, elf_sysname),
+                                        intern(bs, file), line};
+        r->n = 1;
+    }
+    free(scopes);
+}
+
+static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, struct sym_result *r)
+{
+    uint64_t vaddr;
+
+    memset(r, 0, sizeof(*r));
+    r->elf_addr = file_offset;
+    if (!bs->mod || !offset_to_vaddr(bs, file_offset, &vaddr))
+        return;
+    r->elf_addr = vaddr;
+    Dwarf_Addr addr = vaddr + bs->bias - (is_return ? 1 : 0);
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *sysname = NULL;
+    if (bs->nsyms > 0)
+        sysname = dwfl_module_addrinfo(bs->mod, addr, &off, &sym, NULL, NULL, NULL);
+    char *dem = sysname ? demangle(sysname) : NULL;
+    const char *name = dem ? dem : sysname;
+    if (bs->has_dwarf) {
+        name_from_dwarf(bs, addr, r, name, sysname);
+        r->named = r->lines[0].function[0] != '\0';
+    } else if (name) {
+        r->lines[0] = (struct sym_line){intern(bs, name), intern(bs, sysname), "", 0};
+        r->n = 1;
+        r->named = true;
+    }
+    free(dem);
+}
+
+const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary *b,
+                                            uint64_t file_offset, bool is_return)
+{
+    static struct sym_result oom; /* named false: "out of memory" frames stay unnamed */
+    struct binsyms *bs = get(s, b);
+    uint64_t key = file_offset << 1 | is_return;
+    long i;
+
+    if (!bs)
+        return &oom;
+    i = hmap__find(bs->cache, &key, sizeof(key));
+    if (i >= 0)
+        return &bs->results[*hmap__val(bs->cache, i)];
+    /* Room for the result first, so a key never exists without one. */
+    if (bs->nresults == bs->cap_results) {
+        size_t cap = bs->cap_results ? bs->cap_results * 2 : 256;
+        struct sym_result *nr = realloc(bs->results, cap * sizeof(*nr));
+        if (!nr)
+            return &oom;
+        bs->results = nr;
+        bs->cap_results = cap;
+    }
+    i = hmap__put(bs->cache, &key, sizeof(key), NULL);
+    if (i < 0)
+        return &oom;
+    struct sym_result *r = &bs->results[bs->nresults];
+    resolve(bs, file_offset, is_return, r);
+    *hmap__val(bs->cache, i) = bs->nresults++;
+    if (!r->named && !bs->logged) {
+        bs->logged = true;
+        if (!bs->why[0])
+            snprintf(bs->why, sizeof(bs->why),
+                     "some of its code lies outside every symbol it has (stripped, or "
+                     "generated code)");
+        log_warn("symbols: %s%s%s: frames unnamed, shown as %s+0xADDR: %s; fix: install its debug "
+                 "package (-dbgsym/-dbg) or build with -g and do not strip --strip-all",
+                 b->path, b->build_id[0] ? " build_id=" : "", b->build_id, b->name, bs->why);
+    }
+    return r;
+}
+
+const char *symbolizer__why_unnamed(struct symbolizer *s, struct binary *b)
+{
+    struct binsyms *bs = get(s, b);
+
+    if (!bs)
+        return "out of memory";
+    return bs->why[0] ? bs->why : NULL;
+}
+
+bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
+{
+    struct binsyms *bs = get(s, b);
+
+    return bs && bs->has_dwarf;
+}
+
+void symbolizer__trim(struct symbolizer *s)
+{
+    pthread_mutex_lock(&all_mu);
+    for (size_t i = 0; i < s->nall; i++) {
+        struct binsyms *bs = s->all[i];
+        if (hmap__len(bs->cache) < CACHE_MAX_ENTRIES)
+            continue;
+        struct hmap *c = hmap__new(), *st = hmap__new();
+        if (!c || !st) {
+            hmap__free(c);
+            hmap__free(st);
+            continue;
+        }
+        hmap__free(bs->cache);
+        hmap__free(bs->strings);
+        bs->cache = c;
+        bs->strings = st;
+        bs->nresults = 0;
+    }
+    pthread_mutex_unlock(&all_mu);
+}

@@ -1,0 +1,57 @@
+/* Names user-space frames: an offset into a binary becomes function names,
+ * one per inlined frame, with file and line, from the binary's ELF symbols
+ * (.symtab, .dynsym, .gnu_debugdata) and DWARF (libdw), its separate debug
+ * file included (/usr/lib/debug/.build-id/, .gnu_debuglink).
+ *
+ * Owned by one thread (the worker that turns windows into profiles): it
+ * keeps per-binary state in binary->syms, loaded on first use.
+ */
+#ifndef CODEXRAY_AGENT_SYMBOLIZE_SYMBOLIZER_H
+#define CODEXRAY_AGENT_SYMBOLIZE_SYMBOLIZER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "binary.h"
+
+#define SYM_MAX_INLINE 16
+
+struct sym_line {
+    const char *function;    /* demangled */
+    const char *system_name; /* as in the binary */
+    const char *file;        /* "" when unknown */
+    int64_t line;            /* 0 when unknown */
+};
+
+struct sym_result {
+    uint64_t elf_addr; /* the address in the binary's own terms (addr2line -e BIN ADDR) */
+    bool named;
+    unsigned n;        /* lines, innermost first; 1 or more when named */
+    struct sym_line lines[SYM_MAX_INLINE];
+};
+
+struct symbolizer;
+
+/* Returns NULL when out of memory. */
+struct symbolizer *symbolizer__new(void);
+/* s may be NULL. Binaries keep their state until they are freed. */
+void symbolizer__free(struct symbolizer *s);
+
+/* Names the code at file_offset of b. is_return says the offset is a return
+ * address (every frame but the leaf), so the call before it is named. The
+ * result lives until the next symbolizer__trim(). Never fails: an unnamed
+ * result has named false, and the first one for a binary logs why once. */
+const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary *b,
+                                            uint64_t file_offset, bool is_return);
+
+/* Why b's frames go unnamed, or NULL when it has symbols. Valid while b is. */
+const char *symbolizer__why_unnamed(struct symbolizer *s, struct binary *b);
+
+/* True when b has DWARF (file names, lines, inlined frames). */
+bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b);
+
+/* Drops cached results of binaries whose caches grew past their cap. Call
+ * between windows, when no result is held. */
+void symbolizer__trim(struct symbolizer *s);
+
+#endif

@@ -1,0 +1,187 @@
+#include "worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/log.h"
+#include "collect.h"
+#include "output.h"
+#include "profile.h"
+
+#define QUEUE_MAX 4
+#define PROFILE_MAX (256u << 20)
+
+struct worker {
+    struct worker_opts opts;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct agg_window *queue[QUEUE_MAX];
+    unsigned head, n;
+    bool stopping;
+
+    struct symbolizer *sym;
+    struct kallsyms *ks;
+    bool ks_tried;
+};
+
+static void process(struct worker *wk, struct agg_window *w)
+{
+    struct profile_ctx ctx = {wk->sym, NULL, wk->opts.host, wk->opts.period_ns};
+    struct profile_stats st = {0};
+    uint64_t t0 = collect__mono_ns(), bytes = 0;
+    unsigned written = 0, failed = 0;
+    char path[4096];
+    struct buf out;
+
+    if (wk->opts.kernel_stacks && !wk->ks_tried) {
+        const char *why = NULL;
+        wk->ks_tried = true;
+        wk->ks = kallsyms__load(&why);
+        if (!wk->ks)
+            log_warn("kallsyms: kernel frames will be unnamed: %s", why);
+    }
+    ctx.ks = wk->ks;
+    buf__init(&out, PROFILE_MAX);
+    for (size_t i = 0; i < w->nprocs; i++) {
+        const struct agg_proc *ap = w->procs[i];
+        struct pprof_writer *pw;
+        int r;
+
+        if (!ap->samples && !ap->lost)
+            continue;
+        pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
+        r = pw ? profile__add_proc(pw, &ctx, ap, &st) : -ENOMEM;
+        buf__reset(&out);
+        if (!r)
+            r = pprof_writer__encode(pw, &out, true);
+        pprof_writer__free(pw);
+        if (r) {
+            log_error("profile: pid=%u service=%s: cannot build its profile: %s", ap->tgid,
+                      ap->service, strerror(-r));
+            failed++;
+            continue;
+        }
+        bytes += out.len;
+        if (wk->opts.output_dir) {
+            r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->service,
+                                     ap->tgid, w->start_ns);
+            if (!r)
+                r = output__write_file(path, out.data, out.len);
+            if (r) {
+                log_error("output: cannot write %s: %s", path, strerror(-r));
+                failed++;
+                continue;
+            }
+        }
+        written++;
+    }
+    buf__free(&out);
+    log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
+             "unnamed_frames=%.1f%% profiles=%u failed=%u bytes=%llu took_ms=%llu",
+             w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
+             (unsigned long long)st.truncated_samples,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, written, failed,
+             (unsigned long long)bytes,
+             (unsigned long long)((collect__mono_ns() - t0) / 1000000));
+    if (w->dropped_oom)
+        log_warn("window: %llu samples dropped: out of memory",
+                 (unsigned long long)w->dropped_oom);
+    if (w->stats_delta[CX_STAT_KSTACK_ERR] || w->stats_delta[CX_STAT_LOST_EVENTS] ||
+        w->stats_delta[CX_STAT_LOST_MAP_FULL] || w->stats_delta[CX_STAT_NO_USER_REGS])
+        log_warn("unwinder: kernel_stack_errors=%llu lost_exec_exit_events=%llu "
+                 "lost_counts_map_full=%llu no_user_regs=%llu",
+                 (unsigned long long)w->stats_delta[CX_STAT_KSTACK_ERR],
+                 (unsigned long long)w->stats_delta[CX_STAT_LOST_EVENTS],
+                 (unsigned long long)w->stats_delta[CX_STAT_LOST_MAP_FULL],
+                 (unsigned long long)w->stats_delta[CX_STAT_NO_USER_REGS]);
+    agg_window__free(w);
+    symbolizer__trim(wk->sym);
+}
+
+static void *run(void *arg)
+{
+    struct worker *wk = arg;
+
+    pthread_mutex_lock(&wk->mu);
+    for (;;) {
+        while (!wk->n && !wk->stopping)
+            pthread_cond_wait(&wk->cv, &wk->mu);
+        if (!wk->n)
+            break;
+        struct agg_window *w = wk->queue[wk->head];
+        wk->head = (wk->head + 1) % QUEUE_MAX;
+        wk->n--;
+        pthread_mutex_unlock(&wk->mu);
+        process(wk, w);
+        pthread_mutex_lock(&wk->mu);
+    }
+    pthread_mutex_unlock(&wk->mu);
+    return NULL;
+}
+
+struct worker *worker__start(const struct worker_opts *opts)
+{
+    struct worker *wk = calloc(1, sizeof(*wk));
+    int r;
+
+    if (!wk)
+        return NULL;
+    wk->opts = *opts;
+    wk->sym = symbolizer__new();
+    if (!wk->sym) {
+        free(wk);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_init(&wk->mu, NULL);
+    pthread_cond_init(&wk->cv, NULL);
+    r = pthread_create(&wk->thread, NULL, run, wk);
+    if (r) {
+        symbolizer__free(wk->sym);
+        free(wk);
+        errno = r;
+        return NULL;
+    }
+    return wk;
+}
+
+void worker__submit(struct worker *wk, struct agg_window *w)
+{
+    struct agg_window *dropped = NULL;
+
+    pthread_mutex_lock(&wk->mu);
+    if (wk->n == QUEUE_MAX) {
+        dropped = wk->queue[wk->head];
+        wk->head = (wk->head + 1) % QUEUE_MAX;
+        wk->n--;
+    }
+    wk->queue[(wk->head + wk->n) % QUEUE_MAX] = w;
+    wk->n++;
+    pthread_cond_signal(&wk->cv);
+    pthread_mutex_unlock(&wk->mu);
+    if (dropped) {
+        log_error("window: the worker is %d windows behind; dropped the oldest (%llu samples)",
+                  QUEUE_MAX, (unsigned long long)dropped->samples);
+        agg_window__free(dropped);
+    }
+}
+
+void worker__stop(struct worker *wk)
+{
+    if (!wk)
+        return;
+    pthread_mutex_lock(&wk->mu);
+    wk->stopping = true;
+    pthread_cond_signal(&wk->cv);
+    pthread_mutex_unlock(&wk->mu);
+    pthread_join(wk->thread, NULL);
+    pthread_mutex_destroy(&wk->mu);
+    pthread_cond_destroy(&wk->cv);
+    symbolizer__free(wk->sym);
+    kallsyms__free(wk->ks);
+    free(wk);
+}

@@ -1,0 +1,199 @@
+#include "hmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct entry {
+    const unsigned char *key;
+    uint32_t len;
+    uint64_t hash;
+    uint64_t val;
+};
+
+/* Keys live in chunks that never move, so key pointers stay valid. */
+struct chunk {
+    struct chunk *next;
+    size_t used, size;
+    unsigned char data[];
+};
+
+struct hmap {
+    struct entry *entries;
+    size_t n, cap;
+    uint32_t *slots; /* index + 1; 0 is empty */
+    size_t nslots;   /* a power of two */
+    struct chunk *chunks;
+};
+
+uint64_t hmap__hash(const void *key, size_t len)
+{
+    const unsigned char *p = key;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (len * 0xff51afd7ed558ccdull);
+    uint64_t w;
+
+    while (len >= 8) {
+        memcpy(&w, p, 8);
+        h ^= w * 0xc4ceb9fe1a85ec53ull;
+        h = (h << 31 | h >> 33) * 0x9e3779b97f4a7c15ull;
+        p += 8;
+        len -= 8;
+    }
+    w = 0;
+    memcpy(&w, p, len);
+    h ^= w * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+struct hmap *hmap__new(void)
+{
+    struct hmap *h = calloc(1, sizeof(*h));
+
+    if (!h)
+        return NULL;
+    h->nslots = 64;
+    h->slots = calloc(h->nslots, sizeof(*h->slots));
+    if (!h->slots) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void hmap__free(struct hmap *h)
+{
+    struct chunk *c, *next;
+
+    if (!h)
+        return;
+    for (c = h->chunks; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(h->entries);
+    free(h->slots);
+    free(h);
+}
+
+static long lookup(const struct hmap *h, const void *key, size_t len, uint64_t hash, size_t *slot)
+{
+    size_t mask = h->nslots - 1, i = hash & mask;
+
+    for (;;) {
+        uint32_t s = h->slots[i];
+        if (!s) {
+            *slot = i;
+            return -1;
+        }
+        const struct entry *e = &h->entries[s - 1];
+        if (e->hash == hash && e->len == len && memcmp(e->key, key, len) == 0)
+            return s - 1;
+        i = (i + 1) & mask;
+    }
+}
+
+static int grow_slots(struct hmap *h)
+{
+    size_t n = h->nslots * 2, mask = n - 1;
+    uint32_t *slots = calloc(n, sizeof(*slots));
+
+    if (!slots)
+        return -1;
+    for (size_t e = 0; e < h->n; e++) {
+        size_t i = h->entries[e].hash & mask;
+        while (slots[i])
+            i = (i + 1) & mask;
+        slots[i] = e + 1;
+    }
+    free(h->slots);
+    h->slots = slots;
+    h->nslots = n;
+    return 0;
+}
+
+static unsigned char *store_key(struct hmap *h, const void *key, size_t len)
+{
+    struct chunk *c = h->chunks;
+    size_t need = (len + 7) & ~(size_t)7;
+
+    if (!c || c->size - c->used < need) {
+        size_t size = need > 65536 ? need : 65536;
+        c = malloc(sizeof(*c) + size);
+        if (!c)
+            return NULL;
+        c->size = size;
+        c->used = 0;
+        c->next = h->chunks;
+        h->chunks = c;
+    }
+    unsigned char *p = c->data + c->used;
+    if (len)
+        memcpy(p, key, len);
+    c->used += need;
+    return p;
+}
+
+long hmap__put(struct hmap *h, const void *key, size_t len, bool *inserted)
+{
+    uint64_t hash = hmap__hash(key, len);
+    size_t slot;
+    long idx;
+
+    if (inserted)
+        *inserted = false;
+    if (len > UINT32_MAX)
+        return -1;
+    idx = lookup(h, key, len, hash, &slot);
+    if (idx >= 0)
+        return idx;
+    if (h->n >= UINT32_MAX - 1)
+        return -1;
+    /* Keep the load under 1/2 so probes stay short. */
+    if ((h->n + 1) * 2 > h->nslots) {
+        if (grow_slots(h))
+            return -1;
+        lookup(h, key, len, hash, &slot);
+    }
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        struct entry *e = realloc(h->entries, cap * sizeof(*e));
+        if (!e)
+            return -1;
+        h->entries = e;
+        h->cap = cap;
+    }
+    unsigned char *k = store_key(h, key, len);
+    if (!k)
+        return -1;
+    h->entries[h->n] = (struct entry){.key = k, .len = len, .hash = hash, .val = 0};
+    h->slots[slot] = h->n + 1;
+    if (inserted)
+        *inserted = true;
+    return h->n++;
+}
+
+long hmap__find(const struct hmap *h, const void *key, size_t len)
+{
+    size_t slot;
+
+    return lookup(h, key, len, hmap__hash(key, len), &slot);
+}
+
+size_t hmap__len(const struct hmap *h)
+{
+    return h->n;
+}
+
+const void *hmap__key(const struct hmap *h, size_t idx, size_t *len)
+{
+    if (len)
+        *len = h->entries[idx].len;
+    return h->entries[idx].key;
+}
+
+uint64_t *hmap__val(struct hmap *h, size_t idx)
+{
+    return &h->entries[idx].val;
+}

@@ -1,0 +1,43 @@
+# Unit tests: cmocka, no root, no BPF. One binary per module under test:
+#   make build/tests/test_maps && build/tests/test_maps
+UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
+              test_symbolizer test_aggregate
+UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
+UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
+
+$(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(LDLIBS) -lcmocka
+
+# Small binaries the symbolizer tests read: with frame pointers, inlined
+# functions, C++, and stripped.
+FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c
+$(B)/fixtures/fp_c: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FP_CFLAGS) -o $@ $<
+$(B)/fixtures/inline_c: tests/unit/fixtures/inline.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -o $@ $<
+$(B)/fixtures/cxx: tests/unit/fixtures/cxx.cc
+	@mkdir -p $(dir $@)
+	g++ -O1 -g -fno-omit-frame-pointer -o $@ $<
+$(B)/fixtures/stripped_c: $(B)/fixtures/fp_c
+	strip --strip-all -o $@ $<
+
+# Workloads for the integration tests, built with frame pointers in every
+# function. clang, because gcc 12 leaves them out of leaf functions that use
+# no stack even with -fno-omit-frame-pointer, and a frame-pointer walk then
+# skips the leaf's caller (the CFI unwinder is what fixes that for any code).
+FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
+WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy
+$(B)/workloads/%: tests/workloads/%.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FP_CFLAGS) -o $@ $<
+
+unit: deps $(UNIT_BINS) $(FIXTURES)
+	@tests/run_unit.sh $(UNIT_BINS)
+
+integration: deps $(B)/codexray-node-agent $(WORKLOADS)
+	@python3 tests/integration/run.py
+
+test: unit integration

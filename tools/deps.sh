@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build, the tests and the benchmarks need.
+# Idempotent and quiet when everything is already there; run by `make deps`,
+# and by `make` and `make test` before they do anything else.
+set -euo pipefail
+
+pkgs=(
+    make gcc clang llvm pkg-config clang-format
+    libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libiberty-dev
+    libprotobuf-c-dev protobuf-c-compiler
+    libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
+    libcmocka-dev
+    golang-go g++ python3 linux-perf bpftrace
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$st" = installed ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: missing packages: ${missing[*]}; run 'make deps' as root" >&2
+    exit 1
+fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
