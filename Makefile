@@ -23,8 +23,8 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c \
-             agent/aggregate.c agent/profile.c agent/output.c agent/collect.c agent/worker.c
-AGENT_MAIN := agent/sampler.c agent/main.c agent/record.c
+             agent/aggregate.c agent/profile.c agent/output.c
+AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/main.c agent/record.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o

@@ -85,6 +85,8 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     *named = false;
     *entry = false;
     if (f->kind == CX_FRAME_TRUNCATED) {
+        /* Named for what it is: a marker, not a frame that lacks a name. */
+        *named = true;
         lines[0] = (struct pprof_line){trunc_name(f->flags & 0xff), NULL, NULL, 0};
         return pprof_writer__location(w, 0, 0, lines, 1);
     }
@@ -181,8 +183,10 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             prev_entry = (*v >> 62) & 1;
             last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED;
             locs[nloc++] = *v & ~(3ull << 62);
-            st->frames += count;
-            st->unnamed_frames += (*v >> 63) ? 0 : count;
+            if (!last_truncated) {
+                st->frames += count;
+                st->unnamed_frames += (*v >> 63) ? 0 : count;
+            }
         }
         st->samples += count;
         if (last_truncated)

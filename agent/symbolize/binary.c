@@ -377,3 +377,26 @@ void binary_cache__sweep(struct binary_cache *bc, uint64_t older_than_ns)
     if (live(bc->list, bc->nlist) * 2 < bc->nlist)
         compact(&bc->by_id, &bc->list, &bc->nlist);
 }
+
+struct binary *binary__open(const char *path)
+{
+    struct binary *b = binary_new(path);
+    struct stat st;
+
+    if (!b)
+        return NULL;
+    b->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (b->fd < 0) {
+        b->open_err = errno;
+        return b;
+    }
+    if (fstat(b->fd, &st) || !S_ISREG(st.st_mode)) {
+        close(b->fd);
+        b->fd = -1;
+        b->open_err = EINVAL;
+        return b;
+    }
+    b->size = st.st_size;
+    binary__read_build_id(b->fd, b->build_id);
+    return b;
+}

@@ -66,6 +66,11 @@ void binary_cache__sweep(struct binary_cache *bc, uint64_t older_than_ns);
 /* How many binaries the cache holds. */
 unsigned binary_cache__count(const struct binary_cache *bc);
 
+/* A binary opened straight from a path, outside any cache (tests, tools).
+ * Returns a reference, or NULL when out of memory; a file that cannot be
+ * opened still gives a binary with fd -1 and open_err set. */
+struct binary *binary__open(const char *path);
+
 /* Reads the GNU build id of an open ELF file into hex (2*BINARY_BUILD_ID_MAX+1
  * bytes). Returns 0, or -1 when the file has none or is not ELF. */
 int binary__read_build_id(int fd, char *hex);

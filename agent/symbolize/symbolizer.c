@@ -23,6 +23,8 @@ struct segment {
     uint64_t offset, filesz, vaddr;
 };
 
+struct cu_range;
+
 struct binsyms {
     Dwfl *dwfl;
     Dwfl_Module *mod;
@@ -32,6 +34,10 @@ struct binsyms {
     bool has_symtab, has_dwarf;
     int nsyms;
     char why[512]; /* "" when it has symbols */
+    struct cu_range *cu_ranges; /* see find_cu */
+    size_t ncu_ranges;
+    bool cu_ranges_built;
+    Dwarf_Addr dwarf_bias;
     bool logged;
 
     struct hmap *strings; /* interned names, stored with their NUL */
@@ -86,6 +92,7 @@ static void binsyms_free(void *p)
     hmap__free(bs->strings);
     hmap__free(bs->cache);
     free(bs->results);
+    free(bs->cu_ranges);
     free(bs);
 }
 
@@ -260,25 +267,105 @@ static const char *die_name(Dwarf_Die *die, const char **system_name, char **own
     return n;
 }
 
+/* The compile unit holding addr. libdw finds it through .debug_aranges,
+ * which clang does not emit; without them, a table of every CU's address
+ * ranges is built once per binary and searched. */
+struct cu_range {
+    uint64_t lo, hi;
+    Dwarf_Off off;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+    const struct cu_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void build_cu_ranges(struct binsyms *bs)
+{
+    Dwarf_Die *cu = NULL;
+    Dwarf_Addr cubias;
+    size_t cap = 0;
+
+    bs->cu_ranges_built = true;
+    while ((cu = dwfl_module_nextcu(bs->mod, cu, &cubias))) {
+        Dwarf_Addr base, lo, hi;
+        ptrdiff_t off = 0;
+        bs->dwarf_bias = cubias;
+        while ((off = dwarf_ranges(cu, off, &base, &lo, &hi)) > 0) {
+            if (bs->ncu_ranges == cap) {
+                cap = cap ? cap * 2 : 64;
+                struct cu_range *r = realloc(bs->cu_ranges, cap * sizeof(*r));
+                if (!r)
+                    return;
+                bs->cu_ranges = r;
+            }
+            bs->cu_ranges[bs->ncu_ranges++] = (struct cu_range){lo, hi, dwarf_dieoffset(cu)};
+        }
+    }
+    qsort(bs->cu_ranges, bs->ncu_ranges, sizeof(*bs->cu_ranges), cmp_range);
+}
+
+static Dwarf_Die *find_cu(struct binsyms *bs, Dwarf_Addr addr, Dwarf_Addr *cubias, Dwarf_Die *mem)
+{
+    Dwarf_Die *cu = dwfl_module_addrdie(bs->mod, addr, cubias);
+    Dwarf *dw;
+
+    if (cu)
+        return cu;
+    if (!bs->cu_ranges_built)
+        build_cu_ranges(bs);
+    *cubias = bs->dwarf_bias;
+    uint64_t a = addr - bs->dwarf_bias;
+    size_t lo = 0, hi = bs->ncu_ranges;
+    while (lo < hi) { /* the last range starting at or below a */
+        size_t mid = lo + (hi - lo) / 2;
+        if (bs->cu_ranges[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* Ranges of different CUs do not overlap in practice; check a few back. */
+    for (size_t i = lo; i > 0 && i + 8 > lo; i--) {
+        const struct cu_range *r = &bs->cu_ranges[i - 1];
+        if (a >= r->lo && a < r->hi && (dw = dwfl_module_getdwarf(bs->mod, cubias)) &&
+            dwarf_offdie(dw, r->off, mem))
+            return mem;
+    }
+    return NULL;
+}
+
 /* Fills r's lines from DWARF: the inlined frames at addr, innermost first,
  * then the function they were inlined into. */
 static void name_from_dwarf(struct binsyms *bs, Dwarf_Addr addr, struct sym_result *r,
                             const char *elf_name, const char *elf_sysname)
 {
-    Dwarf_Addr cubias;
-    Dwarf_Die *cu = dwfl_module_addrdie(bs->mod, addr, &cubias);
+    Dwarf_Addr cubias = 0;
+    Dwarf_Die cumem, *cu = find_cu(bs, addr, &cubias, &cumem);
     Dwarf_Die *scopes = NULL;
     Dwarf_Files *files = NULL;
     const char *file = "";
-    int line = 0, n;
+    int line = 0, n = 0;
 
-    Dwfl_Line *dl = dwfl_module_getsrc(bs->mod, addr);
-    if (dl) {
-        const char *f = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
-        if (f)
+    if (cu) {
+        Dwarf_Line *dl = dwarf_getsrc_die(cu, addr - cubias);
+        const char *f = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+        if (f) {
             file = f;
+            dwarf_lineno(dl, &line);
+        }
+        /* dwarf_getscopes follows an inlined instance into its abstract
+         * definition; the concrete chain of callers comes from the innermost
+         * scope's own parents, as eu-addr2line -i does. */
+        n = dwarf_getscopes(cu, addr - cubias, &scopes);
+        if (n > 0) {
+            Dwarf_Die inner = scopes[0];
+            free(scopes);
+            scopes = NULL;
+            n = dwarf_getscopes_die(&inner, &scopes);
+        }
     }
-    if (!cu || (n = dwarf_getscopes(cu, addr - cubias, &scopes)) <= 0) {
+    if (n <= 0) {
         r->lines[0] = (struct sym_line){intern(bs, elf_name), intern(bs, elf_sysname),
                                         intern(bs, file), line};
         r->n = 1;

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs each unit test binary; prints one closing line for all of them.
+set -u
+pass=0 fail=0
+for t in "$@"; do
+    if "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $t" >&2; fi
+done
+echo "unit: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,63 @@
+/* Test helpers: where a symbol of a test binary lives, read with libelf so
+ * the tests do not trust the code they test. */
+#ifndef CODEXRAY_TESTS_ELF_HELPERS_H
+#define CODEXRAY_TESTS_ELF_HELPERS_H
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Finds symbol `name` in path's .symtab: its ELF address, size and the
+ * file offset of that address. Returns 0 or -1. */
+static inline int elf_symbol(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
+                             uint64_t *file_offset)
+{
+    int fd = open(path, O_RDONLY), ret = -1;
+    Elf *e;
+
+    if (fd < 0)
+        return -1;
+    elf_version(EV_CURRENT);
+    e = elf_begin(fd, ELF_C_READ, NULL);
+    for (Elf_Scn *s = NULL; e && ret && (s = elf_nextscn(e, s));) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(s, &sh) || sh.sh_type != SHT_SYMTAB)
+            continue;
+        Elf_Data *d = elf_getdata(s, NULL);
+        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Sym sym;
+            if (!gelf_getsym(d, i, &sym))
+                continue;
+            const char *n = elf_strptr(e, sh.sh_link, sym.st_name);
+            if (n && strcmp(n, name) == 0 && sym.st_value) {
+                *vaddr = sym.st_value;
+                *size = sym.st_size;
+                ret = 0;
+                break;
+            }
+        }
+    }
+    if (!ret) {
+        size_t nph;
+        ret = -1;
+        elf_getphdrnum(e, &nph);
+        for (size_t i = 0; i < nph; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, i, &ph) && ph.p_type == PT_LOAD && *vaddr >= ph.p_vaddr &&
+                *vaddr < ph.p_vaddr + ph.p_filesz) {
+                *file_offset = *vaddr - ph.p_vaddr + ph.p_offset;
+                ret = 0;
+                break;
+            }
+        }
+    }
+    elf_end(e);
+    close(fd);
+    return ret;
+}
+
+#endif

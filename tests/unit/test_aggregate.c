@@ -1,0 +1,183 @@
+/* The path after the BPF side, on this very process: samples whose frames
+ * are addresses of functions in this test binary go through the process
+ * table, a window and the profile builder, and come out named in pprof. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../agent/aggregate.h"
+#include "../../agent/profile.h"
+#include "../../common/gz.h"
+#include "../../common/hmap.h"
+#include "profile.pb-c.h"
+
+__attribute__((noinline)) int cx_test_leaf(int x)
+{
+    return x * 3 + 1;
+}
+
+__attribute__((noinline)) int cx_test_caller(int x)
+{
+    return cx_test_leaf(x) + 1;
+}
+
+static void fill(struct cx_sample *s, uint32_t tid, bool with_kernel)
+{
+    memset(s, 0, sizeof(*s));
+    s->hdr.kind = CX_REC_SAMPLE;
+    s->hdr.tgid = getpid();
+    s->hdr.tid = tid;
+    strcpy(s->comm, "worker-1");
+    unsigned n = 0;
+    if (with_kernel) {
+        s->frames[n++] = (struct cx_frame){0xffffffff81000100ull, CX_FRAME_KERNEL, 0};
+        s->n_kernel = 1;
+    }
+    s->frames[n++] = (struct cx_frame){(uint64_t)(uintptr_t)cx_test_leaf + 2, CX_FRAME_NATIVE, 0};
+    s->frames[n++] = (struct cx_frame){(uint64_t)(uintptr_t)cx_test_caller + 8, CX_FRAME_NATIVE, 0};
+    s->frames[n++] = (struct cx_frame){0, CX_FRAME_TRUNCATED, CX_TRUNC_DEPTH};
+    s->n_user = 3;
+}
+
+static const char *str(const Perftools__Profiles__Profile *p, int64_t i)
+{
+    return p->string_table[i];
+}
+
+static void test_window_to_pprof(void **state)
+{
+    (void)state;
+    struct binary_cache *bc = binary_cache__new("/proc");
+    struct procs *ps = procs__new(bc, "/proc");
+    struct agg_window *w = agg_window__new(1700000000000000000ull, false);
+    struct cx_sample s;
+
+    assert_non_null(ps);
+    struct proc *p = procs__get(ps, getpid(), "x", 1);
+    assert_non_null(p);
+    assert_int_equal(p->maps_err, 0);
+    assert_string_equal(p->exe, "test_aggregate");
+
+    fill(&s, 100, true);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+    fill(&s, 101, false);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+    agg_window__add_lost(w, p, 5);
+    w->end_ns = w->start_ns + 60000000000ull;
+
+    assert_int_equal(w->nprocs, 1);
+    struct agg_proc *ap = w->procs[0];
+    assert_int_equal(ap->samples, 4);
+    assert_int_equal(ap->lost, 5);
+    /* Two threads: two stacks; the kernel frame was left out. */
+    assert_int_equal(hmap__len(ap->stacks), 2);
+    const struct agg_stack *st = hmap__key(ap->stacks, 0, NULL);
+    assert_int_equal(st->nframes, 3);
+    assert_int_equal(*hmap__val(ap->stacks, 0), 3);
+
+    /* The process may go: the window has what it needs. */
+    procs__exit(ps, getpid(), 3);
+    procs__sweep(ps, 4);
+    assert_int_equal(procs__count(ps), 0);
+
+    struct symbolizer *sym = symbolizer__new();
+    struct profile_ctx ctx = {sym, NULL, "testhost", 10000000};
+    struct profile_stats pst = {0};
+    struct pprof_writer *pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
+    assert_int_equal(profile__add_proc(pw, &ctx, ap, &pst), 0);
+    struct buf out, raw;
+    buf__init(&out, 1 << 20);
+    buf__init(&raw, 1 << 20);
+    assert_int_equal(pprof_writer__encode(pw, &out, true), 0);
+    assert_int_equal(gz__decompress(out.data, out.len, &raw, 0), 0);
+    Perftools__Profiles__Profile *pp =
+        perftools__profiles__profile__unpack(NULL, raw.len, (uint8_t *)raw.data);
+    assert_non_null(pp);
+
+    assert_int_equal(pp->n_sample, 3); /* two stacks and the lost samples */
+    int64_t total = 0;
+    bool leaf_first = false, lost = false;
+    for (size_t i = 0; i < pp->n_sample; i++) {
+        Perftools__Profiles__Sample *sm = pp->sample[i];
+        total += sm->value[0];
+        assert_int_equal(sm->value[1], sm->value[0] * 10000000);
+        Perftools__Profiles__Location *l0 = pp->location[sm->location_id[0] - 1];
+        const char *fn = str(pp, pp->function[l0->line[l0->n_line - 1]->function_id - 1]->name);
+        if (strcmp(fn, "cx_test_leaf") == 0) {
+            leaf_first = true;
+            assert_int_equal(sm->n_location_id, 3);
+            Perftools__Profiles__Location *l1 = pp->location[sm->location_id[1] - 1];
+            assert_string_equal(
+                str(pp, pp->function[l1->line[l1->n_line - 1]->function_id - 1]->name),
+                "cx_test_caller");
+            Perftools__Profiles__Location *l2 = pp->location[sm->location_id[2] - 1];
+            assert_non_null(strstr(str(pp, pp->function[l2->line[0]->function_id - 1]->name),
+                                   "[truncated"));
+            bool has_pid = false, has_service = false, has_thread = false;
+            for (size_t k = 0; k < sm->n_label; k++) {
+                const char *key = str(pp, sm->label[k]->key), *v = str(pp, sm->label[k]->str);
+                has_pid |= strcmp(key, "pid") == 0 && atoi(v) == getpid();
+                has_service |= strcmp(key, "service") == 0 && strcmp(v, "test_aggregate") == 0;
+                has_thread |= strcmp(key, "thread") == 0 && strcmp(v, "worker-1") == 0;
+            }
+            assert_true(has_pid && has_service && has_thread);
+        } else if (strstr(fn, "[lost samples")) {
+            lost = true;
+            assert_int_equal(sm->value[0], 5);
+        }
+    }
+    assert_true(leaf_first);
+    assert_true(lost);
+    assert_int_equal(total, 9);
+    assert_int_equal(pst.truncated_samples, 4);
+    assert_int_equal(pst.unnamed_frames, 0);
+    /* The first mapping is the executable, as pprof expects. */
+    assert_non_null(strstr(str(pp, pp->mapping[0]->filename), "test_aggregate"));
+
+    perftools__profiles__profile__free_unpacked(pp, NULL);
+    buf__free(&out);
+    buf__free(&raw);
+    pprof_writer__free(pw);
+    agg_window__free(w);
+    procs__free(ps);
+    binary_cache__free(bc);
+    symbolizer__free(sym);
+}
+
+static void test_kernel_frames_kept_when_asked(void **state)
+{
+    (void)state;
+    struct binary_cache *bc = binary_cache__new("/proc");
+    struct procs *ps = procs__new(bc, "/proc");
+    struct agg_window *w = agg_window__new(0, true);
+    struct cx_sample s;
+    struct proc *p = procs__get(ps, getpid(), NULL, 1);
+
+    fill(&s, 100, true);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+    const struct agg_stack *st = hmap__key(w->procs[0]->stacks, 0, NULL);
+    assert_int_equal(st->nframes, 4);
+    assert_int_equal(st->frames[0].kind, CX_FRAME_KERNEL);
+    assert_int_equal(st->frames[0].flags, 0);             /* the leaf: exact */
+    assert_int_equal(st->frames[1].flags, 0);             /* the user leaf: exact */
+    assert_int_equal(st->frames[2].flags, AGG_F_RETURN);  /* a caller */
+    assert_int_not_equal(st->frames[1].map, AGG_NO_MAP);
+    agg_window__free(w);
+    procs__free(ps);
+    binary_cache__free(bc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_window_to_pprof),
+        cmocka_unit_test(test_kernel_frames_kept_when_asked),
+    };
+    return cmocka_run_group_tests_name("aggregate", tests, NULL, NULL);
+}

@@ -1,0 +1,187 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../agent/symbolize/binary.h"
+#include "../../agent/symbolize/demangle.h"
+#include "../../agent/symbolize/symbolizer.h"
+#include "elf_helpers.h"
+
+static const char *fixture(const char *name)
+{
+    static char path[512];
+    const char *dir = getenv("CX_FIXTURES");
+    snprintf(path, sizeof(path), "%s/%s", dir ? dir : "build/fixtures", name);
+    return path;
+}
+
+struct ctx {
+    struct symbolizer *s;
+};
+
+static int setup(void **state)
+{
+    struct ctx *c = calloc(1, sizeof(*c));
+    c->s = symbolizer__new();
+    *state = c;
+    return c->s ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    struct ctx *c = *state;
+    symbolizer__free(c->s);
+    free(c);
+    return 0;
+}
+
+static void test_symtab_and_lines(void **state)
+{
+    struct ctx *c = *state;
+    char path[512];
+    uint64_t va, size, off;
+
+    snprintf(path, sizeof(path), "%s", fixture("fp_c"));
+    struct binary *b = binary__open(path);
+    assert_non_null(b);
+    assert_true(b->fd >= 0);
+    assert_true(strlen(b->build_id) >= 40);
+
+    assert_int_equal(elf_symbol(path, "hot_a", &va, &size, &off), 0);
+    const struct sym_result *r = symbolizer__lookup(c->s, b, off + 4, false);
+    assert_true(r->named);
+    assert_int_equal(r->elf_addr, va + 4);
+    assert_string_equal(r->lines[r->n - 1].function, "hot_a");
+    assert_non_null(strstr(r->lines[r->n - 1].file, "cpu_split.c"));
+    assert_true(r->lines[r->n - 1].line > 0);
+    assert_true(symbolizer__has_dwarf(c->s, b));
+    assert_null(symbolizer__why_unnamed(c->s, b));
+
+    /* A return address at the very end of a function names that function,
+     * not the next one: the call before it is what is looked up. */
+    assert_int_equal(elf_symbol(path, "dispatch", &va, &size, &off), 0);
+    r = symbolizer__lookup(c->s, b, off + size, true);
+    assert_true(r->named);
+    assert_string_equal(r->lines[r->n - 1].function, "dispatch");
+    /* Cached: the same answer, the same memory. */
+    assert_ptr_equal(symbolizer__lookup(c->s, b, off + size, true), r);
+    binary__put(b);
+}
+
+static void test_inlined_frames(void **state)
+{
+    struct ctx *c = *state;
+    char path[512];
+    uint64_t va, size, off;
+    bool found = false;
+
+    snprintf(path, sizeof(path), "%s", fixture("inline_c"));
+    struct binary *b = binary__open(path);
+    assert_int_equal(elf_symbol(path, "outer", &va, &size, &off), 0);
+    for (uint64_t i = 0; i < size && !found; i++) {
+        const struct sym_result *r = symbolizer__lookup(c->s, b, off + i, false);
+        assert_true(r->named);
+        assert_string_equal(r->lines[r->n - 1].function, "outer");
+        if (r->n >= 2 && strcmp(r->lines[0].function, "inlined_leaf") == 0) {
+            found = true;
+            assert_non_null(strstr(r->lines[0].file, "inline.c"));
+            /* The caller's line is where the inlined copy was called. */
+            assert_int_equal(r->lines[r->n - 1].line, 15);
+        }
+    }
+    assert_true(found);
+    binary__put(b);
+}
+
+static void test_cxx_demangled(void **state)
+{
+    struct ctx *c = *state;
+    char path[512];
+    uint64_t va, size, off;
+
+    snprintf(path, sizeof(path), "%s", fixture("cxx"));
+    struct binary *b = binary__open(path);
+    assert_int_equal(elf_symbol(path, "_ZN2ns6Widget4spinEi", &va, &size, &off), 0);
+    const struct sym_result *r = symbolizer__lookup(c->s, b, off + 1, false);
+    assert_true(r->named);
+    assert_string_equal(r->lines[r->n - 1].function, "ns::Widget::spin(int)");
+    assert_string_equal(r->lines[r->n - 1].system_name, "_ZN2ns6Widget4spinEi");
+    assert_int_equal(elf_symbol(path, "_ZN2ns5twiceIlEET_S1_", &va, &size, &off), 0);
+    r = symbolizer__lookup(c->s, b, off, false);
+    assert_string_equal(r->lines[r->n - 1].function, "long ns::twice<long>(long)");
+    binary__put(b);
+}
+
+static void test_stripped_says_why(void **state)
+{
+    struct ctx *c = *state;
+    char path[512];
+    uint64_t va, size, off;
+
+    snprintf(path, sizeof(path), "%s", fixture("fp_c"));
+    assert_int_equal(elf_symbol(path, "hot_a", &va, &size, &off), 0);
+    snprintf(path, sizeof(path), "%s", fixture("stripped_c"));
+    struct binary *b = binary__open(path);
+    const struct sym_result *r = symbolizer__lookup(c->s, b, off, false);
+    assert_false(r->named);
+    assert_int_equal(r->elf_addr, va); /* what addr2line -e on the unstripped file takes */
+    const char *why = symbolizer__why_unnamed(c->s, b);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "symbols"));
+    binary__put(b);
+
+    b = binary__open("/nonexistent/binary");
+    assert_int_equal(b->fd, -1);
+    r = symbolizer__lookup(c->s, b, 0x1000, false);
+    assert_false(r->named);
+    assert_non_null(strstr(symbolizer__why_unnamed(c->s, b), "cannot open"));
+    binary__put(b);
+}
+
+static void test_not_elf(void **state)
+{
+    struct ctx *c = *state;
+    char path[] = "/tmp/cx-notelf-XXXXXX";
+    int fd = mkstemp(path);
+
+    assert_int_equal(write(fd, "#!/bin/sh\necho hi\n", 18), 18);
+    close(fd);
+    struct binary *b = binary__open(path);
+    const struct sym_result *r = symbolizer__lookup(c->s, b, 0, false);
+    assert_false(r->named);
+    assert_non_null(symbolizer__why_unnamed(c->s, b));
+    binary__put(b);
+    unlink(path);
+}
+
+static void test_demangle(void **state)
+{
+    (void)state;
+    char *d = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
+    assert_non_null(d);
+    assert_string_equal(d, "core::fmt::write");
+    free(d);
+    d = demangle("_ZNSt6vectorIiSaIiEE9push_backERKi");
+    assert_non_null(d);
+    assert_string_equal(d, "std::vector<int, std::allocator<int> >::push_back(int const&)");
+    free(d);
+    assert_null(demangle("main"));
+    assert_null(demangle("_Zgarbage("));
+    assert_null(demangle(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_symtab_and_lines), cmocka_unit_test(test_inlined_frames),
+        cmocka_unit_test(test_cxx_demangled),    cmocka_unit_test(test_stripped_says_why),
+        cmocka_unit_test(test_not_elf),          cmocka_unit_test(test_demangle),
+    };
+    return cmocka_run_group_tests_name("symbolizer", tests, setup, teardown);
+}
