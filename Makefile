@@ -14,7 +14,9 @@ ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
 WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS ?= -O2 -g
+# Frame pointers in our own code: a profiler should be easy to profile.
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
+          -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
           -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
 LDLIBS := -lbpf -ldw -lelf -lz -lprotobuf-c -liberty -lpthread
 

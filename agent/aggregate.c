@@ -47,6 +47,14 @@ void agg_window__free(struct agg_window *w)
     free(w);
 }
 
+static void copy_identity(struct agg_proc *ap, const struct proc *p)
+{
+    ap->generation = p->generation;
+    memcpy(ap->comm, p->comm, sizeof(ap->comm));
+    memcpy(ap->exe, p->exe, sizeof(ap->exe));
+    memcpy(ap->service, p->service, sizeof(ap->service));
+}
+
 struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
 {
     struct agg_proc *ap;
@@ -55,8 +63,12 @@ struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
 
     if (i < 0)
         return NULL;
-    if (!fresh && *hmap__val(w->index, i) < w->nprocs)
-        return w->procs[*hmap__val(w->index, i)];
+    if (!fresh && *hmap__val(w->index, i) < w->nprocs) {
+        ap = w->procs[*hmap__val(w->index, i)];
+        if (ap->generation != p->generation)
+            copy_identity(ap, p); /* exec'd: the window goes by its new name */
+        return ap;
+    }
     /* New, or an earlier try ran out of memory: make it now. */
     ap = calloc(1, sizeof(*ap));
     if (!ap || !(ap->stacks = hmap__new()) || !(ap->map_index = hmap__new()))
@@ -70,9 +82,7 @@ struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
         w->cap_procs = cap;
     }
     ap->tgid = p->tgid;
-    memcpy(ap->comm, p->comm, sizeof(ap->comm));
-    memcpy(ap->exe, p->exe, sizeof(ap->exe));
-    memcpy(ap->service, p->service, sizeof(ap->service));
+    copy_identity(ap, p);
     *hmap__val(w->index, i) = w->nprocs;
     w->procs[w->nprocs++] = ap;
     return ap;
@@ -156,9 +166,20 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
             a->flags = leaf ? 0 : AGG_F_RETURN;
         }
         if (f->kind == CX_FRAME_NATIVE) {
-            const struct proc_map *m = procs__find_map(ps, p, f->addr, now_ns);
-            if (m)
+            /* A return address belongs to the call before it. */
+            const struct proc_map *m = procs__find_map(ps, p, f->addr - !leaf, leaf, now_ns);
+            if (m) {
                 a->map = map_id(ap, m);
+            } else if (!leaf) {
+                /* A return address in no executable mapping: the frame
+                 * pointer walk went through code without frame pointers and
+                 * read junk. Everything from here up is junk too. */
+                a->kind = CX_FRAME_TRUNCATED;
+                a->flags = CX_TRUNC_FAULT;
+                a->addr = 0;
+                n++;
+                break;
+            }
         }
         n++;
     }

@@ -46,6 +46,7 @@ struct agg_map {
 
 struct agg_proc {
     uint32_t tgid;
+    unsigned generation; /* of the identity copied below */
     char comm[16];
     char exe[PROC_NAME_MAX];
     char service[PROC_NAME_MAX];

@@ -149,7 +149,7 @@ static int run_agent(int argc, char **argv)
     uint64_t interval_ns = (uint64_t)config__int(c, "interval") * 1000000000ull;
     uint64_t next = collect__mono_ns() + interval_ns;
     while (!stop) {
-        int r = collector__poll(&col, 200);
+        int r = collector__poll(&col, 100);
         if (r < 0 && r != -EINTR) {
             log_error("sampler: ring buffer poll failed: %s", strerror(-r));
             goto out;

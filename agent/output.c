@@ -3,22 +3,27 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-int output__write_file(const char *path, const void *data, size_t len)
+int output__write_file(const char *path, const void *data, size_t len, bool durable)
 {
     char tmp[4096];
     const char *p = data;
     int fd, err = 0;
 
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+    /* A fresh name, created exclusively: nothing planted in a shared
+     * directory is ever written through. */
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    fchmod(fd, 0644);
     while (len > 0) {
         ssize_t n = write(fd, p, len);
         if (n < 0) {
@@ -30,7 +35,7 @@ int output__write_file(const char *path, const void *data, size_t len)
         p += n;
         len -= n;
     }
-    if (!err && fsync(fd))
+    if (!err && durable && fsync(fd))
         err = -errno;
     if (close(fd) && !err)
         err = -errno;

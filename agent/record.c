@@ -93,7 +93,7 @@ int cli__record(int argc, char **argv)
     uint64_t end = collect__mono_ns() + (uint64_t)duration * 1000000000ull;
     while (!cli__stopping() && collect__mono_ns() < end) {
         uint64_t left_ms = (end - collect__mono_ns()) / 1000000;
-        int r = collector__poll(&col, left_ms > 200 ? 200 : (int)left_ms + 1);
+        int r = collector__poll(&col, left_ms > 100 ? 100 : (int)left_ms + 1);
         if (r < 0 && r != -EINTR) {
             log_error("sampler: ring buffer poll failed: %s", strerror(-r));
             goto out;
@@ -128,7 +128,7 @@ int cli__record(int argc, char **argv)
     }
     int r = pprof_writer__encode(pw, &out, true);
     if (!r)
-        r = output__write_file(path, out.data, out.len);
+        r = output__write_file(path, out.data, out.len, true);
     if (r) {
         log_error("record: cannot write %s: %s", path, strerror(-r));
         goto out;

@@ -134,6 +134,7 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         goto fail;
     }
     s->skel->rodata->target_tgid = opts->only_tgid;
+    s->skel->rodata->ringbuf_wakeup_bytes = RINGBUF_BYTES / 2;
     bpf_map__set_max_entries(s->skel->maps.events, RINGBUF_BYTES);
     r = sampler_bpf__load(s->skel);
     if (r) {
@@ -197,7 +198,13 @@ fail:
 
 int sampler__poll(struct sampler *s, int timeout_ms)
 {
-    return ring_buffer__poll(s->rb, timeout_ms);
+    int n = ring_buffer__poll(s->rb, timeout_ms);
+
+    if (n < 0)
+        return n;
+    /* Samples do not wake the poll: after the wait, take whatever is there. */
+    int m = ring_buffer__consume(s->rb);
+    return m < 0 ? m : n + m;
 }
 
 int sampler__stats(struct sampler *s, uint64_t out[CX_STAT__COUNT])
@@ -275,8 +282,10 @@ void sampler__free(struct sampler *s)
         return;
     ring_buffer__free(s->rb);
     for (unsigned i = 0; s->links && s->pfds && i < (unsigned)libbpf_num_possible_cpus(); i++) {
-        bpf_link__destroy(s->links[i]);
-        if (s->pfds[i] >= 0)
+        /* The link owns the perf event's fd once it exists. */
+        if (s->links[i])
+            bpf_link__destroy(s->links[i]);
+        else if (s->pfds[i] >= 0)
             close(s->pfds[i]);
     }
     free(s->links);

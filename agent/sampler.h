@@ -30,7 +30,9 @@ struct sampler;
 struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn fn, void *ctx,
                               char *err, size_t errlen);
 
-/* Waits up to timeout_ms for records and delivers them. Returns how many, or
+/* Waits up to timeout_ms for records and delivers them. Samples do not wake
+ * the poll (only exec/exit events and a half-full ring do), so callers poll
+ * with a short timeout and get the samples in batches. Returns how many, or
  * a negative errno (-EINTR when a signal came: not an error). */
 int sampler__poll(struct sampler *s, int timeout_ms);
 

@@ -4,8 +4,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/buf.h"
+#include "../common/gz.h"
 #include "../common/log.h"
 #include "collect.h"
 #include "output.h"
@@ -24,15 +26,26 @@ struct worker {
     bool stopping;
 
     struct symbolizer *sym;
+    struct gz_deflater *gz;
     struct kallsyms *ks;
     bool ks_tried;
 };
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Names one window's frames, writes its profiles, logs its summary, frees
+ * it. took_ms is wall time, cpu_ms this thread's CPU: on a busy machine the
+ * first can be many times the second. */
 static void process(struct worker *wk, struct agg_window *w)
 {
     struct profile_ctx ctx = {wk->sym, NULL, wk->opts.host, wk->opts.period_ns};
     struct profile_stats st = {0};
-    uint64_t t0 = collect__mono_ns(), bytes = 0;
+    uint64_t t0 = collect__mono_ns(), c0 = thread_cpu_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
     char path[4096];
     struct buf out;
@@ -57,7 +70,7 @@ static void process(struct worker *wk, struct agg_window *w)
         r = pw ? profile__add_proc(pw, &ctx, ap, &st) : -ENOMEM;
         buf__reset(&out);
         if (!r)
-            r = pprof_writer__encode(pw, &out, true);
+            r = pprof_writer__encode_with(pw, &out, wk->gz);
         pprof_writer__free(pw);
         if (r) {
             log_error("profile: pid=%u service=%s: cannot build its profile: %s", ap->tgid,
@@ -69,8 +82,10 @@ static void process(struct worker *wk, struct agg_window *w)
         if (wk->opts.output_dir) {
             r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->service,
                                      ap->tgid, w->start_ns);
+            /* Not fsync'd: hundreds of files a window, and the rename already
+             * keeps readers from half-written ones. */
             if (!r)
-                r = output__write_file(path, out.data, out.len);
+                r = output__write_file(path, out.data, out.len, false);
             if (r) {
                 log_error("output: cannot write %s: %s", path, strerror(-r));
                 failed++;
@@ -81,12 +96,13 @@ static void process(struct worker *wk, struct agg_window *w)
     }
     buf__free(&out);
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% profiles=%u failed=%u bytes=%llu took_ms=%llu",
+             "unnamed_frames=%.1f%% profiles=%u failed=%u bytes=%llu took_ms=%llu cpu_ms=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, written, failed,
              (unsigned long long)bytes,
-             (unsigned long long)((collect__mono_ns() - t0) / 1000000));
+             (unsigned long long)((collect__mono_ns() - t0) / 1000000),
+             (unsigned long long)((thread_cpu_ns() - c0) / 1000000));
     if (w->dropped_oom)
         log_warn("window: %llu samples dropped: out of memory",
                  (unsigned long long)w->dropped_oom);
@@ -132,7 +148,10 @@ struct worker *worker__start(const struct worker_opts *opts)
         return NULL;
     wk->opts = *opts;
     wk->sym = symbolizer__new();
-    if (!wk->sym) {
+    wk->gz = gz_deflater__new();
+    if (!wk->sym || !wk->gz) {
+        symbolizer__free(wk->sym);
+        gz_deflater__free(wk->gz);
         free(wk);
         errno = ENOMEM;
         return NULL;
@@ -142,6 +161,7 @@ struct worker *worker__start(const struct worker_opts *opts)
     r = pthread_create(&wk->thread, NULL, run, wk);
     if (r) {
         symbolizer__free(wk->sym);
+        gz_deflater__free(wk->gz);
         free(wk);
         errno = r;
         return NULL;
@@ -182,6 +202,7 @@ void worker__stop(struct worker *wk)
     pthread_mutex_destroy(&wk->mu);
     pthread_cond_destroy(&wk->cv);
     symbolizer__free(wk->sym);
+    gz_deflater__free(wk->gz);
     kallsyms__free(wk->ks);
     free(wk);
 }

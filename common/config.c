@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 
@@ -161,7 +162,11 @@ int config__load_file(struct config *c, const char *path, bool must_exist, char 
     char *line, *next;
 
     buf__init(&b, CONFIG_FILE_MAX);
-    r = buf__read_file(&b, AT_FDCWD, path);
+    /* Symlinks followed: ConfigMap mounts are links. Only root writes here. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    r = fd < 0 ? -errno : buf__read_fd(&b, fd);
+    if (fd >= 0)
+        close(fd);
     if (r == -ENOENT && !must_exist) {
         ret = 0;
         goto out;

@@ -11,6 +11,19 @@
  * cap is reached, -ENOMEM, or -EIO for a zlib failure. */
 int gz__compress(const void *in, size_t len, struct buf *out) __attribute__((warn_unused_result));
 
+/* A compressor kept between calls: zlib's deflate state is about 256 KiB,
+ * and making it anew for each of hundreds of small profiles a window costs
+ * more than compressing them. One thread at a time. */
+struct gz_deflater;
+
+/* Returns NULL when out of memory. */
+struct gz_deflater *gz_deflater__new(void);
+/* d may be NULL. */
+void gz_deflater__free(struct gz_deflater *d);
+/* As gz__compress, reusing d's state. */
+int gz_deflater__compress(struct gz_deflater *d, const void *in, size_t len, struct buf *out)
+    __attribute__((warn_unused_result));
+
 /* True when p starts with the gzip magic bytes. */
 bool gz__is_gzip(const void *p, size_t len);
 

@@ -119,7 +119,13 @@ static unsigned char *store_key(struct hmap *h, const void *key, size_t len)
     size_t need = (len + 7) & ~(size_t)7;
 
     if (!c || c->size - c->used < need) {
-        size_t size = need > 65536 ? need : 65536;
+        /* Chunks grow with the map: most maps (one per process per window)
+         * stay small, a few grow large. */
+        size_t size = c ? c->size * 2 : 512;
+        if (size > 65536)
+            size = 65536;
+        if (size < need)
+            size = need;
         c = malloc(sizeof(*c) + size);
         if (!c)
             return NULL;

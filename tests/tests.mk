@@ -41,3 +41,11 @@ integration: deps $(B)/codexray-node-agent $(WORKLOADS)
 	@python3 tests/integration/run.py
 
 test: unit integration
+
+# --- benchmark: a report, not a pass/fail test ---
+$(B)/bench/many: bench/many.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FP_CFLAGS) -o $@ $<
+
+bench: deps $(B)/codexray-node-agent $(WORKLOADS) $(B)/bench/many
+	@python3 bench/run.py

@@ -5,22 +5,28 @@
 #define CODEXRAY_AGENT_BPF_ARCH_H
 
 #if defined(__TARGET_ARCH_x86)
+/* Plain loads: r is either the perf event's context or a BTF pointer from
+ * bpf_task_pt_regs(), both of which the verifier lets us read directly, at a
+ * fraction of a bpf_probe_read_kernel()'s cost. */
 static __always_inline __u64 cx_regs_pc(const struct pt_regs *r)
 {
-    return BPF_CORE_READ(r, ip);
+    return r->ip;
 }
 static __always_inline __u64 cx_regs_fp(const struct pt_regs *r)
 {
-    return BPF_CORE_READ(r, bp);
+    return r->bp;
 }
 static __always_inline __u64 cx_regs_sp(const struct pt_regs *r)
 {
-    return BPF_CORE_READ(r, sp);
+    return r->sp;
 }
-/* CPL 3 in the saved code segment selector means the CPU was in user mode. */
+/* CPL 3 in the saved code segment selector means the CPU was in user mode.
+ * The verifier takes only whole 8-byte loads from a perf event's context,
+ * and newer kernels declare cs as a 16-bit field: load its whole slot. */
 static __always_inline int cx_regs_user_mode(const struct pt_regs *r)
 {
-    return (BPF_CORE_READ(r, cs) & 3) == 3;
+    __u64 cs = *(const __u64 *)((const char *)r + __builtin_offsetof(struct pt_regs, cs));
+    return (cs & 3) == 3;
 }
 #else
 #error "unsupported architecture: add it to arch_x86.bpf.h's twin"

@@ -16,7 +16,13 @@
 #define NBUCKETS 4096
 /* A maps file bigger than this is cut there (a JVM has a few thousand lines). */
 #define MAPS_MAX (16u << 20)
-#define REREAD_MIN_NS (100ull * 1000 * 1000)
+/* How often a miss may read the maps again: often just after exec, while
+ * ld.so is still mapping libraries, then at most once a second. */
+#define REREAD_YOUNG_NS (20ull * 1000 * 1000)
+#define REREAD_MIN_NS (1000ull * 1000 * 1000)
+#define YOUNG_NS (2000ull * 1000 * 1000)
+/* A sample this long after the exit event means a new process has the pid. */
+#define REUSE_CHECK_NS (100ull * 1000 * 1000)
 
 struct procs {
     struct binary_cache *bc;
@@ -89,11 +95,32 @@ static void read_small(struct procs *ps, uint32_t tgid, const char *what, char *
     buf__free(&b);
 }
 
+/* The process's start time in clock ticks since boot, or 0. */
+static uint64_t read_start_time(struct procs *ps, uint32_t tgid)
+{
+    char stat[1024];
+    const char *p;
+    int field;
+
+    read_small(ps, tgid, "stat", stat, sizeof(stat));
+    /* After the last ')' (the name may hold any character): field 3 on. */
+    p = strrchr(stat, ')');
+    if (!p)
+        return 0;
+    for (field = 2; *p && field < 22; p++) {
+        if (*p == ' ')
+            field++;
+    }
+    return field == 22 ? strtoull(p, NULL, 10) : 0;
+}
+
 static void read_identity(struct procs *ps, struct proc *p)
 {
     char path[128], target[4096];
     ssize_t n;
 
+    p->start_time = read_start_time(ps, p->tgid);
+    p->generation++;
     read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
     snprintf(path, sizeof(path), "%s/%u/exe", ps->proc_root, p->tgid);
     n = readlink(path, target, sizeof(target) - 1);
@@ -166,7 +193,14 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     struct proc **pp = slot(ps, tgid), *p = *pp;
 
     if (p) {
-        if (p->maps_stale && now_ns - p->maps_read_ns >= REREAD_MIN_NS / 10) {
+        if (p->exited && now_ns - p->exited_ns > REUSE_CHECK_NS &&
+            read_start_time(ps, tgid) != p->start_time) {
+            /* The pid was reused (fork without exec): a new process. */
+            p->exited = false;
+            p->maps_stale = true;
+        }
+        if (p->maps_stale) {
+            p->seen_ns = now_ns;
             read_identity(ps, p);
             read_maps(ps, p, now_ns);
         }
@@ -178,6 +212,7 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     p->tgid = tgid;
     if (comm)
         str__copy(p->comm, sizeof(p->comm), comm);
+    p->seen_ns = now_ns;
     read_identity(ps, p);
     read_maps(ps, p, now_ns);
     *pp = p;
@@ -186,11 +221,12 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
 }
 
 const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr,
-                                       uint64_t now_ns)
+                                       bool reread, uint64_t now_ns)
 {
     const struct maps_entry *e = maps__find(&p->maps, addr);
 
-    if (!e && !p->exited && now_ns - p->maps_read_ns >= REREAD_MIN_NS) {
+    uint64_t min = now_ns - p->seen_ns < YOUNG_NS ? REREAD_YOUNG_NS : REREAD_MIN_NS;
+    if (!e && reread && !p->exited && now_ns - p->maps_read_ns >= min) {
         /* A library loaded since (dlopen) or JIT code: look again, at a rate
          * that keeps a process full of anonymous code from costing much. */
         read_maps(ps, p, now_ns);
@@ -263,8 +299,10 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
             bool gone = p->exited && p->exited_ns < exited_before_ns;
             if (!p->exited) {
                 snprintf(path, sizeof(path), "%s/%u", ps->proc_root, p->tgid);
-                if (access(path, F_OK) != 0 && errno == ENOENT) {
-                    /* Its exit event was lost: let it go next time round. */
+                if ((access(path, F_OK) != 0 && errno == ENOENT) ||
+                    read_start_time(ps, p->tgid) != p->start_time) {
+                    /* Its exit event was lost (or its pid already reused):
+                     * let it go next time round. */
                     p->exited = true;
                     p->exited_ns = exited_before_ns;
                 }

@@ -34,6 +34,9 @@ struct proc {
     bool maps_stale;               /* exec'd since the maps were read */
     bool exited;
     uint64_t exited_ns;
+    uint64_t start_time;   /* /proc/PID/stat field 22: tells a reused pid apart */
+    uint64_t seen_ns;      /* first read, or the last exec */
+    unsigned generation;   /* bumped when the identity is read anew (exec, reuse) */
     struct proc *next;             /* hash chain */
 };
 
@@ -49,10 +52,13 @@ void procs__free(struct procs *ps);
  * maps_err set and what the sample itself said (its comm). */
 struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns);
 
-/* The mapping holding addr, reading the maps again (at most every 100 ms)
- * when they are stale or addr is in none of them. NULL when none holds it. */
+/* The mapping holding addr, or NULL. For a leaf address (`reread`) in no
+ * mapping, the maps are read again first, at most once a second: a library
+ * loaded since, or JIT code. Return addresses in no mapping are not worth a
+ * read: they are what a frame-pointer walk through code without frame
+ * pointers finds. */
 const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr,
-                                       uint64_t now_ns);
+                                       bool reread, uint64_t now_ns);
 
 /* Exec: the maps are read again on the next sample. */
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -123,7 +124,9 @@ int binary__read_build_id(int fd, char *hex)
     hex[0] = '\0';
     if (elf_version(EV_CURRENT) == EV_NONE)
         return -1;
-    e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    /* Read, not mapped: a file truncated under us must not raise SIGBUS on
+     * the main thread. libelf reads what is asked for, not the whole file. */
+    e = elf_begin(fd, ELF_C_READ, NULL);
     if (!e || elf_kind(e) != ELF_K_ELF)
         goto out;
     /* Program headers first: they are what the loader used. */
@@ -186,9 +189,19 @@ static int open_mapped(const char *proc_root, pid_t pid, const struct maps_entry
     fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd >= 0)
         return fd;
-    if (m->path[0] != '/')
+    /* Without map_files (no CAP_SYS_ADMIN) the path is all there is, and it
+     * may name another file by now: a deleted one is gone, and a replaced
+     * one (a package upgrade) would give wrong names. */
+    if (m->path[0] != '/' || m->deleted)
         return -ENOENT;
-    return open_in_root(proc_root, pid, m->path);
+    fd = open_in_root(proc_root, pid, m->path);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) || st.st_ino != m->inode ||
+                    major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor)) {
+        close(fd);
+        return -ESTALE;
+    }
+    return fd;
 }
 
 /* Stores b at list[idx], growing the list; the slot takes one reference. */
@@ -264,8 +277,10 @@ struct binary *binary_cache__get(struct binary_cache *bc, pid_t pid, const struc
     }
 
     char hex[BINARY_BUILD_ID_MAX * 2 + 1];
+    /* The size goes into the key too: a crafted file carrying another's build
+     * id must at least match its size to share its names. */
     if (binary__read_build_id(fd, hex) == 0)
-        snprintf(idkey, sizeof(idkey), "b:%s", hex);
+        snprintf(idkey, sizeof(idkey), "b:%s:%lld", hex, (long long)st.st_size);
     else
         snprintf(idkey, sizeof(idkey), "f:%llu:%llu:%lld.%09ld:%lld", (unsigned long long)st.st_dev,
                  (unsigned long long)st.st_ino, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <gelf.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@ struct binsyms {
     bool cu_ranges_built;
     Dwarf_Addr dwarf_bias;
     bool logged;
+    bool broken; /* a SIGBUS while reading it: nothing more is read */
 
     struct hmap *strings; /* interned names, stored with their NUL */
     struct hmap *cache;   /* (offset << 1 | is_return) -> index into results */
@@ -61,6 +64,23 @@ static struct symbolizer *the_symbolizer;
  * binsyms themselves need no lock: a binary no one references is used by no
  * one. */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* libdwfl maps binaries into memory. A user who truncates a file the agent
+ * has mapped would make the next read of it raise SIGBUS and kill the agent:
+ * every call into libdw runs under this guard, which turns the signal into
+ * a jump back out, and the binary is given up (its libdw state is leaked,
+ * never touched again). */
+static __thread sigjmp_buf *sigbus_guard;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    if (sigbus_guard)
+        siglongjmp(*sigbus_guard, 1);
+    signal(sig, SIG_DFL); /* not ours: die as we would have */
+    raise(sig);
+}
 
 static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debug" */
 
@@ -87,7 +107,7 @@ static void binsyms_free(void *p)
         }
     }
     pthread_mutex_unlock(&all_mu);
-    if (bs->dwfl)
+    if (bs->dwfl && !bs->broken)
         dwfl_end(bs->dwfl);
     hmap__free(bs->strings);
     hmap__free(bs->cache);
@@ -104,6 +124,11 @@ struct symbolizer *symbolizer__new(void)
         return NULL;
     /* Never reach out to a debuginfod server from a privileged agent. */
     unsetenv("DEBUGINFOD_URLS");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGBUS, &sa, NULL);
     pthread_mutex_lock(&all_mu);
     the_symbolizer = s;
     pthread_mutex_unlock(&all_mu);
@@ -153,7 +178,16 @@ static void load(struct binsyms *bs, struct binary *b)
         snprintf(bs->why, sizeof(bs->why), "cannot open it (%s)", strerror(b->open_err));
         return;
     }
-    fd = dup(b->fd); /* libdwfl closes what it is given */
+    if (bs->broken)
+        return;
+    /* Only ELF goes to libdwfl: given anything else it tries gzip, bzip2, xz
+     * and zstd, and a hostile mapped file could be a decompression bomb. */
+    unsigned char magic[4];
+    if (pread(b->fd, magic, 4, 0) != 4 || memcmp(magic, ELFMAG, SELFMAG) != 0) {
+        snprintf(bs->why, sizeof(bs->why), "not an ELF file");
+        return;
+    }
+    fd = dup(b->fd); /* libdwfl closes what it is given, once it takes it */
     if (fd < 0) {
         snprintf(bs->why, sizeof(bs->why), "cannot open it (%s)", strerror(errno));
         return;
@@ -167,6 +201,8 @@ static void load(struct binsyms *bs, struct binary *b)
     dwfl_report_begin(bs->dwfl);
     bs->mod = dwfl_report_elf(bs->dwfl, b->name, b->path, fd, 0, false);
     dwfl_report_end(bs->dwfl, NULL, NULL);
+    if (!bs->mod)
+        close(fd); /* not taken on failure */
     if (!bs->mod || !(elf = dwfl_module_getelf(bs->mod, &bias))) {
         snprintf(bs->why, sizeof(bs->why), "not a readable ELF file (%s)", dwfl_errmsg(-1));
         bs->mod = NULL;
@@ -201,6 +237,14 @@ static void load(struct binsyms *bs, struct binary *b)
               bs->nsyms, bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none");
 }
 
+static void give_up(struct binsyms *bs, struct binary *b)
+{
+    bs->broken = true;
+    bs->mod = NULL;
+    snprintf(bs->why, sizeof(bs->why), "it changed under the agent (SIGBUS reading it: truncated?)");
+    log_warn("symbols: %s: %s; its frames stay unnamed", b->path, bs->why);
+}
+
 static struct binsyms *get(struct symbolizer *s, struct binary *b)
 {
     struct binsyms *bs = b->syms;
@@ -230,7 +274,14 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
     }
     s->all[s->nall++] = bs;
     pthread_mutex_unlock(&all_mu);
-    load(bs, b);
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1) == 0) {
+        sigbus_guard = &jb;
+        load(bs, b);
+    } else {
+        give_up(bs, b);
+    }
+    sigbus_guard = NULL;
     b->syms = bs;
     b->syms_free = binsyms_free;
     return bs;
@@ -419,10 +470,12 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
 
     memset(r, 0, sizeof(*r));
     r->elf_addr = file_offset;
-    if (!bs->mod || !offset_to_vaddr(bs, file_offset, &vaddr))
+    /* A return address names the call before it, which may be the last
+     * instruction of a segment: look up the byte before. */
+    if (!bs->mod || !offset_to_vaddr(bs, file_offset - is_return, &vaddr))
         return;
-    r->elf_addr = vaddr;
-    Dwarf_Addr addr = vaddr + bs->bias - (is_return ? 1 : 0);
+    r->elf_addr = vaddr + is_return;
+    Dwarf_Addr addr = vaddr + bs->bias;
     GElf_Off off;
     GElf_Sym sym;
     const char *sysname = NULL;
@@ -467,7 +520,16 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     if (i < 0)
         return &oom;
     struct sym_result *r = &bs->results[bs->nresults];
-    resolve(bs, file_offset, is_return, r);
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1) == 0) {
+        sigbus_guard = &jb;
+        resolve(bs, file_offset, is_return, r);
+    } else {
+        memset(r, 0, sizeof(*r));
+        r->elf_addr = file_offset;
+        give_up(bs, b);
+    }
+    sigbus_guard = NULL;
     *hmap__val(bs->cache, i) = bs->nresults++;
     if (!r->named && !bs->logged) {
         bs->logged = true;

@@ -39,8 +39,10 @@ void symbolizer__free(struct symbolizer *s);
 
 /* Names the code at file_offset of b. is_return says the offset is a return
  * address (every frame but the leaf), so the call before it is named. The
- * result lives until the next symbolizer__trim(). Never fails: an unnamed
- * result has named false, and the first one for a binary logs why once. */
+ * result lives until the next lookup in the same binary (its strings until
+ * symbolizer__trim()). Never fails: an unnamed result has named false, and
+ * the first one for a binary logs why once. A binary that changes under the
+ * agent (SIGBUS while reading it) is given up, not fatal. */
 const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary *b,
                                             uint64_t file_offset, bool is_return);
 

@@ -313,7 +313,7 @@ static void encode_mem_free(struct encode_mem *e)
     free(e->packed);
 }
 
-int pprof_writer__encode(struct pprof_writer *w, struct buf *out, bool gzip)
+static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_deflater *gz)
 {
     Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
     struct encode_mem e;
@@ -469,8 +469,21 @@ int pprof_writer__encode(struct pprof_writer *w, struct buf *out, bool gzip)
     }
     perftools__profiles__profile__pack(&p, e.packed);
     free(sbuf);
-    err = gzip ? gz__compress(e.packed, size, out) : buf__append(out, e.packed, size);
+    if (gz)
+        err = gz_deflater__compress(gz, e.packed, size, out);
+    else
+        err = gzip ? gz__compress(e.packed, size, out) : buf__append(out, e.packed, size);
 out:
     encode_mem_free(&e);
     return err;
+}
+
+int pprof_writer__encode(struct pprof_writer *w, struct buf *out, bool gzip)
+{
+    return encode(w, out, gzip, NULL);
+}
+
+int pprof_writer__encode_with(struct pprof_writer *w, struct buf *out, struct gz_deflater *gz)
+{
+    return encode(w, out, true, gz);
 }

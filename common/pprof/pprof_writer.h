@@ -68,10 +68,16 @@ int pprof_writer__add_sample(struct pprof_writer *w, const uint64_t *locations, 
 
 size_t pprof_writer__sample_count(const struct pprof_writer *w);
 
+struct gz_deflater;
+
 /* Appends the encoded profile to out, gzipped when `gzip`. Returns 0,
  * -ENOMEM (also when an earlier call failed), or out's cap error. The writer
  * may still be used afterwards. */
 int pprof_writer__encode(struct pprof_writer *w, struct buf *out, bool gzip)
+    __attribute__((warn_unused_result));
+
+/* Same, gzipped through a compressor the caller keeps (see gz.h). */
+int pprof_writer__encode_with(struct pprof_writer *w, struct buf *out, struct gz_deflater *gz)
     __attribute__((warn_unused_result));
 
 #endif

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""make bench: the agent side by side with the peers a user would pick
+instead, on the same workload, in the same run.
+
+Workload: every CPU busy (cpu_split, one thread per CPU) plus N light
+processes (bench/many.c). For each profiler, over the same span:
+  - user-space CPU (user + sys of its own processes) per sample,
+  - BPF run time per sample (kernel.bpf_stats_enabled, read with bpftool),
+  - peak RSS.
+Peers: `perf record -e cpu-clock -F 100 -g -a` followed by `perf script`,
+and bpftrace `profile:hz:100 { @[pid, ustack, kstack] = count(); }`.
+Each is run REPS times; the report gives medians and ratios.
+
+    python3 bench/run.py [--seconds S] [--reps R] [--procs N]
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+B = os.path.join(ROOT, "build")
+AGENT = os.path.join(B, "codexray-node-agent")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def proc_hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def bpf_prog_stats(prog_id):
+    out = subprocess.run(["bpftool", "prog", "show", "id", str(prog_id), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    j = json.loads(out)
+    return j.get("run_time_ns", 0), j.get("run_cnt", 0)
+
+
+def perf_event_progs():
+    out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True,
+                         check=True).stdout
+    return {p["id"] for p in json.loads(out) if p.get("type") == "perf_event"}
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime, r.ru_maxrss
+
+
+def start_workload(seconds, procs):
+    ncpu = os.cpu_count()
+    busy = subprocess.Popen([os.path.join(B, "workloads", "cpu_split"), str(seconds + 5),
+                             str(ncpu)], stdout=subprocess.DEVNULL)
+    many = subprocess.Popen([os.path.join(B, "bench", "many"), str(procs), str(seconds + 5)])
+    time.sleep(2)  # let the processes start
+    return [busy, many]
+
+
+def stop_workload(ws):
+    for w in ws:
+        w.kill()
+    for w in ws:
+        w.wait()
+    subprocess.run(["pkill", "-f", os.path.join(B, "bench", "many")], check=False)
+
+
+def run_agent(seconds, tmp):
+    """Measures one whole window after a first one: the first names every
+    binary (a one-time cost); steady state is what follows."""
+    outdir = os.path.join(tmp, "agent-out")
+    os.makedirs(outdir, exist_ok=True)
+    a = subprocess.Popen([AGENT, "--interval", str(seconds), "--output-dir", outdir],
+                         stderr=subprocess.PIPE, text=True)
+    line = a.stderr.readline()
+    m = re.search(r"bpf_prog_id=(\d+)", line)
+    prog = int(m.group(1))
+    time.sleep(seconds + seconds / 4)  # past the first window and its naming
+    c0 = proc_cpu(a.pid)
+    t0, n0 = bpf_prog_stats(prog)
+    time.sleep(seconds)
+    c1 = proc_cpu(a.pid)
+    t1, n1 = bpf_prog_stats(prog)
+    hwm = proc_hwm_kib(a.pid)
+    a.send_signal(signal.SIGTERM)
+    _, log = a.communicate(timeout=60)
+    nprocs = max((int(x) for x in re.findall(r"window: processes=(\d+)", log)), default=0)
+    samples = n1 - n0  # every run of the program is a sample (idle ones return at once)
+    return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
+            "rss_mib": hwm / 1024, "procs": nprocs}
+
+
+def run_perf(seconds, tmp):
+    data = os.path.join(tmp, "perf.data")
+    c0, _ = children_cpu()
+    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "100", "-g", "-a", "-o", data,
+                    "--", "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    c1, rss1 = children_cpu()
+    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True, check=True)
+    c2, rss2 = children_cpu()
+    samples = sum(1 for line in out.stdout.splitlines() if line and not line[0].isspace())
+    return {"cpu_s": c2 - c0, "record_cpu_s": c1 - c0, "script_cpu_s": c2 - c1,
+            "samples": samples, "bpf_ns": None, "rss_mib": max(rss1, rss2) / 1024}
+
+
+def run_bpftrace(seconds, tmp):
+    before = perf_event_progs()
+    c0, _ = children_cpu()
+    b = subprocess.Popen(["bpftrace", "-e", "profile:hz:100 { @[pid, ustack, kstack] = count(); }"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prog = None
+    for _ in range(100):
+        time.sleep(0.1)
+        new = perf_event_progs() - before
+        if new:
+            prog = min(new)
+            break
+    t0, n0 = bpf_prog_stats(prog)
+    time.sleep(seconds)
+    t1, n1 = bpf_prog_stats(prog)
+    b.send_signal(signal.SIGINT)  # it then names every stack and prints the map
+    b.wait(timeout=300)
+    c1, rss = children_cpu()
+    samples = n1 - n0
+    return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
+            "rss_mib": rss / 1024}
+
+
+def med(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=60,
+                    help="measured span; also the agent's --interval (default 60, its default)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--procs", type=int, default=500)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: needs root")
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        stats_was = f.read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    results = {"agent": [], "perf": [], "bpftrace": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="cx-bench-") as tmp:
+            for rep in range(args.reps):
+                for name, fn in (("agent", run_agent), ("perf", run_perf),
+                                 ("bpftrace", run_bpftrace)):
+                    ws = start_workload(3 * args.seconds + 10, args.procs)
+                    try:
+                        r = fn(args.seconds, tmp)
+                    finally:
+                        stop_workload(ws)
+                    r["us_per_sample"] = 1e6 * r["cpu_s"] / max(r["samples"], 1)
+                    results[name].append(r)
+                    print(f"rep {rep + 1} {name}: {r}", file=sys.stderr, flush=True)
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(stats_was)
+
+    a, p, t = (results[k] for k in ("agent", "perf", "bpftrace"))
+    au, pu, tu = med(a, "us_per_sample"), med(p, "us_per_sample"), med(t, "us_per_sample")
+    ab, tb = med(a, "bpf_ns"), med(t, "bpf_ns")
+    lines = [
+        f"# make bench: {os.cpu_count()} CPUs busy + {args.procs} light processes, "
+        f"{args.seconds} s measured a run (the agent: one whole --interval {args.seconds} window "
+        f"after a first), median of {args.reps}",
+        "",
+        "| profiler | user-space CPU per sample | BPF time per sample | peak RSS | samples a run |",
+        "|---|---|---|---|---|",
+        f"| codexray-node-agent | {au:.1f} µs | {ab / 1000:.2f} µs | {med(a, 'rss_mib'):.1f} MiB "
+        f"| {med(a, 'samples'):.0f} |",
+        f"| perf record -g -a + perf script | {pu:.1f} µs | (in-kernel callchain) "
+        f"| {med(p, 'rss_mib'):.1f} MiB | {med(p, 'samples'):.0f} |",
+        f"| bpftrace profile:hz:100 | {tu:.1f} µs | {tb / 1000:.2f} µs | {med(t, 'rss_mib'):.1f} MiB "
+        f"| {med(t, 'samples'):.0f} |",
+        "",
+        f"- user-space CPU per sample: perf / agent = {pu / au:.1f}x, bpftrace / agent = "
+        f"{tu / au:.1f}x (targets: agent <= 25 µs and >= 10x cheaper than perf)",
+        f"- BPF time per sample: agent / bpftrace = {ab / tb:.2f} (target <= 1.0)",
+        f"- processes in the agent's windows: {med(a, 'procs'):.0f}; peak RSS {med(a, 'rss_mib'):.1f}"
+        f" MiB (target <= 64 MiB with 500 processes)",
+    ]
+    report = "\n".join(lines) + "\n"
+    os.makedirs(os.path.join(B, "bench"), exist_ok=True)
+    with open(os.path.join(B, "bench", "report.md"), "w") as f:
+        f.write(report)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
