@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import signal
 import statistics
 import subprocess
@@ -58,9 +57,13 @@ def perf_event_progs():
     return {p["id"] for p in json.loads(out) if p.get("type") == "perf_event"}
 
 
-def children_cpu():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime, r.ru_maxrss
+def run_measured(argv, **kw):
+    """Runs argv to its end; its own CPU seconds and peak RSS (KiB), from
+    wait4 on that one child, not the sum over every child ever run."""
+    p = subprocess.Popen(argv, **kw)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
 def start_workload(seconds, procs):
@@ -107,21 +110,21 @@ def run_agent(seconds, tmp):
 
 def run_perf(seconds, tmp):
     data = os.path.join(tmp, "perf.data")
-    c0, _ = children_cpu()
-    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "100", "-g", "-a", "-o", data,
-                    "--", "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    c1, rss1 = children_cpu()
-    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True, check=True)
-    c2, rss2 = children_cpu()
-    samples = sum(1 for line in out.stdout.splitlines() if line and not line[0].isspace())
-    return {"cpu_s": c2 - c0, "record_cpu_s": c1 - c0, "script_cpu_s": c2 - c1,
+    script = os.path.join(tmp, "perf.script")
+    _, c_rec, rss1 = run_measured(["perf", "record", "-q", "-e", "cpu-clock", "-F", "100", "-g",
+                                   "-a", "-o", data, "--", "sleep", str(seconds)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(script, "w") as out:
+        _, c_scr, rss2 = run_measured(["perf", "script", "-i", data], stdout=out,
+                                      stderr=subprocess.DEVNULL)
+    with open(script) as f:
+        samples = sum(1 for line in f if line.strip() and not line[0].isspace())
+    return {"cpu_s": c_rec + c_scr, "record_cpu_s": c_rec, "script_cpu_s": c_scr,
             "samples": samples, "bpf_ns": None, "rss_mib": max(rss1, rss2) / 1024}
 
 
 def run_bpftrace(seconds, tmp):
     before = perf_event_progs()
-    c0, _ = children_cpu()
     b = subprocess.Popen(["bpftrace", "-e", "profile:hz:100 { @[pid, ustack, kstack] = count(); }"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     prog = None
@@ -135,11 +138,11 @@ def run_bpftrace(seconds, tmp):
     time.sleep(seconds)
     t1, n1 = bpf_prog_stats(prog)
     b.send_signal(signal.SIGINT)  # it then names every stack and prints the map
-    b.wait(timeout=300)
-    c1, rss = children_cpu()
+    _, status, ru = os.wait4(b.pid, 0)
+    b.returncode = os.waitstatus_to_exitcode(status)
     samples = n1 - n0
-    return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
-            "rss_mib": rss / 1024}
+    return {"cpu_s": ru.ru_utime + ru.ru_stime, "samples": samples,
+            "bpf_ns": (t1 - t0) / max(samples, 1), "rss_mib": ru.ru_maxrss / 1024}
 
 
 def med(rows, key):
