@@ -18,21 +18,25 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
           -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
           -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
-LDLIBS := -lbpf -ldw -lelf -lz -lprotobuf-c -liberty -lpthread
+LDLIBS := -lbpf -ldw -lelf -lz -lprotobuf-c -liberty -lcurl -lpthread
+SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -lprotobuf-c -lpthread -lm
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
-              common/pprof/pprof_writer.c
+              common/json.c common/pprof/pprof_writer.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c \
              agent/aggregate.c agent/profile.c agent/output.c
-AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/main.c agent/record.c
+AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
+              agent/record.c
+SERVER_SRC := server/store_sqlite.c server/ingest.c server/query.c server/http.c
+SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
 .PHONY: all deps test unit integration bench format format-check clean
-all: deps $(B)/codexray-node-agent
+all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:
 	@tools/deps.sh
@@ -66,6 +70,9 @@ $(B)/obj/agent/sampler.o: $(B)/sampler.skel.h
 
 $(B)/codexray-node-agent: $(call obj,$(COMMON_SRC) $(AGENT_SRC) $(AGENT_MAIN)) $(PB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 

@@ -20,6 +20,7 @@
 #include "../common/log.h"
 #include "cli.h"
 #include "collect.h"
+#include "ship.h"
 #include "worker.h"
 
 static volatile sig_atomic_t stop;
@@ -52,6 +53,13 @@ static const struct config_def agent_opts[] = {
     {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
     {"interval", CONFIG_INT, "60", 1, 3600, "SECONDS", "collection window; one profile per process each"},
     {"output-dir", CONFIG_STRING, NULL, 0, 0, "DIR", "write each window's profiles into DIR"},
+    {"endpoint", CONFIG_STRING, NULL, 0, 0, "URL",
+     "ship each window to codexray-server at URL (URL/api/v1/profiles)"},
+    {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY", "sent as Authorization: Bearer KEY"},
+    {"data-dir", CONFIG_STRING, "/var/lib/codexray-agent", 0, 0, "DIR",
+     "where windows are spooled while the server is away"},
+    {"spool-max", CONFIG_INT, "268435456", 1048576, 1l << 40, "BYTES",
+     "the spool's bound; past it the oldest profiles go first"},
     {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames in profiles"},
     {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
@@ -97,6 +105,7 @@ static int run_agent(int argc, char **argv)
 {
     struct config *c = config__new(agent_opts, N_AGENT_OPTS);
     struct worker *wk = NULL;
+    struct shipper *sh = NULL;
     struct collector col;
     char err[1024], host[256];
     int ret = 1;
@@ -122,8 +131,21 @@ static int run_agent(int argc, char **argv)
         log_error("output: --output-dir %s is not a directory", dir);
         goto out;
     }
-    if (!dir)
-        log_warn("output: no --output-dir: profiles are built and counted but go nowhere");
+    const char *endpoint = config__str(c, "endpoint");
+    if (endpoint && *endpoint) {
+        struct ship_opts sho = {endpoint, config__str(c, "api-key"), config__str(c, "data-dir"),
+                                (uint64_t)config__int(c, "spool-max")};
+        sh = shipper__start(&sho, err, sizeof(err));
+        if (!sh) {
+            log_error("upload: %s", err);
+            goto out;
+        }
+    } else {
+        endpoint = NULL;
+    }
+    if (!dir && !endpoint)
+        log_warn("output: neither --endpoint nor --output-dir: profiles are built and counted but "
+                 "go nowhere");
 
     bool kstacks = config__bool(c, "kernel-stacks");
     struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), 0};
@@ -134,17 +156,21 @@ static int run_agent(int argc, char **argv)
     cli__install_signals();
     unsigned nprocs = collector__scan(&col);
 
-    struct worker_opts wo = {dir, host, 1000000000ull / so.sample_rate_hz, kstacks};
+    struct worker_opts wo = {dir, sh, host, 1000000000ull / so.sample_rate_hz, kstacks};
     wk = worker__start(&wo);
     if (!wk) {
         log_error("worker: cannot start its thread: %s", strerror(errno));
         goto out;
     }
     log_info("codexray-node-agent %s started: sample_rate_hz=%u interval_s=%ld cpus=%u "
-             "kernel_stacks=%s host=%s processes=%u outputs=%s%s bpf_prog_id=%d",
+             "kernel_stacks=%s host=%s processes=%u outputs=%s%s%s%s bpf_prog_id=%d",
              CODEXRAY_VERSION, so.sample_rate_hz, config__int(c, "interval"),
              sampler__ncpus(col.sampler), kstacks ? "true" : "false", host, nprocs,
-             dir ? "dir:" : "none", dir ? dir : "", sampler__prog_id(col.sampler));
+             dir ? "dir:" : "", dir ? dir : "", dir && endpoint ? "," : "",
+             endpoint ? "endpoint" : (dir ? "" : "none"), sampler__prog_id(col.sampler));
+    if (endpoint)
+        log_info("upload: ProfilesEndpoint=%s/api/v1/profiles spool=%s/spool spool_max=%ld",
+                 endpoint, config__str(c, "data-dir"), config__int(c, "spool-max"));
 
     uint64_t interval_ns = (uint64_t)config__int(c, "interval") * 1000000000ull;
     uint64_t next = collect__mono_ns() + interval_ns;
@@ -167,7 +193,8 @@ static int run_agent(int argc, char **argv)
         worker__submit(wk, w);
     ret = 0;
 out:
-    worker__stop(wk);
+    worker__stop(wk); /* the last window is spooled before the shipper's last pass */
+    shipper__stop(sh);
     collector__close(&col);
     config__free(c);
     return ret;

@@ -12,6 +12,7 @@
 #include "collect.h"
 #include "output.h"
 #include "profile.h"
+#include "ship.h"
 
 #define QUEUE_MAX 4
 #define PROFILE_MAX (256u << 20)
@@ -88,6 +89,16 @@ static void process(struct worker *wk, struct agg_window *w)
                 r = output__write_file(path, out.data, out.len, false);
             if (r) {
                 log_error("output: cannot write %s: %s", path, strerror(-r));
+                failed++;
+                continue;
+            }
+        }
+        if (wk->opts.shipper) {
+            r = shipper__enqueue(wk->opts.shipper, ap->service, ap->tgid, wk->opts.host,
+                                 w->start_ns, out.data, out.len);
+            if (r) {
+                log_error("spool: cannot spool the profile of pid=%u: %s", ap->tgid,
+                          strerror(-r));
                 failed++;
                 continue;
             }

@@ -9,8 +9,11 @@
 
 #include "aggregate.h"
 
+struct shipper;
+
 struct worker_opts {
     const char *output_dir; /* NULL: no files */
+    struct shipper *shipper; /* NULL: not shipped */
     const char *host;
     uint64_t period_ns;
     bool kernel_stacks;

@@ -37,7 +37,7 @@ $(B)/workloads/%: tests/workloads/%.c
 unit: deps $(UNIT_BINS) $(FIXTURES)
 	@tests/run_unit.sh $(UNIT_BINS)
 
-integration: deps $(B)/codexray-node-agent $(WORKLOADS)
+integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS)
 	@python3 tests/integration/run.py
 
 test: unit integration

@@ -16,6 +16,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pprof_read import raw, traces  # noqa: E402
+import server_tests  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
@@ -236,7 +237,7 @@ def test_agent_windows(tmp):
 
 
 TESTS = [test_usage, test_record_pid_split_and_rate, test_record_whole_machine, test_kernel_stacks,
-         test_agent_windows]
+         test_agent_windows] + server_tests.TESTS
 
 
 def main():
@@ -258,7 +259,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - every failure is reported
                 failed += 1
                 print(f"[ FAIL ] {t.__name__}: {e}", flush=True)
-                if not isinstance(e, Failure):
+                if not isinstance(e, (Failure, server_tests.Failure)):
                     traceback.print_exc()
     print(f"integration: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1

@@ -1,0 +1,34 @@
+/* Shipping profiles to codexray-server: each profile is first written to a
+ * spool directory on disk (durably), then a thread uploads the spool oldest
+ * first, deleting a file once the server answers 202. A server outage or an
+ * agent restart therefore loses nothing within the spool's bound; past the
+ * bound the oldest files go first, counted in the log. */
+#ifndef CODEXRAY_AGENT_SHIP_H
+#define CODEXRAY_AGENT_SHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ship_opts {
+    const char *endpoint; /* the server's base URL */
+    const char *api_key;  /* NULL = none */
+    const char *spool_dir;
+    uint64_t spool_max_bytes;
+};
+
+struct shipper;
+
+/* Creates the spool directory and starts the upload thread; files already
+ * spooled (from before a restart) are sent first. NULL with err filled. */
+struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t errlen);
+
+/* Spools one profile for upload. Returns 0 or -errno (the profile is then
+ * not spooled, and the caller logs it). Called from one thread at a time. */
+int shipper__enqueue(struct shipper *sh, const char *service, uint32_t pid, const char *host,
+                     uint64_t start_ns, const void *data, size_t len);
+
+/* Stops the thread after its current upload; what is unsent stays spooled
+ * for the next start. sh may be NULL. */
+void shipper__stop(struct shipper *sh);
+
+#endif

@@ -1,0 +1,515 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "../common/buf.h"
+#include "../common/json.h"
+#include "../common/log.h"
+#include "query.h"
+
+enum reject { REJ_BAD_REQUEST, REJ_UNAUTHORIZED, REJ_TOO_LARGE, REJ_NOT_FOUND, REJ_INTERNAL,
+              REJ__COUNT };
+static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large",
+                                           "not_found", "internal"};
+
+struct metrics {
+    uint64_t profiles, bytes, rejects[REJ__COUNT];
+    uint64_t queries, query_ns;
+};
+
+struct http {
+    struct http_opts opts;
+    struct store *st;
+    struct MHD_Daemon *d;
+    struct metrics m; /* updated with __atomic builtins */
+};
+
+struct request {
+    struct buf body;
+    bool too_big;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void count(uint64_t *c, uint64_t v)
+{
+    __atomic_add_fetch(c, v, __ATOMIC_RELAXED);
+}
+
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
+                               void *data, size_t len, bool owned)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, data, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Answers with {"error": msg}. */
+static enum MHD_Result respond_error(struct http *h, struct MHD_Connection *c, unsigned status,
+                                     const char *msg)
+{
+    struct buf b;
+    enum reject rj = status == 401   ? REJ_UNAUTHORIZED
+                     : status == 413 ? REJ_TOO_LARGE
+                     : status == 404 || status == 405 ? REJ_NOT_FOUND
+                     : status >= 500 ? REJ_INTERNAL
+                                     : REJ_BAD_REQUEST;
+    count(&h->m.rejects[rj], 1);
+    buf__init(&b, 1 << 16);
+    if (json__raw(&b, "{\"error\":") || json__str(&b, msg) || json__raw(&b, "}\n")) {
+        buf__free(&b);
+        return respond(c, status, "text/plain", (void *)msg, strlen(msg), false);
+    }
+    return respond(c, status, "application/json", b.data, b.len, true);
+}
+
+static enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type,
+                                   struct buf *b)
+{
+    enum MHD_Result r = respond(c, status, type, b->data ? b->data : "", b->len, b->data != NULL);
+    b->data = NULL; /* the response owns it now */
+    buf__free(b);
+    return r;
+}
+
+static const char *arg(struct MHD_Connection *c, const char *key)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* Constant time in the length of the expected key. */
+static bool key_matches(const char *given, const char *want)
+{
+    size_t gl = strlen(given), wl = strlen(want);
+    unsigned char diff = gl != wl;
+    for (size_t i = 0; i < wl; i++)
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < gl ? given[i] : 0);
+    return diff == 0;
+}
+
+static bool authorized(struct http *h, struct MHD_Connection *c)
+{
+    if (!h->opts.api_key || !*h->opts.api_key)
+        return true;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    return a && strncmp(a, "Bearer ", 7) == 0 && key_matches(a + 7, h->opts.api_key);
+}
+
+static int parse_range(struct MHD_Connection *c, int64_t *from, int64_t *to, char *msg, size_t n)
+{
+    int64_t now = now_ns();
+    const char *f = arg(c, "from"), *t = arg(c, "to");
+
+    *to = now;
+    *from = now - 3600ll * 1000000000ll;
+    if (f && query__parse_time(f, now, from)) {
+        snprintf(msg, n, "from: '%s' is neither Unix seconds nor now-DURATION", f);
+        return -1;
+    }
+    if (t && query__parse_time(t, now, to)) {
+        snprintf(msg, n, "to: '%s' is neither Unix seconds nor now-DURATION", t);
+        return -1;
+    }
+    if (*to <= *from) {
+        snprintf(msg, n, "from must be before to");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_pid(const char *s, int64_t *pid)
+{
+    char *end;
+    if (!s) {
+        *pid = 0;
+        return 0;
+    }
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || v <= 0 || v > 4194304)
+        return -1;
+    *pid = v;
+    return 0;
+}
+
+/* --- handlers --- */
+
+static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct request *rq)
+{
+    struct ingest_identity id = {arg(c, "service"), arg(c, "host"), arg(c, "container_id"), 0};
+    char msg[512];
+
+    if (parse_pid(arg(c, "pid"), &id.pid))
+        return respond_error(h, c, 400, "pid: not a process id");
+    int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
+                                 &h->opts.limits, msg, sizeof(msg));
+    if (status != 202) {
+        log_warn("ingest: refused %zu bytes from service=%s: %d %s", rq->body.len,
+                 id.service ? id.service : "-", status, msg);
+        return respond_error(h, c, status, msg);
+    }
+    count(&h->m.profiles, 1);
+    count(&h->m.bytes, rq->body.len);
+    return respond(c, 202, "application/json", "{\"status\":\"stored\"}\n", 20, false);
+}
+
+static enum MHD_Result h_applications(struct http *h, struct MHD_Connection *c)
+{
+    int64_t from, to;
+    struct store_app *apps;
+    size_t n;
+    char msg[256];
+    struct buf b;
+    int err;
+
+    if (parse_range(c, &from, &to, msg, sizeof(msg)))
+        return respond_error(h, c, 400, msg);
+    if ((err = store__applications(h->st, from, to, &apps, &n)))
+        return respond_error(h, c, 500, strerror(-err));
+    buf__init(&b, 64u << 20);
+    err = json__raw(&b, "{\"applications\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = json__raw(&b, i ? ",{\"name\":" : "{\"name\":");
+        err = err ?: json__str(&b, apps[i].name);
+        err = err ?: json__raw(&b, ",\"hosts\":[");
+        for (size_t j = 0; j < apps[i].nhosts && !err; j++) {
+            err = j ? json__raw(&b, ",") : 0;
+            err = err ?: json__str(&b, apps[i].hosts[j]);
+        }
+        err = err ?: json__raw(&b, "],\"last_seen\":");
+        err = err ?: json__f64(&b, apps[i].last_seen_ns / 1e9);
+        err = err ?: json__raw(&b, ",\"cpu_cores\":");
+        err = err ?: json__f64(&b, (double)apps[i].cpu_ns / (double)(to - from));
+        err = err ?: json__raw(&b, "}");
+    }
+    err = err ?: json__raw(&b, "]}\n");
+    store_apps__free(apps, n);
+    if (err) {
+        buf__free(&b);
+        return respond_error(h, c, 500, "response too large");
+    }
+    return respond_buf(c, 200, "application/json", &b);
+}
+
+static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, size_t n)
+{
+    memset(q, 0, sizeof(*q));
+    q->app = arg(c, "app");
+    if (!q->app || !*q->app) {
+        snprintf(msg, n, "app: required");
+        return -1;
+    }
+    q->host = arg(c, "host");
+    if (q->host && !*q->host)
+        q->host = NULL;
+    if (parse_pid(arg(c, "pid"), &q->pid)) {
+        snprintf(msg, n, "pid: not a process id");
+        return -1;
+    }
+    return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
+}
+
+static enum MHD_Result h_profile(struct http *h, struct MHD_Connection *c)
+{
+    struct store_query q;
+    struct store_merged *m = NULL;
+    char msg[256];
+    struct buf b;
+    int err;
+    const char *format = arg(c, "format"), *mn = arg(c, "max_nodes");
+    size_t max_nodes = 0;
+
+    if (query_of(c, &q, msg, sizeof(msg)))
+        return respond_error(h, c, 400, msg);
+    if (!format)
+        format = "pprof";
+    if (strcmp(format, "pprof") && strcmp(format, "collapsed") && strcmp(format, "flamegraph"))
+        return respond_error(h, c, 400, "format: pprof, collapsed or flamegraph");
+    if (mn) {
+        char *end;
+        long long v = strtoll(mn, &end, 10);
+        if (end == mn || *end || v < 1)
+            return respond_error(h, c, 400, "max_nodes: a whole number above 0");
+        max_nodes = v;
+    }
+    int64_t t0 = mono_ns();
+    if ((err = store__merge(h->st, &q, &m)))
+        return respond_error(h, c, 500, strerror(-err));
+    buf__init(&b, 1u << 30);
+    const char *type;
+    if (strcmp(format, "pprof") == 0) {
+        err = query__write_pprof(m, q.from_ns, q.to_ns, &b);
+        type = "application/octet-stream";
+    } else if (strcmp(format, "collapsed") == 0) {
+        err = query__write_collapsed(m, &b);
+        type = "text/plain; charset=utf-8";
+    } else {
+        err = query__write_flamegraph(m, max_nodes, &b);
+        type = "application/json";
+    }
+    store_merged__free(m);
+    count(&h->m.queries, 1);
+    count(&h->m.query_ns, mono_ns() - t0);
+    if (err) {
+        buf__free(&b);
+        return respond_error(h, c, 500, strerror(-err));
+    }
+    return respond_buf(c, 200, type, &b);
+}
+
+static enum MHD_Result h_timeline(struct http *h, struct MHD_Connection *c)
+{
+    struct store_query q;
+    char msg[256];
+    int64_t step = 60ll * 1000000000ll, *cpu;
+    size_t n;
+    struct buf b;
+    int err;
+
+    if (query_of(c, &q, msg, sizeof(msg)))
+        return respond_error(h, c, 400, msg);
+    const char *s = arg(c, "step");
+    if (s && (query__parse_duration(s, &step) || step < 1000000000ll))
+        return respond_error(h, c, 400, "step: a duration of at least 1s (60, 60s, 5m, 1h)");
+    if ((q.to_ns - q.from_ns) / step > 10000)
+        return respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
+    if ((err = store__timeline(h->st, &q, step, &cpu, &n)))
+        return respond_error(h, c, 500, strerror(-err));
+    buf__init(&b, 16u << 20);
+    err = json__raw(&b, "{\"from\":");
+    err = err ?: json__f64(&b, q.from_ns / 1e9);
+    err = err ?: json__raw(&b, ",\"step\":");
+    err = err ?: json__f64(&b, step / 1e9);
+    err = err ?: json__raw(&b, ",\"cpu_cores\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = i ? json__raw(&b, ",") : 0;
+        err = err ?: json__f64(&b, (double)cpu[i] / (double)step);
+    }
+    err = err ?: json__raw(&b, "]}\n");
+    free(cpu);
+    if (err) {
+        buf__free(&b);
+        return respond_error(h, c, 500, "response too large");
+    }
+    return respond_buf(c, 200, "application/json", &b);
+}
+
+static enum MHD_Result h_metrics(struct http *h, struct MHD_Connection *c)
+{
+    struct buf b;
+    char line[256];
+    int n, err = 0;
+
+    buf__init(&b, 1 << 20);
+#define LINE(...)                                                                                  \
+    do {                                                                                           \
+        n = snprintf(line, sizeof(line), __VA_ARGS__);                                             \
+        err = err ?: buf__append(&b, line, n);                                                     \
+    } while (0)
+    LINE("# TYPE codexray_profiles_ingested_total counter\n");
+    LINE("codexray_profiles_ingested_total %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.profiles, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_bytes_ingested_total counter\n");
+    LINE("codexray_bytes_ingested_total %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.bytes, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_requests_rejected_total counter\n");
+    for (int i = 0; i < REJ__COUNT; i++)
+        LINE("codexray_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
+             (unsigned long long)__atomic_load_n(&h->m.rejects[i], __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_query_seconds summary\n");
+    LINE("codexray_query_seconds_count %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.queries, __ATOMIC_RELAXED));
+    LINE("codexray_query_seconds_sum %.6f\n",
+         __atomic_load_n(&h->m.query_ns, __ATOMIC_RELAXED) / 1e9);
+    LINE("# TYPE codexray_store_bytes gauge\n");
+    LINE("codexray_store_bytes %lld\n", (long long)store__size_bytes(h->st));
+#undef LINE
+    if (err) {
+        buf__free(&b);
+        return respond_error(h, c, 500, "metrics too large");
+    }
+    return respond_buf(c, 200, "text/plain; version=0.0.4", &b);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    struct http *h = cls;
+    struct request *rq = *con_cls;
+    bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
+
+    (void)version;
+    if (!rq) {
+        rq = calloc(1, sizeof(*rq));
+        if (!rq)
+            return MHD_NO;
+        buf__init(&rq->body, h->opts.max_body);
+        *con_cls = rq;
+        if (post && strcmp(url, "/api/v1/profiles") == 0) {
+            /* Refuse before reading a byte when we can. */
+            if (!authorized(h, c))
+                return respond_error(h, c, 401, "missing or wrong API key: send "
+                                                "Authorization: Bearer KEY");
+            const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+            if (cl && strtoull(cl, NULL, 10) > h->opts.max_body) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "body larger than %zu bytes", h->opts.max_body);
+                return respond_error(h, c, 413, msg);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!rq->too_big && buf__append(&rq->body, upload, *upload_size))
+            rq->too_big = true; /* read on to the end, keeping nothing */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (strcmp(url, "/api/v1/profiles") == 0) {
+        if (!post)
+            return respond_error(h, c, 405, "POST a pprof profile here");
+        if (!authorized(h, c))
+            return respond_error(h, c, 401, "missing or wrong API key");
+        if (rq->too_big) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "body larger than %zu bytes", h->opts.max_body);
+            return respond_error(h, c, 413, msg);
+        }
+        return h_ingest(h, c, rq);
+    }
+    if (!get)
+        return respond_error(h, c, 405, "only GET here");
+    if (strcmp(url, "/healthz") == 0)
+        return respond(c, 200, "text/plain", "ok\n", 3, false);
+    if (strcmp(url, "/api/v1/applications") == 0)
+        return h_applications(h, c);
+    if (strcmp(url, "/api/v1/profile") == 0)
+        return h_profile(h, c);
+    if (strcmp(url, "/api/v1/timeline") == 0)
+        return h_timeline(h, c);
+    if (strcmp(url, "/metrics") == 0)
+        return h_metrics(h, c);
+    return respond_error(h, c, 404, "no such path");
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct request *rq = *con_cls;
+
+    (void)cls;
+    (void)c;
+    (void)toe;
+    if (rq) {
+        buf__free(&rq->body);
+        free(rq);
+        *con_cls = NULL;
+    }
+}
+
+static int parse_listen(const char *s, struct sockaddr_storage *ss, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(s, ':');
+    char *end;
+
+    memset(ss, 0, sizeof(*ss));
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host))
+        goto bad;
+    long port = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end || port < 0 || port > 65535)
+        goto bad;
+    memcpy(host, s, colon - s);
+    host[colon - s] = '\0';
+    if (host[0] == '[') {
+        size_t l = strlen(host);
+        if (host[l - 1] != ']')
+            goto bad;
+        host[l - 1] = '\0';
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
+            goto bad;
+        return 0;
+    }
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(port);
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+        goto bad;
+    return 0;
+bad:
+    snprintf(err, errlen, "--listen %s: expected ADDR:PORT, e.g. 127.0.0.1:8080 or [::1]:8080", s);
+    return -1;
+}
+
+struct http *http__start(const struct http_opts *opts, struct store *st, char *err,
+                         size_t errlen)
+{
+    struct sockaddr_storage ss;
+    struct http *h;
+
+    if (parse_listen(opts->listen, &ss, err, errlen))
+        return NULL;
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->opts = *opts;
+    h->st = st;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opts->threads ? opts->threads : 4),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, errlen, "cannot listen on %s (address in use, or not this machine's)",
+                 opts->listen);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void http__stop(struct http *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,27 @@
+/* The HTTP front: libmicrohttpd, routes, limits, auth, metrics. */
+#ifndef CODEXRAY_SERVER_HTTP_H
+#define CODEXRAY_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingest.h"
+#include "store.h"
+
+struct http_opts {
+    const char *listen; /* "ADDR:PORT", "[v6]:PORT" */
+    const char *api_key; /* NULL = no auth */
+    size_t max_body;     /* compressed request body */
+    struct ingest_limits limits;
+    unsigned threads;
+};
+
+struct http;
+
+/* Starts serving. NULL with err filled (bad address, port taken). */
+struct http *http__start(const struct http_opts *opts, struct store *st, char *err,
+                         size_t errlen);
+/* Stops and frees; h may be NULL. */
+void http__stop(struct http *h);
+
+#endif

@@ -1,0 +1,402 @@
+#include "ingest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/gz.h"
+#include "../common/hmap.h"
+#include "profile.pb-c.h"
+
+typedef Perftools__Profiles__Profile Profile;
+
+/* Everything ingest allocates for one request, freed in one place. */
+struct work {
+    Profile *p;
+    struct buf raw;
+    struct hmap *loc_index, *fn_index; /* pprof id -> array index */
+    struct store_function *functions;
+    size_t nfunctions;
+    uint32_t *frames;
+    size_t nframes, cap_frames;
+    struct store_stack *stacks;
+    struct store_labelset *labelsets;
+    struct store_label *labels;
+    char *names; /* names made up for locations without lines */
+    size_t names_len, names_cap;
+};
+
+static void work_free(struct work *w)
+{
+    if (w->p)
+        perftools__profiles__profile__free_unpacked(w->p, NULL);
+    buf__free(&w->raw);
+    hmap__free(w->loc_index);
+    hmap__free(w->fn_index);
+    free(w->functions);
+    free(w->frames);
+    free(w->stacks);
+    free(w->labelsets);
+    free(w->labels);
+    free(w->names);
+}
+
+static const char *str_at(const Profile *p, int64_t i)
+{
+    return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i] : NULL;
+}
+
+/* Finds a string label's value on a sample. */
+static const char *label_of(const Profile *p, const Perftools__Profiles__Sample *s,
+                            const char *key)
+{
+    for (size_t i = 0; i < s->n_label; i++) {
+        const char *k = str_at(p, s->label[i]->key);
+        if (k && strcmp(k, key) == 0)
+            return str_at(p, s->label[i]->str);
+    }
+    return NULL;
+}
+
+static int push_frame(struct work *w, uint32_t f)
+{
+    if (w->nframes == w->cap_frames) {
+        size_t cap = w->cap_frames ? w->cap_frames * 2 : 4096;
+        uint32_t *nf = realloc(w->frames, cap * sizeof(*nf));
+        if (!nf)
+            return -ENOMEM;
+        w->frames = nf;
+        w->cap_frames = cap;
+    }
+    w->frames[w->nframes++] = f;
+    return 0;
+}
+
+/* A name for a location pprof gives no line for: never a bare address. */
+static long synth_function(struct work *w, const Profile *p,
+                           const Perftools__Profiles__Location *loc, size_t *extra_fns)
+{
+    const char *file = "[unknown]";
+    uint64_t addr = loc->address;
+    char name[512];
+
+    for (size_t i = 0; i < p->n_mapping; i++) {
+        const Perftools__Profiles__Mapping *m = p->mapping[i];
+        if (m->id == loc->mapping_id) {
+            const char *f = str_at(p, m->filename);
+            if (f && *f) {
+                const char *slash = strrchr(f, '/');
+                file = slash ? slash + 1 : f;
+            }
+            if (addr >= m->memory_start)
+                addr = addr - m->memory_start + m->file_offset;
+            break;
+        }
+    }
+    int n = snprintf(name, sizeof(name), "%s+0x%" PRIx64, file, addr);
+    if (n < 0 || (size_t)n >= sizeof(name))
+        n = sizeof(name) - 1;
+    /* Names live in one growing buffer; fix up pointers once it is done. */
+    if (w->names_len + n + 1 > w->names_cap) {
+        size_t cap = w->names_cap ? w->names_cap * 2 : 4096;
+        while (cap < w->names_len + n + 1)
+            cap *= 2;
+        char *nn = realloc(w->names, cap);
+        if (!nn)
+            return -1;
+        w->names = nn;
+        w->names_cap = cap;
+    }
+    memcpy(w->names + w->names_len, name, n + 1);
+    long idx = p->n_function + (*extra_fns)++;
+    w->functions[idx] = (struct store_function){(const char *)(uintptr_t)w->names_len, ""};
+    w->names_len += n + 1;
+    return idx;
+}
+
+int ingest__profile(struct store *st, const void *body, size_t len,
+                    const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
+                    size_t msglen)
+{
+    struct work w;
+    const uint8_t *data = body;
+    size_t dlen = len;
+    int status = 400;
+
+    memset(&w, 0, sizeof(w));
+    buf__init(&w.raw, lim->max_decompressed);
+    if (gz__is_gzip(body, len)) {
+        int r = gz__decompress(body, len, &w.raw, lim->max_ratio);
+        if (r == -E2BIG) {
+            snprintf(msg, msglen,
+                     "the body inflates past the limit (%zu bytes, or %zu times its size)",
+                     lim->max_decompressed, lim->max_ratio);
+            status = 413;
+            goto out;
+        }
+        if (r) {
+            snprintf(msg, msglen, "the body is not a whole gzip stream");
+            goto out;
+        }
+        data = (const uint8_t *)w.raw.data;
+        dlen = w.raw.len;
+    }
+    w.p = perftools__profiles__profile__unpack(NULL, dlen, data);
+    if (!w.p) {
+        snprintf(msg, msglen, "the body is not a pprof profile (profile.proto did not decode)");
+        goto out;
+    }
+    Profile *p = w.p;
+
+    /* --- the checks pprof itself makes, and ours --- */
+    if (p->n_string_table == 0 || p->string_table[0][0] != '\0') {
+        snprintf(msg, msglen, "string_table must start with \"\"");
+        goto out;
+    }
+    if (p->n_sample_type == 0) {
+        snprintf(msg, msglen, "no sample_type");
+        goto out;
+    }
+    if (p->n_sample > lim->max_samples) {
+        snprintf(msg, msglen, "%zu samples: more than the limit of %zu", p->n_sample,
+                 lim->max_samples);
+        status = 413;
+        goto out;
+    }
+    int samples_idx = -1, cpu_idx = -1;
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        const char *t = str_at(p, p->sample_type[i]->type);
+        const char *u = str_at(p, p->sample_type[i]->unit);
+        if (!t || !u) {
+            snprintf(msg, msglen, "sample_type %zu: string index out of range", i);
+            goto out;
+        }
+        if (strcmp(t, "samples") == 0 && samples_idx < 0)
+            samples_idx = i;
+        if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && cpu_idx < 0)
+            cpu_idx = i;
+    }
+    if (samples_idx < 0)
+        samples_idx = 0;
+    const char *ptu = p->period_type ? str_at(p, p->period_type->unit) : NULL;
+    if (p->period_type && (!ptu || !str_at(p, p->period_type->type))) {
+        snprintf(msg, msglen, "period_type: string index out of range");
+        goto out;
+    }
+    int64_t period_ns = ptu && strcmp(ptu, "nanoseconds") == 0 ? p->period : 0;
+
+    w.fn_index = hmap__new();
+    w.loc_index = hmap__new();
+    /* Room for every pprof function and one made-up name per location. */
+    w.functions = calloc(p->n_function + p->n_location + 1, sizeof(*w.functions));
+    if (!w.fn_index || !w.loc_index || !w.functions)
+        goto oom;
+    for (size_t i = 0; i < p->n_function; i++) {
+        const Perftools__Profiles__Function *f = p->function[i];
+        const char *name = str_at(p, f->name), *file = str_at(p, f->filename);
+        bool fresh;
+        if (!name || !file || !str_at(p, f->system_name)) {
+            snprintf(msg, msglen, "function %" PRIu64 ": string index out of range", f->id);
+            goto out;
+        }
+        if (f->id == 0) {
+            snprintf(msg, msglen, "function with id 0");
+            goto out;
+        }
+        long k = hmap__put(w.fn_index, &f->id, sizeof(f->id), &fresh);
+        if (k < 0)
+            goto oom;
+        if (!fresh) {
+            snprintf(msg, msglen, "function id %" PRIu64 " appears twice", f->id);
+            goto out;
+        }
+        *hmap__val(w.fn_index, k) = i;
+        w.functions[i] = (struct store_function){name, file};
+    }
+    for (size_t i = 0; i < p->n_location; i++) {
+        const Perftools__Profiles__Location *l = p->location[i];
+        bool fresh;
+        if (l->id == 0) {
+            snprintf(msg, msglen, "location with id 0");
+            goto out;
+        }
+        long k = hmap__put(w.loc_index, &l->id, sizeof(l->id), &fresh);
+        if (k < 0)
+            goto oom;
+        if (!fresh) {
+            snprintf(msg, msglen, "location id %" PRIu64 " appears twice", l->id);
+            goto out;
+        }
+        *hmap__val(w.loc_index, k) = i;
+        for (size_t j = 0; j < l->n_line; j++) {
+            if (hmap__find(w.fn_index, &l->line[j]->function_id, sizeof(uint64_t)) < 0) {
+                snprintf(msg, msglen, "location %" PRIu64 ": function id %" PRIu64 " not defined",
+                         l->id, l->line[j]->function_id);
+                goto out;
+            }
+        }
+    }
+
+    /* --- samples -> stacks of function indices, and label sets --- */
+    size_t nlabels = 0, extra_fns = 0;
+    for (size_t i = 0; i < p->n_sample; i++)
+        nlabels += p->sample[i]->n_label;
+    w.stacks = calloc(p->n_sample + 1, sizeof(*w.stacks));
+    w.labelsets = calloc(p->n_sample + 1, sizeof(*w.labelsets));
+    w.labels = calloc(nlabels + 1, sizeof(*w.labels));
+    if (!w.stacks || !w.labelsets || !w.labels)
+        goto oom;
+    /* One made-up function per location without lines, made once. */
+    int64_t *loc_synth = calloc(p->n_location + 1, sizeof(*loc_synth));
+    if (!loc_synth)
+        goto oom;
+    size_t *frame_off = calloc(p->n_sample + 1, sizeof(*frame_off));
+    if (!frame_off) {
+        free(loc_synth);
+        goto oom;
+    }
+    size_t li = 0;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const Perftools__Profiles__Sample *s = p->sample[i];
+        if (s->n_value != p->n_sample_type) {
+            snprintf(msg, msglen, "sample %zu has %zu values for %zu sample types", i, s->n_value,
+                     p->n_sample_type);
+            goto bad_sample;
+        }
+        frame_off[i] = w.nframes;
+        for (size_t j = 0; j < s->n_location_id; j++) {
+            long k = hmap__find(w.loc_index, &s->location_id[j], sizeof(uint64_t));
+            if (k < 0) {
+                snprintf(msg, msglen, "sample %zu: location id %" PRIu64 " not defined", i,
+                         s->location_id[j]);
+                goto bad_sample;
+            }
+            const Perftools__Profiles__Location *l = p->location[*hmap__val(w.loc_index, k)];
+            if (l->n_line == 0) {
+                size_t lidx = *hmap__val(w.loc_index, k);
+                if (!loc_synth[lidx]) {
+                    long f = synth_function(&w, p, l, &extra_fns);
+                    if (f < 0)
+                        goto oom_sample;
+                    loc_synth[lidx] = f + 1;
+                }
+                if (push_frame(&w, loc_synth[lidx] - 1))
+                    goto oom_sample;
+            }
+            /* pprof: a location's lines go innermost (inlined) first. */
+            for (size_t m = 0; m < l->n_line; m++) {
+                long fk = hmap__find(w.fn_index, &l->line[m]->function_id, sizeof(uint64_t));
+                if (push_frame(&w, *hmap__val(w.fn_index, fk)))
+                    goto oom_sample;
+            }
+        }
+        w.labelsets[i].labels = w.labels + li;
+        w.labelsets[i].n = 0;
+        for (size_t j = 0; j < s->n_label; j++) {
+            const Perftools__Profiles__Label *l = s->label[j];
+            const char *k = str_at(p, l->key), *v = l->str ? str_at(p, l->str) : NULL;
+            if (!k || (l->str && !v)) {
+                snprintf(msg, msglen, "sample %zu: label string index out of range", i);
+                goto bad_sample;
+            }
+            if (strlen(k) > lim->max_label_bytes || (v && strlen(v) > lim->max_label_bytes)) {
+                snprintf(msg, msglen, "sample %zu: label '%.64s' longer than %zu bytes", i, k,
+                         lim->max_label_bytes);
+                goto bad_sample;
+            }
+            if (!v)
+                continue; /* numeric labels are not kept (yet) */
+            w.labels[li++] = (struct store_label){k, v};
+            w.labelsets[i].n++;
+        }
+        int64_t samples = s->value[samples_idx];
+        int64_t cpu = cpu_idx >= 0 ? s->value[cpu_idx] : samples * period_ns;
+        if (samples < 0 || cpu < 0) {
+            snprintf(msg, msglen, "sample %zu: negative value", i);
+            goto bad_sample;
+        }
+        w.stacks[i] = (struct store_stack){NULL, (uint32_t)s->n_location_id, (uint32_t)i, samples,
+                                           cpu};
+    }
+    /* frames and names are final now: point into them */
+    for (size_t i = 0; i < p->n_sample; i++) {
+        size_t end = i + 1 < p->n_sample ? frame_off[i + 1] : w.nframes;
+        w.stacks[i].frames = w.frames + frame_off[i];
+        w.stacks[i].nframes = end - frame_off[i];
+        if (w.labelsets[i].n == 0)
+            w.stacks[i].labelset = STORE_NO_LABELS;
+    }
+    for (size_t i = 0; i < extra_fns; i++) {
+        struct store_function *f = &w.functions[p->n_function + i];
+        f->name = w.names + (uintptr_t)f->name;
+    }
+    free(loc_synth);
+    free(frame_off);
+
+    /* --- identity: the query string, else the first sample's labels --- */
+    const Perftools__Profiles__Sample *s0 = p->n_sample ? p->sample[0] : NULL;
+    const char *app = id->service && *id->service ? id->service
+                      : s0                         ? label_of(p, s0, "service")
+                                                   : NULL;
+    if (!app || !*app) {
+        snprintf(msg, msglen, "no service: give ?service=NAME or a 'service' sample label");
+        goto out;
+    }
+    if (strlen(app) > lim->max_label_bytes) {
+        snprintf(msg, msglen, "service longer than %zu bytes", lim->max_label_bytes);
+        goto out;
+    }
+    const char *host = id->host && *id->host ? id->host : s0 ? label_of(p, s0, "host") : NULL;
+    int64_t pid = id->pid;
+    if (!pid && s0) {
+        const char *ps = label_of(p, s0, "pid");
+        /* A profile whose samples carry different pids spans processes. */
+        bool one = ps != NULL;
+        for (size_t i = 1; one && i < p->n_sample; i++) {
+            const char *o = label_of(p, p->sample[i], "pid");
+            one = o && strcmp(o, ps) == 0;
+        }
+        if (one)
+            pid = strtoll(ps, NULL, 10);
+    }
+    struct store_profile sp = {
+        .app = app,
+        .host = host ? host : "",
+        .container_id = id->container_id ? id->container_id : "",
+        .pid = pid,
+        .time_ns = p->time_nanos,
+        .duration_ns = p->duration_nanos,
+        .period_ns = period_ns,
+        .functions = w.functions,
+        .nfunctions = p->n_function + extra_fns,
+        .stacks = w.stacks,
+        .nstacks = p->n_sample,
+        .labelsets = w.labelsets,
+        .nlabelsets = p->n_sample,
+        .bytes_in = len,
+    };
+    char serr[512];
+    if (store__put(st, &sp, serr, sizeof(serr))) {
+        snprintf(msg, msglen, "the store failed: %s", serr);
+        status = 500;
+        goto out;
+    }
+    status = 202;
+    goto out;
+bad_sample:
+    free(loc_synth);
+    free(frame_off);
+    goto out;
+oom_sample:
+    free(loc_synth);
+    free(frame_off);
+oom:
+    snprintf(msg, msglen, "out of memory");
+    status = 500;
+out:
+    work_free(&w);
+    return status;
+}

@@ -1,0 +1,31 @@
+/* POST /api/v1/profiles: a request body (pprof, gzipped or not) checked,
+ * turned into the store's terms and stored. */
+#ifndef CODEXRAY_SERVER_INGEST_H
+#define CODEXRAY_SERVER_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct ingest_limits {
+    size_t max_decompressed; /* bytes a gzipped body may inflate to */
+    size_t max_ratio;        /* and at most this many times its size */
+    size_t max_label_bytes;  /* a label key or value */
+    size_t max_samples;      /* samples in one profile */
+};
+
+/* Identity from the query string; NULL/0 = take it from the sample labels. */
+struct ingest_identity {
+    const char *service, *host, *container_id;
+    int64_t pid;
+};
+
+/* Returns the HTTP status: 202 stored (durably), 400 not a valid profile,
+ * 413 past a limit, 500 the store failed. msg says why for anything but 202.
+ * Nothing is stored unless 202. */
+int ingest__profile(struct store *st, const void *body, size_t len,
+                    const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
+                    size_t msglen);
+
+#endif

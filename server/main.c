@@ -1,0 +1,190 @@
+/* codexray-server: stores every profile the agents send and merges them on
+ * query. HTTP (http.c) -> ingest (ingest.c) -> store (store.h, SQLite by
+ * default); queries merge in the store and are written by query.c. A
+ * background thread deletes what is older than --retention. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/config.h"
+#include "../common/log.h"
+#include "http.h"
+#include "query.h"
+#include "store.h"
+
+#ifndef CODEXRAY_VERSION
+#define CODEXRAY_VERSION "dev"
+#endif
+
+static const struct config_def server_opts[] = {
+    {"config", CONFIG_STRING, "/etc/codexray/server.conf", 0, 0, "FILE",
+     "config file of key = value lines"},
+    {"listen", CONFIG_STRING, "127.0.0.1:8080", 0, 0, "ADDR:PORT", "where to serve HTTP"},
+    {"data-dir", CONFIG_STRING, "./data", 0, 0, "DIR", "where the SQLite store lives"},
+    {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
+     "require Authorization: Bearer KEY on ingest (or CODEXRAY_API_KEY)"},
+    {"retention", CONFIG_STRING, "7d", 0, 0, "DURATION", "delete profiles older than this"},
+    {"max-body", CONFIG_INT, "16777216", 1024, 1l << 32, "BYTES", "largest request body"},
+    {"max-decompressed", CONFIG_INT, "268435456", 1024, 1l << 34, "BYTES",
+     "largest body once gunzipped"},
+    {"max-ratio", CONFIG_INT, "100", 1, 100000, "N", "largest gunzip expansion ratio"},
+    {"threads", CONFIG_INT, "4", 1, 256, "N", "HTTP worker threads"},
+    {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
+};
+#define N_OPTS (sizeof(server_opts) / sizeof(server_opts[0]))
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: codexray-server [FLAGS]\n"
+               "\n"
+               "Stores the profiles CodeXray agents send (POST /api/v1/profiles) and merges\n"
+               "them on query (/api/v1/applications, /api/v1/profile, /api/v1/timeline).\n"
+               "\n"
+               "Flags (also CODEXRAY_<FLAG> variables and keys of the config file; flags win):\n");
+    config__usage(server_opts, N_OPTS, f);
+    fprintf(f, "  --help                       this text\n"
+               "  --version                    print the version\n");
+}
+
+struct retention {
+    struct store *st;
+    int64_t keep_ns;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void *retention_loop(void *arg)
+{
+    struct retention *r = arg;
+
+    pthread_mutex_lock(&r->mu);
+    while (!r->done) {
+        pthread_mutex_unlock(&r->mu);
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t cutoff = (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec - r->keep_ns, n = 0;
+        if (store__retain(r->st, cutoff, &n))
+            log_error("retention: delete failed");
+        else if (n)
+            log_info("retention: deleted %lld profiles older than the retention",
+                     (long long)n);
+        pthread_mutex_lock(&r->mu);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 60;
+        while (!r->done && pthread_cond_timedwait(&r->cv, &r->mu, &until) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct config *c = NULL;
+    struct store *st = NULL;
+    struct http *h = NULL;
+    char err[1024];
+    int ret = 1;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("codexray-server %s\n", CODEXRAY_VERSION);
+            return 0;
+        }
+    }
+    c = config__new(server_opts, N_OPTS);
+    if (!c)
+        return 1;
+    if (config__load_env(c, err, sizeof(err)) ||
+        config__load_args(c, argc - 1, argv + 1, err, sizeof(err)) ||
+        config__load_file(c, config__str(c, "config"), config__is_set(c, "config"), err,
+                          sizeof(err)) ||
+        config__load_env(c, err, sizeof(err)) ||
+        config__load_args(c, argc - 1, argv + 1, err, sizeof(err)))
+        goto usage;
+    enum log_level lvl;
+    if (log__parse_level(config__str(c, "log-level"), &lvl)) {
+        snprintf(err, sizeof(err), "--log-level must be debug, info, warn or error");
+        goto usage;
+    }
+    log__set_level(lvl);
+    int64_t keep_ns;
+    if (query__parse_duration(config__str(c, "retention"), &keep_ns) || keep_ns <= 0) {
+        snprintf(err, sizeof(err), "--retention: a duration such as 7d, 24h or 90m");
+        goto usage;
+    }
+
+    st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));
+    if (!st) {
+        log_error("store: %s", err);
+        goto out;
+    }
+    struct http_opts ho = {
+        .listen = config__str(c, "listen"),
+        .api_key = config__str(c, "api-key"),
+        .max_body = config__int(c, "max-body"),
+        .limits = {config__int(c, "max-decompressed"), config__int(c, "max-ratio"), 4096,
+                   10000000},
+        .threads = config__int(c, "threads"),
+    };
+    h = http__start(&ho, st, err, sizeof(err));
+    if (!h) {
+        log_error("http: %s", err);
+        goto out;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct retention r = {st, keep_ns, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+    pthread_t rt;
+    if (pthread_create(&rt, NULL, retention_loop, &r)) {
+        log_error("retention: cannot start its thread");
+        goto out;
+    }
+    log_info("codexray-server %s started: listen=%s data_dir=%s retention=%s auth=%s "
+             "max_body=%ld",
+             CODEXRAY_VERSION, ho.listen, config__str(c, "data-dir"), config__str(c, "retention"),
+             ho.api_key && *ho.api_key ? "api-key" : "none", (long)ho.max_body);
+    while (!stop)
+        pause();
+    log_info("stopping");
+    pthread_mutex_lock(&r.mu);
+    r.done = true;
+    pthread_cond_signal(&r.cv);
+    pthread_mutex_unlock(&r.mu);
+    pthread_join(rt, NULL);
+    ret = 0;
+out:
+    http__stop(h);
+    store__close(st);
+    config__free(c);
+    return ret;
+usage:
+    fprintf(stderr, "codexray-server: %s\n\n", err);
+    usage(stderr);
+    config__free(c);
+    return 2;
+}

@@ -1,0 +1,367 @@
+#include "query.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hmap.h"
+#include "../common/json.h"
+#include "../common/pprof/pprof_writer.h"
+
+static int unit_ns(char u, int64_t *mul)
+{
+    switch (u) {
+    case 's':
+        *mul = 1000000000ll;
+        return 0;
+    case 'm':
+        *mul = 60ll * 1000000000ll;
+        return 0;
+    case 'h':
+        *mul = 3600ll * 1000000000ll;
+        return 0;
+    case 'd':
+        *mul = 86400ll * 1000000000ll;
+        return 0;
+    case 'w':
+        *mul = 7ll * 86400ll * 1000000000ll;
+        return 0;
+    }
+    return -1;
+}
+
+int query__parse_duration(const char *s, int64_t *out_ns)
+{
+    char *end;
+    int64_t mul = 1000000000ll;
+
+    if (!s || !*s)
+        return -1;
+    double v = strtod(s, &end);
+    if (end == s || v < 0 || v > 1e8)
+        return -1;
+    if (*end) {
+        if (end[1] || unit_ns(*end, &mul))
+            return -1;
+    }
+    *out_ns = (int64_t)(v * mul);
+    return 0;
+}
+
+int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns)
+{
+    int64_t d;
+    char *end;
+
+    if (!s || !*s)
+        return -1;
+    if (strncmp(s, "now", 3) == 0) {
+        if (!s[3]) {
+            *out_ns = now_ns;
+            return 0;
+        }
+        if (s[3] != '-' || query__parse_duration(s + 4, &d))
+            return -1;
+        *out_ns = now_ns - d;
+        return 0;
+    }
+    double v = strtod(s, &end);
+    if (end == s || *end || v < 0 || v > 1e11)
+        return -1;
+    *out_ns = (int64_t)(v * 1e9);
+    return 0;
+}
+
+int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to_ns,
+                       struct buf *out)
+{
+    struct pprof_writer *w = pprof_writer__new();
+    uint64_t *loc = NULL, *ids = NULL;
+    size_t cap = 0;
+    int err = -ENOMEM;
+
+    if (!w)
+        return -ENOMEM;
+    if (pprof_writer__add_sample_type(w, "samples", "count") ||
+        pprof_writer__add_sample_type(w, "cpu", "nanoseconds"))
+        goto out;
+    pprof_writer__set_period(w, "cpu", "nanoseconds", 0);
+    pprof_writer__set_time(w, from_ns, to_ns - from_ns);
+    loc = calloc(m->nfunctions + 1, sizeof(*loc)); /* function -> location id */
+    if (!loc)
+        goto out;
+    for (size_t i = 0; i < m->nstacks; i++) {
+        const struct store_merged_stack *s = &m->stacks[i];
+        if (s->nframes > cap) {
+            cap = s->nframes;
+            uint64_t *n = realloc(ids, cap * sizeof(*n));
+            if (!n)
+                goto out;
+            ids = n;
+        }
+        for (uint32_t j = 0; j < s->nframes; j++) {
+            uint32_t f = s->frames[j];
+            if (!loc[f]) {
+                struct pprof_line l = {m->functions[f].name, NULL, m->functions[f].file, 0};
+                loc[f] = pprof_writer__location(w, 0, 0, &l, 1);
+                if (!loc[f])
+                    goto out;
+            }
+            ids[j] = loc[f];
+        }
+        int64_t v[2] = {s->samples, s->cpu_ns};
+        if (pprof_writer__add_sample(w, ids, s->nframes, v, NULL, 0))
+            goto out;
+    }
+    err = pprof_writer__encode(w, out, true);
+out:
+    free(loc);
+    free(ids);
+    pprof_writer__free(w);
+    return err;
+}
+
+/* Folded-stack lines use ';' between frames and ' ' before the count:
+ * neither may appear raw in a name, nor a newline. */
+static int append_folded_name(struct buf *b, const char *s)
+{
+    char tmp[256];
+    size_t n = 0;
+    int err = 0;
+
+    for (; *s && !err; s++) {
+        char c = *s;
+        tmp[n++] = c == ';' ? ':' : (c == '\n' || c == '\r') ? ' ' : c;
+        if (n == sizeof(tmp)) {
+            err = buf__append(b, tmp, n);
+            n = 0;
+        }
+    }
+    return err ? err : buf__append(b, tmp, n);
+}
+
+int query__write_collapsed(const struct store_merged *m, struct buf *out)
+{
+    char num[32];
+    int err = 0;
+
+    for (size_t i = 0; i < m->nstacks && !err; i++) {
+        const struct store_merged_stack *s = &m->stacks[i];
+        if (!s->nframes || s->samples <= 0)
+            continue;
+        for (uint32_t j = s->nframes; j-- > 0 && !err;) {
+            err = append_folded_name(out, m->functions[s->frames[j]].name);
+            if (!err && j)
+                err = buf__append(out, ";", 1);
+        }
+        int n = snprintf(num, sizeof(num), " %lld\n", (long long)s->samples);
+        if (!err)
+            err = buf__append(out, num, n);
+    }
+    return err;
+}
+
+/* --- the flame-graph tree --- */
+
+struct node {
+    uint32_t name;     /* function index, UINT32_MAX for the root, UINT32_MAX-1 for "other" */
+    uint32_t parent;
+    int64_t total, self;
+    uint32_t first_child, next_sibling; /* UINT32_MAX = none */
+    bool folded;
+};
+
+#define NONE UINT32_MAX
+#define OTHER (UINT32_MAX - 1)
+
+struct tree {
+    struct node *n;
+    size_t len, cap;
+    struct hmap *children; /* (parent, name) -> node index */
+};
+
+static long tree_child(struct tree *t, uint32_t parent, uint32_t name)
+{
+    uint32_t key[2] = {parent, name};
+    bool fresh;
+    long i = hmap__put(t->children, key, sizeof(key), &fresh);
+
+    if (i < 0)
+        return -1;
+    if (!fresh)
+        return *hmap__val(t->children, i);
+    if (t->len == t->cap) {
+        size_t cap = t->cap * 2;
+        struct node *n = realloc(t->n, cap * sizeof(*n));
+        if (!n)
+            return -1;
+        t->n = n;
+        t->cap = cap;
+    }
+    t->n[t->len] = (struct node){name, parent, 0, 0, NONE, t->n[parent].first_child, false};
+    t->n[parent].first_child = t->len;
+    *hmap__val(t->children, i) = t->len;
+    return t->len++;
+}
+
+struct fold_item {
+    int64_t total;
+    uint32_t node;
+};
+
+static int cmp_fold(const void *a, const void *b)
+{
+    const struct fold_item *x = a, *y = b;
+    return x->total < y->total ? -1 : x->total > y->total;
+}
+
+/* Folds the smallest nodes (never the root) into their parent's "other"
+ * until at most max remain visible. A folded node takes its subtree with it. */
+static size_t fold_smallest(struct tree *t, size_t max)
+{
+    size_t visible = t->len;
+    struct fold_item *items;
+
+    if (visible <= max)
+        return visible;
+    items = malloc(t->len * sizeof(*items));
+    if (!items)
+        return visible;
+    for (size_t i = 1; i < t->len; i++)
+        items[i - 1] = (struct fold_item){t->n[i].total, (uint32_t)i};
+    qsort(items, t->len - 1, sizeof(*items), cmp_fold);
+    /* Subtree sizes: children have larger indices than parents. */
+    size_t *sub = calloc(t->len, sizeof(*sub));
+    if (!sub) {
+        free(items);
+        return visible;
+    }
+    for (size_t i = t->len; i-- > 0;) {
+        sub[i] += 1;
+        if (i)
+            sub[t->n[i].parent] += sub[i];
+    }
+    for (size_t k = 0; k < t->len - 1 && visible > max; k++) {
+        uint32_t i = items[k].node;
+        bool gone = false;
+        for (uint32_t a = t->n[i].parent; a != NONE && a != 0; a = t->n[a].parent)
+            gone |= t->n[a].folded;
+        if (gone || t->n[i].folded)
+            continue;
+        t->n[i].folded = true;
+        visible -= sub[i];
+        for (uint32_t a = t->n[i].parent; a != NONE; a = t->n[a].parent)
+            sub[a] -= sub[i];
+    }
+    free(sub);
+    free(items);
+    return visible;
+}
+
+static int emit(struct tree *t, uint32_t i, struct buf *out, bool *first)
+{
+    int64_t other = 0;
+    uint32_t kids = 0;
+    int err = 0;
+
+    for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling) {
+        if (t->n[c].folded)
+            other += t->n[c].total;
+        else
+            kids++;
+    }
+    char tmp[96];
+    int n = snprintf(tmp, sizeof(tmp), "%s%lld,%lld,%lld,%u", *first ? "" : ",",
+                     i == 0 ? 0ll : (long long)t->n[i].name + 2, (long long)t->n[i].total,
+                     (long long)t->n[i].self, kids + (other > 0));
+    *first = false;
+    if ((err = buf__append(out, tmp, n)))
+        return err;
+    /* Children widest first, so the graph reads left to right by size. */
+    uint32_t *list = malloc((kids + 1) * sizeof(*list)), nl = 0;
+    if (!list)
+        return -ENOMEM;
+    for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling)
+        if (!t->n[c].folded)
+            list[nl++] = c;
+    for (uint32_t a = 1; a < nl; a++) {
+        uint32_t x = list[a], b = a;
+        while (b > 0 && t->n[list[b - 1]].total < t->n[x].total) {
+            list[b] = list[b - 1];
+            b--;
+        }
+        list[b] = x;
+    }
+    for (uint32_t k = 0; k < nl && !err; k++)
+        err = emit(t, list[k], out, first);
+    free(list);
+    if (!err && other > 0) {
+        n = snprintf(tmp, sizeof(tmp), ",1,%lld,%lld,0", (long long)other, (long long)other);
+        err = buf__append(out, tmp, n);
+    }
+    return err;
+}
+
+int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out)
+{
+    struct tree t = {0};
+    int64_t total = 0, samples = 0;
+    int err = -ENOMEM;
+
+    t.cap = 1024;
+    t.n = malloc(t.cap * sizeof(*t.n));
+    t.children = hmap__new();
+    if (!t.n || !t.children)
+        goto out;
+    t.n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, false};
+    t.len = 1;
+    for (size_t i = 0; i < m->nstacks; i++) {
+        const struct store_merged_stack *s = &m->stacks[i];
+        uint32_t cur = 0;
+        t.n[0].total += s->cpu_ns;
+        total += s->cpu_ns;
+        samples += s->samples;
+        for (uint32_t j = s->nframes; j-- > 0;) {
+            long c = tree_child(&t, cur, s->frames[j]);
+            if (c < 0)
+                goto out;
+            cur = c;
+            t.n[cur].total += s->cpu_ns;
+        }
+        t.n[cur].self += s->cpu_ns;
+    }
+    if (max_nodes)
+        fold_smallest(&t, max_nodes);
+    /* names: "all" (the root), "other" (folded nodes), then the functions,
+     * so a function's name index is its index + 2. */
+    if ((err = json__raw(out, "{\"unit\":\"nanoseconds\",\"total\":")) ||
+        (err = json__i64(out, total)) || (err = json__raw(out, ",\"samples\":")) ||
+        (err = json__i64(out, samples)) || (err = json__raw(out, ",\"profiles\":")) ||
+        (err = json__i64(out, m->profiles)) ||
+        (err = json__raw(out, ",\"names\":[\"all\",\"other\"")))
+        goto out;
+    for (size_t i = 0; i < m->nfunctions && !err; i++) {
+        err = json__raw(out, ",");
+        if (!err)
+            err = json__str(out, m->functions[i].name);
+    }
+    if (err || (err = json__raw(out, "],\"files\":[\"\",\"\"")))
+        goto out;
+    for (size_t i = 0; i < m->nfunctions && !err; i++) {
+        err = json__raw(out, ",");
+        if (!err)
+            err = json__str(out, m->functions[i].file);
+    }
+    if (err || (err = json__raw(out, "],\"nodes\":[")))
+        goto out;
+    bool first = true;
+    if ((err = emit(&t, 0, out, &first)))
+        goto out;
+    err = json__raw(out, "]}");
+out:
+    free(t.n);
+    hmap__free(t.children);
+    return err;
+}

@@ -1,0 +1,37 @@
+/* Queries: time ranges as users write them, and a merged result written out
+ * as pprof, folded stacks, or the compact flame-graph tree the UI draws. */
+#ifndef CODEXRAY_SERVER_QUERY_H
+#define CODEXRAY_SERVER_QUERY_H
+
+#include <stdint.h>
+
+#include "../common/buf.h"
+#include "store.h"
+
+/* Parses Unix seconds ("1764763200", "1764763200.5"), "now", or "now-15m"
+ * (s, m, h, d, w). Returns 0 or -1. */
+int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns);
+
+/* Parses a duration: "60", "60s", "15m", "1h", "7d". Returns 0 or -1. */
+int query__parse_duration(const char *s, int64_t *out_ns);
+
+/* Gzipped pprof: sample types samples/count and cpu/nanoseconds, one
+ * location per function. */
+int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to_ns,
+                       struct buf *out);
+
+/* "root;child;leaf COUNT" lines, COUNT in samples, root first. */
+int query__write_collapsed(const struct store_merged *m, struct buf *out);
+
+/* The flame-graph tree as JSON:
+ *   {"unit":"nanoseconds","total":T,"samples":N,"profiles":P,
+ *    "names":["all","other",...],"files":["","",...],
+ *    "nodes":[name,total,self,children, ...]}
+ * nodes is flat, four integers a node in depth-first order (a node's
+ * children follow it, widest first), the first node the root "all"; name
+ * indexes names and files (function i is name i + 2). With max_nodes > 0,
+ * the smallest nodes are folded into an "other" child of their parent until
+ * at most max_nodes remain. */
+int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out);
+
+#endif

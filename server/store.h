@@ -1,0 +1,163 @@
+/* The store interface: what the server needs of wherever profiles live.
+ * SQLite (store_sqlite.c) is the default; a ClickHouse store implements the
+ * same operations for clusters.
+ *
+ * Profiles arrive in the store's own terms, not pprof's: a function table
+ * (name, file) and stacks of indices into it, leaf first, each with its
+ * counts and an optional label set. Stores deduplicate functions, stacks
+ * and label sets across profiles, so a query sums stored counts and never
+ * re-parses a stored pprof.
+ *
+ * Every operation is safe to call from several threads at once.
+ */
+#ifndef CODEXRAY_SERVER_STORE_H
+#define CODEXRAY_SERVER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store_function {
+    const char *name;
+    const char *file; /* "" when unknown */
+};
+
+struct store_label {
+    const char *key;
+    const char *value;
+};
+
+struct store_labelset {
+    const struct store_label *labels;
+    size_t n;
+};
+
+struct store_stack {
+    const uint32_t *frames; /* indices into store_profile.functions, leaf first */
+    uint32_t nframes;
+    uint32_t labelset; /* index into store_profile.labelsets, or STORE_NO_LABELS */
+    int64_t samples;
+    int64_t cpu_ns;
+};
+
+#define STORE_NO_LABELS UINT32_MAX
+
+struct store_profile {
+    const char *app;
+    const char *host;
+    const char *container_id; /* "" when none */
+    int64_t pid;              /* 0 when the profile spans processes */
+    int64_t time_ns, duration_ns, period_ns;
+    const struct store_function *functions;
+    size_t nfunctions;
+    const struct store_stack *stacks;
+    size_t nstacks;
+    const struct store_labelset *labelsets;
+    size_t nlabelsets;
+    size_t bytes_in; /* the request body as it came, for the bytes-stored ratio */
+};
+
+struct store_query {
+    const char *app;
+    int64_t from_ns, to_ns; /* [from, to) over profile start times */
+    const char *host;       /* NULL = any */
+    int64_t pid;            /* 0 = any */
+};
+
+/* A merged result: its own compact function table and one entry per
+ * distinct stack. Owned by the caller; free with store_merged__free. */
+struct store_merged_stack {
+    uint32_t *frames; /* indices into functions, leaf first */
+    uint32_t nframes;
+    int64_t samples, cpu_ns;
+};
+
+struct store_merged {
+    struct store_function *functions; /* strings owned by the result */
+    size_t nfunctions;
+    struct store_merged_stack *stacks;
+    size_t nstacks;
+    int64_t profiles; /* how many stored profiles went into it */
+    void *mem;        /* the store's allocation behind the arrays */
+};
+
+struct store_app {
+    char *name;
+    char **hosts;
+    size_t nhosts;
+    int64_t last_seen_ns; /* the end of its newest profile */
+    int64_t cpu_ns;       /* over the asked range */
+};
+
+struct store;
+
+struct store_ops {
+    int (*put)(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+    int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
+    int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
+                        size_t *n);
+    int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ns,
+                    int64_t **cpu_ns, size_t *nsteps);
+    int (*retain)(struct store *s, int64_t older_than_ns, int64_t *deleted);
+    int64_t (*size_bytes)(struct store *s);
+    void (*close)(struct store *s);
+};
+
+struct store {
+    const struct store_ops *ops;
+};
+
+/* Opens (creating) the SQLite store under dir. NULL with err filled. */
+struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
+
+/* Durably stores p. Returns 0, or -1 with err filled (the profile is not
+ * stored, and nothing stored before is touched). */
+static inline int store__put(struct store *s, const struct store_profile *p, char *err,
+                             size_t errlen)
+{
+    return s->ops->put(s, p, err, errlen);
+}
+
+/* The merge of every profile matching q. Returns 0 (an empty result when
+ * none matched) or -errno. */
+static inline int store__merge(struct store *s, const struct store_query *q,
+                               struct store_merged **out)
+{
+    return s->ops->merge(s, q, out);
+}
+
+/* Applications with a profile starting in [from, to), by CPU used. */
+static inline int store__applications(struct store *s, int64_t from_ns, int64_t to_ns,
+                                      struct store_app **out, size_t *n)
+{
+    return s->ops->applications(s, from_ns, to_ns, out, n);
+}
+
+/* CPU per step over [from, to): (to - from) / step entries, caller frees. */
+static inline int store__timeline(struct store *s, const struct store_query *q, int64_t step_ns,
+                                  int64_t **cpu_ns, size_t *nsteps)
+{
+    return s->ops->timeline(s, q, step_ns, cpu_ns, nsteps);
+}
+
+/* Deletes profiles that started before older_than_ns. */
+static inline int store__retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
+{
+    return s->ops->retain(s, older_than_ns, deleted);
+}
+
+static inline int64_t store__size_bytes(struct store *s)
+{
+    return s->ops->size_bytes(s);
+}
+
+/* s may be NULL. */
+static inline void store__close(struct store *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+void store_merged__free(struct store_merged *m);
+void store_apps__free(struct store_app *apps, size_t n);
+
+#endif

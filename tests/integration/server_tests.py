@@ -1,0 +1,353 @@
+"""The server over real HTTP with a real SQLite file, fed by the real agent."""
+import gzip
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from pprof_read import traces
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SERVER = os.path.join(ROOT, "build", "codexray-server")
+AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
+WORK = os.path.join(ROOT, "build", "workloads")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    def __init__(self, tmp, *args, port=None):
+        self.port = port or free_port()
+        self.data = os.path.join(tmp, "server-data")
+        self.args = args
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(os.path.dirname(self.data), f"server-{self.port}.log"), "a")
+        self.p = subprocess.Popen([SERVER, "--listen", f"127.0.0.1:{self.port}", "--data-dir",
+                                   self.data, *self.args], stderr=self.log)
+        for _ in range(100):
+            try:
+                if self.get("/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise Failure("the server did not come up")
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def post(self, path, body, headers=None):
+        req = urllib.request.Request(self.url + path, data=body, method="POST",
+                                     headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def kill9(self):
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait()
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            self.p.wait(timeout=30)
+        self.log.close()
+
+
+def collapsed_split(text):
+    per = {"hot_a": 0, "hot_b": 0, "hot_c": 0}
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        leaf = stack.split(";")[-1]
+        if leaf in per:
+            per[leaf] += int(n)
+    return per
+
+
+def run_agent(tmp, endpoint, *extra):
+    log = open(os.path.join(tmp, "agent.log"), "w")
+    a = subprocess.Popen([AGENT, "--interval", "2", "--endpoint", endpoint, "--data-dir",
+                          os.path.join(tmp, "agent-data"), *extra], stderr=log)
+    return a, log
+
+
+def stop_agent(a, log):
+    a.send_signal(signal.SIGTERM)
+    a.wait(timeout=60)
+    log.close()
+    with open(log.name) as f:
+        return a.returncode, f.read()
+
+
+# --- a tiny protobuf encoder, so tests can build exactly the bad profile they want ---
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def field(num, value):
+    if isinstance(value, int):
+        return varint(num << 3) + varint(value)
+    data = value.encode() if isinstance(value, str) else value
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def profile(strings, sample_types, samples, locations=(), functions=(), time_ns=None):
+    out = field(9, time_ns if time_ns is not None else time.time_ns())
+    for t, u in sample_types:
+        out += field(1, field(1, t) + field(2, u))
+    for locs, vals, labels in samples:
+        s = b"".join(field(1, l) for l in locs) + b"".join(field(2, v) for v in vals)
+        s += b"".join(field(3, field(1, k) + field(2, v)) for k, v in labels)
+        out += field(2, s)
+    for lid, fid in locations:
+        out += field(4, field(1, lid) + field(4, field(1, fid)))
+    for fid, name in functions:
+        out += field(5, field(1, fid) + field(2, name))
+    for s in strings:
+        out += field(6, s)
+    return out
+
+
+def good_profile(service="svc", fn="work"):
+    strings = ["", "samples", "count", "cpu", "nanoseconds", fn, "service", service]
+    return profile(strings, [(1, 2), (3, 4)], [([1], [5, 50000000], [(6, 7)])],
+                   locations=[(1, 1)], functions=[(1, 5)])
+
+
+# --- tests ---
+
+def test_server_agent_to_query(tmp):
+    """Agent -> server -> query: the workload is listed, its merged profile
+    keeps the 3:2:1 split, pprof reads in go tool pprof, collapsed holds
+    folded stacks, the flame-graph tree adds up."""
+    srv = Server(tmp)
+    try:
+        a, log = run_agent(tmp, srv.url)
+        time.sleep(1)
+        w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "5"], stdout=subprocess.DEVNULL)
+        w.wait(timeout=30)
+        time.sleep(2.5)
+        rc, alog = stop_agent(a, log)
+        check(rc == 0, f"agent exited {rc}")
+        check("ProfilesEndpoint=" + srv.url + "/api/v1/profiles" in alog, "no ProfilesEndpoint line")
+        ups = re.findall(r"upload: profiles=(\d+) bytes=(\d+) ms=(\d+)", alog)
+        check(ups, f"no upload lines: {alog[-1500:]}")
+        st, body = srv.get("/api/v1/applications?from=now-10m")
+        check(st == 200, f"applications: {st}")
+        apps = {x["name"]: x for x in json.loads(body)["applications"]}
+        check("cpu_split" in apps, f"cpu_split not listed: {list(apps)[:20]}")
+        check(apps["cpu_split"]["cpu_cores"] > 0 and apps["cpu_split"]["hosts"], apps["cpu_split"])
+        st, body = srv.get("/api/v1/profile?app=cpu_split&from=now-10m&format=collapsed")
+        check(st == 200, f"collapsed: {st} {body[:200]}")
+        per = collapsed_split(body.decode())
+        hot = sum(per.values())
+        print(f"    merged split {per}")
+        check(hot >= 400, f"only {hot} samples of a 5 s workload")
+        for fn, want in (("hot_a", 0.5), ("hot_b", 1 / 3), ("hot_c", 1 / 6)):
+            check(abs(per[fn] / hot - want) <= 0.07, f"{fn}: {per[fn] / hot:.3f}, want {want:.3f}")
+        check(any(l.startswith("main;run;dispatch;hot_a ") or ";main;run;dispatch;hot_a " in l
+                  for l in body.decode().splitlines()), "no folded main;run;dispatch;hot_a line")
+        st, body = srv.get("/api/v1/profile?app=cpu_split&from=now-10m&format=pprof")
+        check(st == 200, f"pprof: {st}")
+        path = os.path.join(tmp, "merged.pb.gz")
+        with open(path, "wb") as f:
+            f.write(body)
+        ts = traces(path)
+        check(sum(t.count for t in ts if t.frames[0] == "hot_a") == per["hot_a"],
+              "pprof export and collapsed export disagree")
+        st, body = srv.get("/api/v1/profile?app=cpu_split&from=now-10m&format=flamegraph")
+        fg = json.loads(body)
+        nodes = fg["nodes"]
+        check(nodes[1] == fg["total"] and fg["total"] > 0, "root total")
+        names = {fg["names"][nodes[i]] for i in range(0, len(nodes), 4)}
+        check({"hot_a", "hot_b", "hot_c", "main"} <= names, f"names {sorted(names)[:20]}")
+        st, body = srv.get("/api/v1/timeline?app=cpu_split&from=now-10m&step=60s")
+        tl = json.loads(body)
+        check(st == 200 and sum(tl["cpu_cores"]) > 0, f"timeline {tl}")
+        st, body = srv.get("/metrics")
+        check(b"codexray_profiles_ingested_total" in body, "metrics")
+    finally:
+        srv.stop()
+
+
+def test_server_bad_input(tmp):
+    """Bad input is refused with the right 4xx and a reason; the server stays
+    up and what it stored before is intact."""
+    srv = Server(tmp)
+    try:
+        st, _ = srv.post("/api/v1/profiles?service=keep", gzip.compress(good_profile("keep")))
+        check(st == 202, f"a good profile: {st}")
+        before = srv.get("/api/v1/profile?app=keep&from=0&format=collapsed")[1]
+        check(b"work 5" in before, before)
+        bomb = gzip.compress(b"\0" * (300 << 20), 9)
+        bad = [
+            ("random bytes", random.Random(1).randbytes(5000), 400),
+            ("truncated gzip", gzip.compress(good_profile())[:30], 400),
+            ("gzip bomb", bomb, 413),
+            ("location out of range",
+             profile(["", "samples", "count"], [(1, 2)], [([99], [1], [])]), 400),
+            ("string index out of range",
+             profile(["", "samples", "count"], [(1, 77)], [([], [1], [])]), 400),
+            ("function out of range",
+             profile(["", "samples", "count", "f"], [(1, 2)], [([1], [1], [])],
+                     locations=[(1, 5)], functions=[(1, 3)]), 400),
+            ("values per sample",
+             profile(["", "samples", "count"], [(1, 2)], [([], [1, 2], [])]), 400),
+            ("oversized label",
+             profile(["", "samples", "count", "service", "x" * 10000], [(1, 2)],
+                     [([], [1], [(3, 4)])]), 400),
+            ("no service", profile(["", "samples", "count"], [(1, 2)], [([], [1], [])]), 400),
+        ]
+        for name, body, want in bad:
+            st, resp = srv.post("/api/v1/profiles", body)
+            check(st == want, f"{name}: {st}, want {want}: {resp[:200]}")
+            check(b'"error"' in resp, f"{name}: no stated reason: {resp[:200]}")
+        # Past the body limit: refused from the headers, before the body is read.
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            sock.sendall(b"POST /api/v1/profiles HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: 17825792\r\n\r\n")
+            resp = sock.recv(4096)
+        check(resp.startswith(b"HTTP/1.1 413"), f"17 MiB body: {resp[:100]}")
+        for q, want in (("/api/v1/profile?app=keep&format=svg", 400),
+                        ("/api/v1/profile?format=pprof", 400),
+                        ("/api/v1/profile?app=keep&from=yesterday", 400),
+                        ("/api/v1/timeline?app=keep&step=0", 400),
+                        ("/nope", 404)):
+            st, resp = srv.get(q)
+            check(st == want, f"{q}: {st}, want {want}")
+        check(srv.get("/healthz")[0] == 200, "the server went down")
+        after = srv.get("/api/v1/profile?app=keep&from=0&format=collapsed")[1]
+        check(after == before, f"stored data changed: {before} -> {after}")
+        st, m = srv.get("/metrics")
+        check(re.search(rb'rejected_total\{reason="too_large"\} 2', m), m)
+    finally:
+        srv.stop()
+
+
+def test_server_auth(tmp):
+    srv = Server(tmp, "--api-key", "s3cret")
+    try:
+        body = gzip.compress(good_profile("authsvc"))
+        check(srv.post("/api/v1/profiles", body)[0] == 401, "no key")
+        check(srv.post("/api/v1/profiles", body, {"Authorization": "Bearer nope"})[0] == 401,
+              "wrong key")
+        check(srv.post("/api/v1/profiles", body, {"Authorization": "Bearer s3cret"})[0] == 202,
+              "right key")
+    finally:
+        srv.stop()
+
+
+def test_server_durability(tmp):
+    """kill -9 during ingest: every profile answered 202 is there after a restart."""
+    srv = Server(tmp)
+    acked, stop = [], threading.Event()
+
+    def send(k):
+        i = 0
+        while not stop.is_set():
+            name = f"dur-{k}-{i}"
+            try:
+                st, _ = srv.post(f"/api/v1/profiles?service={name}", gzip.compress(good_profile(name)))
+                if st == 202:
+                    acked.append(name)
+            except OSError:
+                return
+            i += 1
+
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    srv.kill9()
+    stop.set()
+    for t in threads:
+        t.join()
+    srv.start()
+    try:
+        st, body = srv.get("/api/v1/applications?from=now-1h")
+        have = {a["name"] for a in json.loads(body)["applications"]}
+        missing = [a for a in acked if a not in have]
+        print(f"    {len(acked)} acknowledged before kill -9, {len(missing)} missing after restart")
+        check(len(acked) >= 20, f"only {len(acked)} profiles acknowledged in 2 s")
+        check(not missing, f"lost after kill -9: {missing[:5]}")
+    finally:
+        srv.stop()
+
+
+def test_agent_outage(tmp):
+    """The server is down for a while, then up: the spooled windows arrive,
+    none twice."""
+    port = free_port()
+    outdir = os.path.join(tmp, "files")
+    os.mkdir(outdir)
+    a, log = run_agent(tmp, f"http://127.0.0.1:{port}", "--output-dir", outdir)
+    w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "5"], stdout=subprocess.DEVNULL)
+    w.wait(timeout=30)
+    time.sleep(1)
+    srv = Server(tmp, port=port)
+    try:
+        deadline = time.time() + 30
+        want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+        got = 0
+        while time.time() < deadline:
+            st, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                               "&format=flamegraph")
+            got = json.loads(body)["profiles"] if st == 200 else 0
+            if got >= want:
+                break
+            time.sleep(0.5)
+        rc, alog = stop_agent(a, log)
+        time.sleep(0.5)
+        want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+        st, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                           "&format=flamegraph")
+        got = json.loads(body)["profiles"]
+        print(f"    windows written {want}, stored after the outage {got}")
+        check("failed" in alog and "retrying" in alog, "no logged upload failure during the outage")
+        check(want >= 2 and got == want, f"{got} profiles stored for {want} windows")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_agent_to_query, test_server_bad_input, test_server_auth,
+         test_server_durability, test_agent_outage]
