@@ -51,20 +51,20 @@ struct agg_proc {
     char exe[PROC_NAME_MAX];
     char service[PROC_NAME_MAX];
     uint64_t samples;
-    uint64_t lost; /* samples the BPF side could not hand over */
-    struct hmap *stacks; /* struct agg_stack -> count */
+    uint64_t lost;          /* samples the BPF side could not hand over */
+    struct hmap *stacks;    /* struct agg_stack -> count */
     struct hmap *map_index; /* (start, end, offset, bin) -> index into maps */
     struct agg_map *maps;
     size_t nmaps, cap_maps;
 };
 
 struct agg_window {
-    uint64_t start_ns;     /* CLOCK_REALTIME */
-    uint64_t end_ns;       /* set by agg_window__close */
+    uint64_t start_ns; /* CLOCK_REALTIME */
+    uint64_t end_ns;   /* set by agg_window__close */
     uint64_t samples, lost, dropped_oom;
     uint64_t stats_delta[CX_STAT__COUNT]; /* the BPF counters over the window */
-    bool kernel_stacks;    /* keep kernel frames */
-    struct hmap *index;    /* tgid -> index into procs */
+    bool kernel_stacks;                   /* keep kernel frames */
+    struct hmap *index;                   /* tgid -> index into procs */
     struct agg_proc **procs;
     size_t nprocs, cap_procs;
 };

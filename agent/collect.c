@@ -12,24 +12,10 @@
  * again, such as a compiler in a build, keeps its symbols). */
 #define BINARY_GRACE_NS (10ull * 60 * 1000 * 1000 * 1000)
 
-uint64_t collect__mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-uint64_t collect__real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
 {
     struct collector *c = ctx;
-    uint64_t now = collect__mono_ns();
+    uint64_t now = clock__mono_ns();
     struct proc *p;
 
     switch (h->kind) {
@@ -70,7 +56,7 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
     c->kernel_stacks = kernel_stacks;
     c->bc = binary_cache__new("/proc");
     c->procs = c->bc ? procs__new(c->bc, "/proc") : NULL;
-    c->win = agg_window__new(collect__real_ns(), kernel_stacks);
+    c->win = agg_window__new(clock__real_ns(), kernel_stacks);
     if (!c->bc || !c->procs || !c->win) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -78,7 +64,7 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
     c->sampler = sampler__open(o, on_record, c, err, errlen);
     if (!c->sampler)
         goto fail;
-    c->win->start_ns = collect__real_ns();
+    c->win->start_ns = clock__real_ns();
     return 0;
 fail:
     collector__close(c);
@@ -87,7 +73,7 @@ fail:
 
 unsigned collector__scan(struct collector *c)
 {
-    return procs__scan(c->procs, collect__mono_ns());
+    return procs__scan(c->procs, clock__mono_ns());
 }
 
 int collector__poll(struct collector *c, int timeout_ms)
@@ -98,7 +84,7 @@ int collector__poll(struct collector *c, int timeout_ms)
 static void on_lost(void *ctx, uint32_t tgid, uint64_t lost)
 {
     struct collector *c = ctx;
-    struct proc *p = procs__get(c->procs, tgid, NULL, collect__mono_ns());
+    struct proc *p = procs__get(c->procs, tgid, NULL, clock__mono_ns());
 
     if (p)
         agg_window__add_lost(c->win, p, lost);
@@ -108,7 +94,7 @@ static void on_lost(void *ctx, uint32_t tgid, uint64_t lost)
 
 struct agg_window *collector__rotate(struct collector *c)
 {
-    uint64_t now_real = collect__real_ns(), now = collect__mono_ns(), stats[CX_STAT__COUNT];
+    uint64_t now_real = clock__real_ns(), now = clock__mono_ns(), stats[CX_STAT__COUNT];
     struct agg_window *next = agg_window__new(now_real, c->kernel_stacks), *w;
 
     if (!next)

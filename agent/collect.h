@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/clock.h"
 #include "aggregate.h"
 #include "procs/procs.h"
 #include "sampler.h"
@@ -23,9 +24,6 @@ struct collector {
     uint64_t prev_stats[CX_STAT__COUNT];
     uint64_t bad_records; /* records too short for what they claim */
 };
-
-uint64_t collect__mono_ns(void);
-uint64_t collect__real_ns(void);
 
 /* Opens the sampler and the tables. Returns 0, or -1 with err filled. */
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,

@@ -51,7 +51,8 @@ static const struct config_def agent_opts[] = {
     {"config", CONFIG_STRING, "/etc/codexray/agent.conf", 0, 0, "FILE",
      "config file of key = value lines"},
     {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
-    {"interval", CONFIG_INT, "60", 1, 3600, "SECONDS", "collection window; one profile per process each"},
+    {"interval", CONFIG_INT, "60", 1, 3600, "SECONDS",
+     "collection window; one profile per process each"},
     {"output-dir", CONFIG_STRING, NULL, 0, 0, "DIR", "write each window's profiles into DIR"},
     {"endpoint", CONFIG_STRING, NULL, 0, 0, "URL",
      "ship each window to codexray-server at URL (URL/api/v1/profiles)"},
@@ -68,14 +69,13 @@ static const struct config_def agent_opts[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: codexray-node-agent [FLAGS]\n"
-            "       codexray-node-agent record --duration SECONDS --output FILE [FLAGS]\n"
-            "\n"
-            "Profiles every process on this node with eBPF (CPU, sampled at 100 Hz by default)\n"
-            "and writes one pprof profile per process per collection window.\n"
-            "\n"
-            "Flags (also CODEXRAY_<FLAG> variables and keys of the config file; flags win):\n");
+    fprintf(f, "Usage: codexray-node-agent [FLAGS]\n"
+               "       codexray-node-agent record --duration SECONDS --output FILE [FLAGS]\n"
+               "\n"
+               "Profiles every process on this node with eBPF (CPU, sampled at 100 Hz by default)\n"
+               "and writes one pprof profile per process per collection window.\n"
+               "\n"
+               "Flags (also CODEXRAY_<FLAG> variables and keys of the config file; flags win):\n");
     config__usage(agent_opts, N_AGENT_OPTS, f);
     fprintf(f, "  --help                       this text\n"
                "  --version                    print the version\n"
@@ -113,13 +113,7 @@ static int run_agent(int argc, char **argv)
     memset(&col, 0, sizeof(col));
     if (!c)
         return 1;
-    /* The config file's path can itself come from the environment or a flag:
-     * read those first, the file, then both again so they win. */
-    if (config__load_env(c, err, sizeof(err)) || config__load_args(c, argc, argv, err, sizeof(err)))
-        goto usage;
-    if (config__load_file(c, config__str(c, "config"), config__is_set(c, "config"), err,
-                          sizeof(err)) ||
-        config__load_env(c, err, sizeof(err)) || config__load_args(c, argc, argv, err, sizeof(err)))
+    if (config__load_all(c, argc, argv, err, sizeof(err)))
         goto usage;
     if ((ret = cli__common_setup(c, host, sizeof(host))))
         goto out;
@@ -173,14 +167,14 @@ static int run_agent(int argc, char **argv)
                  endpoint, config__str(c, "data-dir"), config__int(c, "spool-max"));
 
     uint64_t interval_ns = (uint64_t)config__int(c, "interval") * 1000000000ull;
-    uint64_t next = collect__mono_ns() + interval_ns;
+    uint64_t next = clock__mono_ns() + interval_ns;
     while (!stop) {
         int r = collector__poll(&col, 100);
         if (r < 0 && r != -EINTR) {
             log_error("sampler: ring buffer poll failed: %s", strerror(-r));
             goto out;
         }
-        if (collect__mono_ns() >= next) {
+        if (clock__mono_ns() >= next) {
             struct agg_window *w = collector__rotate(&col);
             if (w)
                 worker__submit(wk, w);
@@ -209,15 +203,13 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "record") == 0)
         return cli__record(argc - 2, argv + 2);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--version") == 0) {
-            printf("codexray-node-agent %s\n", CODEXRAY_VERSION);
-            return 0;
-        }
+    switch (config__wants_help_or_version(argc, argv)) {
+    case 1:
+        usage(stdout);
+        return 0;
+    case 2:
+        printf("codexray-node-agent %s\n", CODEXRAY_VERSION);
+        return 0;
     }
     return run_agent(argc - 1, argv + 1);
 }

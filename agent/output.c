@@ -46,8 +46,8 @@ int output__write_file(const char *path, const void *data, size_t len, bool dura
     return err;
 }
 
-int output__profile_name(char *out, size_t len, const char *dir, const char *service,
-                         uint32_t pid, uint64_t start_ns)
+int output__profile_name(char *out, size_t len, const char *dir, const char *service, uint32_t pid,
+                         uint64_t start_ns)
 {
     char safe[256], stamp[32];
     time_t t = start_ns / 1000000000ull;
@@ -56,8 +56,8 @@ int output__profile_name(char *out, size_t len, const char *dir, const char *ser
 
     for (i = 0; service[i] && i < sizeof(safe) - 1; i++) {
         char ch = service[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '_' || ch == '-';
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
         safe[i] = ok ? ch : '_';
     }
     safe[i] = '\0';

@@ -14,7 +14,7 @@ int output__write_file(const char *path, const void *data, size_t len, bool dura
 
 /* The file name for one process's window: SERVICE.PID.YYYYmmddTHHMMSSZ.pb.gz,
  * the service reduced to [A-Za-z0-9._-]. Returns 0, or -ENAMETOOLONG. */
-int output__profile_name(char *out, size_t len, const char *dir, const char *service,
-                         uint32_t pid, uint64_t start_ns);
+int output__profile_name(char *out, size_t len, const char *dir, const char *service, uint32_t pid,
+                         uint64_t start_ns);
 
 #endif

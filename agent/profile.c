@@ -47,8 +47,16 @@ static const char *trunc_name(unsigned reason)
 static bool is_entry_function(const char *name)
 {
     static const char *const entries[] = {
-        "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "_start",
-        "start_thread", "__clone", "__clone3", "clone", "clone3", "thread_start",
+        "__libc_start_call_main",
+        "__libc_start_main",
+        "__libc_start_main_impl",
+        "_start",
+        "start_thread",
+        "__clone",
+        "__clone3",
+        "clone",
+        "clone3",
+        "thread_start",
     };
     for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
         if (strcmp(name, entries[i]) == 0)
@@ -60,9 +68,15 @@ static bool is_entry_function(const char *name)
 static uint64_t add_mapping(struct pprof_writer *w, const struct profile_ctx *c,
                             const struct agg_map *m)
 {
-    struct pprof_mapping_info mi = {m->start, m->end, m->offset, m->name,
+    struct pprof_mapping_info mi = {m->start,
+                                    m->end,
+                                    m->offset,
+                                    m->name,
                                     m->bin && m->bin->build_id[0] ? m->bin->build_id : NULL,
-                                    true, false, false, false};
+                                    true,
+                                    false,
+                                    false,
+                                    false};
 
     if (m->bin)
         mi.has_filenames = mi.has_line_numbers = mi.has_inline_frames =
@@ -94,8 +108,8 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
         const char *module = "", *name = c->ks ? kallsyms__lookup(c->ks, addr, &module) : NULL;
         char file[128];
         if (!*kernel_map) {
-            struct pprof_mapping_info mi = {KERNEL_START, UINT64_MAX, 0, "[kernel.kallsyms]",
-                                            NULL, true, false, false, false};
+            struct pprof_mapping_info mi = {
+                KERNEL_START, UINT64_MAX, 0, "[kernel.kallsyms]", NULL, true, false, false, false};
             *kernel_map = pprof_writer__mapping(w, &mi);
         }
         if (name) {
@@ -172,8 +186,7 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             uint64_t *v = hmap__val(seen, k);
             if (fresh) {
                 bool named, entry;
-                uint64_t id =
-                    frame_location(w, c, ap, &s->frames[j], &kernel_map, &named, &entry);
+                uint64_t id = frame_location(w, c, ap, &s->frames[j], &kernel_map, &named, &entry);
                 if (!id)
                     goto out;
                 *v = id | (uint64_t)named << 63 | (uint64_t)entry << 62;
@@ -194,9 +207,12 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
         snprintf(tid, sizeof(tid), "%u", s->tid);
         memcpy(thread, s->thread, sizeof(thread));
         struct pprof_label labels[] = {
-            {"pid", pid, 0, NULL},         {"tid", tid, 0, NULL},
-            {"thread", thread, 0, NULL},   {"comm", ap->comm, 0, NULL},
-            {"service", ap->service, 0, NULL}, {"host", c->host, 0, NULL},
+            {"pid", pid, 0, NULL},
+            {"tid", tid, 0, NULL},
+            {"thread", thread, 0, NULL},
+            {"comm", ap->comm, 0, NULL},
+            {"service", ap->service, 0, NULL},
+            {"host", c->host, 0, NULL},
         };
         int64_t values[2] = {(int64_t)count, (int64_t)(count * c->period_ns)};
         if (pprof_writer__add_sample(w, locs, nloc, values, labels, 6))

@@ -14,7 +14,7 @@ struct profile_ctx {
     struct symbolizer *sym;
     const struct kallsyms *ks; /* NULL: kernel frames shown as [kernel]+0xADDR */
     const char *host;
-    uint64_t period_ns;        /* CPU time one sample stands for */
+    uint64_t period_ns; /* CPU time one sample stands for */
 };
 
 struct profile_stats {

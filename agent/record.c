@@ -90,9 +90,9 @@ int cli__record(int argc, char **argv)
     log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s output=%s cpus=%u",
              so.sample_rate_hz, duration, pid, kstacks ? "true" : "false", path,
              sampler__ncpus(col.sampler));
-    uint64_t end = collect__mono_ns() + (uint64_t)duration * 1000000000ull;
-    while (!cli__stopping() && collect__mono_ns() < end) {
-        uint64_t left_ms = (end - collect__mono_ns()) / 1000000;
+    uint64_t end = clock__mono_ns() + (uint64_t)duration * 1000000000ull;
+    while (!cli__stopping() && clock__mono_ns() < end) {
+        uint64_t left_ms = (end - clock__mono_ns()) / 1000000;
         int r = collector__poll(&col, left_ms > 100 ? 100 : (int)left_ms + 1);
         if (r < 0 && r != -EINTR) {
             log_error("sampler: ring buffer poll failed: %s", strerror(-r));

@@ -72,10 +72,11 @@ static int check_privileges(char *err, size_t errlen)
 
     if (bpf && perf)
         return 0;
-    snprintf(err, errlen,
-             "missing privileges: need %s%s%s (or CAP_SYS_ADMIN, or run as root); reading other "
-             "processes' binaries also needs CAP_SYS_ADMIN or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH",
-             bpf ? "" : "CAP_BPF", !bpf && !perf ? " and " : "", perf ? "" : "CAP_PERFMON");
+    snprintf(
+        err, errlen,
+        "missing privileges: need %s%s%s (or CAP_SYS_ADMIN, or run as root); reading other "
+        "processes' binaries also needs CAP_SYS_ADMIN or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH",
+        bpf ? "" : "CAP_BPF", !bpf && !perf ? " and " : "", perf ? "" : "CAP_PERFMON");
     return -1;
 }
 

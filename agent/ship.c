@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/log.h"
 #include "../common/str.h"
 #include "output.h"
@@ -31,20 +32,6 @@ struct shipper {
     bool stopping, pending;
     uint64_t seq;
 };
-
-static uint64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Spool file names: SEQ~PID~HOST~SERVICE.pb.gz; SEQ (ns, 20 digits) sorts
  * oldest first. Service and host are percent-encoded so any name survives. */
@@ -150,12 +137,12 @@ int shipper__enqueue(struct shipper *sh, const char *service, uint32_t pid, cons
             log_warn("spool: full (%llu bytes max): dropped the %zu oldest profiles",
                      (unsigned long long)sh->opts.spool_max_bytes, dropped);
     }
-    uint64_t seq = real_ns();
+    uint64_t seq = clock__real_ns();
     if (seq <= sh->seq)
         seq = sh->seq + 1;
     sh->seq = seq;
-    if (snprintf(path, sizeof(path), "%s/%020llu~%u~%s~%s.pb.gz", sh->dir,
-                 (unsigned long long)seq, pid, eh, es) >= (int)sizeof(path))
+    if (snprintf(path, sizeof(path), "%s/%020llu~%u~%s~%s.pb.gz", sh->dir, (unsigned long long)seq,
+                 pid, eh, es) >= (int)sizeof(path))
         return -ENAMETOOLONG;
     r = output__write_file(path, data, len, true);
     if (r)
@@ -178,8 +165,8 @@ static size_t discard(char *p, size_t size, size_t n, void *ud)
 }
 
 /* Uploads one spooled file. Returns the HTTP status, or -1 for no answer. */
-static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *body,
-                   char *why, size_t whylen)
+static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *body, char *why,
+                   size_t whylen)
 {
     char seq[32], pid[16], host[512], service[512], url[4096], *q;
     struct buf resp;
@@ -264,7 +251,7 @@ static void *run(void *arg)
 
         struct spooled *v;
         size_t n;
-        uint64_t total, t0 = mono_ms(), bytes = 0;
+        uint64_t total, t0 = (clock__mono_ns() / 1000000), bytes = 0;
         unsigned sent = 0, refused = 0;
         bool failed = false;
         if (list_spool(sh->dir, &v, &n, &total))
@@ -293,7 +280,8 @@ static void *run(void *arg)
         }
         if (sent || refused)
             log_info("upload: profiles=%u bytes=%llu ms=%llu refused=%u pending=%zu", sent,
-                     (unsigned long long)bytes, (unsigned long long)(mono_ms() - t0), refused,
+                     (unsigned long long)bytes,
+                     (unsigned long long)((clock__mono_ns() / 1000000) - t0), refused,
                      n - sent - refused);
         if (failed) {
             backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
@@ -350,7 +338,7 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
     pthread_mutex_init(&sh->mu, NULL);
     pthread_cond_init(&sh->cv, NULL);
     sh->pending = true; /* whatever a previous run left */
-    srand((unsigned)real_ns());
+    srand((unsigned)clock__real_ns());
     if (pthread_create(&sh->thread, NULL, run, sh)) {
         snprintf(err, errlen, "cannot start the upload thread");
         goto fail;

@@ -46,7 +46,7 @@ static void process(struct worker *wk, struct agg_window *w)
 {
     struct profile_ctx ctx = {wk->sym, NULL, wk->opts.host, wk->opts.period_ns};
     struct profile_stats st = {0};
-    uint64_t t0 = collect__mono_ns(), c0 = thread_cpu_ns(), bytes = 0;
+    uint64_t t0 = clock__mono_ns(), c0 = thread_cpu_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
     char path[4096];
     struct buf out;
@@ -81,8 +81,8 @@ static void process(struct worker *wk, struct agg_window *w)
         }
         bytes += out.len;
         if (wk->opts.output_dir) {
-            r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->service,
-                                     ap->tgid, w->start_ns);
+            r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->service, ap->tgid,
+                                     w->start_ns);
             /* Not fsync'd: hundreds of files a window, and the rename already
              * keeps readers from half-written ones. */
             if (!r)
@@ -97,8 +97,7 @@ static void process(struct worker *wk, struct agg_window *w)
             r = shipper__enqueue(wk->opts.shipper, ap->service, ap->tgid, wk->opts.host,
                                  w->start_ns, out.data, out.len);
             if (r) {
-                log_error("spool: cannot spool the profile of pid=%u: %s", ap->tgid,
-                          strerror(-r));
+                log_error("spool: cannot spool the profile of pid=%u: %s", ap->tgid, strerror(-r));
                 failed++;
                 continue;
             }
@@ -111,12 +110,10 @@ static void process(struct worker *wk, struct agg_window *w)
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, written, failed,
-             (unsigned long long)bytes,
-             (unsigned long long)((collect__mono_ns() - t0) / 1000000),
+             (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
              (unsigned long long)((thread_cpu_ns() - c0) / 1000000));
     if (w->dropped_oom)
-        log_warn("window: %llu samples dropped: out of memory",
-                 (unsigned long long)w->dropped_oom);
+        log_warn("window: %llu samples dropped: out of memory", (unsigned long long)w->dropped_oom);
     if (w->stats_delta[CX_STAT_KSTACK_ERR] || w->stats_delta[CX_STAT_LOST_EVENTS] ||
         w->stats_delta[CX_STAT_LOST_MAP_FULL] || w->stats_delta[CX_STAT_NO_USER_REGS])
         log_warn("unwinder: kernel_stack_errors=%llu lost_exec_exit_events=%llu "

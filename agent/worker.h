@@ -12,7 +12,7 @@
 struct shipper;
 
 struct worker_opts {
-    const char *output_dir; /* NULL: no files */
+    const char *output_dir;  /* NULL: no files */
     struct shipper *shipper; /* NULL: not shipped */
     const char *host;
     uint64_t period_ns;

@@ -153,8 +153,7 @@ static char *trim(char *s)
     return s;
 }
 
-int config__load_file(struct config *c, const char *path, bool must_exist, char *err,
-                      size_t errlen)
+int config__load_file(struct config *c, const char *path, bool must_exist, char *err, size_t errlen)
 {
     struct buf b;
     char where[512];
@@ -318,4 +317,27 @@ void config__usage(const struct config_def *defs, size_t n, FILE *f)
             fprintf(f, " (default %s)", defs[i].def);
         fputc('\n', f);
     }
+}
+
+int config__load_all(struct config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    /* The file's path can come from the environment or a flag: read those
+     * first, then the file, then both again so they win over it. */
+    if (config__load_env(c, err, errlen) || config__load_args(c, argc, argv, err, errlen))
+        return -1;
+    if (config__load_file(c, config__str(c, "config"), config__is_set(c, "config"), err, errlen))
+        return -1;
+    return config__load_env(c, err, errlen) || config__load_args(c, argc, argv, err, errlen) ? -1
+                                                                                             : 0;
+}
+
+int config__wants_help_or_version(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+        if (strcmp(argv[i], "--version") == 0)
+            return 2;
+    }
+    return 0;
 }

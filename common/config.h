@@ -18,8 +18,8 @@ enum config_type { CONFIG_STRING, CONFIG_INT, CONFIG_BOOL };
 struct config_def {
     const char *name; /* flag spelling, without the dashes */
     enum config_type type;
-    const char *def;  /* default, as text; NULL = unset */
-    long min, max;    /* CONFIG_INT bounds */
+    const char *def; /* default, as text; NULL = unset */
+    long min, max;   /* CONFIG_INT bounds */
     const char *metavar;
     const char *help;
 };
@@ -40,6 +40,15 @@ int config__load_env(struct config *c, char *err, size_t errlen);
 /* Reads --name VALUE, --name=VALUE and, for booleans, bare --name. Every
  * argument must be a known flag. Returns 0, or -1 with a message. */
 int config__load_args(struct config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* All four sources in order: defaults, the file named by the "config" option
+ * (which itself may come from the environment or a flag; a missing file is
+ * an error only when named), CODEXRAY_* variables, flags. Returns 0, or -1
+ * with a message. */
+int config__load_all(struct config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Scans argv for --help/-h (returns 1) or --version (returns 2); else 0. */
+int config__wants_help_or_version(int argc, char **argv);
 
 /* The value of option `name`, which must be defined. Strings may be NULL. */
 const char *config__str(const struct config *c, const char *name);

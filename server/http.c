@@ -12,14 +12,21 @@
 #include <time.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/json.h"
 #include "../common/log.h"
 #include "query.h"
 
-enum reject { REJ_BAD_REQUEST, REJ_UNAUTHORIZED, REJ_TOO_LARGE, REJ_NOT_FOUND, REJ_INTERNAL,
-              REJ__COUNT };
-static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large",
-                                           "not_found", "internal"};
+enum reject {
+    REJ_BAD_REQUEST,
+    REJ_UNAUTHORIZED,
+    REJ_TOO_LARGE,
+    REJ_NOT_FOUND,
+    REJ_INTERNAL,
+    REJ__COUNT
+};
+static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large", "not_found",
+                                           "internal"};
 
 struct metrics {
     uint64_t profiles, bytes, rejects[REJ__COUNT];
@@ -37,20 +44,6 @@ struct request {
     struct buf body;
     bool too_big;
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static void count(uint64_t *c, uint64_t v)
 {
@@ -76,11 +69,11 @@ static enum MHD_Result respond_error(struct http *h, struct MHD_Connection *c, u
                                      const char *msg)
 {
     struct buf b;
-    enum reject rj = status == 401   ? REJ_UNAUTHORIZED
-                     : status == 413 ? REJ_TOO_LARGE
+    enum reject rj = status == 401                    ? REJ_UNAUTHORIZED
+                     : status == 413                  ? REJ_TOO_LARGE
                      : status == 404 || status == 405 ? REJ_NOT_FOUND
-                     : status >= 500 ? REJ_INTERNAL
-                                     : REJ_BAD_REQUEST;
+                     : status >= 500                  ? REJ_INTERNAL
+                                                      : REJ_BAD_REQUEST;
     count(&h->m.rejects[rj], 1);
     buf__init(&b, 1 << 16);
     if (json__raw(&b, "{\"error\":") || json__str(&b, msg) || json__raw(&b, "}\n")) {
@@ -124,7 +117,7 @@ static bool authorized(struct http *h, struct MHD_Connection *c)
 
 static int parse_range(struct MHD_Connection *c, int64_t *from, int64_t *to, char *msg, size_t n)
 {
-    int64_t now = now_ns();
+    int64_t now = (int64_t)clock__real_ns();
     const char *f = arg(c, "from"), *t = arg(c, "to");
 
     *to = now;
@@ -258,7 +251,7 @@ static enum MHD_Result h_profile(struct http *h, struct MHD_Connection *c)
             return respond_error(h, c, 400, "max_nodes: a whole number above 0");
         max_nodes = v;
     }
-    int64_t t0 = mono_ns();
+    int64_t t0 = (int64_t)clock__mono_ns();
     if ((err = store__merge(h->st, &q, &m)))
         return respond_error(h, c, 500, strerror(-err));
     buf__init(&b, 1u << 30);
@@ -275,7 +268,7 @@ static enum MHD_Result h_profile(struct http *h, struct MHD_Connection *c)
     }
     store_merged__free(m);
     count(&h->m.queries, 1);
-    count(&h->m.query_ns, mono_ns() - t0);
+    count(&h->m.query_ns, (int64_t)clock__mono_ns() - t0);
     if (err) {
         buf__free(&b);
         return respond_error(h, c, 500, strerror(-err));
@@ -375,8 +368,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (post && strcmp(url, "/api/v1/profiles") == 0) {
             /* Refuse before reading a byte when we can. */
             if (!authorized(h, c))
-                return respond_error(h, c, 401, "missing or wrong API key: send "
-                                                "Authorization: Bearer KEY");
+                return respond_error(h, c, 401,
+                                     "missing or wrong API key: send "
+                                     "Authorization: Bearer KEY");
             const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
             if (cl && strtoull(cl, NULL, 10) > h->opts.max_body) {
                 char msg[128];
@@ -473,8 +467,7 @@ bad:
     return -1;
 }
 
-struct http *http__start(const struct http_opts *opts, struct store *st, char *err,
-                         size_t errlen)
+struct http *http__start(const struct http_opts *opts, struct store *st, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     struct http *h;
@@ -491,12 +484,11 @@ struct http *http__start(const struct http_opts *opts, struct store *st, char *e
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opts->threads ? opts->threads : 4),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+    h->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)(opts->threads ? opts->threads : 4), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(256 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s (address in use, or not this machine's)",
                  opts->listen);

@@ -9,7 +9,7 @@
 #include "store.h"
 
 struct http_opts {
-    const char *listen; /* "ADDR:PORT", "[v6]:PORT" */
+    const char *listen;  /* "ADDR:PORT", "[v6]:PORT" */
     const char *api_key; /* NULL = no auth */
     size_t max_body;     /* compressed request body */
     struct ingest_limits limits;
@@ -19,8 +19,7 @@ struct http_opts {
 struct http;
 
 /* Starts serving. NULL with err filled (bad address, port taken). */
-struct http *http__start(const struct http_opts *opts, struct store *st, char *err,
-                         size_t errlen);
+struct http *http__start(const struct http_opts *opts, struct store *st, char *err, size_t errlen);
 /* Stops and frees; h may be NULL. */
 void http__stop(struct http *h);
 

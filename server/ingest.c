@@ -50,8 +50,7 @@ static const char *str_at(const Profile *p, int64_t i)
 }
 
 /* Finds a string label's value on a sample. */
-static const char *label_of(const Profile *p, const Perftools__Profiles__Sample *s,
-                            const char *key)
+static const char *label_of(const Profile *p, const Perftools__Profiles__Sample *s, const char *key)
 {
     for (size_t i = 0; i < s->n_label; i++) {
         const char *k = str_at(p, s->label[i]->key);
@@ -318,8 +317,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             snprintf(msg, msglen, "sample %zu: negative value", i);
             goto bad_sample;
         }
-        w.stacks[i] = (struct store_stack){NULL, (uint32_t)s->n_location_id, (uint32_t)i, samples,
-                                           cpu};
+        w.stacks[i] =
+            (struct store_stack){NULL, (uint32_t)s->n_location_id, (uint32_t)i, samples, cpu};
     }
     /* frames and names are final now: point into them */
     for (size_t i = 0; i < p->n_sample; i++) {
@@ -339,8 +338,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     /* --- identity: the query string, else the first sample's labels --- */
     const Perftools__Profiles__Sample *s0 = p->n_sample ? p->sample[0] : NULL;
     const char *app = id->service && *id->service ? id->service
-                      : s0                         ? label_of(p, s0, "service")
-                                                   : NULL;
+                      : s0                        ? label_of(p, s0, "service")
+                                                  : NULL;
     if (!app || !*app) {
         snprintf(msg, msglen, "no service: give ?service=NAME or a 'service' sample label");
         goto out;

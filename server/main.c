@@ -80,8 +80,7 @@ static void *retention_loop(void *arg)
         if (store__retain(r->st, cutoff, &n))
             log_error("retention: delete failed");
         else if (n)
-            log_info("retention: deleted %lld profiles older than the retention",
-                     (long long)n);
+            log_info("retention: deleted %lld profiles older than the retention", (long long)n);
         pthread_mutex_lock(&r->mu);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -101,25 +100,18 @@ int main(int argc, char **argv)
     char err[1024];
     int ret = 1;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--version") == 0) {
-            printf("codexray-server %s\n", CODEXRAY_VERSION);
-            return 0;
-        }
+    switch (config__wants_help_or_version(argc, argv)) {
+    case 1:
+        usage(stdout);
+        return 0;
+    case 2:
+        printf("codexray-server %s\n", CODEXRAY_VERSION);
+        return 0;
     }
     c = config__new(server_opts, N_OPTS);
     if (!c)
         return 1;
-    if (config__load_env(c, err, sizeof(err)) ||
-        config__load_args(c, argc - 1, argv + 1, err, sizeof(err)) ||
-        config__load_file(c, config__str(c, "config"), config__is_set(c, "config"), err,
-                          sizeof(err)) ||
-        config__load_env(c, err, sizeof(err)) ||
-        config__load_args(c, argc - 1, argv + 1, err, sizeof(err)))
+    if (config__load_all(c, argc - 1, argv + 1, err, sizeof(err)))
         goto usage;
     enum log_level lvl;
     if (log__parse_level(config__str(c, "log-level"), &lvl)) {
@@ -142,8 +134,7 @@ int main(int argc, char **argv)
         .listen = config__str(c, "listen"),
         .api_key = config__str(c, "api-key"),
         .max_body = config__int(c, "max-body"),
-        .limits = {config__int(c, "max-decompressed"), config__int(c, "max-ratio"), 4096,
-                   10000000},
+        .limits = {config__int(c, "max-decompressed"), config__int(c, "max-ratio"), 4096, 10000000},
         .threads = config__int(c, "threads"),
     };
     h = http__start(&ho, st, err, sizeof(err));

@@ -166,7 +166,7 @@ int query__write_collapsed(const struct store_merged *m, struct buf *out)
 /* --- the flame-graph tree --- */
 
 struct node {
-    uint32_t name;     /* function index, UINT32_MAX for the root, UINT32_MAX-1 for "other" */
+    uint32_t name; /* function index, UINT32_MAX for the root, UINT32_MAX-1 for "other" */
     uint32_t parent;
     int64_t total, self;
     uint32_t first_child, next_sibling; /* UINT32_MAX = none */

@@ -95,8 +95,8 @@ struct store_ops {
     int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
     int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
                         size_t *n);
-    int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ns,
-                    int64_t **cpu_ns, size_t *nsteps);
+    int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
+                    size_t *nsteps);
     int (*retain)(struct store *s, int64_t older_than_ns, int64_t *deleted);
     int64_t (*size_bytes)(struct store *s);
     void (*close)(struct store *s);

@@ -116,8 +116,8 @@ static int open_db(const char *path, sqlite3 **db, char *err, size_t errlen)
     }
     sqlite3_busy_timeout(*db, 10000);
     /* FULL: a commit is on disk before it returns, so 202 means durable. */
-    if (sqlite3_exec(*db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;", NULL, NULL,
-                     NULL) != SQLITE_OK) {
+    if (sqlite3_exec(*db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;", NULL, NULL, NULL) !=
+        SQLITE_OK) {
         snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(*db));
         return -1;
     }
@@ -201,8 +201,8 @@ fail:
 static void sqlite_close(struct store *s)
 {
     struct sqlite_store *st = S(s);
-    sqlite3_stmt *stmts[] = {st->ins_fn,    st->sel_fn,        st->ins_stack, st->sel_stack,
-                             st->ins_ls,    st->sel_ls,        st->ins_profile, st->q_profiles,
+    sqlite3_stmt *stmts[] = {st->ins_fn,          st->sel_fn,  st->ins_stack,   st->sel_stack,
+                             st->ins_ls,          st->sel_ls,  st->ins_profile, st->q_profiles,
                              st->q_profiles_host, st->q_stack, st->q_fn};
 
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
@@ -222,8 +222,8 @@ static void sqlite_close(struct store *s)
 
 /* The id of a row keyed by (a, b) or a blob, inserted when new; the cache
  * first. Returns the id, or -1 on a database error. */
-static int64_t intern_row(struct hmap **cache, sqlite3_stmt *ins, sqlite3_stmt *sel,
-                          const void *k1, int n1, const char *k2, bool blob)
+static int64_t intern_row(struct hmap **cache, sqlite3_stmt *ins, sqlite3_stmt *sel, const void *k1,
+                          int n1, const char *k2, bool blob)
 {
     char keybuf[8192];
     const void *key = k1;
@@ -311,8 +311,8 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
         goto dberr;
     for (size_t i = 0; i < p->nfunctions; i++) {
         const struct store_function *f = &p->functions[i];
-        fn_ids[i] = intern_row(&st->fn_ids, st->ins_fn, st->sel_fn, f->name,
-                               strlen(f->name), f->file ? f->file : "", false);
+        fn_ids[i] = intern_row(&st->fn_ids, st->ins_fn, st->sel_fn, f->name, strlen(f->name),
+                               f->file ? f->file : "", false);
         if (fn_ids[i] < 0)
             goto dberr_rollback;
     }
@@ -473,8 +473,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
     struct hmap *fn_local = hmap__new(); /* function id -> local index */
     struct store_merged *m = calloc(1, sizeof(*m));
     struct buf *names = calloc(1, sizeof(*names));
-    uint64_t *fn_global = NULL;  /* local index -> function id */
-    size_t *name_off = NULL;     /* local index -> (name offset, file offset) pairs */
+    uint64_t *fn_global = NULL; /* local index -> function id */
+    size_t *name_off = NULL;    /* local index -> (name offset, file offset) pairs */
     size_t nfn = 0, capfn = 0;
     int err = -ENOMEM, rc;
 
@@ -719,10 +719,11 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     if (!v)
         return -ENOMEM;
     pthread_mutex_lock(&st->rmu);
-    if (sqlite3_prepare_v2(st->rdb,
-                           "SELECT time_ns, cpu_ns FROM profiles WHERE app = ?1 AND time_ns >= ?2"
-                           " AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) AND (?5 IS NULL OR host = ?5)",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            st->rdb,
+            "SELECT time_ns, cpu_ns FROM profiles WHERE app = ?1 AND time_ns >= ?2"
+            " AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) AND (?5 IS NULL OR host = ?5)",
+            -1, &q, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_text(q, 1, qq->app, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 2, qq->from_ns);

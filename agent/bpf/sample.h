@@ -25,8 +25,8 @@ enum cx_record_kind {
 
 /* Frame kinds (cx_frame.kind). */
 enum cx_frame_kind {
-    CX_FRAME_NATIVE = 1, /* user-space pc; the leaf is exact, callers are return addresses */
-    CX_FRAME_KERNEL = 2, /* kernel pc; the leaf is exact, callers are return addresses */
+    CX_FRAME_NATIVE = 1,    /* user-space pc; the leaf is exact, callers are return addresses */
+    CX_FRAME_KERNEL = 2,    /* kernel pc; the leaf is exact, callers are return addresses */
     CX_FRAME_TRUNCATED = 3, /* the walk stopped early; aux holds a cx_trunc_reason */
 };
 
@@ -67,14 +67,14 @@ struct cx_proc_event {
 
 /* Per-CPU counters (the "stats" array map), summed by user space. */
 enum cx_stat {
-    CX_STAT_SAMPLES = 0,     /* perf events seen for a non-idle task */
-    CX_STAT_LOST_RINGBUF,    /* samples dropped: ring buffer full */
-    CX_STAT_LOST_EVENTS,     /* exec/exit events dropped: ring buffer full */
-    CX_STAT_TRUNC_FAULT,     /* user walks stopped by an unreadable frame */
-    CX_STAT_TRUNC_DEPTH,     /* user walks stopped by the depth limit */
-    CX_STAT_KSTACK_ERR,      /* kernel stacks that bpf_get_stack could not read */
-    CX_STAT_NO_USER_REGS,    /* user tasks whose registers could not be had */
-    CX_STAT_LOST_MAP_FULL,   /* per-process loss counts that found the lost map full */
+    CX_STAT_SAMPLES = 0,   /* perf events seen for a non-idle task */
+    CX_STAT_LOST_RINGBUF,  /* samples dropped: ring buffer full */
+    CX_STAT_LOST_EVENTS,   /* exec/exit events dropped: ring buffer full */
+    CX_STAT_TRUNC_FAULT,   /* user walks stopped by an unreadable frame */
+    CX_STAT_TRUNC_DEPTH,   /* user walks stopped by the depth limit */
+    CX_STAT_KSTACK_ERR,    /* kernel stacks that bpf_get_stack could not read */
+    CX_STAT_NO_USER_REGS,  /* user tasks whose registers could not be had */
+    CX_STAT_LOST_MAP_FULL, /* per-process loss counts that found the lost map full */
     CX_STAT__COUNT,
 };
 

@@ -11,9 +11,9 @@ struct maps_entry {
     uint64_t start, end; /* [start, end) */
     uint64_t offset;     /* file offset of start */
     uint32_t dev_major, dev_minor;
-    uint64_t inode; /* 0 for anonymous and special regions */
-    char perms[5];  /* "r-xp" */
-    bool deleted;   /* the file was unlinked after it was mapped */
+    uint64_t inode;   /* 0 for anonymous and special regions */
+    char perms[5];    /* "r-xp" */
+    bool deleted;     /* the file was unlinked after it was mapped */
     const char *path; /* "" when anonymous; "[vdso]", "[stack]"...; points into maps */
 };
 

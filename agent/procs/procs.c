@@ -220,8 +220,8 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     return p;
 }
 
-const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr,
-                                       bool reread, uint64_t now_ns)
+const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr, bool reread,
+                                       uint64_t now_ns)
 {
     const struct maps_entry *e = maps__find(&p->maps, addr);
 

@@ -24,20 +24,20 @@ struct proc_map {
 
 struct proc {
     uint32_t tgid;
-    char comm[16];                 /* the process's name (its main thread's) */
-    char exe[PROC_NAME_MAX];       /* base name of the executable */
-    char service[PROC_NAME_MAX];   /* for now the executable's base name */
-    struct maps maps;              /* executable ranges only */
-    struct proc_map *map;          /* one per maps entry */
-    int maps_err;                  /* errno when the maps could not be read */
+    char comm[16];               /* the process's name (its main thread's) */
+    char exe[PROC_NAME_MAX];     /* base name of the executable */
+    char service[PROC_NAME_MAX]; /* for now the executable's base name */
+    struct maps maps;            /* executable ranges only */
+    struct proc_map *map;        /* one per maps entry */
+    int maps_err;                /* errno when the maps could not be read */
     uint64_t maps_read_ns;
-    bool maps_stale;               /* exec'd since the maps were read */
+    bool maps_stale; /* exec'd since the maps were read */
     bool exited;
     uint64_t exited_ns;
-    uint64_t start_time;   /* /proc/PID/stat field 22: tells a reused pid apart */
-    uint64_t seen_ns;      /* first read, or the last exec */
-    unsigned generation;   /* bumped when the identity is read anew (exec, reuse) */
-    struct proc *next;             /* hash chain */
+    uint64_t start_time; /* /proc/PID/stat field 22: tells a reused pid apart */
+    uint64_t seen_ns;    /* first read, or the last exec */
+    unsigned generation; /* bumped when the identity is read anew (exec, reuse) */
+    struct proc *next;   /* hash chain */
 };
 
 struct procs;
@@ -57,8 +57,8 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
  * loaded since, or JIT code. Return addresses in no mapping are not worth a
  * read: they are what a frame-pointer walk through code without frame
  * pointers finds. */
-const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr,
-                                       bool reread, uint64_t now_ns);
+const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr, bool reread,
+                                       uint64_t now_ns);
 
 /* Exec: the maps are read again on the next sample. */
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);

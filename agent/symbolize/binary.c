@@ -196,8 +196,8 @@ static int open_mapped(const char *proc_root, pid_t pid, const struct maps_entry
         return -ENOENT;
     fd = open_in_root(proc_root, pid, m->path);
     struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) || st.st_ino != m->inode ||
-                    major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor)) {
+    if (fd >= 0 && (fstat(fd, &st) || st.st_ino != m->inode || major(st.st_dev) != m->dev_major ||
+                    minor(st.st_dev) != m->dev_minor)) {
         close(fd);
         return -ESTALE;
     }

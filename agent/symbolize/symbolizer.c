@@ -35,7 +35,7 @@ struct binsyms {
     unsigned nseg;
     bool has_symtab, has_dwarf;
     int nsyms;
-    char why[512]; /* "" when it has symbols */
+    char why[512];              /* "" when it has symbols */
     struct cu_range *cu_ranges; /* see find_cu */
     size_t ncu_ranges;
     bool cu_ranges_built;
@@ -233,15 +233,16 @@ static void load(struct binsyms *bs, struct binary *b)
                  "it keeps only its exported symbols (.dynsym): internal functions have no name "
                  "and no debug file was found under /usr/lib/debug/.build-id/");
     }
-    log_debug("symbols: %s: loaded symbols=%d symtab=%d dwarf=%d debug_file=%s", b->path,
-              bs->nsyms, bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none");
+    log_debug("symbols: %s: loaded symbols=%d symtab=%d dwarf=%d debug_file=%s", b->path, bs->nsyms,
+              bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none");
 }
 
 static void give_up(struct binsyms *bs, struct binary *b)
 {
     bs->broken = true;
     bs->mod = NULL;
-    snprintf(bs->why, sizeof(bs->why), "it changed under the agent (SIGBUS reading it: truncated?)");
+    snprintf(bs->why, sizeof(bs->why),
+             "it changed under the agent (SIGBUS reading it: truncated?)");
     log_warn("symbols: %s: %s; its frames stay unnamed", b->path, bs->why);
 }
 

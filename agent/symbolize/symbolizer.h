@@ -26,7 +26,7 @@ struct sym_line {
 struct sym_result {
     uint64_t elf_addr; /* the address in the binary's own terms (addr2line -e BIN ADDR) */
     bool named;
-    unsigned n;        /* lines, innermost first; 1 or more when named */
+    unsigned n; /* lines, innermost first; 1 or more when named */
     struct sym_line lines[SYM_MAX_INLINE];
 };
 

@@ -128,8 +128,7 @@ void pprof_writer__free(struct pprof_writer *w)
 
 int pprof_writer__add_sample_type(struct pprof_writer *w, const char *type, const char *unit)
 {
-    if (w->nsample_types == sizeof(w->sample_types) / sizeof(w->sample_types[0]) ||
-        w->nsamples > 0)
+    if (w->nsample_types == sizeof(w->sample_types) / sizeof(w->sample_types[0]) || w->nsamples > 0)
         return -EINVAL;
     w->sample_types[w->nsample_types][0] = str_id(w, type);
     w->sample_types[w->nsample_types][1] = str_id(w, unit);
@@ -246,8 +245,7 @@ int pprof_writer__add_sample(struct pprof_writer *w, const uint64_t *locations, 
     if (reserve((void **)&w->samples, &w->cap_samples, w->nsamples + 1, sizeof(*w->samples)) ||
         reserve((void **)&w->loc_ids, &w->cap_loc_ids, w->nloc_ids + nloc, sizeof(uint64_t)) ||
         reserve((void **)&w->values, &w->cap_values, w->nvalues_total + nv, sizeof(int64_t)) ||
-        reserve((void **)&w->labels, &w->cap_labels, w->nlabels + nlabels,
-                sizeof(*w->labels))) {
+        reserve((void **)&w->labels, &w->cap_labels, w->nlabels + nlabels, sizeof(*w->labels))) {
         w->failed = true;
         return -ENOMEM;
     }
@@ -343,8 +341,8 @@ static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_
     e.f = calloc(nfun + 1, sizeof(*e.f));
     e.fp = calloc(nfun + 1, sizeof(*e.fp));
     e.strings = calloc(nstr + 1, sizeof(*e.strings));
-    if (!e.vt || !e.vtp || !e.s || !e.sp || !e.l || !e.lp || !e.m || !e.mp || !e.loc ||
-        !e.locp || !e.line || !e.linep || !e.f || !e.fp || !e.strings)
+    if (!e.vt || !e.vtp || !e.s || !e.sp || !e.l || !e.lp || !e.m || !e.mp || !e.loc || !e.locp ||
+        !e.line || !e.linep || !e.f || !e.fp || !e.strings)
         goto out;
 
     for (size_t i = 0; i < w->nsample_types; i++) {

@@ -117,8 +117,8 @@ static void test_window_to_pprof(void **state)
                 str(pp, pp->function[l1->line[l1->n_line - 1]->function_id - 1]->name),
                 "cx_test_caller");
             Perftools__Profiles__Location *l2 = pp->location[sm->location_id[2] - 1];
-            assert_non_null(strstr(str(pp, pp->function[l2->line[0]->function_id - 1]->name),
-                                   "[truncated"));
+            assert_non_null(
+                strstr(str(pp, pp->function[l2->line[0]->function_id - 1]->name), "[truncated"));
             bool has_pid = false, has_service = false, has_thread = false;
             for (size_t k = 0; k < sm->n_label; k++) {
                 const char *key = str(pp, sm->label[k]->key), *v = str(pp, sm->label[k]->str);
@@ -164,9 +164,9 @@ static void test_kernel_frames_kept_when_asked(void **state)
     const struct agg_stack *st = hmap__key(w->procs[0]->stacks, 0, NULL);
     assert_int_equal(st->nframes, 4);
     assert_int_equal(st->frames[0].kind, CX_FRAME_KERNEL);
-    assert_int_equal(st->frames[0].flags, 0);             /* the leaf: exact */
-    assert_int_equal(st->frames[1].flags, 0);             /* the user leaf: exact */
-    assert_int_equal(st->frames[2].flags, AGG_F_RETURN);  /* a caller */
+    assert_int_equal(st->frames[0].flags, 0);            /* the leaf: exact */
+    assert_int_equal(st->frames[1].flags, 0);            /* the user leaf: exact */
+    assert_int_equal(st->frames[2].flags, AGG_F_RETURN); /* a caller */
     assert_int_not_equal(st->frames[1].map, AGG_NO_MAP);
     agg_window__free(w);
     procs__free(ps);

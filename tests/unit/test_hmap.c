@@ -46,7 +46,8 @@ static void test_binary_keys_and_prefixes(void **state)
     unsigned char a[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
 
     /* Keys that are prefixes of each other, or differ only past 8 bytes. */
-    long i8 = hmap__put(h, a, 8, NULL), i9 = hmap__put(h, a, 9, NULL), i0 = hmap__put(h, "", 0, NULL);
+    long i8 = hmap__put(h, a, 8, NULL), i9 = hmap__put(h, a, 9, NULL),
+         i0 = hmap__put(h, "", 0, NULL);
     assert_true(i8 >= 0 && i9 >= 0 && i0 >= 0);
     assert_int_not_equal(i8, i9);
     assert_int_not_equal(i0, i8);
