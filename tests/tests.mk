@@ -11,7 +11,8 @@ $(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
-FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c
+FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c \
+            $(B)/fixtures/debuglink_c
 $(B)/fixtures/fp_c: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -23,6 +24,11 @@ $(B)/fixtures/cxx: tests/unit/fixtures/cxx.cc
 	g++ -O1 -g -fno-omit-frame-pointer -o $@ $<
 $(B)/fixtures/stripped_c: $(B)/fixtures/fp_c
 	strip --strip-all -o $@ $<
+# Stripped, with its symbols and DWARF in a separate file found by .gnu_debuglink.
+$(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
+	objcopy --only-keep-debug $< $(B)/fixtures/split.debug
+	strip --strip-all -o $@.tmp $<
+	cd $(B)/fixtures && objcopy --add-gnu-debuglink=split.debug $(notdir $@).tmp && mv $(notdir $@).tmp $(notdir $@)
 
 # Workloads for the integration tests, built with frame pointers in every
 # function. clang, because gcc 12 leaves them out of leaf functions that use

@@ -144,6 +144,26 @@ static void test_stripped_says_why(void **state)
     binary__put(b);
 }
 
+static void test_separate_debug_file(void **state)
+{
+    struct ctx *c = *state;
+    char path[512];
+    uint64_t va, size, off;
+
+    /* Names come from split.debug, found through the stripped binary's
+     * .gnu_debuglink in its own directory. */
+    snprintf(path, sizeof(path), "%s", fixture("fp_c"));
+    assert_int_equal(elf_symbol(path, "hot_b", &va, &size, &off), 0);
+    snprintf(path, sizeof(path), "%s", fixture("debuglink_c"));
+    struct binary *b = binary__open(path);
+    const struct sym_result *r = symbolizer__lookup(c->s, b, off + 2, false);
+    assert_true(r->named);
+    assert_string_equal(r->lines[r->n - 1].function, "hot_b");
+    assert_non_null(strstr(r->lines[r->n - 1].file, "cpu_split.c"));
+    assert_null(symbolizer__why_unnamed(c->s, b));
+    binary__put(b);
+}
+
 static void test_not_elf(void **state)
 {
     struct ctx *c = *state;
@@ -181,6 +201,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symtab_and_lines), cmocka_unit_test(test_inlined_frames),
         cmocka_unit_test(test_cxx_demangled),    cmocka_unit_test(test_stripped_says_why),
+        cmocka_unit_test(test_separate_debug_file),
         cmocka_unit_test(test_not_elf),          cmocka_unit_test(test_demangle),
     };
     return cmocka_run_group_tests_name("symbolizer", tests, setup, teardown);
