@@ -53,5 +53,11 @@ $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 
-bench: deps $(B)/codexray-node-agent $(WORKLOADS) $(B)/bench/many
+$(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ -lz -lprotobuf-c -lpthread
+
+bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
+       $(B)/bench/gen_profiles
 	@python3 bench/run.py
+	@python3 bench/server_bench.py

@@ -1,0 +1,96 @@
+/* Benchmark input for the server: NPROCS processes x NMIN one-minute
+ * profiles of one application, each with about NSTACKS distinct stacks
+ * drawn from a shared universe (so processes overlap, as real replicas do),
+ * written as gzipped pprof with the project's own writer.
+ *
+ *   gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../common/buf.h"
+#include "../common/pprof/pprof_writer.h"
+
+#define NFUNCS 3000
+#define MAXDEPTH 40
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S]\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    int nprocs = atoi(argv[2]), nmin = atoi(argv[3]), nstacks = atoi(argv[4]);
+    long long start = argc > 5 ? atoll(argv[5]) : (long long)time(NULL) - nmin * 60;
+    size_t universe = (size_t)nstacks * 4;
+    char (*names)[64] = malloc(NFUNCS * sizeof(*names));
+    uint16_t(*stacks)[MAXDEPTH] = malloc(universe * sizeof(*stacks));
+    uint8_t *depth = malloc(universe);
+
+    if (!names || !stacks || !depth)
+        return 1;
+    mkdir(dir, 0755);
+    for (int i = 0; i < NFUNCS; i++)
+        snprintf(names[i], sizeof(names[i]), "pkg%d.(*Type%d).Method%d", i % 40, i % 300, i);
+    /* Stacks grow from a few roots, so they share prefixes like real ones. */
+    for (size_t s = 0; s < universe; s++) {
+        depth[s] = 8 + next() % (MAXDEPTH - 8);
+        stacks[s][0] = next() % 8;
+        for (int d = 1; d < depth[s]; d++)
+            stacks[s][d] = (stacks[s][d - 1] * 31 + next() % 12) % NFUNCS;
+    }
+    struct buf out;
+    buf__init(&out, 256u << 20);
+    for (int p = 0; p < nprocs; p++) {
+        for (int m = 0; m < nmin; m++) {
+            struct pprof_writer *w = pprof_writer__new();
+            char pid[16], path[4096];
+            pprof_writer__add_sample_type(w, "samples", "count");
+            pprof_writer__add_sample_type(w, "cpu", "nanoseconds");
+            pprof_writer__set_period(w, "cpu", "nanoseconds", 10000000);
+            pprof_writer__set_time(w, (start + m * 60ll) * 1000000000ll, 60000000000ll);
+            snprintf(pid, sizeof(pid), "%d", 1000 + p);
+            struct pprof_label labels[] = {{"pid", pid, 0, NULL},
+                                           {"service", "benchapp", 0, NULL},
+                                           {"host", "bench-host", 0, NULL}};
+            for (int k = 0; k < nstacks; k++) {
+                size_t s = next() % universe;
+                uint64_t locs[MAXDEPTH];
+                for (int d = 0; d < depth[s]; d++) {
+                    /* leaf first */
+                    int f = stacks[s][depth[s] - 1 - d];
+                    struct pprof_line l = {names[f], NULL, "bench.go", 0};
+                    locs[d] = pprof_writer__location(w, 0, 0x1000 + f, &l, 1);
+                }
+                int64_t n = 1 + next() % 10;
+                int64_t v[2] = {n, n * 10000000};
+                pprof_writer__add_sample(w, locs, depth[s], v, labels, 3);
+            }
+            buf__reset(&out);
+            if (pprof_writer__encode(w, &out, true))
+                return 1;
+            snprintf(path, sizeof(path), "%s/p%03d_m%04d.pb.gz", dir, p, m);
+            FILE *f = fopen(path, "wb");
+            if (!f || fwrite(out.data, 1, out.len, f) != out.len || fclose(f))
+                return 1;
+            pprof_writer__free(w);
+        }
+    }
+    buf__free(&out);
+    return 0;
+}
