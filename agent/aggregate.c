@@ -169,7 +169,15 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
             /* A return address belongs to the call before it. */
             const struct proc_map *m = procs__find_map(ps, p, f->addr - !leaf, leaf, now_ns);
             if (m) {
-                a->map = map_id(ap, m);
+                unsigned slot = ((uintptr_t)m >> 5) & 15;
+                if (ap->mcache[slot].m == m && ap->mcache[slot].gen == p->maps_read_ns) {
+                    a->map = ap->mcache[slot].id;
+                } else {
+                    a->map = map_id(ap, m);
+                    ap->mcache[slot].m = m;
+                    ap->mcache[slot].gen = p->maps_read_ns;
+                    ap->mcache[slot].id = a->map;
+                }
             } else if (!leaf) {
                 /* A return address in no executable mapping: the frame
                  * pointer walk went through code without frame pointers and

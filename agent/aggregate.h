@@ -56,6 +56,14 @@ struct agg_proc {
     struct hmap *map_index; /* (start, end, offset, bin) -> index into maps */
     struct agg_map *maps;
     size_t nmaps, cap_maps;
+    /* The last mappings seen, so most frames skip the map_index lookup:
+     * direct-mapped on the process table's proc_map address, valid for one
+     * reading of the maps (maps_read_ns). */
+    struct {
+        const void *m;
+        uint64_t gen;
+        uint32_t id;
+    } mcache[16];
 };
 
 struct agg_window {
