@@ -18,6 +18,9 @@ struct work {
     Profile *p;
     struct buf raw;
     struct hmap *loc_index, *fn_index; /* pprof id -> array index */
+    uint32_t *loc_by_id;               /* the same for dense location ids: index + 1 */
+    uint32_t *loc_off, *loc_frames;    /* location i's function indices */
+    struct hmap *ls_index;             /* a sample's (key, str) pairs -> label set */
     struct store_function *functions;
     size_t nfunctions;
     uint32_t *frames;
@@ -36,6 +39,10 @@ static void work_free(struct work *w)
     buf__free(&w->raw);
     hmap__free(w->loc_index);
     hmap__free(w->fn_index);
+    hmap__free(w->ls_index);
+    free(w->loc_by_id);
+    free(w->loc_off);
+    free(w->loc_frames);
     free(w->functions);
     free(w->frames);
     free(w->stacks);
@@ -215,6 +222,23 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         *hmap__val(w.fn_index, k) = i;
         w.functions[i] = (struct store_function){name, file};
     }
+    /* --- locations: each expanded once into function indices --- */
+    size_t extra_fns = 0, nloc_frames = 0;
+    uint64_t max_loc_id = 0;
+    for (size_t i = 0; i < p->n_location; i++) {
+        nloc_frames += p->location[i]->n_line ? p->location[i]->n_line : 1;
+        if (p->location[i]->id > max_loc_id)
+            max_loc_id = p->location[i]->id;
+    }
+    w.loc_off = calloc(p->n_location + 1, sizeof(*w.loc_off));
+    w.loc_frames = calloc(nloc_frames + 1, sizeof(*w.loc_frames));
+    /* pprof ids are nearly always 1..n: index them directly when dense. */
+    bool dense = max_loc_id <= 4 * (uint64_t)p->n_location + 1024;
+    if (dense)
+        w.loc_by_id = calloc(max_loc_id + 1, sizeof(*w.loc_by_id));
+    if (!w.loc_off || !w.loc_frames || (dense && !w.loc_by_id))
+        goto oom;
+    size_t lf = 0;
     for (size_t i = 0; i < p->n_location; i++) {
         const Perftools__Profiles__Location *l = p->location[i];
         bool fresh;
@@ -222,42 +246,54 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             snprintf(msg, msglen, "location with id 0");
             goto out;
         }
-        long k = hmap__put(w.loc_index, &l->id, sizeof(l->id), &fresh);
-        if (k < 0)
-            goto oom;
+        if (dense) {
+            fresh = w.loc_by_id[l->id] == 0;
+            w.loc_by_id[l->id] = i + 1;
+        } else {
+            long k = hmap__put(w.loc_index, &l->id, sizeof(l->id), &fresh);
+            if (k < 0)
+                goto oom;
+            *hmap__val(w.loc_index, k) = i;
+        }
         if (!fresh) {
             snprintf(msg, msglen, "location id %" PRIu64 " appears twice", l->id);
             goto out;
         }
-        *hmap__val(w.loc_index, k) = i;
+        w.loc_off[i] = lf;
+        /* pprof: a location's lines go innermost (inlined) first. */
         for (size_t j = 0; j < l->n_line; j++) {
-            if (hmap__find(w.fn_index, &l->line[j]->function_id, sizeof(uint64_t)) < 0) {
+            long fk = hmap__find(w.fn_index, &l->line[j]->function_id, sizeof(uint64_t));
+            if (fk < 0) {
                 snprintf(msg, msglen, "location %" PRIu64 ": function id %" PRIu64 " not defined",
                          l->id, l->line[j]->function_id);
                 goto out;
             }
+            w.loc_frames[lf++] = *hmap__val(w.fn_index, fk);
+        }
+        if (l->n_line == 0) {
+            long f = synth_function(&w, p, l, &extra_fns);
+            if (f < 0)
+                goto oom;
+            w.loc_frames[lf++] = f;
         }
     }
+    w.loc_off[p->n_location] = lf;
 
-    /* --- samples -> stacks of function indices, and label sets --- */
-    size_t nlabels = 0, extra_fns = 0;
+    /* --- samples -> stacks of function indices, and distinct label sets --- */
+    size_t nlabels = 0;
     for (size_t i = 0; i < p->n_sample; i++)
         nlabels += p->sample[i]->n_label;
     w.stacks = calloc(p->n_sample + 1, sizeof(*w.stacks));
     w.labelsets = calloc(p->n_sample + 1, sizeof(*w.labelsets));
     w.labels = calloc(nlabels + 1, sizeof(*w.labels));
-    if (!w.stacks || !w.labelsets || !w.labels)
-        goto oom;
-    /* One made-up function per location without lines, made once. */
-    int64_t *loc_synth = calloc(p->n_location + 1, sizeof(*loc_synth));
-    if (!loc_synth)
-        goto oom;
+    w.ls_index = hmap__new();
     size_t *frame_off = calloc(p->n_sample + 1, sizeof(*frame_off));
-    if (!frame_off) {
-        free(loc_synth);
+    if (!w.stacks || !w.labelsets || !w.labels || !w.ls_index || !frame_off) {
+        free(frame_off);
         goto oom;
     }
-    size_t li = 0;
+    size_t li = 0, nsets = 0;
+    int64_t lkey[2 * 64];
     for (size_t i = 0; i < p->n_sample; i++) {
         const Perftools__Profiles__Sample *s = p->sample[i];
         if (s->n_value != p->n_sample_type) {
@@ -267,49 +303,60 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         }
         frame_off[i] = w.nframes;
         for (size_t j = 0; j < s->n_location_id; j++) {
-            long k = hmap__find(w.loc_index, &s->location_id[j], sizeof(uint64_t));
-            if (k < 0) {
-                snprintf(msg, msglen, "sample %zu: location id %" PRIu64 " not defined", i,
-                         s->location_id[j]);
+            uint64_t id = s->location_id[j];
+            long idx = -1;
+            if (dense) {
+                if (id <= max_loc_id && w.loc_by_id[id])
+                    idx = w.loc_by_id[id] - 1;
+            } else {
+                long k = hmap__find(w.loc_index, &id, sizeof(id));
+                if (k >= 0)
+                    idx = *hmap__val(w.loc_index, k);
+            }
+            if (idx < 0) {
+                snprintf(msg, msglen, "sample %zu: location id %" PRIu64 " not defined", i, id);
                 goto bad_sample;
             }
-            const Perftools__Profiles__Location *l = p->location[*hmap__val(w.loc_index, k)];
-            if (l->n_line == 0) {
-                size_t lidx = *hmap__val(w.loc_index, k);
-                if (!loc_synth[lidx]) {
-                    long f = synth_function(&w, p, l, &extra_fns);
-                    if (f < 0)
-                        goto oom_sample;
-                    loc_synth[lidx] = f + 1;
-                }
-                if (push_frame(&w, loc_synth[lidx] - 1))
-                    goto oom_sample;
-            }
-            /* pprof: a location's lines go innermost (inlined) first. */
-            for (size_t m = 0; m < l->n_line; m++) {
-                long fk = hmap__find(w.fn_index, &l->line[m]->function_id, sizeof(uint64_t));
-                if (push_frame(&w, *hmap__val(w.fn_index, fk)))
+            for (uint32_t f = w.loc_off[idx]; f < w.loc_off[idx + 1]; f++) {
+                if (push_frame(&w, w.loc_frames[f]))
                     goto oom_sample;
             }
         }
-        w.labelsets[i].labels = w.labels + li;
-        w.labelsets[i].n = 0;
+        /* Label sets repeat across samples: keep each distinct one once. */
+        size_t nk = 0;
         for (size_t j = 0; j < s->n_label; j++) {
             const Perftools__Profiles__Label *l = s->label[j];
-            const char *k = str_at(p, l->key), *v = l->str ? str_at(p, l->str) : NULL;
-            if (!k || (l->str && !v)) {
+            if (!str_at(p, l->key) || (l->str && !str_at(p, l->str))) {
                 snprintf(msg, msglen, "sample %zu: label string index out of range", i);
                 goto bad_sample;
             }
-            if (strlen(k) > lim->max_label_bytes || (v && strlen(v) > lim->max_label_bytes)) {
-                snprintf(msg, msglen, "sample %zu: label '%.64s' longer than %zu bytes", i, k,
-                         lim->max_label_bytes);
-                goto bad_sample;
+            if (l->str && nk < 128) { /* numeric labels are not kept (yet) */
+                lkey[nk++] = l->key;
+                lkey[nk++] = l->str;
             }
-            if (!v)
-                continue; /* numeric labels are not kept (yet) */
-            w.labels[li++] = (struct store_label){k, v};
-            w.labelsets[i].n++;
+        }
+        uint32_t set = STORE_NO_LABELS;
+        if (nk) {
+            bool fresh;
+            long k = hmap__put(w.ls_index, lkey, nk * sizeof(int64_t), &fresh);
+            if (k < 0)
+                goto oom_sample;
+            if (fresh) {
+                w.labelsets[nsets].labels = w.labels + li;
+                w.labelsets[nsets].n = 0;
+                for (size_t j = 0; j < nk; j += 2) {
+                    const char *kk = str_at(p, lkey[j]), *v = str_at(p, lkey[j + 1]);
+                    if (strlen(kk) > lim->max_label_bytes || strlen(v) > lim->max_label_bytes) {
+                        snprintf(msg, msglen, "sample %zu: label '%.64s' longer than %zu bytes", i,
+                                 kk, lim->max_label_bytes);
+                        goto bad_sample;
+                    }
+                    w.labels[li++] = (struct store_label){kk, v};
+                    w.labelsets[nsets].n++;
+                }
+                *hmap__val(w.ls_index, k) = nsets++;
+            }
+            set = *hmap__val(w.ls_index, k);
         }
         int64_t samples = s->value[samples_idx];
         int64_t cpu = cpu_idx >= 0 ? s->value[cpu_idx] : samples * period_ns;
@@ -317,22 +364,18 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             snprintf(msg, msglen, "sample %zu: negative value", i);
             goto bad_sample;
         }
-        w.stacks[i] =
-            (struct store_stack){NULL, (uint32_t)s->n_location_id, (uint32_t)i, samples, cpu};
+        w.stacks[i] = (struct store_stack){NULL, 0, set, samples, cpu};
     }
     /* frames and names are final now: point into them */
     for (size_t i = 0; i < p->n_sample; i++) {
         size_t end = i + 1 < p->n_sample ? frame_off[i + 1] : w.nframes;
         w.stacks[i].frames = w.frames + frame_off[i];
         w.stacks[i].nframes = end - frame_off[i];
-        if (w.labelsets[i].n == 0)
-            w.stacks[i].labelset = STORE_NO_LABELS;
     }
     for (size_t i = 0; i < extra_fns; i++) {
         struct store_function *f = &w.functions[p->n_function + i];
         f->name = w.names + (uintptr_t)f->name;
     }
-    free(loc_synth);
     free(frame_off);
 
     /* --- identity: the query string, else the first sample's labels --- */
@@ -374,7 +417,7 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         .stacks = w.stacks,
         .nstacks = p->n_sample,
         .labelsets = w.labelsets,
-        .nlabelsets = p->n_sample,
+        .nlabelsets = nsets,
         .bytes_in = len,
     };
     char serr[512];
@@ -386,11 +429,9 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     status = 202;
     goto out;
 bad_sample:
-    free(loc_synth);
     free(frame_off);
     goto out;
 oom_sample:
-    free(loc_synth);
     free(frame_off);
 oom:
     snprintf(msg, msglen, "out of memory");
