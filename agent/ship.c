@@ -177,9 +177,10 @@ static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *bo
         snprintf(why, whylen, "not a spool file name");
         return 400;
     }
-    q = strstr(service, ".pb.gz");
-    if (q)
-        *q = '\0';
+    size_t sl = strlen(service);
+    q = sl >= 6 ? service + sl - 6 : NULL;
+    if (q && strcmp(q, ".pb.gz") == 0)
+        *q = '\0'; /* only the suffix: a service may have ".pb.gz" inside */
     snprintf(url, sizeof(url), "%s/api/v1/profiles?service=%s&host=%s&pid=%s", sh->endpoint,
              service, host, pid);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/octet-stream");
@@ -260,9 +261,16 @@ static void *run(void *arg)
             char path[4096];
             snprintf(path, sizeof(path), "%s/%s", sh->dir, v[i].name);
             buf__reset(&body);
-            if (buf__read_file(&body, AT_FDCWD, path)) {
-                unlink(path); /* unreadable or too large: it would block the spool */
+            int rr = buf__read_file(&body, AT_FDCWD, path);
+            if (rr == -E2BIG) {
+                log_error("upload: %s is larger than %u MiB, dropped", v[i].name, FILE_MAX >> 20);
+                unlink(path); /* it would block the spool for good */
                 continue;
+            }
+            if (rr) {
+                snprintf(why, sizeof(why), "cannot read the spool: %s", strerror(-rr));
+                failed = true; /* transient (EMFILE, EACCES...): keep it, retry later */
+                break;
             }
             long code = upload(sh, c, v[i].name, &body, why, sizeof(why));
             if (code == 202) {

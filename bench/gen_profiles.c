@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     int nprocs = atoi(argv[2]), nmin = atoi(argv[3]), nstacks = atoi(argv[4]);
     long long start = argc > 5 ? atoll(argv[5]) : (long long)time(NULL) - nmin * 60;
     size_t universe = (size_t)nstacks * 4;
-    char (*names)[64] = malloc(NFUNCS * sizeof(*names));
+    char(*names)[64] = malloc(NFUNCS * sizeof(*names));
     uint16_t(*stacks)[MAXDEPTH] = malloc(universe * sizeof(*stacks));
     uint8_t *depth = malloc(universe);
 

@@ -304,6 +304,12 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         frame_off[i] = w.nframes;
         for (size_t j = 0; j < s->n_location_id; j++) {
             uint64_t id = s->location_id[j];
+            if (w.nframes - frame_off[i] > lim->max_stack_depth || w.nframes > lim->max_frames) {
+                snprintf(msg, msglen, "sample %zu: deeper than %zu frames, or more than %zu in all",
+                         i, lim->max_stack_depth, lim->max_frames);
+                status = 413;
+                goto bad_sample;
+            }
             long idx = -1;
             if (dense) {
                 if (id <= max_loc_id && w.loc_by_id[id])
@@ -364,6 +370,11 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             snprintf(msg, msglen, "sample %zu: negative value", i);
             goto bad_sample;
         }
+        if (w.nframes - frame_off[i] > lim->max_stack_depth) {
+            snprintf(msg, msglen, "sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
+            status = 413;
+            goto bad_sample;
+        }
         w.stacks[i] = (struct store_stack){NULL, 0, set, samples, cpu};
     }
     /* frames and names are final now: point into them */
@@ -421,9 +432,10 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         .bytes_in = len,
     };
     char serr[512];
-    if (store__put(st, &sp, serr, sizeof(serr))) {
-        snprintf(msg, msglen, "the store failed: %s", serr);
-        status = 500;
+    int pr = store__put(st, &sp, serr, sizeof(serr));
+    if (pr) {
+        snprintf(msg, msglen, "%s%s", pr == -E2BIG ? "" : "the store failed: ", serr);
+        status = pr == -E2BIG ? 413 : 500;
         goto out;
     }
     status = 202;

@@ -13,6 +13,8 @@ struct ingest_limits {
     size_t max_ratio;        /* and at most this many times its size */
     size_t max_label_bytes;  /* a label key or value */
     size_t max_samples;      /* samples in one profile */
+    size_t max_stack_depth;  /* frames in one stack, inlined frames included */
+    size_t max_frames;       /* frames in all of a profile's stacks */
 };
 
 /* Identity from the query string; NULL/0 = take it from the sample labels. */

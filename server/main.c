@@ -134,7 +134,15 @@ int main(int argc, char **argv)
         .listen = config__str(c, "listen"),
         .api_key = config__str(c, "api-key"),
         .max_body = config__int(c, "max-body"),
-        .limits = {config__int(c, "max-decompressed"), config__int(c, "max-ratio"), 4096, 10000000},
+        .limits =
+            {
+                .max_decompressed = config__int(c, "max-decompressed"),
+                .max_ratio = config__int(c, "max-ratio"),
+                .max_label_bytes = 4096,
+                .max_samples = 10000000,
+                .max_stack_depth = 2048,
+                .max_frames = 64000000,
+            },
         .threads = config__int(c, "threads"),
     };
     h = http__start(&ho, st, err, sizeof(err));

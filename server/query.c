@@ -40,12 +40,14 @@ int query__parse_duration(const char *s, int64_t *out_ns)
     if (!s || !*s)
         return -1;
     double v = strtod(s, &end);
-    if (end == s || v < 0 || v > 1e8)
+    if (end == s || v < 0)
         return -1;
     if (*end) {
         if (end[1] || unit_ns(*end, &mul))
             return -1;
     }
+    if (v * mul > 9.0e18) /* past int64: refused, never wrapped */
+        return -1;
     *out_ns = (int64_t)(v * mul);
     return 0;
 }
@@ -62,13 +64,13 @@ int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns)
             *out_ns = now_ns;
             return 0;
         }
-        if (s[3] != '-' || query__parse_duration(s + 4, &d))
+        if (s[3] != '-' || query__parse_duration(s + 4, &d) || d > now_ns)
             return -1;
         *out_ns = now_ns - d;
         return 0;
     }
     double v = strtod(s, &end);
-    if (end == s || *end || v < 0 || v > 1e11)
+    if (end == s || *end || v < 0 || v > 9.0e9)
         return -1;
     *out_ns = (int64_t)(v * 1e9);
     return 0;

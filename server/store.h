@@ -109,8 +109,9 @@ struct store {
 /* Opens (creating) the SQLite store under dir. NULL with err filled. */
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
 
-/* Durably stores p. Returns 0, or -1 with err filled (the profile is not
- * stored, and nothing stored before is touched). */
+/* Durably stores p. Returns 0, -E2BIG when p is past the store's size
+ * limits, or another negative value for a store failure, with err filled
+ * (the profile is not stored, and nothing stored before is touched). */
 static inline int store__put(struct store *s, const struct store_profile *p, char *err,
                              size_t errlen)
 {

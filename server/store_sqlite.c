@@ -329,6 +329,7 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
                 buf__append(&text, "=", 1) ||
                 buf__append(&text, sorted[j].value, strlen(sorted[j].value))) {
                 snprintf(err, errlen, "labels too long");
+                ret = -E2BIG;
                 goto rollback;
             }
         }
@@ -343,6 +344,7 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
         for (uint32_t j = 0; j < k->nframes; j++) {
             if (put_varint(&frames, fn_ids[k->frames[j]])) {
                 snprintf(err, errlen, "stack too deep");
+                ret = -E2BIG;
                 goto rollback;
             }
         }
@@ -354,6 +356,7 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
             put_varint(&data, k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1) ||
             put_varint(&data, k->samples) || put_varint(&data, k->cpu_ns)) {
             snprintf(err, errlen, "profile too large");
+            ret = -E2BIG;
             goto rollback;
         }
         total_samples += k->samples;
@@ -517,8 +520,10 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
         struct store_merged_stack *ms = &m->stacks[m->nstacks];
         sqlite3_reset(st->q_stack);
         sqlite3_bind_int64(st->q_stack, 1, sid);
-        if (sqlite3_step(st->q_stack) != SQLITE_ROW)
+        if (sqlite3_step(st->q_stack) != SQLITE_ROW) {
+            sqlite3_reset(st->q_stack);
             continue; /* deleted since: counts without a stack are dropped */
+        }
         const unsigned char *p = sqlite3_column_blob(st->q_stack, 0), *end;
         end = p + sqlite3_column_bytes(st->q_stack, 0);
         uint32_t cap = 16;
@@ -562,6 +567,7 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
             }
             ms->frames[ms->nframes++] = *hmap__val(fn_local, li);
         }
+        sqlite3_reset(st->q_stack); /* an unfinished statement would pin the snapshot */
         ms->samples = v[0];
         ms->cpu_ns = v[1];
         m->nstacks++;
@@ -576,15 +582,20 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
             file = (const char *)sqlite3_column_text(st->q_fn, 1);
         }
         name_off[2 * i] = names->len;
-        if (buf__append(names, name, strlen(name) + 1))
-            goto out;
+        int r1 = buf__append(names, name, strlen(name) + 1);
         name_off[2 * i + 1] = names->len;
-        if (buf__append(names, file, strlen(file) + 1))
+        int r2 = r1 ? r1 : buf__append(names, file, strlen(file) + 1);
+        sqlite3_reset(st->q_fn);
+        if (r2) {
+            err = r2;
             goto out;
+        }
     }
     m->functions = calloc(nfn + 1, sizeof(*m->functions));
-    if (!m->functions)
+    if (!m->functions) {
+        err = -ENOMEM;
         goto out;
+    }
     for (size_t i = 0; i < nfn; i++)
         m->functions[i] = (struct store_function){names->data + name_off[2 * i],
                                                   names->data + name_off[2 * i + 1]};
@@ -593,6 +604,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
 out:
     sqlite3_reset(st->q_profiles);
     sqlite3_reset(st->q_profiles_host);
+    sqlite3_reset(st->q_stack);
+    sqlite3_reset(st->q_fn);
     pthread_mutex_unlock(&st->rmu);
 out_nolock:
     hmap__free(a.stacks);

@@ -237,6 +237,9 @@ def test_server_bad_input(tmp):
              profile(["", "samples", "count", "service", "x" * 10000], [(1, 2)],
                      [([], [1], [(3, 4)])]), 400),
             ("no service", profile(["", "samples", "count"], [(1, 2)], [([], [1], [])]), 400),
+            ("stack deeper than 2048 frames",
+             profile(["", "samples", "count", "f", "service", "s"], [(1, 2)],
+                     [([1] * 3000, [1], [(4, 5)])], locations=[(1, 1)], functions=[(1, 3)]), 413),
         ]
         for name, body, want in bad:
             st, resp = srv.post("/api/v1/profiles", body)
@@ -258,8 +261,13 @@ def test_server_bad_input(tmp):
         check(srv.get("/healthz")[0] == 200, "the server went down")
         after = srv.get("/api/v1/profile?app=keep&from=0&format=collapsed")[1]
         check(after == before, f"stored data changed: {before} -> {after}")
+        # And what comes after a query is seen by the next one (no stale snapshot).
+        st, _ = srv.post("/api/v1/profiles?service=keep", gzip.compress(good_profile("keep")))
+        check(st == 202, f"a second good profile: {st}")
+        again = srv.get("/api/v1/profile?app=keep&from=0&format=collapsed")[1]
+        check(b"work 10" in again, f"a later profile not seen by a later query: {again}")
         st, m = srv.get("/metrics")
-        check(re.search(rb'rejected_total\{reason="too_large"\} 2', m), m)
+        check(re.search(rb'rejected_total\{reason="too_large"\} 3', m), m)
     finally:
         srv.stop()
 

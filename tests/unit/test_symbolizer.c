@@ -199,10 +199,13 @@ static void test_demangle(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_symtab_and_lines), cmocka_unit_test(test_inlined_frames),
-        cmocka_unit_test(test_cxx_demangled),    cmocka_unit_test(test_stripped_says_why),
+        cmocka_unit_test(test_symtab_and_lines),
+        cmocka_unit_test(test_inlined_frames),
+        cmocka_unit_test(test_cxx_demangled),
+        cmocka_unit_test(test_stripped_says_why),
         cmocka_unit_test(test_separate_debug_file),
-        cmocka_unit_test(test_not_elf),          cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_not_elf),
+        cmocka_unit_test(test_demangle),
     };
     return cmocka_run_group_tests_name("symbolizer", tests, setup, teardown);
 }
