@@ -172,28 +172,48 @@ struct node {
     uint32_t parent;
     int64_t total, self;
     uint32_t first_child, next_sibling; /* UINT32_MAX = none */
+    uint32_t nchildren;
     bool folded;
 };
 
 #define NONE UINT32_MAX
 #define OTHER (UINT32_MAX - 1)
+/* A node with more children than this finds them through the hash map;
+ * below it a walk of its sibling list is cheaper than a hash lookup. */
+#define WIDE 16
 
 struct tree {
     struct node *n;
     size_t len, cap;
-    struct hmap *children; /* (parent, name) -> node index */
+    struct hmap *children; /* (parent, name) -> node index, for wide parents only */
 };
 
-static long tree_child(struct tree *t, uint32_t parent, uint32_t name)
+static int index_child(struct tree *t, uint32_t parent, uint32_t name, uint32_t child)
 {
     uint32_t key[2] = {parent, name};
-    bool fresh;
-    long i = hmap__put(t->children, key, sizeof(key), &fresh);
+    long i = hmap__put(t->children, key, sizeof(key), NULL);
 
     if (i < 0)
         return -1;
-    if (!fresh)
-        return *hmap__val(t->children, i);
+    *hmap__val(t->children, i) = child;
+    return 0;
+}
+
+static long tree_child(struct tree *t, uint32_t parent, uint32_t name)
+{
+    struct node *pn = &t->n[parent];
+
+    if (pn->nchildren <= WIDE) {
+        for (uint32_t c = pn->first_child; c != NONE; c = t->n[c].next_sibling) {
+            if (t->n[c].name == name)
+                return c;
+        }
+    } else {
+        uint32_t key[2] = {parent, name};
+        long i = hmap__find(t->children, key, sizeof(key));
+        if (i >= 0)
+            return *hmap__val(t->children, i);
+    }
     if (t->len == t->cap) {
         size_t cap = t->cap * 2;
         struct node *n = realloc(t->n, cap * sizeof(*n));
@@ -201,11 +221,58 @@ static long tree_child(struct tree *t, uint32_t parent, uint32_t name)
             return -1;
         t->n = n;
         t->cap = cap;
+        pn = &t->n[parent];
     }
-    t->n[t->len] = (struct node){name, parent, 0, 0, NONE, t->n[parent].first_child, false};
-    t->n[parent].first_child = t->len;
-    *hmap__val(t->children, i) = t->len;
-    return t->len++;
+    uint32_t c = t->len++;
+    t->n[c] = (struct node){name, parent, 0, 0, NONE, pn->first_child, 0, false};
+    pn->first_child = c;
+    pn->nchildren++;
+    if (pn->nchildren == WIDE + 1) {
+        /* Just became wide: index every child so far. */
+        for (uint32_t k = pn->first_child; k != NONE; k = t->n[k].next_sibling) {
+            if (index_child(t, parent, t->n[k].name, k))
+                return -1;
+        }
+    } else if (pn->nchildren > WIDE + 1 && index_child(t, parent, name, c)) {
+        return -1;
+    }
+    return c;
+}
+
+/* Appends ",a,b,c,d" (or without the comma) without printf: the tree can
+ * have hundreds of thousands of nodes. */
+static int put_i64(char *p, int64_t v)
+{
+    char tmp[24];
+    int n = 0, len = 0;
+    uint64_t u = v < 0 ? (uint64_t)-v : (uint64_t)v;
+
+    do {
+        tmp[n++] = '0' + u % 10;
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        p[len++] = '-';
+    while (n)
+        p[len++] = tmp[--n];
+    return len;
+}
+
+static int put_node(struct buf *out, bool comma, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    char tmp[112];
+    int n = 0;
+
+    if (comma)
+        tmp[n++] = ',';
+    n += put_i64(tmp + n, a);
+    tmp[n++] = ',';
+    n += put_i64(tmp + n, b);
+    tmp[n++] = ',';
+    n += put_i64(tmp + n, c);
+    tmp[n++] = ',';
+    n += put_i64(tmp + n, d);
+    return buf__append(out, tmp, n);
 }
 
 struct fold_item {
@@ -274,12 +341,10 @@ static int emit(struct tree *t, uint32_t i, struct buf *out, bool *first)
         else
             kids++;
     }
-    char tmp[96];
-    int n = snprintf(tmp, sizeof(tmp), "%s%lld,%lld,%lld,%u", *first ? "" : ",",
-                     i == 0 ? 0ll : (long long)t->n[i].name + 2, (long long)t->n[i].total,
-                     (long long)t->n[i].self, kids + (other > 0));
+    err = put_node(out, !*first, i == 0 ? 0 : (int64_t)t->n[i].name + 2, t->n[i].total,
+                   t->n[i].self, kids + (other > 0));
     *first = false;
-    if ((err = buf__append(out, tmp, n)))
+    if (err)
         return err;
     /* Children widest first, so the graph reads left to right by size. */
     uint32_t *list = malloc((kids + 1) * sizeof(*list)), nl = 0;
@@ -299,10 +364,8 @@ static int emit(struct tree *t, uint32_t i, struct buf *out, bool *first)
     for (uint32_t k = 0; k < nl && !err; k++)
         err = emit(t, list[k], out, first);
     free(list);
-    if (!err && other > 0) {
-        n = snprintf(tmp, sizeof(tmp), ",1,%lld,%lld,0", (long long)other, (long long)other);
-        err = buf__append(out, tmp, n);
-    }
+    if (!err && other > 0)
+        err = put_node(out, true, 1, other, other, 0);
     return err;
 }
 
@@ -317,7 +380,7 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
     t.children = hmap__new();
     if (!t.n || !t.children)
         goto out;
-    t.n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, false};
+    t.n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, 0, false};
     t.len = 1;
     for (size_t i = 0; i < m->nstacks; i++) {
         const struct store_merged_stack *s = &m->stacks[i];

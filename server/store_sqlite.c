@@ -408,34 +408,59 @@ out_nolock:
 
 /* --- merge --- */
 
+/* Sums by stack id. Stack ids are rowids, dense from 1: up to DENSE_MAX
+ * they index an array directly; ids past it (or past the table's size
+ * when the merge began) go through a hash map. */
+#define DENSE_MAX (16u << 20)
+
+struct acc_val {
+    uint64_t sid;
+    int64_t samples, cpu;
+};
+
 struct merge_acc {
-    struct hmap *stacks; /* stack id -> index into vals */
-    int64_t (*vals)[2];
+    uint32_t *dense; /* stack id -> index into vals + 1 */
+    uint64_t ndense;
+    struct hmap *stacks; /* the rest: stack id -> index into vals */
+    struct acc_val *vals;
     size_t nvals, cap;
 };
 
 static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t cpu)
 {
-    bool fresh;
-    long i = hmap__put(a->stacks, &sid, sizeof(sid), &fresh);
+    uint64_t idx;
 
-    if (i < 0)
-        return -ENOMEM;
-    if (fresh) {
-        if (a->nvals == a->cap) {
-            size_t cap = a->cap ? a->cap * 2 : 1024;
-            int64_t(*v)[2] = realloc(a->vals, cap * sizeof(*v));
-            if (!v)
+    if (sid < a->ndense && a->dense[sid]) {
+        idx = a->dense[sid] - 1;
+    } else {
+        bool fresh = true;
+        long i = -1;
+        if (sid >= a->ndense) {
+            i = hmap__put(a->stacks, &sid, sizeof(sid), &fresh);
+            if (i < 0)
                 return -ENOMEM;
-            a->vals = v;
-            a->cap = cap;
         }
-        a->vals[a->nvals][0] = a->vals[a->nvals][1] = 0;
-        *hmap__val(a->stacks, i) = a->nvals++;
+        if (fresh) {
+            if (a->nvals == a->cap) {
+                size_t cap = a->cap ? a->cap * 2 : 1024;
+                struct acc_val *v = realloc(a->vals, cap * sizeof(*v));
+                if (!v)
+                    return -ENOMEM;
+                a->vals = v;
+                a->cap = cap;
+            }
+            a->vals[a->nvals] = (struct acc_val){sid, 0, 0};
+            if (i >= 0)
+                *hmap__val(a->stacks, i) = a->nvals;
+            else
+                a->dense[sid] = a->nvals + 1;
+            idx = a->nvals++;
+        } else {
+            idx = *hmap__val(a->stacks, i);
+        }
     }
-    int64_t *v = a->vals[*hmap__val(a->stacks, i)];
-    v[0] += samples;
-    v[1] += cpu;
+    a->vals[idx].samples += samples;
+    a->vals[idx].cpu += cpu;
     return 0;
 }
 
@@ -473,6 +498,7 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
 {
     struct sqlite_store *st = S(s);
     struct merge_acc a = {0};
+    sqlite3_stmt *scan = NULL;
     struct hmap *fn_local = hmap__new(); /* function id -> local index */
     struct store_merged *m = calloc(1, sizeof(*m));
     struct buf *names = calloc(1, sizeof(*names));
@@ -491,6 +517,14 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
     buf__init(names, 1u << 30);
     m->mem = names;
     pthread_mutex_lock(&st->rmu);
+    sqlite3_stmt *mx = NULL;
+    if (sqlite3_prepare_v2(st->rdb, "SELECT MAX(id) FROM stacks", -1, &mx, NULL) == SQLITE_OK &&
+        sqlite3_step(mx) == SQLITE_ROW) {
+        uint64_t max = sqlite3_column_int64(mx, 0);
+        if (max < DENSE_MAX && (a.dense = calloc(max + 1, sizeof(*a.dense))))
+            a.ndense = max + 1;
+    }
+    sqlite3_finalize(mx);
     sqlite3_stmt *qs = q->host ? st->q_profiles_host : st->q_profiles;
     sqlite3_reset(qs);
     sqlite3_bind_text(qs, 1, q->app, -1, SQLITE_STATIC);
@@ -514,18 +548,43 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
         err = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < hmap__len(a.stacks); i++) {
-        uint64_t sid = *(const uint64_t *)hmap__key(a.stacks, i, NULL);
-        int64_t *v = a.vals[*hmap__val(a.stacks, i)];
-        struct store_merged_stack *ms = &m->stacks[m->nstacks];
-        sqlite3_reset(st->q_stack);
-        sqlite3_bind_int64(st->q_stack, 1, sid);
-        if (sqlite3_step(st->q_stack) != SQLITE_ROW) {
+    /* When the merge touches a good part of all stacks, one scan of the
+     * table beats a point query per stack. */
+    bool use_scan = a.ndense && a.nvals * 4 >= a.ndense;
+    if (use_scan &&
+        sqlite3_prepare_v2(st->rdb, "SELECT id, frames FROM stacks", -1, &scan, NULL) != SQLITE_OK)
+        use_scan = false;
+    for (size_t next = 0;;) {
+        const unsigned char *p, *end;
+        size_t vi;
+        if (use_scan) {
+            if (sqlite3_step(scan) != SQLITE_ROW)
+                break;
+            uint64_t id = sqlite3_column_int64(scan, 0);
+            long k;
+            if (id < a.ndense && a.dense[id])
+                vi = a.dense[id] - 1;
+            else if (id >= a.ndense && (k = hmap__find(a.stacks, &id, sizeof(id))) >= 0)
+                vi = *hmap__val(a.stacks, k);
+            else
+                continue;
+            p = sqlite3_column_blob(scan, 1);
+            end = p + sqlite3_column_bytes(scan, 1);
+        } else {
+            if (next >= a.nvals)
+                break;
+            vi = next++;
             sqlite3_reset(st->q_stack);
-            continue; /* deleted since: counts without a stack are dropped */
+            sqlite3_bind_int64(st->q_stack, 1, a.vals[vi].sid);
+            if (sqlite3_step(st->q_stack) != SQLITE_ROW) {
+                sqlite3_reset(st->q_stack);
+                continue; /* deleted since: counts without a stack are dropped */
+            }
+            p = sqlite3_column_blob(st->q_stack, 0);
+            end = p + sqlite3_column_bytes(st->q_stack, 0);
         }
-        const unsigned char *p = sqlite3_column_blob(st->q_stack, 0), *end;
-        end = p + sqlite3_column_bytes(st->q_stack, 0);
+        int64_t v[2] = {a.vals[vi].samples, a.vals[vi].cpu};
+        struct store_merged_stack *ms = &m->stacks[m->nstacks];
         uint32_t cap = 16;
         ms->frames = malloc(cap * sizeof(uint32_t));
         if (!ms->frames) {
@@ -602,6 +661,7 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
     m->nfunctions = nfn;
     err = 0;
 out:
+    sqlite3_finalize(scan);
     sqlite3_reset(st->q_profiles);
     sqlite3_reset(st->q_profiles_host);
     sqlite3_reset(st->q_stack);
@@ -610,6 +670,7 @@ out:
 out_nolock:
     hmap__free(a.stacks);
     free(a.vals);
+    free(a.dense);
     hmap__free(fn_local);
     free(fn_global);
     free(name_off);
