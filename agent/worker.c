@@ -32,13 +32,6 @@ struct worker {
     bool ks_tried;
 };
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 /* Names one window's frames, writes its profiles, logs its summary, frees
  * it. took_ms is wall time, cpu_ms this thread's CPU: on a busy machine the
  * first can be many times the second. */
@@ -46,7 +39,7 @@ static void process(struct worker *wk, struct agg_window *w)
 {
     struct profile_ctx ctx = {wk->sym, NULL, wk->opts.host, wk->opts.period_ns};
     struct profile_stats st = {0};
-    uint64_t t0 = clock__mono_ns(), c0 = thread_cpu_ns(), bytes = 0;
+    uint64_t t0 = clock__mono_ns(), c0 = clock__thread_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
     char path[4096];
     struct buf out;
@@ -111,7 +104,7 @@ static void process(struct worker *wk, struct agg_window *w)
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, written, failed,
              (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
-             (unsigned long long)((thread_cpu_ns() - c0) / 1000000));
+             (unsigned long long)((clock__thread_ns() - c0) / 1000000));
     if (w->dropped_oom)
         log_warn("window: %llu samples dropped: out of memory", (unsigned long long)w->dropped_oom);
     if (w->stats_delta[CX_STAT_KSTACK_ERR] || w->stats_delta[CX_STAT_LOST_EVENTS] ||

@@ -369,6 +369,19 @@ static int emit(struct tree *t, uint32_t i, struct buf *out, bool *first)
     return err;
 }
 
+/* ",name,name..." (or the files) of every function, JSON-escaped. */
+static int function_strings(struct buf *out, const struct store_merged *m, bool files)
+{
+    int err = 0;
+
+    for (size_t i = 0; i < m->nfunctions && !err; i++) {
+        err = json__raw(out, ",");
+        if (!err)
+            err = json__str(out, files ? m->functions[i].file : m->functions[i].name);
+    }
+    return err;
+}
+
 int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out)
 {
     struct tree t = {0};
@@ -407,19 +420,9 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
         (err = json__i64(out, m->profiles)) ||
         (err = json__raw(out, ",\"names\":[\"all\",\"other\"")))
         goto out;
-    for (size_t i = 0; i < m->nfunctions && !err; i++) {
-        err = json__raw(out, ",");
-        if (!err)
-            err = json__str(out, m->functions[i].name);
-    }
-    if (err || (err = json__raw(out, "],\"files\":[\"\",\"\"")))
-        goto out;
-    for (size_t i = 0; i < m->nfunctions && !err; i++) {
-        err = json__raw(out, ",");
-        if (!err)
-            err = json__str(out, m->functions[i].file);
-    }
-    if (err || (err = json__raw(out, "],\"nodes\":[")))
+    if ((err = function_strings(out, m, false)) ||
+        (err = json__raw(out, "],\"files\":[\"\",\"\"")) ||
+        (err = function_strings(out, m, true)) || (err = json__raw(out, "],\"nodes\":[")))
         goto out;
     bool first = true;
     if ((err = emit(&t, 0, out, &first)))

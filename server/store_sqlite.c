@@ -42,7 +42,7 @@ struct sqlite_store {
     struct hmap *fn_ids, *stack_ids, *labelset_ids;
     sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *ins_ls, *sel_ls, *ins_profile;
     /* reader's statements */
-    sqlite3_stmt *q_profiles, *q_profiles_host, *q_stack, *q_fn;
+    sqlite3_stmt *q_profiles, *q_timeline, *q_stack, *q_fn;
 };
 
 static struct sqlite_store *S(struct store *s)
@@ -126,6 +126,25 @@ static int open_db(const char *path, sqlite3 **db, char *err, size_t errlen)
 
 static void sqlite_close(struct store *s);
 
+/* The rows a store_query selects; bind_query fills its parameters. The
+ * (app, time_ns) index serves it; pid and host only filter. */
+#define QUERY_FILTER                                                                               \
+    "app = ?1 AND time_ns >= ?2 AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) "                        \
+    "AND (?5 IS NULL OR host = ?5)"
+
+static void bind_query(sqlite3_stmt *stmt, const struct store_query *q)
+{
+    sqlite3_reset(stmt);
+    sqlite3_bind_text(stmt, 1, q->app, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, q->from_ns);
+    sqlite3_bind_int64(stmt, 3, q->to_ns);
+    sqlite3_bind_int64(stmt, 4, q->pid);
+    if (q->host)
+        sqlite3_bind_text(stmt, 5, q->host, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(stmt, 5);
+}
+
 static const struct store_ops sqlite_ops;
 
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
@@ -181,14 +200,10 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
                 "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
                 "period_ns, samples, cpu_ns, bytes_in, data) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                 &st->ins_profile, err, errlen) ||
-        prepare(st->rdb,
-                "SELECT data FROM profiles WHERE app = ?1 AND time_ns >= ?2 AND time_ns < ?3 "
-                "AND (?4 = 0 OR pid = ?4)",
-                &st->q_profiles, err, errlen) ||
-        prepare(st->rdb,
-                "SELECT data FROM profiles WHERE app = ?1 AND time_ns >= ?2 AND time_ns < ?3 "
-                "AND (?4 = 0 OR pid = ?4) AND host = ?5",
-                &st->q_profiles_host, err, errlen) ||
+        prepare(st->rdb, "SELECT data FROM profiles WHERE " QUERY_FILTER, &st->q_profiles, err,
+                errlen) ||
+        prepare(st->rdb, "SELECT time_ns, cpu_ns FROM profiles WHERE " QUERY_FILTER,
+                &st->q_timeline, err, errlen) ||
         prepare(st->rdb, "SELECT frames FROM stacks WHERE id = ?", &st->q_stack, err, errlen) ||
         prepare(st->rdb, "SELECT name, file FROM functions WHERE id = ?", &st->q_fn, err, errlen))
         goto fail;
@@ -201,9 +216,9 @@ fail:
 static void sqlite_close(struct store *s)
 {
     struct sqlite_store *st = S(s);
-    sqlite3_stmt *stmts[] = {st->ins_fn,          st->sel_fn,  st->ins_stack,   st->sel_stack,
-                             st->ins_ls,          st->sel_ls,  st->ins_profile, st->q_profiles,
-                             st->q_profiles_host, st->q_stack, st->q_fn};
+    sqlite3_stmt *stmts[] = {st->ins_fn,     st->sel_fn,  st->ins_stack,   st->sel_stack,
+                             st->ins_ls,     st->sel_ls,  st->ins_profile, st->q_profiles,
+                             st->q_timeline, st->q_stack, st->q_fn};
 
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
         sqlite3_finalize(stmts[i]);
@@ -525,14 +540,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
             a.ndense = max + 1;
     }
     sqlite3_finalize(mx);
-    sqlite3_stmt *qs = q->host ? st->q_profiles_host : st->q_profiles;
-    sqlite3_reset(qs);
-    sqlite3_bind_text(qs, 1, q->app, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(qs, 2, q->from_ns);
-    sqlite3_bind_int64(qs, 3, q->to_ns);
-    sqlite3_bind_int64(qs, 4, q->pid);
-    if (q->host)
-        sqlite3_bind_text(qs, 5, q->host, -1, SQLITE_STATIC);
+    sqlite3_stmt *qs = st->q_profiles;
+    bind_query(qs, q);
     while ((rc = sqlite3_step(qs)) == SQLITE_ROW) {
         err = acc_blob(&a, sqlite3_column_blob(qs, 0), sqlite3_column_bytes(qs, 0));
         if (err)
@@ -663,7 +672,6 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
 out:
     sqlite3_finalize(scan);
     sqlite3_reset(st->q_profiles);
-    sqlite3_reset(st->q_profiles_host);
     sqlite3_reset(st->q_stack);
     sqlite3_reset(st->q_fn);
     pthread_mutex_unlock(&st->rmu);
@@ -779,7 +787,7 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
                            int64_t **cpu_ns, size_t *nsteps)
 {
     struct sqlite_store *st = S(s);
-    sqlite3_stmt *q = NULL;
+    sqlite3_stmt *q;
     int err = -EIO;
 
     *cpu_ns = NULL;
@@ -793,20 +801,8 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     if (!v)
         return -ENOMEM;
     pthread_mutex_lock(&st->rmu);
-    if (sqlite3_prepare_v2(
-            st->rdb,
-            "SELECT time_ns, cpu_ns FROM profiles WHERE app = ?1 AND time_ns >= ?2"
-            " AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) AND (?5 IS NULL OR host = ?5)",
-            -1, &q, NULL) != SQLITE_OK)
-        goto out;
-    sqlite3_bind_text(q, 1, qq->app, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, qq->from_ns);
-    sqlite3_bind_int64(q, 3, qq->to_ns);
-    sqlite3_bind_int64(q, 4, qq->pid);
-    if (qq->host)
-        sqlite3_bind_text(q, 5, qq->host, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(q, 5);
+    q = st->q_timeline;
+    bind_query(q, qq);
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         size_t i = (sqlite3_column_int64(q, 0) - qq->from_ns) / step_ns;
@@ -815,8 +811,7 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     }
     if (rc == SQLITE_DONE)
         err = 0;
-out:
-    sqlite3_finalize(q);
+    sqlite3_reset(q); /* persistent: reset, and the read snapshot ends */
     pthread_mutex_unlock(&st->rmu);
     if (err) {
         free(v);
