@@ -18,8 +18,8 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
           -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
           -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
-LDLIBS := -lbpf -ldw -lelf -lz -lprotobuf-c -liberty -lcurl -lpthread
-SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -lprotobuf-c -lpthread -lm
+LDLIBS := -lbpf -ldw -lelf -lz -ldeflate -lprotobuf-c -liberty -lcurl -lpthread
+SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -ldeflate -lprotobuf-c -lpthread -lm
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
               common/json.c common/pprof/pprof_writer.c

@@ -14,7 +14,7 @@ void buf__init(struct buf *b, size_t max)
     b->max = max;
 }
 
-int buf__append(struct buf *b, const void *p, size_t n)
+int buf__reserve(struct buf *b, size_t n)
 {
     size_t want;
     char *d;
@@ -34,6 +34,15 @@ int buf__append(struct buf *b, const void *p, size_t n)
         b->data = d;
         b->cap = cap;
     }
+    return 0;
+}
+
+int buf__append(struct buf *b, const void *p, size_t n)
+{
+    int err = buf__reserve(b, n);
+
+    if (err)
+        return err;
     if (n)
         memcpy(b->data + b->len, p, n);
     b->len += n;

@@ -21,6 +21,11 @@ void buf__init(struct buf *b, size_t max);
  * appended), or -ENOMEM. */
 int buf__append(struct buf *b, const void *p, size_t n) __attribute__((warn_unused_result));
 
+/* Makes room for n more bytes (and the NUL) without appending: a writer
+ * fills data + len and then raises len. Returns 0, -E2BIG when len + n
+ * would pass max, or -ENOMEM. */
+int buf__reserve(struct buf *b, size_t n) __attribute__((warn_unused_result));
+
 /* Drops the contents, keeps the memory. */
 void buf__reset(struct buf *b);
 

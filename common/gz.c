@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <libdeflate.h>
+#include <stdint.h>
 #include <zlib.h>
 
 bool gz__is_gzip(const void *p, size_t len)
@@ -72,43 +74,67 @@ int gz__compress(const void *in, size_t len, struct buf *out)
     return err;
 }
 
+/* The size a gzip member says it inflates to: its last 4 bytes (ISIZE,
+ * mod 2^32). Only a first guess: a sender can lie. */
+static size_t isize_hint(const unsigned char *end)
+{
+    return (size_t)end[-4] | (size_t)end[-3] << 8 | (size_t)end[-2] << 16 | (size_t)end[-1] << 24;
+}
+
+/* libdeflate rather than zlib's inflate: whole-buffer decompression into
+ * the final buffer is about twice as fast, and ingest spends a fifth of its
+ * time here. It needs the output size up front: the member's ISIZE is the
+ * guess, doubled on a short buffer up to the caps. */
 int gz__decompress(const void *in, size_t len, struct buf *out, size_t max_ratio)
 {
-    unsigned char chunk[65536];
-    size_t produced = 0;
-    z_stream z;
-    int zr, err = 0;
+    const unsigned char *p = in;
+    size_t left = len, start = out->len, limit = out->max - out->len;
+    int err = 0;
 
-    memset(&z, 0, sizeof(z));
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+    if (max_ratio && len <= SIZE_MAX / max_ratio && len * max_ratio < limit)
+        limit = len * max_ratio;
+    struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+    if (!d)
         return -ENOMEM;
-    z.next_in = (unsigned char *)in;
-    z.avail_in = len;
-    for (;;) {
-        z.next_out = chunk;
-        z.avail_out = sizeof(chunk);
-        zr = inflate(&z, Z_NO_FLUSH);
-        if (zr != Z_OK && zr != Z_STREAM_END) {
-            err = zr == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
-            goto out;
-        }
-        size_t got = sizeof(chunk) - z.avail_out;
-        produced += got;
-        if (max_ratio && produced / max_ratio > len) {
-            err = -E2BIG;
-            goto out;
-        }
-        err = buf__append(out, chunk, got);
-        if (err)
-            goto out;
-        if (zr == Z_STREAM_END)
+    /* RFC 1952: a gzip file is one or more members, back to back. */
+    while (!err && left) {
+        if (left < 18 || !gz__is_gzip(p, left)) {
+            err = -EBADMSG; /* truncated, or bytes after the last member */
             break;
-        if (z.avail_in == 0 && got == 0) {
-            err = -EBADMSG; /* truncated: input gone before the stream ended */
-            goto out;
+        }
+        size_t room = limit - (out->len - start);
+        size_t guess = isize_hint(p + left);
+        if (guess < 4096)
+            guess = 4096;
+        if (guess > room)
+            guess = room;
+        for (;;) {
+            size_t used = 0, got = 0;
+            if ((err = buf__reserve(out, guess)))
+                break;
+            enum libdeflate_result r =
+                libdeflate_gzip_decompress_ex(d, p, left, out->data + out->len, guess, &used, &got);
+            if (r == LIBDEFLATE_SUCCESS) {
+                out->len += got;
+                p += used;
+                left -= used;
+                break;
+            }
+            if (r != LIBDEFLATE_INSUFFICIENT_SPACE) {
+                err = -EBADMSG;
+                break;
+            }
+            if (guess >= room) {
+                err = -E2BIG; /* a cap or the ratio, before inflating any further */
+                break;
+            }
+            guess = guess > room / 2 ? room : guess * 2;
         }
     }
-out:
-    inflateEnd(&z);
+    libdeflate_free_decompressor(d);
+    if (err)
+        out->len = start;
+    if (out->data)
+        out->data[out->len] = '\0';
     return err;
 }

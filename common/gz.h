@@ -27,11 +27,12 @@ int gz_deflater__compress(struct gz_deflater *d, const void *in, size_t len, str
 /* True when p starts with the gzip magic bytes. */
 bool gz__is_gzip(const void *p, size_t len);
 
-/* Appends the decompressed bytes of a gzip stream to out. Stops early, before
- * producing them all, when out reaches its cap or when the output grows past
- * max_ratio times the input (0: no ratio limit): a gzip bomb costs at most
- * the cap. Returns 0, -E2BIG for either limit, -EBADMSG for data that is not
- * a whole gzip stream, or -ENOMEM. */
+/* Appends the decompressed bytes of a gzip stream (one or more members) to
+ * out. Stops early, before producing them all, when out reaches its cap or
+ * when the output would grow past max_ratio times the input (0: no ratio
+ * limit): a gzip bomb costs at most the cap. Returns 0, -E2BIG for either
+ * limit, -EBADMSG for data that is not whole gzip members (bytes after the
+ * last one included), or -ENOMEM; on failure out is as it was. */
 int gz__decompress(const void *in, size_t len, struct buf *out, size_t max_ratio)
     __attribute__((warn_unused_result));
 

@@ -78,6 +78,51 @@ static void test_gzip_round_trip(void **state)
     buf__free(&out);
 }
 
+/* RFC 1952 members back to back are one stream (the first, bigger than
+ * the last member's ISIZE hint, makes the output grow); anything else after
+ * the last member is refused; so is a member whose ISIZE (its last 4
+ * bytes) lies, either way. */
+static void test_gzip_members_and_lies(void **state)
+{
+    (void)state;
+    struct buf z, out;
+    char a[120000], b[5000];
+
+    for (size_t i = 0; i < sizeof(a); i++)
+        a[i] = (char)(i * 7 % 251);
+    for (size_t i = 0; i < sizeof(b); i++)
+        b[i] = (char)(i * 13 % 241);
+    buf__init(&z, 1 << 20);
+    buf__init(&out, 1 << 20);
+    assert_int_equal(gz__compress(a, sizeof(a), &z), 0);
+    size_t first = z.len;
+    assert_int_equal(gz__compress(b, sizeof(b), &z), 0);
+    assert_int_equal(gz__decompress(z.data, z.len, &out, 0), 0);
+    assert_int_equal(out.len, sizeof(a) + sizeof(b));
+    assert_memory_equal(out.data, a, sizeof(a));
+    assert_memory_equal(out.data + sizeof(a), b, sizeof(b));
+
+    /* Trailing bytes that are not a member. */
+    buf__reset(&out);
+    assert_int_equal(buf__append(&z, "junk-after-the-end", 18), 0);
+    assert_int_equal(gz__decompress(z.data, z.len, &out, 0), -EBADMSG);
+    assert_int_equal(out.len, 0);
+
+    /* ISIZE says 16 bytes. */
+    buf__reset(&out);
+    memcpy(z.data + first - 4, "\x10\0\0\0", 4);
+    assert_int_equal(gz__decompress(z.data, first, &out, 0), -EBADMSG);
+    /* ISIZE says 4 GiB - 1: the guess is held to the cap, then refused. */
+    buf__reset(&z);
+    assert_int_equal(gz__compress(a, sizeof(a), &z), 0);
+    buf__reset(&out);
+    memcpy(z.data + z.len - 4, "\xff\xff\xff\xff", 4);
+    assert_int_equal(gz__decompress(z.data, z.len, &out, 0), -EBADMSG);
+    assert_int_equal(out.len, 0);
+    buf__free(&z);
+    buf__free(&out);
+}
+
 static void test_gzip_bomb_is_cut(void **state)
 {
     (void)state;
@@ -104,9 +149,8 @@ static void test_gzip_bomb_is_cut(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_cap),
-        cmocka_unit_test(test_read_file_capped),
-        cmocka_unit_test(test_gzip_round_trip),
+        cmocka_unit_test(test_buf_cap),          cmocka_unit_test(test_read_file_capped),
+        cmocka_unit_test(test_gzip_round_trip),  cmocka_unit_test(test_gzip_members_and_lies),
         cmocka_unit_test(test_gzip_bomb_is_cut),
     };
     return cmocka_run_group_tests_name("buf_gz", tests, NULL, NULL);
