@@ -31,6 +31,7 @@ static const char *const reject_names[] = {"bad_request", "unauthorized", "too_l
 struct metrics {
     uint64_t profiles, bytes, rejects[REJ__COUNT];
     uint64_t queries, query_ns;
+    int64_t rollups_built, rollups_pending;
 };
 
 struct http {
@@ -342,6 +343,12 @@ static enum MHD_Result h_metrics(struct http *h, struct MHD_Connection *c)
          __atomic_load_n(&h->m.query_ns, __ATOMIC_RELAXED) / 1e9);
     LINE("# TYPE codexray_store_bytes gauge\n");
     LINE("codexray_store_bytes %lld\n", (long long)store__size_bytes(h->st));
+    LINE("# TYPE codexray_rollups_built_total counter\n");
+    LINE("codexray_rollups_built_total %lld\n",
+         (long long)__atomic_load_n(&h->m.rollups_built, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_rollups_pending gauge\n");
+    LINE("codexray_rollups_pending %lld\n",
+         (long long)__atomic_load_n(&h->m.rollups_pending, __ATOMIC_RELAXED));
 #undef LINE
     if (err) {
         buf__free(&b);
@@ -504,4 +511,12 @@ void http__stop(struct http *h)
         return;
     MHD_stop_daemon(h->d);
     free(h);
+}
+
+void http__set_rollups(struct http *h, int64_t built_total, int64_t pending)
+{
+    if (!h)
+        return;
+    __atomic_store_n(&h->m.rollups_built, built_total, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->m.rollups_pending, pending, __ATOMIC_RELAXED);
 }

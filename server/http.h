@@ -20,6 +20,10 @@ struct http;
 
 /* Starts serving. NULL with err filled (bad address, port taken). */
 struct http *http__start(const struct http_opts *opts, struct store *st, char *err, size_t errlen);
+/* For /metrics: rollups built since start, and complete buckets waiting
+ * for theirs. h may be NULL. */
+void http__set_rollups(struct http *h, int64_t built_total, int64_t pending);
+
 /* Stops and frees; h may be NULL. */
 void http__stop(struct http *h);
 

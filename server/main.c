@@ -1,7 +1,7 @@
 /* codexray-server: stores every profile the agents send and merges them on
  * query. HTTP (http.c) -> ingest (ingest.c) -> store (store.h, SQLite by
  * default); queries merge in the store and are written by query.c. A
- * background thread deletes what is older than --retention. */
+ * background thread builds rollups and deletes what is older than --retention. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/log.h"
 #include "http.h"
@@ -59,32 +60,47 @@ static void usage(FILE *f)
                "  --version                    print the version\n");
 }
 
-struct retention {
+/* The background: rollups every few seconds, retention every minute. */
+struct maintenance {
     struct store *st;
+    struct http *h;
     int64_t keep_ns;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool done;
 };
 
-static void *retention_loop(void *arg)
+#define ROLLUP_EVERY_S 5
+#define RETAIN_EVERY_S 60
+
+static void *maintenance_loop(void *arg)
 {
-    struct retention *r = arg;
+    struct maintenance *r = arg;
+    int64_t next_retain = 0, built_total = 0;
 
     pthread_mutex_lock(&r->mu);
     while (!r->done) {
         pthread_mutex_unlock(&r->mu);
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
-        int64_t cutoff = (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec - r->keep_ns, n = 0;
-        if (store__retain(r->st, cutoff, &n))
-            log_error("retention: delete failed");
-        else if (n)
-            log_info("retention: deleted %lld profiles older than the retention", (long long)n);
+        int64_t now_ns = (int64_t)now.tv_sec * 1000000000ll + now.tv_nsec, n = 0, pending = 0;
+        if (now.tv_sec >= next_retain) {
+            next_retain = now.tv_sec + RETAIN_EVERY_S;
+            if (store__retain(r->st, now_ns - r->keep_ns, &n))
+                log_error("retention: delete failed");
+            else if (n)
+                log_info("retention: deleted %lld profiles older than the retention", (long long)n);
+        }
+        uint64_t t0 = clock__mono_ns();
+        if (store__rollup(r->st, now_ns, &n, &pending) == 0 && n)
+            log_debug("rollup: built %lld in %.0f ms, %lld pending", (long long)n,
+                      (clock__mono_ns() - t0) / 1e6, (long long)pending);
+        built_total += n;
+        http__set_rollups(r->h, built_total, pending);
         pthread_mutex_lock(&r->mu);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 60;
+        until.tv_sec += ROLLUP_EVERY_S;
         while (!r->done && pthread_cond_timedwait(&r->cv, &r->mu, &until) != ETIMEDOUT)
             ;
     }
@@ -157,10 +173,11 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    struct retention r = {st, keep_ns, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+    struct maintenance r = {st,   h, keep_ns, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                            false};
     pthread_t rt;
-    if (pthread_create(&rt, NULL, retention_loop, &r)) {
-        log_error("retention: cannot start its thread");
+    if (pthread_create(&rt, NULL, maintenance_loop, &r)) {
+        log_error("maintenance: cannot start its thread");
         goto out;
     }
     log_info("codexray-server %s started: listen=%s data_dir=%s retention=%s auth=%s "

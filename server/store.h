@@ -98,6 +98,7 @@ struct store_ops {
     int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
                     size_t *nsteps);
     int (*retain)(struct store *s, int64_t older_than_ns, int64_t *deleted);
+    int (*rollup)(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
     int64_t (*size_bytes)(struct store *s);
     void (*close)(struct store *s);
 };
@@ -144,6 +145,16 @@ static inline int store__timeline(struct store *s, const struct store_query *q, 
 static inline int store__retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
 {
     return s->ops->retain(s, older_than_ns, deleted);
+}
+
+/* Precomputes what queries read: the rollups of buckets complete by now_ns
+ * that new profiles made stale. Called from a background thread; a store
+ * without rollups does nothing. built: how many were made; pending: how many
+ * complete buckets still wait (what a failure left). Returns 0 or -errno. */
+static inline int store__rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending)
+{
+    *built = *pending = 0;
+    return s->ops->rollup ? s->ops->rollup(s, now_ns, built, pending) : 0;
 }
 
 static inline int64_t store__size_bytes(struct store *s)

@@ -7,10 +7,22 @@
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
  *            samples, cpu_ns, bytes_in, data)
+ *   rollups(id, app, level, bucket_ns, profiles, data)   unique (app, level, bucket_ns)
+ *   rollup_dirty(app, level, bucket_ns)                 buckets to build again
  * where data is the profile's samples as varints: (stack id, labelset id + 1
  * or 0, samples, cpu_ns) per distinct stack. A query reads the matching
  * profiles' data and sums by stack id; stacks and functions are read once
  * per query, through caches.
+ *
+ * Rollups: an application's profiles summed per 10-minute bucket (level 0)
+ * and per 3-hour bucket (level 1), in the same data format (labelset 0). A
+ * put marks its buckets dirty; sqlite_rollup builds dirty buckets once they
+ * are complete (their end is ROLLUP_GRACE_NS in the past), under the write
+ * lock, so no put can slip between the read and the write. A merge without
+ * host or pid filter reads a current rollup (present and not dirty) for
+ * every whole bucket of its range and raw profiles for the rest, in one
+ * read transaction: a day is 8 rollups and the edges instead of 28,800
+ * blobs for 20 processes.
  *
  * One connection for writes and one for reads, each behind its own mutex:
  * WAL lets readers run while a write commits.
@@ -33,6 +45,27 @@
  * database: the caches are a speed-up, never the truth. */
 #define CACHE_MAX 2000000
 
+#define N_LEVELS 2
+static const int64_t level_ns[N_LEVELS] = {600ll * 1000000000, 10800ll * 1000000000};
+/* Profiles come in up to a window (a minute) after they start, plus the
+ * upload: a bucket is built once its end is this far behind. A later one
+ * marks it dirty again. */
+#define ROLLUP_GRACE_NS (120ll * 1000000000)
+
+static int64_t bucket_of(int64_t t, int64_t len)
+{
+    int64_t b = t / len * len;
+    return b > t ? b - len : b;
+}
+
+/* The statements a merge reads through, one set per connection: queries
+ * read on rdb, the rollup builder on wdb inside its write transaction. */
+struct readers {
+    sqlite3_stmt *profiles; /* data of raw profiles: QUERY_FILTER */
+    sqlite3_stmt *rollups;  /* current rollups of an app in a range */
+    sqlite3_stmt *rollup;   /* one rollup's profiles and data */
+};
+
 struct sqlite_store {
     struct store base;
     char *path;
@@ -40,9 +73,12 @@ struct sqlite_store {
     pthread_mutex_t wmu, rmu;
     /* writer's caches: key -> id (rowid) */
     struct hmap *fn_ids, *stack_ids, *labelset_ids;
-    sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *ins_ls, *sel_ls, *ins_profile;
+    sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *ins_ls, *sel_ls, *ins_profile,
+        *ins_dirty;
+    struct readers wr; /* the rollup builder's, on wdb */
     /* reader's statements */
-    sqlite3_stmt *q_profiles, *q_timeline, *q_stack, *q_fn;
+    struct readers rd;
+    sqlite3_stmt *q_timeline, *q_stack, *q_fn;
 };
 
 static struct sqlite_store *S(struct store *s)
@@ -96,7 +132,18 @@ static const char schema[] =
     "  samples INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
     "  data BLOB NOT NULL);"
     "CREATE INDEX IF NOT EXISTS profiles_app_time ON profiles(app, time_ns);"
-    "CREATE INDEX IF NOT EXISTS profiles_time ON profiles(time_ns);";
+    "CREATE INDEX IF NOT EXISTS profiles_time ON profiles(time_ns);"
+    "CREATE TABLE IF NOT EXISTS rollups(id INTEGER PRIMARY KEY, app TEXT NOT NULL,"
+    "  level INTEGER NOT NULL, bucket_ns INTEGER NOT NULL, profiles INTEGER NOT NULL,"
+    "  data BLOB NOT NULL, UNIQUE(app, level, bucket_ns));"
+    "CREATE TABLE IF NOT EXISTS rollup_dirty(app TEXT NOT NULL, level INTEGER NOT NULL,"
+    "  bucket_ns INTEGER NOT NULL, PRIMARY KEY(app, level, bucket_ns)) WITHOUT ROWID;";
+
+/* Current rollups of ?1 starting in [?2, ?3): present and not dirty. */
+#define ROLLUPS_IN_RANGE                                                                           \
+    "SELECT level, bucket_ns, id FROM rollups r WHERE app = ?1 AND bucket_ns >= ?2 AND "           \
+    "bucket_ns < ?3 AND NOT EXISTS (SELECT 1 FROM rollup_dirty d WHERE d.app = r.app AND "         \
+    "d.level = r.level AND d.bucket_ns = r.bucket_ns) ORDER BY level, bucket_ns"
 
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)
 {
@@ -145,6 +192,32 @@ static void bind_query(sqlite3_stmt *stmt, const struct store_query *q)
         sqlite3_bind_null(stmt, 5);
 }
 
+static int prepare_readers(sqlite3 *db, struct readers *r, char *err, size_t errlen)
+{
+    return prepare(db, "SELECT data FROM profiles WHERE " QUERY_FILTER, &r->profiles, err,
+                   errlen) ||
+           prepare(db, ROLLUPS_IN_RANGE, &r->rollups, err, errlen) ||
+           prepare(db, "SELECT profiles, data FROM rollups WHERE id = ?", &r->rollup, err, errlen);
+}
+
+/* A store made before rollups existed: every bucket its profiles touch is
+ * dirty, so the builder catches up in the background. */
+static int mark_all_dirty(sqlite3 *db, char *err, size_t errlen)
+{
+    for (int l = 0; l < N_LEVELS; l++) {
+        char sql[256];
+        snprintf(sql, sizeof(sql),
+                 "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) SELECT DISTINCT app, "
+                 "%d, time_ns - (((time_ns %% %lld) + %lld) %% %lld) FROM profiles",
+                 l, (long long)level_ns[l], (long long)level_ns[l], (long long)level_ns[l]);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "sqlite: marking rollups to build: %s", sqlite3_errmsg(db));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static const struct store_ops sqlite_ops;
 
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
@@ -172,11 +245,19 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
     snprintf(st->path, len, "%s/profiles.db", dir);
     if (open_db(st->path, &st->wdb, err, errlen))
         goto fail;
+    sqlite3_stmt *had = NULL;
+    bool had_rollups = false;
+    if (sqlite3_prepare_v2(st->wdb, "SELECT 1 FROM sqlite_master WHERE name = 'rollups'", -1, &had,
+                           NULL) == SQLITE_OK)
+        had_rollups = sqlite3_step(had) == SQLITE_ROW;
+    sqlite3_finalize(had);
     if (sqlite3_exec(st->wdb, schema, NULL, NULL, &e) != SQLITE_OK) {
         snprintf(err, errlen, "sqlite: cannot create the schema in %s: %s", st->path, e);
         sqlite3_free(e);
         goto fail;
     }
+    if (!had_rollups && mark_all_dirty(st->wdb, err, errlen))
+        goto fail;
     if (open_db(st->path, &st->rdb, err, errlen))
         goto fail;
     st->fn_ids = hmap__new();
@@ -200,8 +281,10 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
                 "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
                 "period_ns, samples, cpu_ns, bytes_in, data) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                 &st->ins_profile, err, errlen) ||
-        prepare(st->rdb, "SELECT data FROM profiles WHERE " QUERY_FILTER, &st->q_profiles, err,
-                errlen) ||
+        prepare(st->wdb, "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) VALUES(?,?,?)",
+                &st->ins_dirty, err, errlen) ||
+        prepare_readers(st->wdb, &st->wr, err, errlen) ||
+        prepare_readers(st->rdb, &st->rd, err, errlen) ||
         prepare(st->rdb, "SELECT time_ns, cpu_ns FROM profiles WHERE " QUERY_FILTER,
                 &st->q_timeline, err, errlen) ||
         prepare(st->rdb, "SELECT frames FROM stacks WHERE id = ?", &st->q_stack, err, errlen) ||
@@ -216,9 +299,11 @@ fail:
 static void sqlite_close(struct store *s)
 {
     struct sqlite_store *st = S(s);
-    sqlite3_stmt *stmts[] = {st->ins_fn,     st->sel_fn,  st->ins_stack,   st->sel_stack,
-                             st->ins_ls,     st->sel_ls,  st->ins_profile, st->q_profiles,
-                             st->q_timeline, st->q_stack, st->q_fn};
+    sqlite3_stmt *stmts[] = {st->ins_fn,      st->sel_fn,     st->ins_stack,   st->sel_stack,
+                             st->ins_ls,      st->sel_ls,     st->ins_profile, st->ins_dirty,
+                             st->wr.profiles, st->wr.rollups, st->wr.rollup,   st->rd.profiles,
+                             st->rd.rollups,  st->rd.rollup,  st->q_timeline,  st->q_stack,
+                             st->q_fn};
 
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
         sqlite3_finalize(stmts[i]);
@@ -392,6 +477,14 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
     sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
     if (sqlite3_step(ip) != SQLITE_DONE)
         goto dberr_rollback;
+    for (int l = 0; l < N_LEVELS; l++) {
+        sqlite3_reset(st->ins_dirty);
+        sqlite3_bind_text(st->ins_dirty, 1, p->app, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st->ins_dirty, 2, l);
+        sqlite3_bind_int64(st->ins_dirty, 3, bucket_of(p->time_ns, level_ns[l]));
+        if (sqlite3_step(st->ins_dirty) != SQLITE_DONE)
+            goto dberr_rollback;
+    }
     if (sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
         goto dberr_rollback;
     ret = 0;
@@ -509,6 +602,154 @@ void store_merged__free(struct store_merged *m)
     free(m);
 }
 
+/* The dense index of a: stack ids are rowids, so MAX(id) bounds them. */
+static int acc_init(struct merge_acc *a, sqlite3 *db)
+{
+    sqlite3_stmt *mx = NULL;
+
+    memset(a, 0, sizeof(*a));
+    a->stacks = hmap__new();
+    if (!a->stacks)
+        return -ENOMEM;
+    if (sqlite3_prepare_v2(db, "SELECT MAX(id) FROM stacks", -1, &mx, NULL) == SQLITE_OK &&
+        sqlite3_step(mx) == SQLITE_ROW) {
+        uint64_t max = sqlite3_column_int64(mx, 0);
+        if (max < DENSE_MAX && (a->dense = calloc(max + 1, sizeof(*a->dense))))
+            a->ndense = max + 1;
+    }
+    sqlite3_finalize(mx);
+    return 0;
+}
+
+static void acc_free(struct merge_acc *a)
+{
+    hmap__free(a->stacks);
+    free(a->vals);
+    free(a->dense);
+}
+
+/* Raw profiles of q's app, host and pid starting in [from, to). */
+static int acc_raw(struct readers *r, const struct store_query *q, int64_t from, int64_t to,
+                   struct merge_acc *a, int64_t *profiles)
+{
+    struct store_query qq = *q;
+    int err = 0, rc;
+
+    qq.from_ns = from;
+    qq.to_ns = to;
+    bind_query(r->profiles, &qq);
+    while ((rc = sqlite3_step(r->profiles)) == SQLITE_ROW) {
+        err =
+            acc_blob(a, sqlite3_column_blob(r->profiles, 0), sqlite3_column_bytes(r->profiles, 0));
+        if (err)
+            break;
+        (*profiles)++;
+    }
+    if (!err && rc != SQLITE_DONE)
+        err = -EIO;
+    sqlite3_reset(r->profiles);
+    return err;
+}
+
+static int acc_rollup(struct readers *r, int64_t id, struct merge_acc *a, int64_t *profiles)
+{
+    int err = -EIO;
+
+    sqlite3_reset(r->rollup);
+    sqlite3_bind_int64(r->rollup, 1, id);
+    if (sqlite3_step(r->rollup) == SQLITE_ROW) {
+        err = acc_blob(a, sqlite3_column_blob(r->rollup, 1), sqlite3_column_bytes(r->rollup, 1));
+        *profiles += sqlite3_column_int64(r->rollup, 0);
+    }
+    sqlite3_reset(r->rollup);
+    return err;
+}
+
+struct rollup_ref {
+    int64_t level, bucket, id;
+};
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const struct rollup_ref *x = a, *y = b;
+    if (x->level != y->level)
+        return x->level < y->level ? -1 : 1;
+    return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+}
+
+/* Sums what q selects into a: for every whole bucket of the range a current
+ * rollup of a level below max_level, coarsest first, where there is one
+ * and q filters neither host nor pid; raw profiles for the rest. Counts
+ * the profiles that went in. Returns 0 or -errno. Run inside one read (or
+ * write) transaction, so rollups and raw profiles are of one moment. */
+static int accumulate(struct readers *r, const struct store_query *q, int max_level,
+                      struct merge_acc *a, int64_t *profiles)
+{
+    struct rollup_ref *refs = NULL;
+    size_t nrefs = 0, cap = 0;
+    int err = 0, rc;
+
+    if (!q->host && !q->pid && max_level > 0) {
+        sqlite3_reset(r->rollups);
+        sqlite3_bind_text(r->rollups, 1, q->app, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(r->rollups, 2, q->from_ns);
+        sqlite3_bind_int64(r->rollups, 3, q->to_ns);
+        while ((rc = sqlite3_step(r->rollups)) == SQLITE_ROW) {
+            struct rollup_ref ref = {sqlite3_column_int64(r->rollups, 0),
+                                     sqlite3_column_int64(r->rollups, 1),
+                                     sqlite3_column_int64(r->rollups, 2)};
+            if (ref.level < 0 || ref.level >= max_level)
+                continue;
+            if (nrefs == cap) {
+                cap = cap ? cap * 2 : 64;
+                struct rollup_ref *n = realloc(refs, cap * sizeof(*n));
+                if (!n) {
+                    err = -ENOMEM;
+                    break;
+                }
+                refs = n;
+            }
+            refs[nrefs++] = ref;
+        }
+        sqlite3_reset(r->rollups);
+        if (!err && rc != SQLITE_DONE)
+            err = -EIO;
+        if (err)
+            goto out;
+    }
+    int64_t t = q->from_ns, raw_from = 0;
+    bool raw = false;
+    while (t < q->to_ns) {
+        struct rollup_ref *hit = NULL;
+        int64_t len = 0;
+        for (int l = max_level - 1; l >= 0 && !hit; l--) {
+            len = level_ns[l];
+            struct rollup_ref key = {l, t, 0};
+            if (nrefs && bucket_of(t, len) == t && t <= q->to_ns - len)
+                hit = bsearch(&key, refs, nrefs, sizeof(*refs), cmp_ref);
+        }
+        if (hit) {
+            if (raw && (err = acc_raw(r, q, raw_from, t, a, profiles)))
+                goto out;
+            raw = false;
+            if ((err = acc_rollup(r, hit->id, a, profiles)))
+                goto out;
+            t += len;
+        } else {
+            if (!raw)
+                raw_from = t;
+            raw = true;
+            int64_t b = bucket_of(t, level_ns[0]);
+            t = b > q->to_ns - level_ns[0] ? q->to_ns : b + level_ns[0];
+        }
+    }
+    if (raw)
+        err = acc_raw(r, q, raw_from, q->to_ns, a, profiles);
+out:
+    free(refs);
+    return err;
+}
+
 static int sqlite_merge(struct store *s, const struct store_query *q, struct store_merged **out)
 {
     struct sqlite_store *st = S(s);
@@ -520,11 +761,10 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
     uint64_t *fn_global = NULL; /* local index -> function id */
     size_t *name_off = NULL;    /* local index -> (name offset, file offset) pairs */
     size_t nfn = 0, capfn = 0;
-    int err = -ENOMEM, rc;
+    int err = -ENOMEM;
 
     *out = NULL;
-    a.stacks = hmap__new();
-    if (!fn_local || !m || !names || !a.stacks) {
+    if (!fn_local || !m || !names) {
         free(names);
         names = NULL;
         goto out_nolock;
@@ -532,26 +772,13 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
     buf__init(names, 1u << 30);
     m->mem = names;
     pthread_mutex_lock(&st->rmu);
-    sqlite3_stmt *mx = NULL;
-    if (sqlite3_prepare_v2(st->rdb, "SELECT MAX(id) FROM stacks", -1, &mx, NULL) == SQLITE_OK &&
-        sqlite3_step(mx) == SQLITE_ROW) {
-        uint64_t max = sqlite3_column_int64(mx, 0);
-        if (max < DENSE_MAX && (a.dense = calloc(max + 1, sizeof(*a.dense))))
-            a.ndense = max + 1;
-    }
-    sqlite3_finalize(mx);
-    sqlite3_stmt *qs = st->q_profiles;
-    bind_query(qs, q);
-    while ((rc = sqlite3_step(qs)) == SQLITE_ROW) {
-        err = acc_blob(&a, sqlite3_column_blob(qs, 0), sqlite3_column_bytes(qs, 0));
-        if (err)
-            goto out;
-        m->profiles++;
-    }
-    if (rc != SQLITE_DONE) {
+    /* One read transaction: rollups, raw profiles and stacks of one moment. */
+    if (sqlite3_exec(st->rdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
         err = -EIO;
-        goto out;
+        goto out_unlock;
     }
+    if ((err = acc_init(&a, st->rdb)) || (err = accumulate(&st->rd, q, N_LEVELS, &a, &m->profiles)))
+        goto out;
     m->stacks = calloc(a.nvals + 1, sizeof(*m->stacks));
     if (!m->stacks) {
         err = -ENOMEM;
@@ -671,14 +898,13 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
     err = 0;
 out:
     sqlite3_finalize(scan);
-    sqlite3_reset(st->q_profiles);
     sqlite3_reset(st->q_stack);
     sqlite3_reset(st->q_fn);
+    sqlite3_exec(st->rdb, "COMMIT", NULL, NULL, NULL);
+out_unlock:
     pthread_mutex_unlock(&st->rmu);
 out_nolock:
-    hmap__free(a.stacks);
-    free(a.vals);
-    free(a.dense);
+    acc_free(&a);
     hmap__free(fn_local);
     free(fn_global);
     free(name_off);
@@ -822,6 +1048,171 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     return err;
 }
 
+/* --- rollups --- */
+
+/* Builds app's rollup of (level, bucket) from what lies below it. Called
+ * with the write lock held, inside a write transaction. */
+static int build_rollup(struct sqlite_store *st, const char *app, int level, int64_t bucket)
+{
+    struct store_query q = {app, bucket, bucket + level_ns[level], NULL, 0};
+    struct merge_acc a = {0};
+    sqlite3_stmt *w = NULL;
+    struct buf data;
+    int64_t profiles = 0;
+    int err;
+
+    buf__init(&data, 512u << 20);
+    if ((err = acc_init(&a, st->wdb)) || (err = accumulate(&st->wr, &q, level, &a, &profiles)))
+        goto out;
+    for (size_t i = 0; i < a.nvals; i++) {
+        const struct acc_val *v = &a.vals[i];
+        if ((err = put_varint(&data, v->sid)) || (err = put_varint(&data, 0)) ||
+            (err = put_varint(&data, v->samples)) || (err = put_varint(&data, v->cpu)))
+            goto out;
+    }
+    err = -EIO;
+    const char *sql = profiles ? "INSERT OR REPLACE INTO rollups(app, level, bucket_ns, profiles,"
+                                 " data) VALUES(?1, ?2, ?3, ?4, ?5)"
+                               : "DELETE FROM rollups WHERE app = ?1 AND level = ?2 AND "
+                                 "bucket_ns = ?3";
+    for (int pass = 0; pass < 2; pass++) {
+        if (sqlite3_prepare_v2(st->wdb, sql, -1, &w, NULL) != SQLITE_OK)
+            goto out;
+        sqlite3_bind_text(w, 1, app, -1, SQLITE_STATIC);
+        sqlite3_bind_int(w, 2, level);
+        sqlite3_bind_int64(w, 3, bucket);
+        if (pass == 0 && profiles) {
+            sqlite3_bind_int64(w, 4, profiles);
+            sqlite3_bind_blob(w, 5, data.data ? data.data : "", data.len, SQLITE_STATIC);
+        }
+        int rc = sqlite3_step(w);
+        sqlite3_finalize(w);
+        w = NULL;
+        if (rc != SQLITE_DONE)
+            goto out;
+        sql = "DELETE FROM rollup_dirty WHERE app = ?1 AND level = ?2 AND bucket_ns = ?3";
+    }
+    err = 0;
+out:
+    sqlite3_finalize(w);
+    acc_free(&a);
+    buf__free(&data);
+    return err;
+}
+
+static int sqlite_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending)
+{
+    struct sqlite_store *st = S(s);
+    sqlite3_stmt *next = NULL;
+    int err = 0;
+
+    *built = *pending = 0;
+    /* Finer levels first: a coarse bucket is built from the fine ones. */
+    for (int l = 0; l < N_LEVELS && !err; l++) {
+        int64_t complete_before = now_ns - ROLLUP_GRACE_NS - level_ns[l];
+        for (;;) {
+            char app[4200];
+            int64_t bucket;
+            pthread_mutex_lock(&st->wmu);
+            if (!next && sqlite3_prepare_v2(st->wdb,
+                                            "SELECT app, bucket_ns FROM rollup_dirty WHERE level = "
+                                            "? AND bucket_ns <= ? ORDER BY bucket_ns LIMIT 1",
+                                            -1, &next, NULL) != SQLITE_OK) {
+                pthread_mutex_unlock(&st->wmu);
+                err = -EIO;
+                break;
+            }
+            sqlite3_reset(next);
+            sqlite3_bind_int(next, 1, l);
+            sqlite3_bind_int64(next, 2, complete_before);
+            int rc = sqlite3_step(next);
+            if (rc == SQLITE_ROW) {
+                snprintf(app, sizeof(app), "%s", (const char *)sqlite3_column_text(next, 0));
+                bucket = sqlite3_column_int64(next, 1);
+            }
+            sqlite3_reset(next);
+            if (rc != SQLITE_ROW) {
+                pthread_mutex_unlock(&st->wmu);
+                err = rc == SQLITE_DONE ? 0 : -EIO;
+                break;
+            }
+            if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+                err = -EIO;
+            } else if ((err = build_rollup(st, app, l, bucket)) ||
+                       sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+                sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+                err = err ? err : -EIO;
+            }
+            pthread_mutex_unlock(&st->wmu);
+            if (err) {
+                log_error("rollup: app=%s level=%d bucket=%lld: %s", app, l, (long long)bucket,
+                          strerror(-err));
+                break;
+            }
+            (*built)++;
+        }
+    }
+    sqlite3_finalize(next);
+    /* What is still to build of the complete buckets, for /metrics. */
+    pthread_mutex_lock(&st->rmu);
+    for (int l = 0; l < N_LEVELS; l++) {
+        sqlite3_stmt *c = NULL;
+        if (sqlite3_prepare_v2(
+                st->rdb, "SELECT COUNT(*) FROM rollup_dirty WHERE level = ? AND bucket_ns <= ?", -1,
+                &c, NULL) == SQLITE_OK) {
+            sqlite3_bind_int(c, 1, l);
+            sqlite3_bind_int64(c, 2, now_ns - ROLLUP_GRACE_NS - level_ns[l]);
+            if (sqlite3_step(c) == SQLITE_ROW)
+                *pending += sqlite3_column_int64(c, 0);
+        }
+        sqlite3_finalize(c);
+    }
+    pthread_mutex_unlock(&st->rmu);
+    return err;
+}
+
+/* After retention: a rollup whose bucket began before the cutoff holds
+ * deleted profiles. It goes, and its bucket is built again from what is
+ * left if anything is; buckets wholly before the cutoff are done with. */
+static int forget_rollups(struct sqlite_store *st, int64_t cutoff)
+{
+    static const char *const sql[] = {
+        "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) SELECT app, level, bucket_ns "
+        "FROM rollups WHERE level = ?1 AND bucket_ns < ?2 AND bucket_ns > ?2 - ?3",
+        "DELETE FROM rollups WHERE level = ?1 AND bucket_ns < ?2",
+        "DELETE FROM rollup_dirty WHERE level = ?1 AND bucket_ns <= ?2 - ?3",
+    };
+    int err = 0;
+
+    pthread_mutex_lock(&st->wmu);
+    if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        pthread_mutex_unlock(&st->wmu);
+        return -EIO;
+    }
+    for (int l = 0; l < N_LEVELS && !err; l++) {
+        for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) && !err; i++) {
+            sqlite3_stmt *d = NULL;
+            if (sqlite3_prepare_v2(st->wdb, sql[i], -1, &d, NULL) != SQLITE_OK) {
+                err = -EIO;
+                break;
+            }
+            sqlite3_bind_int(d, 1, l);
+            sqlite3_bind_int64(d, 2, cutoff);
+            if (sqlite3_bind_parameter_count(d) >= 3)
+                sqlite3_bind_int64(d, 3, level_ns[l]);
+            if (sqlite3_step(d) != SQLITE_DONE)
+                err = -EIO;
+            sqlite3_finalize(d);
+        }
+    }
+    if (err || sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+        err = -EIO;
+    }
+    pthread_mutex_unlock(&st->wmu);
+    return err;
+}
+
 /* --- retention, size --- */
 
 static int sqlite_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
@@ -855,6 +1246,8 @@ static int sqlite_retain(struct store *s, int64_t older_than_ns, int64_t *delete
             break;
     }
     sqlite3_finalize(d);
+    if (!err && *deleted)
+        err = forget_rollups(st, older_than_ns);
     return err;
 }
 
@@ -879,6 +1272,7 @@ static const struct store_ops sqlite_ops = {
     .applications = sqlite_applications,
     .timeline = sqlite_timeline,
     .retain = sqlite_retain,
+    .rollup = sqlite_rollup,
     .size_bytes = sqlite_size_bytes,
     .close = sqlite_close,
 };

@@ -357,5 +357,83 @@ def test_agent_outage(tmp):
         srv.stop()
 
 
-TESTS = [test_server_agent_to_query, test_server_bad_input, test_server_auth,
+def metric(srv, name):
+    for line in srv.get("/metrics")[1].decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise Failure(f"no metric {name}")
+
+
+def stacks_of(srv, query):
+    st, body = srv.get("/api/v1/profile?" + query + "&format=collapsed")
+    check(st == 200, f"{query}: {st} {body[:200]}")
+    out = {}
+    for line in body.decode().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        out[stack] = out.get(stack, 0) + int(n)
+    return out
+
+
+def test_server_rollups(tmp):
+    """Rollups: a merge over whole 10-minute and 3-hour buckets (read from
+    rollups) equals the sum of the same profiles read raw (a host filter
+    reads raw), whole and with ragged edges; a profile arriving late in a
+    rolled-up bucket counts at once and after the rebuild."""
+    srv = Server(tmp)
+    try:
+        H = 3 * 3600
+        base = (int(time.time()) - 3 * H) // H * H  # a complete 3-hour bucket
+        strings = ["", "samples", "count", "cpu", "nanoseconds", "service", "svc", "host",
+                   "h1", "h2", "main", "work", "idle"]
+        n = 0
+        for i in range(0, H, 7 * 60):  # every 7 minutes: 26 profiles over 18 buckets
+            host = 8 + n % 2
+            leaf = 11 + n % 2
+            body = profile(strings, [(1, 2), (3, 4)],
+                           [([1, 2], [n + 1, (n + 1) * 10000000], [(5, 6), (7, host)]),
+                            ([2], [1, 10000000], [(5, 6), (7, host)])],
+                           locations=[(1, leaf), (2, 10)],
+                           functions=[(10, 10), (11, 11), (12, 12)],
+                           time_ns=(base + i) * 10**9)
+            st, resp = srv.post("/api/v1/profiles", body)
+            check(st == 202, f"post {n}: {st} {resp}")
+            n += 1
+        deadline = time.time() + 30
+        while metric(srv, "codexray_rollups_pending") or metric(srv, "codexray_rollups_built_total") < 19:
+            check(time.time() < deadline, "rollups not built within 30 s: built "
+                  f"{metric(srv, 'codexray_rollups_built_total')}")
+            time.sleep(0.5)
+
+        def raw(frm, to):
+            a = stacks_of(srv, f"app=svc&from={frm}&to={to}&host=h1")
+            for k, v in stacks_of(srv, f"app=svc&from={frm}&to={to}&host=h2").items():
+                a[k] = a.get(k, 0) + v
+            return a
+
+        for frm, to in ((base, base + H), (base + 300, base + H - 1), (base - 60, base + 2 * 3600 + 7)):
+            merged, want = stacks_of(srv, f"app=svc&from={frm}&to={to}"), raw(frm, to)
+            check(merged == want, f"[{frm - base}, {to - base}): rollups {merged} != raw {want}")
+        whole = stacks_of(srv, f"app=svc&from={base}&to={base + H}")
+        check(sum(whole.values()) == sum(range(1, n + 1)) + n, f"totals {whole}")
+        # A late profile lands in a bucket rolled up already.
+        body = profile(strings, [(1, 2), (3, 4)], [([1], [1000, 10**10], [(5, 6), (7, 8)])],
+                       locations=[(1, 12)], functions=[(12, 12)], time_ns=(base + 61) * 10**9)
+        st, _ = srv.post("/api/v1/profiles", body)
+        check(st == 202, f"late post: {st}")
+        now = stacks_of(srv, f"app=svc&from={base}&to={base + H}")
+        check(now.get("idle", 0) == whole.get("idle", 0) + 1000, f"late profile missed: {now}")
+        built = metric(srv, "codexray_rollups_built_total")
+        deadline = time.time() + 30
+        while metric(srv, "codexray_rollups_built_total") < built + 2:
+            check(time.time() < deadline, "dirty buckets not rebuilt within 30 s")
+            time.sleep(0.5)
+        after = stacks_of(srv, f"app=svc&from={base}&to={base + H}")
+        check(after == now, f"after the rebuild {after} != {now}")
+        print(f"    {n + 1} profiles, {int(metric(srv, 'codexray_rollups_built_total'))} rollups built;"
+              " rollup merges equal raw merges")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_rollups, test_server_agent_to_query, test_server_bad_input, test_server_auth,
          test_server_durability, test_agent_outage]
