@@ -1,6 +1,6 @@
 # CodeXray build. Everything lands in build/.
 #   make          build the agent (installs missing Debian packages first)
-#   make test     unit tests, then integration tests (root, real BPF)
+#   make test     unit tests, integration tests (root, real BPF), then the deploy checks
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
 #   make bench    the benchmark report
