@@ -401,10 +401,10 @@ def test_dockerfile(tmp):
           f"the first stage: {stages[0]['base']} {stages[0]['name']}")
     check({"agent", "server"} <= set(by_name), f"stages {list(by_name)}")
     build = by_name["build"]
-    # The build stage installs what the build needs (deps.sh less the tests'
-    # and benchmarks' tools).
+    # The build stage installs what the build needs (deps.sh less the tools
+    # of the tests, the benchmarks and make run).
     test_only = {"clang-format", "libcmocka-dev", "golang-go", "g++", "python3", "linux-perf",
-                 "bpftrace", "shellcheck", "python3-yaml", "systemd"}
+                 "bpftrace", "shellcheck", "python3-yaml", "systemd", "curl"}
     missing = deps_packages() - test_only - apt_packages(build)
     check(not missing, f"the build stage lacks {sorted(missing)} (in tools/deps.sh)")
     runs = " ".join(a for i, a in build["instructions"] if i == "RUN")
