@@ -229,7 +229,7 @@ if [ "$live" = 1 ]; then
     systemctl daemon-reload
     for u in "${installed[@]}"; do
         systemctl enable "$u"
-        systemctl restart "$u"
+        systemctl restart "$u" || die "$u did not start; see: systemctl status $u; journalctl -u $u"
     done
     echo "$prog: installed and started ${installed[*]}; check: systemctl status codexray-node-agent"
 elif [ "$have_systemctl" = 1 ]; then
