@@ -1,7 +1,8 @@
 # CodeXray build. Everything lands in build/.
 #   make          build the agent (installs missing Debian packages first)
-#   make test     unit tests, then integration tests (root, real BPF)
+#   make test     unit tests, integration tests (root, real BPF), then the deploy checks
 #   make deps     install the Debian packages the build and tests need
+#   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
 #   make bench    the benchmark report
 #   make format   clang-format every source file
 
@@ -35,11 +36,16 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps test unit integration bench format format-check clean
+.PHONY: all deps run test unit integration deploy-check bench format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:
 	@tools/deps.sh
+
+# The server (store in ./data) and the agent shipping to it; Ctrl-C stops both.
+RUN_FLAGS ?=
+run: all
+	@tools/run.sh $(RUN_FLAGS)
 
 # --- BPF: vmlinux.h from the running kernel's BTF, object, skeleton ---
 $(B)/vmlinux.h:

@@ -46,7 +46,12 @@ unit: deps $(UNIT_BINS) $(FIXTURES)
 integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS)
 	@python3 tests/integration/run.py
 
-test: unit integration
+# deploy/ checked without systemd, Docker or Kubernetes (tests/deploy/check_deploy.py).
+# Debian's python3, which has yaml.
+deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
+	@/usr/bin/python3 tests/deploy/check_deploy.py
+
+test: unit integration deploy-check
 
 # --- benchmark: a report, not a pass/fail test ---
 $(B)/bench/many: bench/many.c

@@ -11,6 +11,7 @@ pkgs=(
     libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
     libcmocka-dev
     golang-go g++ python3 linux-perf bpftrace
+    shellcheck python3-yaml systemd curl
 )
 
 missing=()
