@@ -71,7 +71,21 @@ $(B)/obj/agent/sampler.o: $(B)/sampler.skel.h
 $(B)/codexray-node-agent: $(call obj,$(COMMON_SRC) $(AGENT_SRC) $(AGENT_MAIN)) $(PB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ)
+# --- the web UI, embedded in the server (tools/embed_ui.sh) ---
+UI_FILES := server/ui/index.html server/ui/app.js server/ui/flamegraph.js server/ui/style.css \
+            server/ui/favicon.svg
+UI_OBJ := $(B)/obj/gen/ui_assets.o
+$(B)/gen/ui_assets.c: $(UI_FILES) tools/embed_ui.sh
+	@mkdir -p $(dir $@)
+	tools/embed_ui.sh $@ $(UI_FILES)
+
+$(UI_OBJ): $(B)/gen/ui_assets.c server/ui_assets.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iserver -c $< -o $@
+
+$(B)/obj/server/http.o: server/ui_assets.h
+
+$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ) $(UI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -43,7 +43,14 @@ $(B)/workloads/%: tests/workloads/%.c
 unit: deps $(UNIT_BINS) $(FIXTURES)
 	@tests/run_unit.sh $(UNIT_BINS)
 
-integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS)
+# The browser tests' driver: playwright-core from the npm registry, pinned by
+# tests/browser/package-lock.json; Chromium is Debian's (tools/deps.sh).
+BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS)
 	@python3 tests/integration/run.py
 
 test: unit integration
