@@ -2,7 +2,7 @@
 #   make          build the agent (installs missing Debian packages first)
 #   make test     unit tests, then integration tests (root, real BPF)
 #   make deps     install the Debian packages the build and tests need
-#   make bench    the benchmark report
+#   make bench    the benchmark report (make bench-ui: the web UI's part only)
 #   make format   clang-format every source file
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -35,7 +35,7 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps test unit integration bench format format-check clean
+.PHONY: all deps test unit integration bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:

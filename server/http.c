@@ -366,8 +366,8 @@ static enum MHD_Result h_ui(struct http *h, struct MHD_Connection *c, const char
         return respond_error(h, c, 404, "no such file in the web UI");
     const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
     bool same = inm && strcmp(inm, a->etag) == 0;
-    struct MHD_Response *r = MHD_create_response_from_buffer(same ? 0 : a->len, (void *)a->data,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(same ? 0 : a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", a->type);

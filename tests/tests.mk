@@ -65,6 +65,11 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 	$(CC) $(CFLAGS) -o $@ $^ -lz -lprotobuf-c -lpthread
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles
+       $(B)/bench/gen_profiles $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/server_bench.py
+	@node bench/ui_bench.mjs
+
+# Only the web UI's part of the benchmark (about 30 s).
+bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
+	@node bench/ui_bench.mjs

@@ -258,6 +258,7 @@ async function loadTree(params) {
     const text = await api('/api/v1/profile', { ...params, format: 'flamegraph', max_nodes: MAX_NODES }, true);
     performance.mark('cx-data');
     const tree = parseTree(JSON.parse(text));
+    performance.mark('cx-parsed');
     cache.set(key, tree);
     if (cache.size > 4) cache.delete(cache.keys().next().value);
     return tree;
@@ -315,7 +316,7 @@ async function renderApp(parts, p) {
         h('div', { class: 'chart-box' }, chart),
         diffBar,
         notes,
-        h('div', { class: 'fg-toolbar' }, search, searchInfo, crumbs),
+        h('div', { class: 'fg-toolbar' }, search, searchInfo), crumbs,
         h('div', { class: 'split' }, h('div', { class: 'fg-col' }, fgBox, legend), side)));
     const fg = new FlameGraph(fgBox, {
         onClick: (i) => update({ zoom: i === 0 ? null : pathOf(st.tree, i).join(';') }),
@@ -350,23 +351,35 @@ async function renderApp(parts, p) {
             cx.ready = true;
             return;
         }
+        // The graph first; the table, notes and legend once it is on screen.
         fg.setTree(tree);
-        st.stats = functionStats(tree);
         if (btree) {
             st.base = btree;
-            const { base: b } = alignDiff(tree, btree);
-            fg.setDiff(b, btree.n ? btree.total[0] : 0);
-            st.diffRows = diffTable(tree, btree);
-            if (!btree.n || !btree.total[0]) notes.append(message('warn', 'The baseline has no profiles.', 'Every frame shows as grown; pick a baseline range or host that has data.'));
+            fg.setDiff(alignDiff(tree, btree).base, btree.n ? btree.total[0] : 0);
         }
-        notes.append(...unnamedNotes(tree));
-        legend.replaceChildren(...legendOf(tree, !!btree));
-        st.apply = (q) => applyView(st, q, { search, searchInfo, crumbs, side, app });
+        const ui = { search, searchInfo, crumbs, side, app };
+        st.apply = (q) => applyView(st, q, ui);
+        st.tableKey = 'later';
         st.apply(p);
         performance.mark('cx-drawn');
         cx.firstDrawMs = performance.measure('cx-first-draw', 'cx-data', 'cx-drawn').duration;
+        cx.stages = { parse: performance.measure('cx-parse', 'cx-data', 'cx-parsed').duration };
         cx.tree = tree;
-        cx.ready = true;
+        requestAnimationFrame(() => setTimeout(() => {
+            if (page !== st) return;
+            cx.firstFrameMs = performance.measure('cx-first-frame', 'cx-data').duration;
+            st.stats = functionStats(tree);
+            if (btree) {
+                st.diffRows = diffTable(tree, btree);
+                if (!btree.n || !btree.total[0]) notes.append(message('warn', 'The baseline has no profiles.', 'Every frame shows as grown; pick a baseline range or host that has data.'));
+            }
+            notes.append(...unnamedNotes(tree));
+            legend.replaceChildren(...legendOf(tree, !!btree));
+            st.tableKey = null;
+            st.apply(parseHash().p);
+            cx.tableMs = performance.measure('cx-table', 'cx-data').duration;
+            cx.ready = true;
+        }, 0));
     } catch (e) {
         if (page !== st) return;
         fgBox.replaceChildren(message('error', 'Could not load the profile', e.message));
@@ -446,12 +459,21 @@ function applyView(st, p, ui) {
             crumbs.push(k === path.length - 1 ? h('strong', {}, nm)
                 : h('a', { href: '#', onclick: (e) => { e.preventDefault(); update({ zoom: path.slice(0, k + 1).join(';') }); } }, nm));
         });
-    }
-    ui.crumbs.replaceChildren(...crumbs);
+    } else crumbs.push(h('span', { class: 'muted' }, 'Click a frame to zoom into it; Esc or the browser\'s back button to come back.'));
+    // Drawn before the crumbs change the page, so the draw forces no layout.
+    const t0 = performance.now();
     fg.draw();
+    cx.drawMs = performance.now() - t0;
+    ui.crumbs.replaceChildren(...crumbs);
     cx.drawn = fg.lastDraw.drawn;
     cx.zoom = z;
-    renderTable(st, p, ui);
+    // The table shows the whole range: rebuilt only when its sort or filter change.
+    if (st.tableKey === 'later') return;
+    const tableKey = (p.get('sort') || '') + '\n' + (p.get('fn') || '');
+    if (st.tableKey !== tableKey) {
+        st.tableKey = tableKey;
+        renderTable(st, p, ui);
+    }
 }
 
 function renderTable(st, p, ui) {
@@ -470,7 +492,7 @@ function renderTable(st, p, ui) {
         table = h('table', { class: 'funcs diff' },
             h('caption', {}, 'Biggest changes (self time, share of the whole)'),
             h('thead', {}, h('tr', {}, h('th', {}, 'Function'), h('th', { class: 'num' }, 'Before'), h('th', { class: 'num' }, 'After'), th('change', 'Self Δ'), th('total', 'Total Δ'))),
-            h('tbody', {}, rows.slice(0, 300).map((r) => h('tr', { class: 'row', title: r.file, onclick: () => find(r.name) },
+            h('tbody', {}, rows.slice(0, st.rows || 200).map((r) => h('tr', { class: 'row', title: r.file, onclick: () => find(r.name) },
                 h('td', { class: 'fn' }, r.name), h('td', { class: 'num' }, fmtPct(r.bSelf)), h('td', { class: 'num' }, fmtPct(r.aSelf)),
                 h('td', { class: 'num ' + (r.selfDelta > 0 ? 'up' : r.selfDelta < 0 ? 'down' : '') }, (r.selfDelta > 0 ? '+' : '') + fmtPct(r.selfDelta)),
                 h('td', { class: 'num ' + (r.delta > 0 ? 'up' : r.delta < 0 ? 'down' : '') }, (r.delta > 0 ? '+' : '') + fmtPct(r.delta))))));
@@ -489,13 +511,15 @@ function renderTable(st, p, ui) {
         table = h('table', { class: 'funcs' },
             h('caption', {}, `Functions (${idx.length}), click one to find it in the graph`),
             h('thead', {}, h('tr', {}, th('name', 'Function'), th('self', 'Self', 'num'), th('total', 'Total', 'num'))),
-            h('tbody', {}, idx.slice(0, 500).map((i) => h('tr', { class: 'row' + (t.kind[t.name[i]] === KIND.KERNEL ? ' kernel' : ''), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
+            h('tbody', {}, idx.slice(0, st.rows || 200).map((i) => h('tr', { class: 'row' + (t.kind[t.name[i]] === KIND.KERNEL ? ' kernel' : ''), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
                 h('td', { class: 'fn' }, String(t.names[i])),
                 h('td', { class: 'num', title: fmtTime(self[i]) }, fmtPct(self[i] / root)),
                 h('td', { class: 'num', title: fmtTime(total[i]) }, fmtPct(total[i] / root))))));
     }
     const hadFocus = document.activeElement && document.activeElement.getAttribute('aria-label') === 'filter functions';
-    ui.side.replaceChildren(filter, h('div', { class: 'table-wrap' }, table));
+    const count = st.diffRows ? st.diffRows.length : t.names.length;
+    const more = count > (st.rows || 200) ? h('button', { type: 'button', class: 'more', onclick: () => { st.rows = (st.rows || 200) * 4; renderTable(st, parseHash().p, ui); } }, 'Show more rows') : null;
+    ui.side.replaceChildren(filter, h('div', { class: 'table-wrap' }, table, more));
     if (hadFocus) { filter.focus(); filter.setSelectionRange(filter.value.length, filter.value.length); }
 }
 

@@ -335,11 +335,17 @@ export class FlameGraph {
             const i = this.nodeAt(e.offsetX, e.offsetY);
             if (i >= 0 && this.onClick) this.onClick(i);
         });
-        this._resize = () => { if (this.tree && this.el.clientWidth !== this.cssW) this.draw(); };
-        window.addEventListener('resize', this._resize);
+        // The width comes from a ResizeObserver, so a draw never forces a
+        // layout of the page to learn it.
+        this.width = 0;
+        this._ro = new ResizeObserver((es) => {
+            const w = Math.floor(es[es.length - 1].contentRect.width);
+            if (w > 0 && w !== this.width) { this.width = w; if (this.tree && this.tree.n && this.cssW && w !== this.cssW) this.draw(); }
+        });
+        this._ro.observe(this.el);
     }
 
-    destroy() { window.removeEventListener('resize', this._resize); cancelAnimationFrame(this._raf); }
+    destroy() { this._ro.disconnect(); cancelAnimationFrame(this._raf); }
 
     setTree(t) {
         this.tree = t;
@@ -347,6 +353,7 @@ export class FlameGraph {
         this.match = null;
         this.diff = null;
         this.hover = -1;
+        this.treeH = 0;
         if (this.vis.length < t.n) this.vis = new Int32Array(t.n);
     }
 
@@ -372,7 +379,7 @@ export class FlameGraph {
     draw() {
         const t0 = performance.now(), t = this.tree;
         if (!t || !t.n) return;
-        const W = Math.max(this.el.clientWidth, 100), dpr = window.devicePixelRatio || 1;
+        const W = Math.max(this.width || Math.floor(this.el.clientWidth), 100), dpr = window.devicePixelRatio || 1;
         const z = this.zoom, x0 = t.x[z], scale = W / (t.total[z] || 1);
         const end = t.end, total = t.total, depth = t.depth, vis = this.vis;
         let nv = 0, maxD = 0;
@@ -385,7 +392,10 @@ export class FlameGraph {
         }
         if (depth[z] > maxD) maxD = depth[z];
         this.nvis = nv;
-        const H = (maxD + 1) * ROW + 4;
+        // Grows, never shrinks, within one tree: zooming in and out then
+        // redraws the canvas without a new layout of the page.
+        const H = Math.max((maxD + 1) * ROW + 4, this.treeH || 0);
+        this.treeH = H;
         if (this.cssW !== W || this.cssH !== H || this.dpr !== dpr) {
             for (const c of [this.canvas, this.overlay]) {
                 c.width = Math.round(W * dpr);
