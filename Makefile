@@ -3,7 +3,7 @@
 #   make test     unit tests, integration tests (root, real BPF), then the deploy checks
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
-#   make bench    the benchmark report
+#   make bench    the benchmark report (make bench-ui: the web UI's part only)
 #   make format   clang-format every source file
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -36,7 +36,7 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps run test unit integration deploy-check bench format format-check clean
+.PHONY: all deps run test unit integration deploy-check bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:
@@ -77,7 +77,21 @@ $(B)/obj/agent/sampler.o: $(B)/sampler.skel.h
 $(B)/codexray-node-agent: $(call obj,$(COMMON_SRC) $(AGENT_SRC) $(AGENT_MAIN)) $(PB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ)
+# --- the web UI, embedded in the server (tools/embed_ui.sh) ---
+UI_FILES := server/ui/index.html server/ui/app.js server/ui/flamegraph.js server/ui/style.css \
+            server/ui/favicon.svg
+UI_OBJ := $(B)/obj/gen/ui_assets.o
+$(B)/gen/ui_assets.c: $(UI_FILES) tools/embed_ui.sh
+	@mkdir -p $(dir $@)
+	tools/embed_ui.sh $@ $(UI_FILES)
+
+$(UI_OBJ): $(B)/gen/ui_assets.c server/ui_assets.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iserver -c $< -o $@
+
+$(B)/obj/server/http.o: server/ui_assets.h
+
+$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ) $(UI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -16,6 +16,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "query.h"
+#include "ui_assets.h"
 
 enum reject {
     REJ_BAD_REQUEST,
@@ -357,6 +358,36 @@ static enum MHD_Result h_metrics(struct http *h, struct MHD_Connection *c)
     return respond_buf(c, 200, "text/plain; version=0.0.4", &b);
 }
 
+/* The web UI: "/" is index.html, "/ui/NAME" the embedded files. They are
+ * revalidated by ETag on each load, so a new server binary shows at once. */
+static enum MHD_Result h_ui(struct http *h, struct MHD_Connection *c, const char *url)
+{
+    const struct ui_asset *a = NULL;
+
+    if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
+        url = "/ui/index.html";
+    for (size_t i = 0; i < ui_nassets && !a; i++)
+        if (strcmp(ui_assets[i].path, url) == 0)
+            a = &ui_assets[i];
+    if (!a)
+        return respond_error(h, c, 404, "no such file in the web UI");
+    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
+    bool same = inm && strcmp(inm, a->etag) == 0;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(same ? 0 : a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->type);
+    MHD_add_response_header(r, "ETag", a->etag);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; style-src 'self' 'unsafe-inline'");
+    enum MHD_Result ret = MHD_queue_response(c, same ? 304 : 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -417,6 +448,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return h_timeline(h, c);
     if (strcmp(url, "/metrics") == 0)
         return h_metrics(h, c);
+    if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0 || strncmp(url, "/ui/", 4) == 0)
+        return h_ui(h, c, url);
     return respond_error(h, c, 404, "no such path");
 }
 

@@ -43,7 +43,14 @@ $(B)/workloads/%: tests/workloads/%.c
 unit: deps $(UNIT_BINS) $(FIXTURES)
 	@tests/run_unit.sh $(UNIT_BINS)
 
-integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS)
+# The browser tests' driver: playwright-core from the npm registry, pinned by
+# tests/browser/package-lock.json; Chromium is Debian's (tools/deps.sh).
+BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS)
 	@python3 tests/integration/run.py
 
 # deploy/ checked without systemd, Docker or Kubernetes (tests/deploy/check_deploy.py).
@@ -63,6 +70,11 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 	$(CC) $(CFLAGS) -o $@ $^ -lz -lprotobuf-c -lpthread
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles
+       $(B)/bench/gen_profiles $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/server_bench.py
+	@node bench/ui_bench.mjs
+
+# Only the web UI's part of the benchmark (about 30 s).
+bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
+	@node bench/ui_bench.mjs

@@ -12,6 +12,7 @@ pkgs=(
     libcmocka-dev
     golang-go g++ python3 linux-perf bpftrace
     shellcheck python3-yaml systemd curl
+    chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core
 )
 
 missing=()
@@ -19,6 +20,8 @@ for p in "${pkgs[@]}"; do
     st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
     [ "$st" = installed ] || missing+=("$p")
 done
+# npm comes with some builds of nodejs (NodeSource's); Debian ships it apart.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -17,6 +17,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(__file__))
 from pprof_read import raw, traces  # noqa: E402
 import server_tests  # noqa: E402
+import browser_tests  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
@@ -237,7 +238,7 @@ def test_agent_windows(tmp):
 
 
 TESTS = [test_usage, test_record_pid_split_and_rate, test_record_whole_machine, test_kernel_stacks,
-         test_agent_windows] + server_tests.TESTS
+         test_agent_windows] + server_tests.TESTS + browser_tests.TESTS
 
 
 def main():

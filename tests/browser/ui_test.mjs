@@ -1,0 +1,161 @@
+// The web UI in headless Chromium against a server the real agent filled
+// (tests/integration/browser_tests.py starts both and runs this):
+//   node tests/browser/ui_test.mjs URL OUTDIR APP T0 TMID T1
+// T0..TMID and TMID..T1 (Unix seconds) are two ranges with profiles of APP,
+// whose hot function is hot_a. Exits 1 with what failed; screenshots in OUTDIR.
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const [url, out, app, t0, tmid, t1] = process.argv.slice(2);
+fs.mkdirSync(out, { recursive: true });
+const problems = [];
+const check = (cond, msg) => { if (!cond) throw new Error(msg); };
+const log = (s) => console.log('    ' + s);
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
+const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
+page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
+const ready = (mode) => page.waitForFunction((m) => window.__cx && window.__cx.ready && (!m || window.__cx.mode === m), mode, { timeout: 20000 });
+const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+// Pixels of the flame-graph canvas that are not white, and that are the search colour.
+const pixels = () => page.evaluate(() => {
+    const c = document.querySelector('.fg canvas');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let ink = 0, magenta = 0;
+    for (let i = 0; i < d.length; i += 4) {
+        if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) ink++;
+        if (d[i] === 0xd6 && d[i + 1] === 0x3c && d[i + 2] === 0xd6) magenta++;
+    }
+    return { ink, magenta, w: c.width, h: c.height };
+});
+// The page coordinates of the widest frame named nm.
+const frameAt = (nm) => page.evaluate((nm) => {
+    const cx = window.__cx, t = cx.fg.tree;
+    let best = -1;
+    for (let i = 0; i < t.n; i++) if (t.names[t.name[i]] === nm && (best < 0 || t.total[i] > t.total[best])) best = i;
+    if (best < 0) return null;
+    const b = cx.fg.boxOf(best), r = cx.fg.overlay.getBoundingClientRect();
+    return { x: r.left + b.x + b.w / 2, y: r.top + b.y + b.h / 2, w: b.w, i: best };
+}, nm);
+
+let failed = false;
+try {
+    // 1. The front page lists the application; the filter box narrows it.
+    await page.goto(url + '/#/?from=now-15m');
+    await page.waitForSelector('a.app-link', { timeout: 20000 });
+    const names = await page.$$eval('a.app-link', (as) => as.map((a) => a.textContent));
+    check(names.includes(app), `front page does not list ${app}: ${names.slice(0, 10)}`);
+    check(await page.locator('canvas.spark').count() >= 1, 'no CPU sparkline');
+    await page.waitForTimeout(300);
+    await shot('1-applications');
+    await page.fill('input[aria-label="filter applications"]', app);
+    await page.waitForFunction((app) => [...document.querySelectorAll('a.app-link')].every((a) => a.textContent.includes(app)), app);
+    log(`front page: ${names.length} applications, ${app} listed; filter works`);
+
+    // 2. Pick the application: the flame graph is drawn, the table names the hot function.
+    await page.click(`a.app-link:text-is("${app}")`);
+    await ready('profile');
+    const drawn = await page.evaluate(() => window.__cx.drawn);
+    const px = await pixels();
+    check(drawn >= 5, `only ${drawn} frames drawn`);
+    check(px.ink > 2000, `the flame graph canvas is blank (${px.ink} pixels of ink)`);
+    const first = await page.textContent('table.funcs tbody tr:first-child td.fn');
+    check(first === 'hot_a', `the function table's top row is ${first}, want hot_a`);
+    const tableText = await page.textContent('table.funcs');
+    for (const f of ['hot_b', 'hot_c', 'dispatch', 'main']) check(tableText.includes(f), `${f} not in the function table`);
+    log(`profiling tab: ${drawn} frames drawn, ${px.ink} pixels, first draw ${(await page.evaluate(() => window.__cx.firstDrawMs)).toFixed(1)} ms, top function ${first}`);
+    await shot('2-profiling');
+
+    // 3. Hover names the frame, its file and times.
+    const hot = await frameAt('hot_a');
+    check(hot && hot.w > 20, `hot_a frame not visible: ${JSON.stringify(hot)}`);
+    await page.mouse.move(hot.x, hot.y);
+    await page.waitForSelector('.fg-tip:not([hidden])', { timeout: 5000 });
+    const tip = await page.textContent('.fg-tip');
+    check(tip.includes('hot_a') && tip.includes('cpu_split.c') && tip.includes('self') && tip.includes('%'), `tooltip: ${tip}`);
+    log(`hover: ${tip.slice(0, 120)}`);
+    await shot('3-hover');
+
+    // 4. Search highlights it and says its share.
+    await page.fill('input[aria-label="search functions"]', 'hot_a');
+    await page.waitForFunction(() => /%/.test(window.__cx.search || ''));
+    const info = await page.textContent('.search-info');
+    const share = parseFloat(/([\d.]+) %/.exec(info)[1]) / 100;
+    check(share > 0.3 && share < 0.7, `hot_a holds ${share} of the time, want about 0.5: ${info}`);
+    const px2 = await pixels();
+    check(px2.magenta > 200, `search highlighted ${px2.magenta} pixels`);
+    check((await hash()).includes('q=hot_a'), `search not in the URL: ${await hash()}`);
+    log(`search: ${info}`);
+    await shot('4-search');
+
+    // 5. Click zooms into a frame; back (history and the button) returns.
+    const hb = await frameAt('hot_b');
+    await page.mouse.click(hb.x, hb.y);
+    await page.waitForFunction(() => window.__cx.zoom > 0);
+    check(/zoom=.*;dispatch;hot_b/.test(await hash()), `zoom not in the URL: ${await hash()}`);
+    const hbZoomed = await frameAt('hot_b');
+    const width = await page.evaluate(() => window.__cx.fg.cssW);
+    check(hbZoomed.w > width * 0.98, `hot_b ${hbZoomed.w} px wide after zooming into it, want the whole ${width} px`);
+    check(await page.isVisible('.crumbs .reset'), 'no way back after zooming');
+    await shot('5-zoom');
+    await page.goBack();
+    await page.waitForFunction(() => window.__cx.zoom === 0);
+    check(Math.abs((await frameAt('hot_b')).w - hb.w) < 1, 'back did not restore the graph');
+    await page.goForward();
+    await page.waitForFunction(() => window.__cx.zoom > 0);
+    await page.click('.crumbs .reset');
+    await page.waitForFunction(() => window.__cx.zoom === 0);
+    log(`zoom: hot_b ${hb.w.toFixed(0)} px -> ${hbZoomed.w.toFixed(0)} px; back, forward and reset work`);
+
+    // 6. A table row finds its function in the graph.
+    await page.click('table.funcs tr.row:has(td.fn:text-is("hot_b"))');
+    await page.waitForFunction(() => /^1 function match/.test(window.__cx.search || ''));
+    log(`table row: ${await page.textContent('.search-info')}`);
+
+    // 7. Diff of two ranges.
+    await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=${tmid}&to=${t1}&diff=1&bfrom=${t0}&bto=${tmid}`);
+    await ready('diff');
+    const dpx = await pixels();
+    check(dpx.ink > 2000, `diff canvas blank (${dpx.ink})`);
+    const rows = await page.locator('table.funcs.diff tbody tr').count();
+    check(rows >= 3, `the diff table has ${rows} rows`);
+    const diffText = await page.textContent('table.funcs.diff');
+    check(diffText.includes('hot_a'), 'hot_a not in the diff table');
+    log(`diff: ${rows} rows of changes, ${dpx.ink} pixels`);
+    await shot('6-diff');
+    // And from the button: this range against the one before.
+    await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=now-15m`);
+    await ready('profile');
+    await page.click('button:text-is("Compare…")');
+    await ready('diff');
+    check((await hash()).includes('diff=1'), 'Compare did not turn the diff on');
+
+    // 8. Downloads: pprof and folded stacks of the current view.
+    const hrefs = await page.$$eval('a[download]', (as) => as.map((a) => a.href));
+    check(hrefs.length === 2, `downloads: ${hrefs}`);
+    const folded = await (await page.request.get(hrefs.find((h) => h.includes('collapsed')))).text();
+    check(/main;run;dispatch;hot_a \d+/.test(folded), `folded download: ${folded.slice(0, 200)}`);
+    const pb = await page.request.get(hrefs.find((h) => h.includes('format=pprof')));
+    check(pb.ok() && (await pb.body())[0] === 0x1f, 'pprof download is not gzip');
+
+    // 9. Empty states say what to do.
+    await page.goto(`${url}/#/app/no-such-app?from=now-15m`);
+    await ready('profile');
+    check((await page.textContent('.msg')).includes('No profiles of no-such-app'), 'no empty state for an unknown application');
+    await page.goto(`${url}/#/?from=1000000&to=1000600`);
+    await page.waitForSelector('.msg.empty');
+    check((await page.textContent('.msg.empty')).toLowerCase().includes('is the agent running and pointed at this server'), 'empty front page says nothing useful');
+    await shot('7-empty');
+    log('empty states, downloads: ok');
+    check(problems.length === 0, `script errors: ${problems.join('; ')}`);
+} catch (e) {
+    failed = true;
+    console.error('FAIL: ' + e.message);
+    if (problems.length) console.error('script errors: ' + problems.join('; '));
+    await shot('failure').catch(() => {});
+}
+await browser.close();
+process.exit(failed ? 1 : 0);
