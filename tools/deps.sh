@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
     make gcc clang llvm pkg-config clang-format
-    libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libdeflate-dev libiberty-dev
+    libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libdeflate-dev libiberty-dev xxd
     libprotobuf-c-dev protobuf-c-compiler
     libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
     libcmocka-dev

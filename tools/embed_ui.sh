@@ -12,7 +12,7 @@ tmp="$out.tmp"
     echo '#include "ui_assets.h"'
     i=0
     for f in "$@"; do
-        echo "static const unsigned char a$i[] = {"
+        echo "static const unsigned char a${i}[] = {"
         xxd -i <"$f"
         echo "};"
         i=$((i + 1))
@@ -29,7 +29,7 @@ tmp="$out.tmp"
         *) t='application/octet-stream' ;;
         esac
         etag=$(sha256sum "$f" | cut -c1-20)
-        echo "    {\"/ui/$name\", \"$t\", a$i, sizeof(a$i), \"\\\"$etag\\\"\"},"
+        echo "    {\"/ui/$name\", \"$t\", a${i}, sizeof(a$i), \"\\\"$etag\\\"\"},"
         i=$((i + 1))
     done
     echo "};"
