@@ -157,9 +157,11 @@ static int parse_pid(const char *s, int64_t *pid)
 
 static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct request *rq)
 {
-    struct ingest_identity id = {arg(c, "service"), arg(c, "host"), arg(c, "container_id"), 0};
+    struct ingest_identity id = {arg(c, "service"), arg(c, "host")};
     char msg[512];
 
+    for (int i = 0; i < STORE_N_IDENTITY; i++)
+        id.identity[i] = arg(c, store_identity_keys[i]);
     if (parse_pid(arg(c, "pid"), &id.pid))
         return respond_error(h, c, 400, "pid: not a process id");
     int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
@@ -227,7 +229,52 @@ static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, 
         snprintf(msg, n, "pid: not a process id");
         return -1;
     }
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        q->identity[i] = arg(c, store_identity_keys[i]);
+        if (q->identity[i] && !*q->identity[i])
+            q->identity[i] = NULL;
+    }
     return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
+}
+
+static int json_strs(struct buf *b, const char *key, char *const *v, size_t n, bool first)
+{
+    int err = json__raw(b, first ? "\"" : ",\"");
+    err = err ?: json__raw(b, key);
+    err = err ?: json__raw(b, "\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = i ? json__raw(b, ",") : 0;
+        err = err ?: json__str(b, v[i]);
+    }
+    return err ?: json__raw(b, "]");
+}
+
+/* GET /api/v1/labels: what the UI's filters offer. */
+static enum MHD_Result h_labels(struct http *h, struct MHD_Connection *c)
+{
+    struct store_query q;
+    struct store_values *v = NULL;
+    char msg[256];
+    struct buf b;
+    int err;
+
+    if (query_of(c, &q, msg, sizeof(msg)))
+        return respond_error(h, c, 400, msg);
+    if ((err = store__values(h->st, &q, &v)))
+        return respond_error(h, c, 500, strerror(-err));
+    buf__init(&b, 64u << 20);
+    err = json__raw(&b, "{");
+    err = err ?: json_strs(&b, "host", v->v[0], v->n[0], true);
+    err = err ?: json_strs(&b, "pid", v->v[1], v->n[1], false);
+    for (int i = 0; i < STORE_N_IDENTITY && !err; i++)
+        err = json_strs(&b, store_identity_keys[i], v->v[i + 2], v->n[i + 2], false);
+    err = err ?: json__raw(&b, "}\n");
+    store_values__free(v);
+    if (err) {
+        buf__free(&b);
+        return respond_error(h, c, 500, "response too large");
+    }
+    return respond_buf(c, 200, "application/json", &b);
 }
 
 static enum MHD_Result h_profile(struct http *h, struct MHD_Connection *c)
@@ -446,6 +493,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return h_profile(h, c);
     if (strcmp(url, "/api/v1/timeline") == 0)
         return h_timeline(h, c);
+    if (strcmp(url, "/api/v1/labels") == 0)
+        return h_labels(h, c);
     if (strcmp(url, "/metrics") == 0)
         return h_metrics(h, c);
     if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0 || strncmp(url, "/ui/", 4) == 0)

@@ -492,7 +492,6 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     struct store_profile sp = {
         .app = app,
         .host = host ? host : "",
-        .container_id = id->container_id ? id->container_id : "",
         .pid = pid,
         .time_ns = p->time_nanos,
         .duration_ns = p->duration_nanos,
@@ -505,6 +504,24 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         .nlabelsets = nsets,
         .bytes_in = len,
     };
+    /* Where the process runs: the query string, else the first sample. */
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        const char *v = id->identity[i] && *id->identity[i] ? id->identity[i]
+                        : s0 ? label_of(p, s0, store_identity_keys[i])
+                             : NULL;
+        if (v && strlen(v) > lim->max_label_bytes) {
+            snprintf(msg, msglen, "%s longer than %zu bytes", store_identity_keys[i],
+                     lim->max_label_bytes);
+            goto out;
+        }
+        for (const char *c = v; c && *c; c++) {
+            if ((unsigned char)*c < 0x20) {
+                snprintf(msg, msglen, "%s holds a control character", store_identity_keys[i]);
+                goto out;
+            }
+        }
+        sp.identity[i] = v;
+    }
     char serr[512];
     int pr = store__put(st, &sp, serr, sizeof(serr));
     if (pr) {

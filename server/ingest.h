@@ -19,7 +19,8 @@ struct ingest_limits {
 
 /* Identity from the query string; NULL/0 = take it from the sample labels. */
 struct ingest_identity {
-    const char *service, *host, *container_id;
+    const char *service, *host;
+    const char *identity[STORE_N_IDENTITY]; /* store_identity_keys' order */
     int64_t pid;
 };
 

@@ -41,11 +41,17 @@ struct store_stack {
 
 #define STORE_NO_LABELS UINT32_MAX
 
+/* The labels that say where a process runs, kept per profile so queries
+ * can filter and list by them: container_id, pod, namespace, container,
+ * systemd_unit, in that order. */
+#define STORE_N_IDENTITY 5
+extern const char *const store_identity_keys[STORE_N_IDENTITY];
+
 struct store_profile {
     const char *app;
     const char *host;
-    const char *container_id; /* "" when none */
-    int64_t pid;              /* 0 when the profile spans processes */
+    const char *identity[STORE_N_IDENTITY]; /* "" or NULL when none; no control characters */
+    int64_t pid;                            /* 0 when the profile spans processes */
     int64_t time_ns, duration_ns, period_ns;
     const struct store_function *functions;
     size_t nfunctions;
@@ -58,9 +64,19 @@ struct store_profile {
 
 struct store_query {
     const char *app;
-    int64_t from_ns, to_ns; /* [from, to) over profile start times */
-    const char *host;       /* NULL = any */
-    int64_t pid;            /* 0 = any */
+    int64_t from_ns, to_ns;                 /* [from, to) over profile start times */
+    const char *host;                       /* NULL = any */
+    int64_t pid;                            /* 0 = any */
+    const char *identity[STORE_N_IDENTITY]; /* NULL = any */
+};
+
+/* Distinct values over a range: [0] hosts, [1] pids (as text), then the
+ * identity keys in store_identity_keys' order. At most STORE_MAX_VALUES
+ * each. Owned by the caller; free with store_values__free. */
+#define STORE_MAX_VALUES 1000
+struct store_values {
+    char **v[STORE_N_IDENTITY + 2];
+    size_t n[STORE_N_IDENTITY + 2];
 };
 
 /* A merged result: its own compact function table and one entry per
@@ -95,6 +111,7 @@ struct store_ops {
     int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
     int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
                         size_t *n);
+    int (*values)(struct store *s, const struct store_query *q, struct store_values **out);
     int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
                     size_t *nsteps);
     int (*retain)(struct store *s, int64_t older_than_ns, int64_t *deleted);
@@ -134,6 +151,13 @@ static inline int store__applications(struct store *s, int64_t from_ns, int64_t 
     return s->ops->applications(s, from_ns, to_ns, out, n);
 }
 
+/* The hosts, pids and identity labels of the profiles q matches. */
+static inline int store__values(struct store *s, const struct store_query *q,
+                                struct store_values **out)
+{
+    return s->ops->values(s, q, out);
+}
+
 /* CPU per step over [from, to): (to - from) / step entries, caller frees. */
 static inline int store__timeline(struct store *s, const struct store_query *q, int64_t step_ns,
                                   int64_t **cpu_ns, size_t *nsteps)
@@ -170,6 +194,7 @@ static inline void store__close(struct store *s)
 }
 
 void store_merged__free(struct store_merged *m);
+void store_values__free(struct store_values *v);
 void store_apps__free(struct store_app *apps, size_t n);
 
 #endif

@@ -6,7 +6,8 @@
  *   stacks(id, frames)               frames: varint function ids, leaf first; unique
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
- *            samples, cpu_ns, bytes_in, data)
+ *            samples, cpu_ns, bytes_in, data, labels)
+ *   where labels are the identity labels, "\x1fk=v\x1fk=v\x1f" in key order
  *   rollups(id, app, level, bucket_ns, profiles, data)   unique (app, level, bucket_ns)
  *   rollup_dirty(app, level, bucket_ns)                 buckets to build again
  * where data is the profile's samples as varints: (stack id, labelset id + 1
@@ -130,7 +131,7 @@ static const char schema[] =
     "  host TEXT NOT NULL, pid INTEGER NOT NULL, container_id TEXT NOT NULL,"
     "  time_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL, period_ns INTEGER NOT NULL,"
     "  samples INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
-    "  data BLOB NOT NULL);"
+    "  data BLOB NOT NULL, labels TEXT NOT NULL DEFAULT '');"
     "CREATE INDEX IF NOT EXISTS profiles_app_time ON profiles(app, time_ns);"
     "CREATE INDEX IF NOT EXISTS profiles_time ON profiles(time_ns);"
     "CREATE TABLE IF NOT EXISTS rollups(id INTEGER PRIMARY KEY, app TEXT NOT NULL,"
@@ -175,9 +176,14 @@ static void sqlite_close(struct store *s);
 
 /* The rows a store_query selects; bind_query fills its parameters. The
  * (app, time_ns) index serves it; pid and host only filter. */
+#define LABEL_FILTER(n) " AND (?" #n " IS NULL OR instr(labels, ?" #n ") > 0)"
 #define QUERY_FILTER                                                                               \
     "app = ?1 AND time_ns >= ?2 AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) "                        \
-    "AND (?5 IS NULL OR host = ?5)"
+    "AND (?5 IS NULL OR host = ?5)" LABEL_FILTER(6) LABEL_FILTER(7) LABEL_FILTER(8)                \
+        LABEL_FILTER(9) LABEL_FILTER(10)
+
+const char *const store_identity_keys[STORE_N_IDENTITY] = {"container_id", "pod", "namespace",
+                                                           "container", "systemd_unit"};
 
 static void bind_query(sqlite3_stmt *stmt, const struct store_query *q)
 {
@@ -190,6 +196,26 @@ static void bind_query(sqlite3_stmt *stmt, const struct store_query *q)
         sqlite3_bind_text(stmt, 5, q->host, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(stmt, 5);
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        if (q->identity[i]) {
+            /* "\x1fkey=value\x1f": labels hold no control characters */
+            char *m = sqlite3_mprintf("\x1f%s=%s\x1f", store_identity_keys[i], q->identity[i]);
+            if (m)
+                sqlite3_bind_text(stmt, 6 + i, m, -1, sqlite3_free);
+            else
+                sqlite3_bind_text(stmt, 6 + i, "\x1f\x1f", -1, SQLITE_STATIC); /* matches nothing */
+        } else {
+            sqlite3_bind_null(stmt, 6 + i);
+        }
+    }
+}
+
+static bool filters_identity(const struct store_query *q)
+{
+    for (int i = 0; i < STORE_N_IDENTITY; i++)
+        if (q->identity[i])
+            return true;
+    return false;
 }
 
 static int prepare_readers(sqlite3 *db, struct readers *r, char *err, size_t errlen)
@@ -198,6 +224,24 @@ static int prepare_readers(sqlite3 *db, struct readers *r, char *err, size_t err
                    errlen) ||
            prepare(db, ROLLUPS_IN_RANGE, &r->rollups, err, errlen) ||
            prepare(db, "SELECT profiles, data FROM rollups WHERE id = ?", &r->rollup, err, errlen);
+}
+
+/* A store made before identity labels: the column, empty for old rows. */
+static int add_labels_column(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *c = NULL;
+    bool has = false;
+
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('profiles') WHERE name = 'labels'",
+                           -1, &c, NULL) == SQLITE_OK)
+        has = sqlite3_step(c) == SQLITE_ROW;
+    sqlite3_finalize(c);
+    if (!has && sqlite3_exec(db, "ALTER TABLE profiles ADD COLUMN labels TEXT NOT NULL DEFAULT ''",
+                             NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: adding the labels column: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    return 0;
 }
 
 /* A store made before rollups existed: every bucket its profiles touch is
@@ -258,6 +302,8 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
     }
     if (!had_rollups && mark_all_dirty(st->wdb, err, errlen))
         goto fail;
+    if (add_labels_column(st->wdb, err, errlen))
+        goto fail;
     if (open_db(st->path, &st->rdb, err, errlen))
         goto fail;
     st->fn_ids = hmap__new();
@@ -277,10 +323,11 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         prepare(st->wdb, "INSERT OR IGNORE INTO labelsets(text) VALUES(?)", &st->ins_ls, err,
                 errlen) ||
         prepare(st->wdb, "SELECT id FROM labelsets WHERE text = ?", &st->sel_ls, err, errlen) ||
-        prepare(st->wdb,
-                "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
-                "period_ns, samples, cpu_ns, bytes_in, data) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                &st->ins_profile, err, errlen) ||
+        prepare(
+            st->wdb,
+            "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
+            "period_ns, samples, cpu_ns, bytes_in, data, labels) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            &st->ins_profile, err, errlen) ||
         prepare(st->wdb, "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) VALUES(?,?,?)",
                 &st->ins_dirty, err, errlen) ||
         prepare_readers(st->wdb, &st->wr, err, errlen) ||
@@ -467,7 +514,7 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
     sqlite3_bind_text(ip, 1, p->app, -1, SQLITE_STATIC);
     sqlite3_bind_text(ip, 2, p->host ? p->host : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(ip, 3, p->pid);
-    sqlite3_bind_text(ip, 4, p->container_id ? p->container_id : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(ip, 4, p->identity[0] ? p->identity[0] : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(ip, 5, p->time_ns);
     sqlite3_bind_int64(ip, 6, p->duration_ns);
     sqlite3_bind_int64(ip, 7, p->period_ns);
@@ -475,6 +522,20 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
     sqlite3_bind_int64(ip, 9, total_cpu);
     sqlite3_bind_int64(ip, 10, p->bytes_in);
     sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
+    buf__reset(&text);
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        const char *v = p->identity[i];
+        if (v && *v &&
+            ((!text.len && buf__append(&text, "\x1f", 1)) ||
+             buf__append(&text, store_identity_keys[i], strlen(store_identity_keys[i])) ||
+             buf__append(&text, "=", 1) || buf__append(&text, v, strlen(v)) ||
+             buf__append(&text, "\x1f", 1))) {
+            snprintf(err, errlen, "labels too long");
+            ret = -E2BIG;
+            goto rollback;
+        }
+    }
+    sqlite3_bind_text(ip, 12, text.len ? text.data : "", text.len, SQLITE_STATIC);
     if (sqlite3_step(ip) != SQLITE_DONE)
         goto dberr_rollback;
     for (int l = 0; l < N_LEVELS; l++) {
@@ -689,7 +750,7 @@ static int accumulate(struct readers *r, const struct store_query *q, int max_le
     size_t nrefs = 0, cap = 0;
     int err = 0, rc;
 
-    if (!q->host && !q->pid && max_level > 0) {
+    if (!q->host && !q->pid && !filters_identity(q) && max_level > 0) {
         sqlite3_reset(r->rollups);
         sqlite3_bind_text(r->rollups, 1, q->app, -1, SQLITE_STATIC);
         sqlite3_bind_int64(r->rollups, 2, q->from_ns);
@@ -1048,6 +1109,100 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     return err;
 }
 
+/* --- label values --- */
+
+void store_values__free(struct store_values *v)
+{
+    if (!v)
+        return;
+    for (int k = 0; k < STORE_N_IDENTITY + 2; k++) {
+        for (size_t i = 0; i < v->n[k]; i++)
+            free(v->v[k][i]);
+        free(v->v[k]);
+    }
+    free(v);
+}
+
+/* Adds value to list k once, up to STORE_MAX_VALUES. */
+static int values_add(struct store_values *v, struct hmap *seen, int k, const char *val, size_t len)
+{
+    char key[4200];
+    bool fresh;
+
+    if (!len || len + 2 > sizeof(key) || v->n[k] >= STORE_MAX_VALUES)
+        return 0;
+    key[0] = (char)('0' + k);
+    memcpy(key + 1, val, len);
+    if (hmap__put(seen, key, len + 1, &fresh) < 0)
+        return -ENOMEM;
+    if (!fresh)
+        return 0;
+    char **nv = realloc(v->v[k], (v->n[k] + 1) * sizeof(*nv));
+    if (!nv)
+        return -ENOMEM;
+    v->v[k] = nv;
+    if (!(nv[v->n[k]] = strndup(val, len)))
+        return -ENOMEM;
+    v->n[k]++;
+    return 0;
+}
+
+static int sqlite_values(struct store *s, const struct store_query *q, struct store_values **out)
+{
+    struct sqlite_store *st = S(s);
+    struct store_values *v = calloc(1, sizeof(*v));
+    struct hmap *seen = hmap__new();
+    sqlite3_stmt *c = NULL;
+    int err = -ENOMEM, rc;
+
+    *out = NULL;
+    if (!v || !seen)
+        goto out_nolock;
+    pthread_mutex_lock(&st->rmu);
+    err = -EIO;
+    if (sqlite3_prepare_v2(st->rdb,
+                           "SELECT DISTINCT host, pid, labels FROM profiles WHERE " QUERY_FILTER,
+                           -1, &c, NULL) != SQLITE_OK)
+        goto out;
+    bind_query(c, q);
+    err = 0;
+    while (!err && (rc = sqlite3_step(c)) == SQLITE_ROW) {
+        const char *host = (const char *)sqlite3_column_text(c, 0);
+        char pid[24];
+        int n = snprintf(pid, sizeof(pid), "%lld", (long long)sqlite3_column_int64(c, 1));
+        err = values_add(v, seen, 0, host, strlen(host));
+        if (!err && sqlite3_column_int64(c, 1))
+            err = values_add(v, seen, 1, pid, n);
+        /* "\x1fk=v\x1fk=v\x1f" */
+        for (const char *p = (const char *)sqlite3_column_text(c, 2); !err && p && *p;) {
+            const char *end = strchr(p + 1, '\x1f'), *eq;
+            if (!end)
+                break;
+            for (int k = 0; k < STORE_N_IDENTITY && !err; k++) {
+                size_t kl = strlen(store_identity_keys[k]);
+                eq = p + 1 + kl;
+                if (eq < end && *eq == '=' && strncmp(p + 1, store_identity_keys[k], kl) == 0)
+                    err = values_add(v, seen, k + 2, eq + 1, end - eq - 1);
+            }
+            p = end;
+            if (!p[1])
+                break;
+        }
+    }
+    if (!err && rc != SQLITE_DONE)
+        err = -EIO;
+out:
+    sqlite3_finalize(c);
+    pthread_mutex_unlock(&st->rmu);
+out_nolock:
+    hmap__free(seen);
+    if (err)
+        store_values__free(v);
+    else
+        *out = v;
+    return err;
+}
+
 /* --- rollups --- */
 
 /* Builds app's rollup of (level, bucket) from what lies below it. Called
@@ -1270,6 +1425,7 @@ static const struct store_ops sqlite_ops = {
     .put = sqlite_put,
     .merge = sqlite_merge,
     .applications = sqlite_applications,
+    .values = sqlite_values,
     .timeline = sqlite_timeline,
     .retain = sqlite_retain,
     .rollup = sqlite_rollup,

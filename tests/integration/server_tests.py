@@ -435,5 +435,52 @@ def test_server_rollups(tmp):
         srv.stop()
 
 
-TESTS = [test_server_rollups, test_server_agent_to_query, test_server_bad_input, test_server_auth,
+def test_server_labels(tmp):
+    """Identity labels (container_id, pod, namespace, container,
+    systemd_unit) from the query string or the first sample: listed by
+    /api/v1/labels, and profile/timeline filter by them; control characters
+    are refused."""
+    srv = Server(tmp)
+    try:
+        def prof(fn, labels):
+            strings = ["", "samples", "count", "cpu", "nanoseconds", fn, "service", "web"]
+            pairs = [(6, 7)]
+            for k, v in labels:
+                strings += [k, v]
+                pairs.append((len(strings) - 2, len(strings) - 1))
+            return profile(strings, [(1, 2), (3, 4)], [([1], [10, 10**8], pairs)],
+                           locations=[(1, 1)], functions=[(1, 5)])
+        st, _ = srv.post("/api/v1/profiles?pod=web-1&namespace=shop&container=app&pid=11",
+                         prof("in_pod_1", []))
+        check(st == 202, f"post 1: {st}")
+        st, _ = srv.post("/api/v1/profiles?pid=12",
+                         prof("in_pod_2", [("pod", "web-2"), ("namespace", "shop"),
+                                           ("container_id", "c0ffee")]))
+        check(st == 202, f"post 2: {st}")
+        st, _ = srv.post("/api/v1/profiles?pid=13", prof("in_unit", [("systemd_unit", "web.service")]))
+        check(st == 202, f"post 3: {st}")
+        st, body = srv.post("/api/v1/profiles?pod=bad%01pod", prof("x", []))
+        check(st == 400 and b"control character" in body, f"control character: {st} {body}")
+        st, body = srv.get("/api/v1/labels?app=web&from=now-10m")
+        check(st == 200, f"labels: {st} {body}")
+        lv = json.loads(body)
+        check(sorted(lv["pod"]) == ["web-1", "web-2"] and lv["namespace"] == ["shop"]
+              and lv["container"] == ["app"] and lv["container_id"] == ["c0ffee"]
+              and lv["systemd_unit"] == ["web.service"] and sorted(lv["pid"]) == ["11", "12", "13"],
+              f"labels {lv}")
+        for q, want in (("pod=web-1", {"in_pod_1"}), ("namespace=shop", {"in_pod_1", "in_pod_2"}),
+                        ("systemd_unit=web.service", {"in_unit"}), ("container_id=c0ffee", {"in_pod_2"}),
+                        ("pod=web-1&namespace=other", set()), ("pod=web", set())):
+            got = set(stacks_of(srv, f"app=web&from=now-10m&{q}"))
+            check(got == want, f"{q}: {got}, want {want}")
+        st, body = srv.get("/api/v1/labels?app=web&from=now-10m&namespace=shop")
+        check(sorted(json.loads(body)["pid"]) == ["11", "12"], f"filtered labels {body}")
+        st, body = srv.get("/api/v1/timeline?app=web&from=now-10m&step=60s&pod=web-2")
+        check(st == 200 and abs(sum(json.loads(body)["cpu_cores"]) * 60 - 0.1) < 1e-6,
+              f"timeline by pod {body}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_rollups, test_server_labels, test_server_agent_to_query, test_server_bad_input, test_server_auth,
          test_server_durability, test_agent_outage]
