@@ -225,10 +225,14 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
 {
     const struct maps_entry *e = maps__find(&p->maps, addr);
 
-    uint64_t min = now_ns - p->seen_ns < YOUNG_NS ? REREAD_YOUNG_NS : REREAD_MIN_NS;
-    if (!e && reread && !p->exited && now_ns - p->maps_read_ns >= min) {
+    bool young = now_ns - p->seen_ns < YOUNG_NS;
+    uint64_t min = young ? REREAD_YOUNG_NS : REREAD_MIN_NS;
+    if (!e && (reread || young) && !p->exited && now_ns - p->maps_read_ns >= min) {
         /* A library loaded since (dlopen) or JIT code: look again, at a rate
-         * that keeps a process full of anonymous code from costing much. */
+         * that keeps a process full of anonymous code from costing much.
+         * Return addresses too while the process is young: maps read at its
+         * exec predate the libraries ld.so maps next, and every stack would
+         * end truncated in libc's __libc_start_call_main. */
         read_maps(ps, p, now_ns);
         e = maps__find(&p->maps, addr);
     }
