@@ -22,7 +22,9 @@ struct collector {
     struct agg_window *win;
     bool kernel_stacks;
     uint64_t prev_stats[CX_STAT__COUNT];
-    uint64_t bad_records; /* records too short for what they claim */
+    uint64_t bad_records;     /* records too short for what they claim */
+    uint64_t skipped_samples; /* of excluded processes, reaching user space anyway */
+    bool skip_full_logged;
 };
 
 /* Opens the sampler and the tables. Returns 0, or -1 with err filled. */
