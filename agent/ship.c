@@ -237,8 +237,8 @@ static size_t discard(char *p, size_t size, size_t n, void *ud)
 static int parse_header(const struct buf *f, char *query, size_t qlen, size_t *body, char *why,
                         size_t whylen)
 {
-    static const char *const keys[] = {"service",   "host",      "pid",         "container_id",
-                                       "pod",       "namespace", "container",   "systemd_unit"};
+    static const char *const keys[] = {"service", "host",      "pid",       "container_id",
+                                       "pod",     "namespace", "container", "systemd_unit"};
     size_t ml = strlen(SPOOL_MAGIC), q = 0, i;
 
     query[0] = '\0';

@@ -362,8 +362,8 @@ static void k8s_names(const struct identity_roots *r, const struct parsed *p, st
         p->cid[0] && sole_entry(path, out->container, sizeof(out->container)))
         return;
 container:
-    if (p->cid[0] && snprintf(path, sizeof(path), "%s/pods/%s/containers", r->kubelet,
-                              p->pod_uid) < (int)sizeof(path))
+    if (p->cid[0] && snprintf(path, sizeof(path), "%s/pods/%s/containers", r->kubelet, p->pod_uid) <
+                         (int)sizeof(path))
         sole_entry(path, out->container, sizeof(out->container));
 }
 

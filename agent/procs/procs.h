@@ -25,14 +25,14 @@ struct proc_map {
 
 struct proc {
     uint32_t tgid;
-    char comm[16];               /* the process's name (its main thread's) */
-    char exe[PROC_NAME_MAX];     /* base name of the executable */
-    struct identity id;          /* service, container, pod, unit: identity.h */
-    bool disabled;               /* CODEXRAY_PROFILING=disabled in its environment */
-    bool skipped;                /* in the sampler's skip map (collect.c keeps it) */
-    struct maps maps;            /* executable ranges only */
-    struct proc_map *map;        /* one per maps entry */
-    int maps_err;                /* errno when the maps could not be read */
+    char comm[16];           /* the process's name (its main thread's) */
+    char exe[PROC_NAME_MAX]; /* base name of the executable */
+    struct identity id;      /* service, container, pod, unit: identity.h */
+    bool disabled;           /* CODEXRAY_PROFILING=disabled in its environment */
+    bool skipped;            /* in the sampler's skip map (collect.c keeps it) */
+    struct maps maps;        /* executable ranges only */
+    struct proc_map *map;    /* one per maps entry */
+    int maps_err;            /* errno when the maps could not be read */
     uint64_t maps_read_ns;
     bool maps_stale; /* exec'd since the maps were read */
     bool exited;
