@@ -94,9 +94,26 @@ fail:
     return -1;
 }
 
-unsigned collector__scan(struct collector *c)
+static void sync_one(void *ctx, struct proc *p)
 {
-    return procs__scan(c->procs, clock__mono_ns());
+    sync_skip(ctx, p);
+}
+
+unsigned collector__scan(struct collector *c, uint32_t only_tgid)
+{
+    uint64_t now = clock__mono_ns();
+    unsigned n;
+
+    if (only_tgid) {
+        struct proc *p = procs__get(c->procs, only_tgid, NULL, now);
+        sync_skip(c, p);
+        return p != NULL;
+    }
+    n = procs__scan(c->procs, now);
+    /* Excluded processes go into the skip map now, not at their first
+     * sample: BPF then never hands over a sample of theirs. */
+    procs__each(c->procs, sync_one, c);
+    return n;
 }
 
 int collector__poll(struct collector *c, int timeout_ms)

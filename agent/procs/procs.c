@@ -392,6 +392,14 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
     }
 }
 
+void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *ctx)
+{
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        for (struct proc *p = ps->buckets[b]; p; p = p->next)
+            fn(ctx, p);
+    }
+}
+
 unsigned procs__count(const struct procs *ps)
 {
     return ps->count;

@@ -80,6 +80,9 @@ unsigned procs__scan(struct procs *ps, uint64_t now_ns);
  * longer has (their exit event was lost). */
 void procs__sweep(struct procs *ps, uint64_t exited_before_ns);
 
+/* Calls fn for every process in the table; fn must not add or forget any. */
+void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *ctx);
+
 unsigned procs__count(const struct procs *ps);
 
 #endif
