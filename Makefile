@@ -24,7 +24,7 @@ SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -ldeflate -lprotobuf-c -lpthread -lm
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
               common/json.c common/pprof/pprof_writer.c
-AGENT_SRC := agent/procs/maps.c agent/procs/procs.c \
+AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c \
              agent/aggregate.c agent/profile.c agent/output.c

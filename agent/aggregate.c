@@ -52,7 +52,7 @@ static void copy_identity(struct agg_proc *ap, const struct proc *p)
     ap->generation = p->generation;
     memcpy(ap->comm, p->comm, sizeof(ap->comm));
     memcpy(ap->exe, p->exe, sizeof(ap->exe));
-    memcpy(ap->service, p->service, sizeof(ap->service));
+    ap->id = p->id;
 }
 
 struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)

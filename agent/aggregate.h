@@ -49,7 +49,7 @@ struct agg_proc {
     unsigned generation; /* of the identity copied below */
     char comm[16];
     char exe[PROC_NAME_MAX];
-    char service[PROC_NAME_MAX];
+    struct identity id; /* service and where it runs: the profile's labels */
     uint64_t samples;
     uint64_t lost;          /* samples the BPF side could not hand over */
     struct hmap *stacks;    /* struct agg_stack -> count */

@@ -1,5 +1,6 @@
 #include "collect.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +12,22 @@
 /* How long a binary no process maps stays cached (a binary run again and
  * again, such as a compiler in a build, keeps its symbols). */
 #define BINARY_GRACE_NS (10ull * 60 * 1000 * 1000 * 1000)
+
+/* Keeps the BPF skip map in step with what the process table found in the
+ * process's environment (first read, exec, a reused pid). */
+static void sync_skip(struct collector *c, struct proc *p)
+{
+    if (!p || p->disabled == p->skipped)
+        return;
+    int r = sampler__skip(c->sampler, p->tgid, p->disabled);
+    if (r == 0)
+        p->skipped = p->disabled;
+    else if (p->disabled && !c->skip_full_logged) {
+        /* Its samples are still dropped below; BPF just keeps making them. */
+        log_warn("sampler: cannot add pid=%u to the skip map: %s", p->tgid, strerror(-r));
+        c->skip_full_logged = true;
+    }
+}
 
 static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
 {
@@ -28,7 +45,10 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
             return 0;
         }
         p = procs__get(c->procs, h->tgid, s->comm, now);
-        if (p)
+        sync_skip(c, p);
+        if (p && p->disabled)
+            c->skipped_samples++; /* in flight before the skip map had it */
+        else if (p)
             agg_window__add(c->win, c->procs, p, s, now);
         else
             c->win->dropped_oom++;
@@ -37,12 +57,15 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
     case CX_REC_EXEC: {
         const struct cx_proc_event *e = (const void *)h;
         procs__exec(c->procs, h->tgid, now);
-        procs__get(c->procs, h->tgid, size >= sizeof(*e) ? e->comm : NULL, now);
+        sync_skip(c, procs__get(c->procs, h->tgid, size >= sizeof(*e) ? e->comm : NULL, now));
         break;
     }
-    case CX_REC_EXIT:
-        procs__exit(c->procs, h->tgid, now);
+    case CX_REC_EXIT: {
+        struct proc *gone = procs__exit(c->procs, h->tgid, now);
+        if (gone && gone->skipped && sampler__skip(c->sampler, gone->tgid, false) == 0)
+            gone->skipped = false; /* the pid may come back as another process */
         break;
+    }
     default:
         c->bad_records++;
     }
@@ -55,7 +78,7 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
     memset(c, 0, sizeof(*c));
     c->kernel_stacks = kernel_stacks;
     c->bc = binary_cache__new("/proc");
-    c->procs = c->bc ? procs__new(c->bc, "/proc") : NULL;
+    c->procs = c->bc ? procs__new(c->bc, "/proc", NULL) : NULL;
     c->win = agg_window__new(clock__real_ns(), kernel_stacks);
     if (!c->bc || !c->procs || !c->win) {
         snprintf(err, errlen, "out of memory");
@@ -71,9 +94,26 @@ fail:
     return -1;
 }
 
-unsigned collector__scan(struct collector *c)
+static void sync_one(void *ctx, struct proc *p)
 {
-    return procs__scan(c->procs, clock__mono_ns());
+    sync_skip(ctx, p);
+}
+
+unsigned collector__scan(struct collector *c, uint32_t only_tgid)
+{
+    uint64_t now = clock__mono_ns();
+    unsigned n;
+
+    if (only_tgid) {
+        struct proc *p = procs__get(c->procs, only_tgid, NULL, now);
+        sync_skip(c, p);
+        return p != NULL;
+    }
+    n = procs__scan(c->procs, now);
+    /* Excluded processes go into the skip map now, not at their first
+     * sample: BPF then never hands over a sample of theirs. */
+    procs__each(c->procs, sync_one, c);
+    return n;
 }
 
 int collector__poll(struct collector *c, int timeout_ms)

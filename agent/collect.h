@@ -22,15 +22,19 @@ struct collector {
     struct agg_window *win;
     bool kernel_stacks;
     uint64_t prev_stats[CX_STAT__COUNT];
-    uint64_t bad_records; /* records too short for what they claim */
+    uint64_t bad_records;     /* records too short for what they claim */
+    uint64_t skipped_samples; /* of excluded processes, reaching user space anyway */
+    bool skip_full_logged;
 };
 
 /* Opens the sampler and the tables. Returns 0, or -1 with err filled. */
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
                     char *err, size_t errlen);
 
-/* Reads every process in /proc now, so the first samples find them ready. */
-unsigned collector__scan(struct collector *c);
+/* Reads every process in /proc now (only only_tgid when not 0), so the first
+ * samples find them ready and excluded ones are never sampled. Returns how
+ * many were read. */
+unsigned collector__scan(struct collector *c, uint32_t only_tgid);
 
 /* Delivers what the ring buffer holds, waiting up to timeout_ms. Returns as
  * sampler__poll. */

@@ -148,7 +148,7 @@ static int run_agent(int argc, char **argv)
         goto out;
     }
     cli__install_signals();
-    unsigned nprocs = collector__scan(&col);
+    unsigned nprocs = collector__scan(&col, 0);
 
     struct worker_opts wo = {dir, sh, host, 1000000000ull / so.sample_rate_hz, kstacks};
     wk = worker__start(&wo);

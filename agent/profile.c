@@ -152,6 +152,29 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     return pprof_writer__location(w, map_id, addr, lines, 1);
 }
 
+#define N_PLACE_LABELS 5
+
+/* The labels that say where the process runs, only those that apply (an
+ * empty label would make every filter on it match nothing useful). Returns
+ * how many were written to out. */
+static size_t place_labels(const struct identity *id, struct pprof_label *out)
+{
+    const struct {
+        const char *key, *value;
+    } all[N_PLACE_LABELS] = {
+        {"container_id", id->container_id}, {"pod", id->pod},
+        {"namespace", id->namespace},       {"container", id->container},
+        {"systemd_unit", id->systemd_unit},
+    };
+    size_t n = 0;
+
+    for (size_t i = 0; i < N_PLACE_LABELS; i++) {
+        if (all[i].value[0])
+            out[n++] = (struct pprof_label){all[i].key, all[i].value, 0, NULL};
+    }
+    return n;
+}
+
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st)
 {
@@ -206,29 +229,31 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             st->truncated_samples += count;
         snprintf(tid, sizeof(tid), "%u", s->tid);
         memcpy(thread, s->thread, sizeof(thread));
-        struct pprof_label labels[] = {
+        struct pprof_label labels[6 + N_PLACE_LABELS] = {
             {"pid", pid, 0, NULL},
             {"tid", tid, 0, NULL},
             {"thread", thread, 0, NULL},
             {"comm", ap->comm, 0, NULL},
-            {"service", ap->service, 0, NULL},
+            {"service", ap->id.service, 0, NULL},
             {"host", c->host, 0, NULL},
         };
+        size_t nl = 6 + place_labels(&ap->id, labels + 6);
         int64_t values[2] = {(int64_t)count, (int64_t)(count * c->period_ns)};
-        if (pprof_writer__add_sample(w, locs, nloc, values, labels, 6))
+        if (pprof_writer__add_sample(w, locs, nloc, values, labels, nl))
             goto out;
     }
     if (ap->lost) {
         struct pprof_line l = {"[lost samples: ring buffer full]", NULL, NULL, 0};
         uint64_t id = pprof_writer__location(w, 0, 0, &l, 1);
-        struct pprof_label labels[] = {
+        struct pprof_label labels[4 + N_PLACE_LABELS] = {
             {"pid", pid, 0, NULL},
             {"comm", ap->comm, 0, NULL},
-            {"service", ap->service, 0, NULL},
+            {"service", ap->id.service, 0, NULL},
             {"host", c->host, 0, NULL},
         };
+        size_t nl = 4 + place_labels(&ap->id, labels + 4);
         int64_t values[2] = {(int64_t)ap->lost, (int64_t)(ap->lost * c->period_ns)};
-        if (!id || pprof_writer__add_sample(w, &id, 1, values, labels, 4))
+        if (!id || pprof_writer__add_sample(w, &id, 1, values, labels, nl))
             goto out;
     }
     err = 0;

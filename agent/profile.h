@@ -30,7 +30,8 @@ struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start
                                      uint64_t duration_ns);
 
 /* Adds every sample of ap to w, labelled pid, tid, thread, comm, service and
- * host; samples that were lost become one "[lost samples]" sample. Adds to
+ * host, and container_id, pod, namespace, container and systemd_unit where
+ * they apply; samples that were lost become one "[lost samples]" sample. Adds to
  * *st. Returns 0 or -ENOMEM. */
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st);

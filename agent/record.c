@@ -85,6 +85,7 @@ int cli__record(int argc, char **argv)
         goto out;
     }
     cli__install_signals();
+    collector__scan(&col, pid);
     const char *path = config__str(c, "output");
     long duration = config__int(c, "duration");
     log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s output=%s cpus=%u",
@@ -134,10 +135,11 @@ int cli__record(int argc, char **argv)
         goto out;
     }
     log_info("record: wrote %s processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% bytes=%zu",
+             "unnamed_frames=%.1f%% bytes=%zu excluded_samples_seen=%llu",
              path, w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
-             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, out.len);
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, out.len,
+             (unsigned long long)col.skipped_samples);
     ret = 0;
 out:
     pprof_writer__free(pw);

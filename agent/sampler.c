@@ -261,6 +261,18 @@ int sampler__drain_lost(struct sampler *s, void (*fn)(void *ctx, uint32_t tgid, 
     return 0;
 }
 
+int sampler__skip(struct sampler *s, uint32_t tgid, bool skip)
+{
+    int fd = bpf_map__fd(s->skel->maps.skip_tgids);
+    uint8_t one = 1;
+
+    if (skip)
+        return bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) ? -errno : 0;
+    if (bpf_map_delete_elem(fd, &tgid) && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
 unsigned sampler__ncpus(const struct sampler *s)
 {
     return s->ncpus;

@@ -5,6 +5,7 @@
 #ifndef CODEXRAY_AGENT_SAMPLER_H
 #define CODEXRAY_AGENT_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,11 @@ int sampler__stats(struct sampler *s, uint64_t out[CX_STAT__COUNT]);
  * clears the counts. */
 int sampler__drain_lost(struct sampler *s, void (*fn)(void *ctx, uint32_t tgid, uint64_t lost),
                         void *ctx);
+
+/* Adds tgid to (skip) or removes it from (!skip) the BPF map of processes
+ * not sampled. Returns 0 or -errno (-E2BIG: the map is full; removing one
+ * that is not there is 0). */
+int sampler__skip(struct sampler *s, uint32_t tgid, bool skip);
 
 unsigned sampler__ncpus(const struct sampler *s);
 

@@ -33,8 +33,31 @@ struct shipper {
     uint64_t seq;
 };
 
-/* Spool file names: SEQ~PID~HOST~SERVICE.pb.gz; SEQ (ns, 20 digits) sorts
- * oldest first. Service and host are percent-encoded so any name survives. */
+/* The spool: one file per profile, SEQ~PID.cxspool, SEQ (ns, 20 digits)
+ * sorting oldest first. A file is a small text header, then the gzipped
+ * pprof as it is sent:
+ *
+ *   codexray-spool 1\n
+ *   service=nginx\n          one line per query parameter, value URL-encoded
+ *   host=web-1\n
+ *   pid=1234\n
+ *   systemd_unit=nginx.service\n
+ *   \n
+ *   <body>
+ *
+ * The header travels with the body in one file, written and renamed at
+ * once, so the two can never disagree, and a new label is a new line, not a
+ * new name format. Files of earlier agents, SEQ~PID~HOST~SERVICE.pb.gz (the
+ * identity in the name, the body alone), are still read and sent. */
+#define SPOOL_MAGIC "codexray-spool 1\n"
+#define SPOOL_EXT ".cxspool"
+#define LEGACY_EXT ".pb.gz"
+#define HEADER_MAX 8192
+/* An encoded value: every byte may take three. */
+#define ENC_MAX (3 * IDENTITY_NAME_MAX + 1)
+
+/* Percent-encodes s: what is left is URL-safe as it stands, and holds no
+ * '~', '/' or newline. Cuts at a whole character when out is too small. */
 static void encode(char *out, size_t len, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
@@ -52,6 +75,12 @@ static void encode(char *out, size_t len, const char *s)
         }
     }
     out[n] = '\0';
+}
+
+static bool has_ext(const char *name, const char *ext)
+{
+    size_t l = strlen(name), e = strlen(ext);
+    return l > e && strcmp(name + l - e, ext) == 0;
 }
 
 struct spooled {
@@ -80,7 +109,8 @@ static int list_spool(const char *dir, struct spooled **out, size_t *n, uint64_t
     while ((de = readdir(d))) {
         size_t l = strlen(de->d_name);
         struct stat st;
-        if (l < 7 || strcmp(de->d_name + l - 6, ".pb.gz") != 0 || l >= sizeof(v->name))
+        if ((!has_ext(de->d_name, SPOOL_EXT) && !has_ext(de->d_name, LEGACY_EXT)) ||
+            l >= sizeof(v->name) || de->d_name[0] == '.')
             continue;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
             continue;
@@ -110,18 +140,50 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
 
 static void *run(void *arg);
 
-int shipper__enqueue(struct shipper *sh, const char *service, uint32_t pid, const char *host,
+/* Appends "key=ENCODED\n" to b when value is not empty. */
+static int header_line(struct buf *b, const char *key, const char *value)
+{
+    char enc[ENC_MAX];
+    int r = 0;
+
+    if (!value || !*value)
+        return 0;
+    encode(enc, sizeof(enc), value);
+    if ((r = buf__append(b, key, strlen(key))) || (r = buf__append(b, "=", 1)) ||
+        (r = buf__append(b, enc, strlen(enc))) || (r = buf__append(b, "\n", 1)))
+        return r;
+    return 0;
+}
+
+int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid, const char *host,
                      uint64_t start_ns, const void *data, size_t len)
 {
-    char path[4096], es[512], eh[512];
+    char path[4096], pids[16];
     struct spooled *v;
+    struct buf file;
     size_t n;
     uint64_t total;
     int r;
 
     (void)start_ns;
-    encode(es, sizeof(es), service);
-    encode(eh, sizeof(eh), host);
+    snprintf(pids, sizeof(pids), "%u", pid);
+    buf__init(&file, HEADER_MAX + len);
+    if ((r = buf__append(&file, SPOOL_MAGIC, strlen(SPOOL_MAGIC))) ||
+        (r = header_line(&file, "service", id->service)) ||
+        (r = header_line(&file, "host", host)) || (r = header_line(&file, "pid", pids)) ||
+        (r = header_line(&file, "container_id", id->container_id)) ||
+        (r = header_line(&file, "pod", id->pod)) ||
+        (r = header_line(&file, "namespace", id->namespace)) ||
+        (r = header_line(&file, "container", id->container)) ||
+        (r = header_line(&file, "systemd_unit", id->systemd_unit)) ||
+        (r = buf__append(&file, "\n", 1)))
+        goto out;
+    if (file.len > HEADER_MAX) {
+        r = -E2BIG; /* cannot happen with IDENTITY_NAME_MAX fields: a guard */
+        goto out;
+    }
+    if ((r = buf__append(&file, data, len)))
+        goto out;
     /* Keep within the bound: the oldest files go first. */
     if (list_spool(sh->dir, &v, &n, &total) == 0) {
         size_t dropped = 0;
@@ -141,17 +203,21 @@ int shipper__enqueue(struct shipper *sh, const char *service, uint32_t pid, cons
     if (seq <= sh->seq)
         seq = sh->seq + 1;
     sh->seq = seq;
-    if (snprintf(path, sizeof(path), "%s/%020llu~%u~%s~%s.pb.gz", sh->dir, (unsigned long long)seq,
-                 pid, eh, es) >= (int)sizeof(path))
-        return -ENAMETOOLONG;
-    r = output__write_file(path, data, len, true);
+    if (snprintf(path, sizeof(path), "%s/%020llu~%u" SPOOL_EXT, sh->dir, (unsigned long long)seq,
+                 pid) >= (int)sizeof(path)) {
+        r = -ENAMETOOLONG;
+        goto out;
+    }
+    r = output__write_file(path, file.data, file.len, true);
     if (r)
-        return r;
+        goto out;
     pthread_mutex_lock(&sh->mu);
     sh->pending = true;
     pthread_cond_signal(&sh->cv);
     pthread_mutex_unlock(&sh->mu);
-    return 0;
+out:
+    buf__free(&file);
+    return r;
 }
 
 static size_t discard(char *p, size_t size, size_t n, void *ud)
@@ -164,25 +230,87 @@ static size_t discard(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-/* Uploads one spooled file. Returns the HTTP status, or -1 for no answer. */
-static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *body, char *why,
-                   size_t whylen)
+/* The query string of a spooled file, "service=...&host=...", and where its
+ * body starts. Every key must be one we write and every value URL-safe as
+ * it stands (a file edited or cut short is refused, not sent as garbage).
+ * Returns 0, or -1 with why filled. */
+static int parse_header(const struct buf *f, char *query, size_t qlen, size_t *body, char *why,
+                        size_t whylen)
 {
-    char seq[32], pid[16], host[512], service[512], url[4096], *q;
-    struct buf resp;
-    long code = -1;
+    static const char *const keys[] = {"service", "host",      "pid",       "container_id",
+                                       "pod",     "namespace", "container", "systemd_unit"};
+    size_t ml = strlen(SPOOL_MAGIC), q = 0, i;
 
-    /* SEQ~PID~HOST~SERVICE.pb.gz: the encoded parts are URL-safe as they are. */
+    query[0] = '\0';
+    if (f->len < ml || memcmp(f->data, SPOOL_MAGIC, ml) != 0) {
+        snprintf(why, whylen, "not a spool file (no header)");
+        return -1;
+    }
+    for (i = ml; i < f->len && i < HEADER_MAX;) {
+        const char *line = f->data + i, *nl = memchr(line, '\n', f->len - i);
+        if (!nl)
+            break;
+        size_t ll = nl - line;
+        i += ll + 1;
+        if (ll == 0) {
+            *body = i;
+            return 0;
+        }
+        const char *eq = memchr(line, '=', ll);
+        bool known = false;
+        for (size_t k = 0; eq && k < sizeof(keys) / sizeof(keys[0]); k++)
+            known |= strlen(keys[k]) == (size_t)(eq - line) && !memcmp(line, keys[k], eq - line);
+        for (const char *c = eq ? eq + 1 : line; known && c < nl; c++) {
+            known = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-' || *c == '%';
+        }
+        if (!known) {
+            snprintf(why, whylen, "bad spool header line: %.*s", (int)(ll < 64 ? ll : 64), line);
+            return -1;
+        }
+        int w = snprintf(query + q, qlen - q, "%s%.*s", q ? "&" : "", (int)ll, line);
+        if (w < 0 || (size_t)w >= qlen - q) {
+            snprintf(why, whylen, "spool header too long");
+            return -1;
+        }
+        q += w;
+    }
+    snprintf(why, whylen, "spool header not terminated");
+    return -1;
+}
+
+/* The query string of a file an earlier agent spooled: SEQ~PID~HOST~SERVICE.pb.gz,
+ * the encoded parts URL-safe as they are. */
+static int parse_legacy_name(const char *name, char *query, size_t qlen, char *why, size_t whylen)
+{
+    char seq[32], pid[16], host[512], service[512], *q;
+
     if (sscanf(name, "%31[0-9]~%15[0-9]~%511[^~]~%511[^~]", seq, pid, host, service) != 4) {
         snprintf(why, whylen, "not a spool file name");
-        return 400;
+        return -1;
     }
     size_t sl = strlen(service);
     q = sl >= 6 ? service + sl - 6 : NULL;
-    if (q && strcmp(q, ".pb.gz") == 0)
+    if (q && strcmp(q, LEGACY_EXT) == 0)
         *q = '\0'; /* only the suffix: a service may have ".pb.gz" inside */
-    snprintf(url, sizeof(url), "%s/api/v1/profiles?service=%s&host=%s&pid=%s", sh->endpoint,
-             service, host, pid);
+    snprintf(query, qlen, "service=%s&host=%s&pid=%s", service, host, pid);
+    return 0;
+}
+
+/* Uploads one spooled file. Returns the HTTP status, 400 for a file that can
+ * never be sent, or -1 for no answer. */
+static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *file, char *why,
+                   size_t whylen)
+{
+    char query[HEADER_MAX], url[4096 + HEADER_MAX];
+    struct buf resp;
+    size_t body = 0;
+    long code = -1;
+
+    if (has_ext(name, SPOOL_EXT) ? parse_header(file, query, sizeof(query), &body, why, whylen)
+                                 : parse_legacy_name(name, query, sizeof(query), why, whylen))
+        return 400;
+    snprintf(url, sizeof(url), "%s/api/v1/profiles?%s", sh->endpoint, query);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/octet-stream");
     char auth[1024];
     if (sh->api_key) {
@@ -192,8 +320,8 @@ static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *bo
     buf__init(&resp, 4096);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, file->data + body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(file->len - body));
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "procs/identity.h"
+
 struct ship_opts {
     const char *endpoint; /* the server's base URL */
     const char *api_key;  /* NULL = none */
@@ -22,9 +24,11 @@ struct shipper;
  * spooled (from before a restart) are sent first. NULL with err filled. */
 struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t errlen);
 
-/* Spools one profile for upload. Returns 0 or -errno (the profile is then
- * not spooled, and the caller logs it). Called from one thread at a time. */
-int shipper__enqueue(struct shipper *sh, const char *service, uint32_t pid, const char *host,
+/* Spools one profile for upload, with its identity (id's fields, pid and
+ * host become the upload's query parameters, URL-encoded; empty fields are
+ * left out). data is copied. Returns 0 or -errno (the profile is then not
+ * spooled, and the caller logs it). Called from one thread at a time. */
+int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid, const char *host,
                      uint64_t start_ns, const void *data, size_t len);
 
 /* Stops the thread after its current upload; what is unsent stays spooled

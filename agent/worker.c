@@ -68,14 +68,14 @@ static void process(struct worker *wk, struct agg_window *w)
         pprof_writer__free(pw);
         if (r) {
             log_error("profile: pid=%u service=%s: cannot build its profile: %s", ap->tgid,
-                      ap->service, strerror(-r));
+                      ap->id.service, strerror(-r));
             failed++;
             continue;
         }
         bytes += out.len;
         if (wk->opts.output_dir) {
-            r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->service, ap->tgid,
-                                     w->start_ns);
+            r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->id.service,
+                                     ap->tgid, w->start_ns);
             /* Not fsync'd: hundreds of files a window, and the rename already
              * keeps readers from half-written ones. */
             if (!r)
@@ -87,8 +87,8 @@ static void process(struct worker *wk, struct agg_window *w)
             }
         }
         if (wk->opts.shipper) {
-            r = shipper__enqueue(wk->opts.shipper, ap->service, ap->tgid, wk->opts.host,
-                                 w->start_ns, out.data, out.len);
+            r = shipper__enqueue(wk->opts.shipper, &ap->id, ap->tgid, wk->opts.host, w->start_ns,
+                                 out.data, out.len);
             if (r) {
                 log_error("spool: cannot spool the profile of pid=%u: %s", ap->tgid, strerror(-r));
                 failed++;

@@ -16,6 +16,12 @@
 #define CX_MAX_KERNEL_FRAMES 128
 #define CX_MAX_FRAMES (CX_MAX_USER_FRAMES + CX_MAX_KERNEL_FRAMES)
 
+/* The "skip_tgids" hash map: processes user space excludes from profiling
+ * (CODEXRAY_PROFILING=disabled), so BPF spends nothing on their samples.
+ * Key: __u32 tgid; value: __u8, always 1. A full map only costs BPF time:
+ * user space still drops those processes' samples. */
+#define CX_SKIP_MAX_ENTRIES 16384
+
 /* Record kinds in the ring buffer (cx_record_hdr.kind). */
 enum cx_record_kind {
     CX_REC_SAMPLE = 1,

@@ -63,6 +63,14 @@ struct {
     __type(value, __u64);
 } lost_by_tgid SEC(".maps");
 
+/* Processes not to profile, kept by user space (sample.h). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CX_SKIP_MAX_ENTRIES);
+    __type(key, __u32);
+    __type(value, __u8);
+} skip_tgids SEC(".maps");
+
 static __always_inline void stat_inc(__u32 which)
 {
     __u64 *v = bpf_map_lookup_elem(&stats, &which);
@@ -157,6 +165,9 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     if (tid == 0)
         return 0; /* the idle task */
     if (target_tgid && tgid != target_tgid)
+        return 0;
+    /* Before anything else: an excluded process costs one lookup. */
+    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
         return 0;
     stat_inc(CX_STAT_SAMPLES);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../common/buf.h"
@@ -23,24 +24,43 @@
 #define YOUNG_NS (2000ull * 1000 * 1000)
 /* A sample this long after the exit event means a new process has the pid. */
 #define REUSE_CHECK_NS (100ull * 1000 * 1000)
+/* /proc/PID/cgroup has one line per hierarchy (a dozen); anything longer is
+ * cut, and the lines read so far still count. */
+#define CGROUP_MAX (64u << 10)
+/* The environment is looked at this far: the kernel hands over the whole
+ * env area, which a process can make as large as its stack limit allows. */
+#define ENVIRON_MAX (1u << 20)
 
 struct procs {
     struct binary_cache *bc;
     char *proc_root;
+    char *docker_root, *log_root, *kubelet_root; /* NULL: identity.h's defaults */
+    struct buf scratch;                          /* cgroup and environ text, reused */
     struct proc *buckets[NBUCKETS];
     unsigned count;
 };
 
-struct procs *procs__new(struct binary_cache *bc, const char *proc_root)
+/* strdup that keeps NULL as NULL. Returns false when out of memory. */
+static bool dup_opt(char **dst, const char *src)
+{
+    *dst = src ? strdup(src) : NULL;
+    return !src || *dst;
+}
+
+struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
+                         const struct identity_roots *roots)
 {
     struct procs *ps = calloc(1, sizeof(*ps));
 
     if (!ps)
         return NULL;
     ps->bc = bc;
+    buf__init(&ps->scratch, ENVIRON_MAX);
     ps->proc_root = strdup(proc_root);
-    if (!ps->proc_root) {
-        free(ps);
+    if (!ps->proc_root || !dup_opt(&ps->docker_root, roots ? roots->docker : NULL) ||
+        !dup_opt(&ps->log_root, roots ? roots->log : NULL) ||
+        !dup_opt(&ps->kubelet_root, roots ? roots->kubelet : NULL)) {
+        procs__free(ps);
         return NULL;
     }
     return ps;
@@ -75,6 +95,10 @@ void procs__free(struct procs *ps)
         }
     }
     free(ps->proc_root);
+    free(ps->docker_root);
+    free(ps->log_root);
+    free(ps->kubelet_root);
+    buf__free(&ps->scratch);
     free(ps);
 }
 
@@ -114,6 +138,55 @@ static uint64_t read_start_time(struct procs *ps, uint32_t tgid)
     return field == 22 ? strtoull(p, NULL, 10) : 0;
 }
 
+/* Reads /proc/PID/<what> into ps->scratch, at most max bytes. Returns the
+ * bytes read (0 when it could not be read: a vanished process, a kernel
+ * thread's empty environ). */
+static size_t read_capped(struct procs *ps, uint32_t tgid, const char *what, size_t max)
+{
+    char path[128];
+
+    snprintf(path, sizeof(path), "%s/%u/%s", ps->proc_root, tgid, what);
+    buf__reset(&ps->scratch);
+    ps->scratch.max = max;
+    int r = buf__read_file(&ps->scratch, AT_FDCWD, path);
+    return r == 0 || r == -E2BIG ? ps->scratch.len : 0;
+}
+
+/* How long after its start the process was named, in ms; -1 when unknown. */
+static long long named_after_ms(uint64_t start_ticks)
+{
+    struct timespec ts;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    if (!start_ticks || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts))
+        return -1;
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 -
+           (long long)(start_ticks * 1000 / (uint64_t)hz);
+}
+
+/* Service, container, pod and unit from the cgroup; whether the environment
+ * opts out. Read at first sight and after exec: a process is placed in its
+ * cgroup before it execs (systemd, runc), and exec brings a new environment. */
+static void read_service(struct procs *ps, struct proc *p)
+{
+    struct identity_roots roots = {ps->docker_root, ps->log_root, ps->kubelet_root};
+    bool was_disabled = p->disabled;
+    size_t n;
+
+    n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
+    identity__resolve(ps->scratch.data, n, &roots, p->exe[0] ? p->exe : NULL, &p->id);
+    n = read_capped(ps, p->tgid, "environ", ENVIRON_MAX);
+    p->disabled = identity__profiling_disabled(ps->scratch.data, n);
+    if (p->disabled && !was_disabled)
+        log_info("procs: pid=%u exe=%s service=%s not profiled: CODEXRAY_PROFILING=disabled in "
+                 "its environment",
+                 p->tgid, p->exe, p->id.service);
+    log_debug("procs: pid=%u exe=%s service=%s container_id=%.12s pod=%s namespace=%s "
+              "container=%s systemd_unit=%s named %lld ms after its start",
+              p->tgid, p->exe, p->id.service, p->id.container_id, p->id.pod, p->id.namespace,
+              p->id.container, p->id.systemd_unit, named_after_ms(p->start_time));
+}
+
 static void read_identity(struct procs *ps, struct proc *p)
 {
     char path[128], target[4096];
@@ -136,7 +209,7 @@ static void read_identity(struct procs *ps, struct proc *p)
         /* Kernel threads and vanished processes have no exe: use the name. */
         str__copy(p->exe, sizeof(p->exe), p->comm);
     }
-    str__copy(p->service, sizeof(p->service), p->exe[0] ? p->exe : "unknown");
+    read_service(ps, p);
 }
 
 static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
@@ -250,7 +323,7 @@ void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
     }
 }
 
-void procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
 
@@ -258,6 +331,7 @@ void procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)
         p->exited = true;
         p->exited_ns = now_ns;
     }
+    return p;
 }
 
 static bool all_digits(const char *s)
@@ -319,6 +393,14 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
                 pp = &p->next;
             }
         }
+    }
+}
+
+void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *ctx)
+{
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        for (struct proc *p = ps->buckets[b]; p; p = p->next)
+            fn(ctx, p);
     }
 }
 

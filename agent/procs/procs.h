@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "../symbolize/binary.h"
+#include "identity.h"
 #include "maps.h"
 
 #define PROC_NAME_MAX 256
@@ -24,12 +25,14 @@ struct proc_map {
 
 struct proc {
     uint32_t tgid;
-    char comm[16];               /* the process's name (its main thread's) */
-    char exe[PROC_NAME_MAX];     /* base name of the executable */
-    char service[PROC_NAME_MAX]; /* for now the executable's base name */
-    struct maps maps;            /* executable ranges only */
-    struct proc_map *map;        /* one per maps entry */
-    int maps_err;                /* errno when the maps could not be read */
+    char comm[16];           /* the process's name (its main thread's) */
+    char exe[PROC_NAME_MAX]; /* base name of the executable */
+    struct identity id;      /* service, container, pod, unit: identity.h */
+    bool disabled;           /* CODEXRAY_PROFILING=disabled in its environment */
+    bool skipped;            /* in the sampler's skip map (collect.c keeps it) */
+    struct maps maps;        /* executable ranges only */
+    struct proc_map *map;    /* one per maps entry */
+    int maps_err;            /* errno when the maps could not be read */
     uint64_t maps_read_ns;
     bool maps_stale; /* exec'd since the maps were read */
     bool exited;
@@ -42,12 +45,16 @@ struct proc {
 
 struct procs;
 
-/* proc_root is "/proc" (or a test's copy). NULL when out of memory. */
-struct procs *procs__new(struct binary_cache *bc, const char *proc_root);
+/* proc_root is "/proc" (or a test's copy); roots says where Docker's and the
+ * kubelet's files are (NULL: the defaults); both are copied. NULL when out of
+ * memory. */
+struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
+                         const struct identity_roots *roots);
 /* ps may be NULL. */
 void procs__free(struct procs *ps);
 
-/* The process, read from /proc on first sight. Returns NULL only when out of
+/* The process, read from /proc on first sight (and again after exec): comm,
+ * exe, its cgroup (the identity) and environment (`disabled`). Returns NULL only when out of
  * memory; a process that vanished before it was read comes back with
  * maps_err set and what the sample itself said (its comm). */
 struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns);
@@ -62,8 +69,9 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
 
 /* Exec: the maps are read again on the next sample. */
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
-/* Exit: forgotten by procs__sweep once it has been gone for a while. */
-void procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+/* Exit: forgotten by procs__sweep once it has been gone for a while.
+ * Returns the process (valid until the next sweep), or NULL if unknown. */
+struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);
 
 /* Reads every process in /proc now (at start). Returns how many. */
 unsigned procs__scan(struct procs *ps, uint64_t now_ns);
@@ -71,6 +79,9 @@ unsigned procs__scan(struct procs *ps, uint64_t now_ns);
 /* Forgets processes that exited before `exited_before_ns`, and those /proc no
  * longer has (their exit event was lost). */
 void procs__sweep(struct procs *ps, uint64_t exited_before_ns);
+
+/* Calls fn for every process in the table; fn must not add or forget any. */
+void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *ctx);
 
 unsigned procs__count(const struct procs *ps);
 

@@ -242,8 +242,246 @@ def test_agent_windows(tmp):
     check(len(stamps) == len(mine), f"two files of one window for one pid: {mine}")
 
 
+# --- service names ---------------------------------------------------------
+
+def cgroup2_root():
+    """Where the cgroup2 hierarchy is mounted (/sys/fs/cgroup, or .../unified
+    beside v1 hierarchies)."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > 2 and parts[2] == "cgroup2":
+                return parts[1]
+    raise Failure("no cgroup2 hierarchy mounted")
+
+
+class Cgroup:
+    """A real cgroup under the cgroup2 hierarchy, like the one systemd makes
+    for a unit; removed (its processes moved back to the root) on exit."""
+
+    def __init__(self, rel):
+        self.root = cgroup2_root()
+        self.rel = rel
+        self.path = os.path.join(self.root, rel)
+
+    def __enter__(self):
+        os.makedirs(self.path, exist_ok=True)
+        return self
+
+    def __exit__(self, *exc):
+        for _ in range(50):
+            with open(os.path.join(self.path, "cgroup.procs")) as f:
+                pids = f.read().split()
+            for pid in pids:
+                try:
+                    with open(os.path.join(self.root, "cgroup.procs"), "w") as f:
+                        f.write(pid)
+                except OSError:
+                    pass  # already gone
+            try:
+                os.rmdir(self.path)
+                break
+            except OSError:
+                time.sleep(0.1)
+        # Leave the parent slice only if we made it and it is empty.
+        parent = os.path.dirname(self.path)
+        if parent != self.root and os.path.basename(parent) == "system.slice":
+            try:
+                if not [d for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]:
+                    os.rmdir(parent)
+            except OSError:
+                pass
+
+    def start(self, name, *args, env=None):
+        """Starts a workload already inside the cgroup: moved between fork and
+        exec, as systemd does, so it execs in its unit."""
+        procs = os.path.join(self.path, "cgroup.procs")
+
+        def enter():
+            with open(procs, "w") as f:
+                f.write("0")
+        return subprocess.Popen([os.path.join(WORK, name), *map(str, args)],
+                                stdout=subprocess.PIPE, text=True, preexec_fn=enter, env=env)
+
+
+def named_after(log, pid):
+    """The agent's debug line for pid once it ran its workload: (the line, ms
+    after the process's start). Lines before are of the forked Python child
+    before exec, if it was sampled then."""
+    found = None, None
+    for line in log.splitlines():
+        if f" procs: pid={pid} " in line and " named " in line:
+            m = re.search(r"named (-?\d+) ms after its start", line)
+            found = line, int(m.group(1))
+            if " exe=cpu_split " in line:
+                break
+    return found
+
+
+def run_window_agent(tmp, *extra, seconds=4.0, during=None):
+    outdir = os.path.join(tmp, "out")
+    os.makedirs(outdir, exist_ok=True)
+    agent = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--log-level",
+                              "debug", *extra], stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        if during:
+            during()
+        time.sleep(seconds)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        _, log = agent.communicate(timeout=60)
+    check(agent.returncode == 0, f"agent exited {agent.returncode}: {log[-2000:]}")
+    return outdir, log
+
+
+def test_service_systemd_cgroup(tmp):
+    """A process in system.slice/cxtest-web.service is the service cxtest-web:
+    its profile file, and every sample labelled service and systemd_unit."""
+    done = {}
+    with Cgroup("system.slice/cxtest-web.service") as cg:
+        def during():
+            w = cg.start("cpu_split", 2)
+            done["out"], _ = w.communicate(timeout=30)
+            done["pid"] = w.pid
+        outdir, log = run_window_agent(tmp, seconds=1.5, during=during)
+    pid = done["pid"]
+    mine = sorted(os.path.join(outdir, f) for f in os.listdir(outdir)
+                  if f.startswith(f"cxtest-web.{pid}."))
+    check(mine, f"no cxtest-web.{pid}.* profile in {sorted(os.listdir(outdir))[:20]}")
+    ts = traces(*mine)
+    total = sum(t.count for t in ts)
+    check(total >= 100, f"only {total} samples for 2 s of CPU")
+    for t in ts:
+        check(t.labels.get("service") == "cxtest-web", f"service label: {t.labels}")
+        check(t.labels.get("systemd_unit") == "cxtest-web.service", f"unit label: {t.labels}")
+        check("container_id" not in t.labels and "pod" not in t.labels, f"labels: {t.labels}")
+    line, ms = named_after(log, pid)
+    check(line and "systemd_unit=cxtest-web.service" in line, f"no naming line for {pid}")
+    print(f"    {total} samples, all service=cxtest-web systemd_unit=cxtest-web.service; "
+          f"named {ms} ms after its start")
+    check(ms is not None and ms < 2000, f"named {ms} ms after its start")
+
+
+def test_short_lived_named(tmp):
+    """A process that lives 300 ms still gets its service in its profile,
+    named well within 2 s of its start."""
+    done = []
+    with Cgroup("system.slice/cxtest-web.service") as cg:
+        def during():
+            for _ in range(3):
+                t0 = time.time()
+                w = cg.start("cpu_split", 0.3)
+                w.communicate(timeout=30)
+                done.append((w.pid, time.time() - t0))
+        outdir, log = run_window_agent(tmp, seconds=1.0, during=during)
+    for pid, lived in done:
+        mine = [os.path.join(outdir, f) for f in os.listdir(outdir)
+                if f.startswith(f"cxtest-web.{pid}.")]
+        check(mine, f"pid {pid} (lived {lived:.2f}s): no cxtest-web profile; "
+                    f"{[f for f in os.listdir(outdir) if f'.{pid}.' in f]}")
+        ts = traces(*mine)
+        total = sum(t.count for t in ts)
+        check(total > 0 and all(t.labels.get("service") == "cxtest-web" for t in ts),
+              f"pid {pid}: {ts[:2]}")
+        _, ms = named_after(log, pid)
+        print(f"    pid {pid} lived {lived * 1000:.0f} ms: {total} samples as cxtest-web, "
+              f"named {ms} ms after its start")
+        check(ms is not None and ms < 2000, f"pid {pid} named {ms} ms after its start")
+
+
+def test_profiling_disabled(tmp):
+    """CODEXRAY_PROFILING=disabled in a process's environment: no samples for
+    it, the sibling without it is profiled, and the agent says so once."""
+    off = start_workload_env("cpu_split", 8, CODEXRAY_PROFILING="disabled")
+    on = start_workload_env("cpu_split", 8, CODEXRAY_PROFILING="enabled")
+    try:
+        time.sleep(0.5)
+        out, log = record(tmp, "--duration", 3)
+    finally:
+        for w in (off, on):
+            w.kill()
+            w.wait()
+    ts = traces(out)
+    n_off = sum(t.count for t in ts if t.labels.get("pid") == str(off.pid))
+    n_on = sum(t.count for t in ts if t.labels.get("pid") == str(on.pid))
+    seen = int(re.search(r"excluded_samples_seen=(\d+)", log).group(1))
+    print(f"    disabled: {n_off} samples, sibling: {n_on}; excluded samples that reached user "
+          f"space: {seen}")
+    check(n_off == 0, f"{n_off} samples of the disabled process")
+    check(n_on >= 150, f"sibling only {n_on} samples")
+    lines = [l for l in log.splitlines() if f"pid={off.pid} " in l and "not profiled" in l]
+    check(len(lines) == 1, f"want one exclusion line for {off.pid}: {lines}")
+    # Put in the BPF skip map at start: BPF hands over none of its samples.
+    check(seen <= 2, f"{seen} samples of the excluded process reached user space")
+
+
+def start_workload_env(name, *args, **env):
+    return subprocess.Popen([os.path.join(WORK, name), *map(str, args)], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, **env))
+
+
+def test_upload_identity_and_legacy_spool(tmp):
+    """The upload carries the identity as query parameters, URL-encoded; a
+    spool file of an earlier agent (identity in its name) is still sent."""
+    import http.server
+    import threading
+    import urllib.parse
+    got = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            got.append((self.path, body))
+            self.send_response(202)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    data = os.path.join(tmp, "agent-data")
+    os.makedirs(os.path.join(data, "spool"))
+    legacy = gzip_bytes(b"legacy body")
+    with open(os.path.join(data, "spool", "00000000000000000001~42~old%20host~my%2Fsvc.pb.gz"),
+              "wb") as f:
+        f.write(legacy)
+    done = {}
+    try:
+        with Cgroup("system.slice/cxtest-web.service") as cg:
+            def during():
+                w = cg.start("cpu_split", 1)
+                w.communicate(timeout=30)
+                done["pid"] = w.pid
+            run_window_agent(tmp, "--endpoint", f"http://127.0.0.1:{srv.server_port}",
+                             "--data-dir", data, "--host", "h 1", seconds=2.5, during=during)
+    finally:
+        srv.shutdown()
+    queries = [urllib.parse.urlparse(p) for p, _ in got]
+    params = [dict(urllib.parse.parse_qsl(q.query)) for q in queries]
+    old = [(q, b) for (p, b), q in zip(got, params) if q.get("pid") == "42"]
+    check(old and old[0][0] == {"service": "my/svc", "host": "old host", "pid": "42"}
+          and old[0][1] == legacy, f"legacy spool file: {old[:1]}")
+    mine = [(q, b) for (p, b), q in zip(got, params) if q.get("pid") == str(done["pid"])]
+    check(mine, f"no upload for pid {done['pid']}: {params[:5]}")
+    q, b = mine[0]
+    check(q.get("service") == "cxtest-web" and q.get("systemd_unit") == "cxtest-web.service"
+          and q.get("host") == "h 1", f"query {q}")
+    check(all(p.path == "/api/v1/profiles" for p in queries), "path")
+    check(b[:2] == b"\x1f\x8b", "the body is not the gzipped profile")
+    check(not os.listdir(os.path.join(data, "spool")), "spool not emptied")
+    print(f"    {len(got)} uploads; cxtest-web's query: {queries[params.index(q)].query}")
+
+
+def gzip_bytes(b):
+    import gzip
+    return gzip.compress(b)
+
+
 TESTS = [test_usage, test_record_pid_split_and_rate, test_record_whole_machine, test_kernel_stacks,
-         test_agent_windows] + server_tests.TESTS + browser_tests.TESTS
+         test_agent_windows, test_service_systemd_cgroup, test_short_lived_named,
+         test_profiling_disabled, test_upload_identity_and_legacy_spool] + server_tests.TESTS + browser_tests.TESTS
 
 
 def main():

@@ -53,7 +53,7 @@ static void test_window_to_pprof(void **state)
 {
     (void)state;
     struct binary_cache *bc = binary_cache__new("/proc");
-    struct procs *ps = procs__new(bc, "/proc");
+    struct procs *ps = procs__new(bc, "/proc", NULL);
     struct agg_window *w = agg_window__new(1700000000000000000ull, false);
     struct cx_sample s;
 
@@ -154,7 +154,7 @@ static void test_kernel_frames_kept_when_asked(void **state)
 {
     (void)state;
     struct binary_cache *bc = binary_cache__new("/proc");
-    struct procs *ps = procs__new(bc, "/proc");
+    struct procs *ps = procs__new(bc, "/proc", NULL);
     struct agg_window *w = agg_window__new(0, true);
     struct cx_sample s;
     struct proc *p = procs__get(ps, getpid(), NULL, 1);
