@@ -239,40 +239,56 @@ static long tree_child(struct tree *t, uint32_t parent, uint32_t name)
     return c;
 }
 
-/* Appends ",a,b,c,d" (or without the comma) without printf: the tree can
- * have hundreds of thousands of nodes. */
+/* Writes v in decimal at p, two digits a step; returns the length. The
+ * tree can have hundreds of thousands of nodes: no printf. */
 static int put_i64(char *p, int64_t v)
 {
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
     char tmp[24];
-    int n = 0, len = 0;
+    int n = sizeof(tmp), len = 0;
     uint64_t u = v < 0 ? (uint64_t)-v : (uint64_t)v;
 
-    do {
-        tmp[n++] = '0' + u % 10;
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        unsigned d = (unsigned)(u % 100) * 2;
+        u /= 100;
+        tmp[--n] = pairs[d + 1];
+        tmp[--n] = pairs[d];
+    }
+    if (u >= 10) {
+        tmp[--n] = pairs[u * 2 + 1];
+        tmp[--n] = pairs[u * 2];
+    } else {
+        tmp[--n] = (char)('0' + u);
+    }
     if (v < 0)
         p[len++] = '-';
-    while (n)
-        p[len++] = tmp[--n];
-    return len;
+    memcpy(p + len, tmp + n, sizeof(tmp) - n);
+    return len + (int)sizeof(tmp) - n;
 }
 
+/* Appends ",a,b,c,d" (or without the comma) straight into out. */
 static int put_node(struct buf *out, bool comma, int64_t a, int64_t b, int64_t c, int64_t d)
 {
-    char tmp[112];
-    int n = 0;
+    int err = buf__reserve(out, 4 * 21 + 4);
 
+    if (err)
+        return err;
+    char *p = out->data + out->len, *start = p;
     if (comma)
-        tmp[n++] = ',';
-    n += put_i64(tmp + n, a);
-    tmp[n++] = ',';
-    n += put_i64(tmp + n, b);
-    tmp[n++] = ',';
-    n += put_i64(tmp + n, c);
-    tmp[n++] = ',';
-    n += put_i64(tmp + n, d);
-    return buf__append(out, tmp, n);
+        *p++ = ',';
+    p += put_i64(p, a);
+    *p++ = ',';
+    p += put_i64(p, b);
+    *p++ = ',';
+    p += put_i64(p, c);
+    *p++ = ',';
+    p += put_i64(p, d);
+    out->len += p - start;
+    out->data[out->len] = '\0';
+    return 0;
 }
 
 struct fold_item {
@@ -329,11 +345,49 @@ static size_t fold_smallest(struct tree *t, size_t max)
     return visible;
 }
 
-static int emit(struct tree *t, uint32_t i, struct buf *out, bool *first)
+/* Orders every sibling list widest first, so the graph reads left to
+ * right by size; folded children go last. One scratch array for all. */
+static int sort_children(struct tree *t)
+{
+    uint32_t *list = NULL, cap = 0;
+
+    for (size_t i = 0; i < t->len; i++) {
+        struct node *pn = &t->n[i];
+        if (pn->nchildren < 2)
+            continue;
+        if (pn->nchildren > cap) {
+            uint32_t *l = realloc(list, pn->nchildren * sizeof(*l));
+            if (!l) {
+                free(list);
+                return -ENOMEM;
+            }
+            list = l;
+            cap = pn->nchildren;
+        }
+        uint32_t nl = 0;
+        for (uint32_t c = pn->first_child; c != NONE && nl < cap; c = t->n[c].next_sibling)
+            list[nl++] = c;
+        for (uint32_t a = 1; a < nl; a++) {
+            uint32_t x = list[a], b = a;
+            while (b > 0 && t->n[list[b - 1]].total < t->n[x].total) {
+                list[b] = list[b - 1];
+                b--;
+            }
+            list[b] = x;
+        }
+        pn->first_child = list[0];
+        for (uint32_t a = 0; a + 1 < nl; a++)
+            t->n[list[a]].next_sibling = list[a + 1];
+        t->n[list[nl - 1]].next_sibling = NONE;
+    }
+    free(list);
+    return 0;
+}
+
+static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
 {
     int64_t other = 0;
     uint32_t kids = 0;
-    int err = 0;
 
     for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling) {
         if (t->n[c].folded)
@@ -341,31 +395,47 @@ static int emit(struct tree *t, uint32_t i, struct buf *out, bool *first)
         else
             kids++;
     }
-    err = put_node(out, !*first, i == 0 ? 0 : (int64_t)t->n[i].name + 2, t->n[i].total,
-                   t->n[i].self, kids + (other > 0));
-    *first = false;
-    if (err)
-        return err;
-    /* Children widest first, so the graph reads left to right by size. */
-    uint32_t *list = malloc((kids + 1) * sizeof(*list)), nl = 0;
-    if (!list)
+    return put_node(out, !first, i == 0 ? 0 : (int64_t)t->n[i].name + 2, t->n[i].total,
+                    t->n[i].self, kids + (other > 0));
+}
+
+/* The nodes in DFS order, children widest first, each node's folded
+ * children summed into one "other" after its last child. Iterative: a
+ * stack can be thousands of frames deep. */
+static int emit(struct tree *t, struct buf *out)
+{
+    uint32_t *path = malloc((t->len + 1) * sizeof(*path));
+    size_t depth = 0;
+    int err;
+
+    if (!path)
         return -ENOMEM;
-    for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling)
-        if (!t->n[c].folded)
-            list[nl++] = c;
-    for (uint32_t a = 1; a < nl; a++) {
-        uint32_t x = list[a], b = a;
-        while (b > 0 && t->n[list[b - 1]].total < t->n[x].total) {
-            list[b] = list[b - 1];
-            b--;
+    if ((err = emit_node(t, 0, out, true)))
+        goto out;
+    path[depth++] = 0;
+    uint32_t next = t->n[0].first_child;
+    while (depth) {
+        while (next != NONE && t->n[next].folded)
+            next = t->n[next].next_sibling;
+        if (next != NONE) {
+            if ((err = emit_node(t, next, out, false)))
+                goto out;
+            path[depth++] = next;
+            next = t->n[next].first_child;
+            continue;
         }
-        list[b] = x;
+        /* The node on top is done: its "other", then its next sibling. */
+        uint32_t done = path[--depth];
+        int64_t other = 0;
+        for (uint32_t c = t->n[done].first_child; c != NONE; c = t->n[c].next_sibling)
+            if (t->n[c].folded)
+                other += t->n[c].total;
+        if (other > 0 && (err = put_node(out, true, 1, other, other, 0)))
+            goto out;
+        next = depth ? t->n[done].next_sibling : NONE;
     }
-    for (uint32_t k = 0; k < nl && !err; k++)
-        err = emit(t, list[k], out, first);
-    free(list);
-    if (!err && other > 0)
-        err = put_node(out, true, 1, other, other, 0);
+out:
+    free(path);
     return err;
 }
 
@@ -424,8 +494,7 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
         (err = json__raw(out, "],\"files\":[\"\",\"\"")) ||
         (err = function_strings(out, m, true)) || (err = json__raw(out, "],\"nodes\":[")))
         goto out;
-    bool first = true;
-    if ((err = emit(&t, 0, out, &first)))
+    if ((err = buf__reserve(out, t.len * 24)) || (err = sort_children(&t)) || (err = emit(&t, out)))
         goto out;
     err = json__raw(out, "]}");
 out:
