@@ -209,12 +209,6 @@ int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid
         goto out;
     }
     r = output__write_file(path, file.data, file.len, true);
-    if (r)
-        goto out;
-    pthread_mutex_lock(&sh->mu);
-    sh->pending = true;
-    pthread_cond_signal(&sh->cv);
-    pthread_mutex_unlock(&sh->mu);
 out:
     buf__free(&file);
     return r;
@@ -486,6 +480,16 @@ fail:
     free(sh->dir);
     free(sh);
     return NULL;
+}
+
+void shipper__flush(struct shipper *sh)
+{
+    if (!sh)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    sh->pending = true;
+    pthread_cond_signal(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
 }
 
 void shipper__stop(struct shipper *sh)

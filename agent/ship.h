@@ -26,10 +26,14 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
 
 /* Spools one profile for upload, with its identity (id's fields, pid and
  * host become the upload's query parameters, URL-encoded; empty fields are
- * left out). data is copied. Returns 0 or -errno (the profile is then not
+ * left out). data is copied; shipper__flush sends it. Returns 0 or -errno (the profile is then not
  * spooled, and the caller logs it). Called from one thread at a time. */
 int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid, const char *host,
                      uint64_t start_ns, const void *data, size_t len);
+
+/* Wakes the upload thread for what was spooled: once a window, so a
+ * window goes out in one pass and one log line. sh may be NULL. */
+void shipper__flush(struct shipper *sh);
 
 /* Stops the thread after its current upload; what is unsent stays spooled
  * for the next start. sh may be NULL. */

@@ -98,6 +98,7 @@ static void process(struct worker *wk, struct agg_window *w)
         written++;
     }
     buf__free(&out);
+    shipper__flush(wk->opts.shipper);
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
              "unnamed_frames=%.1f%% profiles=%u failed=%u bytes=%llu took_ms=%llu cpu_ms=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,

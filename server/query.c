@@ -303,7 +303,8 @@ static int cmp_fold(const void *a, const void *b)
 }
 
 /* Folds the smallest nodes (never the root) into their parent's "other"
- * until at most max remain visible. A folded node takes its subtree with it. */
+ * until at most max remain visible, the "other" nodes counted. A folded
+ * node takes its subtree with it. */
 static size_t fold_smallest(struct tree *t, size_t max)
 {
     size_t visible = t->len;
@@ -319,7 +320,10 @@ static size_t fold_smallest(struct tree *t, size_t max)
     qsort(items, t->len - 1, sizeof(*items), cmp_fold);
     /* Subtree sizes: children have larger indices than parents. */
     size_t *sub = calloc(t->len, sizeof(*sub));
-    if (!sub) {
+    bool *other_of = calloc(t->len, sizeof(*other_of));
+    if (!sub || !other_of) {
+        free(sub);
+        free(other_of);
         free(items);
         return visible;
     }
@@ -336,11 +340,16 @@ static size_t fold_smallest(struct tree *t, size_t max)
         if (gone || t->n[i].folded)
             continue;
         t->n[i].folded = true;
-        visible -= sub[i];
-        for (uint32_t a = t->n[i].parent; a != NONE; a = t->n[a].parent)
-            sub[a] -= sub[i];
+        /* Its parent's first folded child brings an "other" node. */
+        uint32_t p = t->n[i].parent;
+        size_t gone_n = sub[i] - (other_of[p] ? 0 : 1);
+        other_of[p] = true;
+        visible -= gone_n;
+        for (uint32_t a = p; a != NONE; a = t->n[a].parent)
+            sub[a] -= gone_n;
     }
     free(sub);
+    free(other_of);
     free(items);
     return visible;
 }
