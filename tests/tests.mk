@@ -1,7 +1,7 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_aggregate test_identity
+              test_symbolizer test_gopclntab test_aggregate test_identity
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -12,7 +12,7 @@ $(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
 FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c \
-            $(B)/fixtures/debuglink_c
+            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped
 $(B)/fixtures/fp_c: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -30,15 +30,34 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 	strip --strip-all -o $@.tmp $<
 	cd $(B)/fixtures && objcopy --add-gnu-debuglink=split.debug $(notdir $@).tmp && mv $(notdir $@).tmp $(notdir $@)
 
+# Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
+# CI without a home directory; no cgo, so Go's own linker lays out the file.
+GO ?= go
+GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0
+# The Go fixture with its symbols (where the tests find addresses) and
+# stripped as production builds are (-s -w: no .symtab, no DWARF), named
+# from .gopclntab alone. The same code at the same addresses.
+$(B)/fixtures/go_full: tests/unit/fixtures/gofix.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) $(GO) build -o $(abspath $@) $(notdir $<)
+$(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+
 # Workloads for the integration tests, built with frame pointers in every
 # function. clang, because gcc 12 leaves them out of leaf functions that use
 # no stack even with -fno-omit-frame-pointer, and a frame-pointer walk then
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
 FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
-WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy
+WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split
 $(B)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
+# Go keeps frame pointers on amd64 and arm64 by itself; stripped, so names
+# come from .gopclntab.
+$(B)/workloads/go_split: tests/workloads/go_split/main.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
 
 unit: deps $(UNIT_BINS) $(FIXTURES)
 	@tests/run_unit.sh $(UNIT_BINS)

@@ -16,6 +16,7 @@
 #include "../../common/hmap.h"
 #include "../../common/log.h"
 #include "demangle.h"
+#include "gopclntab.h"
 
 /* Results cached per binary before symbolizer__trim() starts over. */
 #define CACHE_MAX_ENTRIES 200000
@@ -42,6 +43,9 @@ struct binsyms {
     Dwarf_Addr dwarf_bias;
     bool logged;
     bool broken; /* a SIGBUS while reading it: nothing more is read */
+    /* A Go binary's own line table, which names its Go code first (see
+     * resolve); it reads the file's image that libdwfl holds. */
+    struct gopclntab *go;
 
     struct hmap *strings; /* interned names, stored with their NUL */
     struct hmap *cache;   /* (offset << 1 | is_return) -> index into results */
@@ -109,6 +113,7 @@ static void binsyms_free(void *p)
     pthread_mutex_unlock(&all_mu);
     if (bs->dwfl && !bs->broken)
         dwfl_end(bs->dwfl);
+    gopclntab__free(bs->go);
     hmap__free(bs->strings);
     hmap__free(bs->cache);
     free(bs->results);
@@ -217,13 +222,22 @@ static void load(struct binsyms *bs, struct binary *b)
                 bs->seg[bs->nseg++] = (struct segment){ph.p_offset, ph.p_filesz, ph.p_vaddr};
         }
     }
+    bool is_go = gopclntab__is_go(elf);
+    if (is_go)
+        bs->go = gopclntab__open_elf(elf);
     bs->has_symtab = main_has_symtab(elf);
     bs->nsyms = dwfl_module_getsymtab(bs->mod);
     Dwarf_Addr dbias;
     bs->has_dwarf = dwfl_module_getdwarf(bs->mod, &dbias) != NULL;
     const char *debugfile = NULL;
     dwfl_module_info(bs->mod, NULL, NULL, NULL, NULL, NULL, NULL, &debugfile);
-    if (bs->nsyms <= 0) {
+    if (bs->go) {
+        /* Named from .gopclntab, stripped or not. */
+    } else if (is_go && bs->nsyms <= 0) {
+        snprintf(bs->why, sizeof(bs->why),
+                 "a Go binary without symbols whose .gopclntab could not be read (missing, "
+                 "or a layout other than Go 1.2, 1.16, 1.18 or 1.20's)");
+    } else if (bs->nsyms <= 0) {
         snprintf(bs->why, sizeof(bs->why),
                  "it has no symbols (stripped with --strip-all?) and no debug file was found "
                  "under /usr/lib/debug/.build-id/%s%.2s/ or by .gnu_debuglink",
@@ -233,8 +247,9 @@ static void load(struct binsyms *bs, struct binary *b)
                  "it keeps only its exported symbols (.dynsym): internal functions have no name "
                  "and no debug file was found under /usr/lib/debug/.build-id/");
     }
-    log_debug("symbols: %s: loaded symbols=%d symtab=%d dwarf=%d debug_file=%s", b->path, bs->nsyms,
-              bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none");
+    log_debug("symbols: %s: loaded symbols=%d symtab=%d dwarf=%d debug_file=%s gopclntab=%s",
+              b->path, bs->nsyms, bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none",
+              bs->go ? gopclntab__version(bs->go) : (is_go ? "unreadable" : "none"));
 }
 
 static void give_up(struct binsyms *bs, struct binary *b)
@@ -476,6 +491,25 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
     if (!bs->mod || !offset_to_vaddr(bs, file_offset - is_return, &vaddr))
         return;
     r->elf_addr = vaddr + is_return;
+    /* Go code is named from .gopclntab whenever it covers the address, even
+     * with .symtab and DWARF there: it is the table the Go runtime itself
+     * reads, so the names, inlined frames and lines are the ones Go's own
+     * tracebacks show, the same whether the binary is stripped or not, and
+     * found without parsing DWARF. What it does not cover (cgo's C code)
+     * goes on to libdwfl. */
+    if (bs->go) {
+        struct gopclntab_frame fr[SYM_MAX_INLINE];
+        unsigned n = gopclntab__lookup(bs->go, vaddr, fr, SYM_MAX_INLINE);
+        for (unsigned i = 0; i < n; i++) {
+            const char *fn = intern(bs, fr[i].function);
+            r->lines[i] = (struct sym_line){fn, fn, intern(bs, fr[i].file), fr[i].line};
+        }
+        if (n) {
+            r->n = n;
+            r->named = true;
+            return;
+        }
+    }
     Dwarf_Addr addr = vaddr + bs->bias;
     GElf_Off off;
     GElf_Sym sym;

@@ -1,7 +1,8 @@
 /* Names user-space frames: an offset into a binary becomes function names,
  * one per inlined frame, with file and line, from the binary's ELF symbols
  * (.symtab, .dynsym, .gnu_debugdata) and DWARF (libdw), its separate debug
- * file included (/usr/lib/debug/.build-id/, .gnu_debuglink).
+ * file included (/usr/lib/debug/.build-id/, .gnu_debuglink), and Go code
+ * from the binary's .gopclntab (gopclntab.h), stripped or not.
  *
  * Owned by one thread (the worker that turns windows into profiles): it
  * keeps per-binary state in binary->syms, loaded on first use.

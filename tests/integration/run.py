@@ -127,6 +127,59 @@ def test_record_pid_split_and_rate(tmp):
     check(abs(total - expect) <= 0.15 * expect, f"{total} samples for {cpu_s:.2f}s CPU at {HZ} Hz")
 
 
+GO_CHAIN = ["main.dispatch", "main.run", "main.main"]
+GO_SPLIT = {"main.hotA": 2 / 3, "main.hotB": 1 / 3}
+
+
+def test_go_stripped_split(tmp):
+    """A stripped Go workload (-ldflags='-s -w': no .symtab, no DWARF), named
+    from .gopclntab: main.hotA and main.hotB split 2:1 within 10 points,
+    each under main.dispatch -> main.run -> main.main, the inlined main.spin
+    as their leaf, and >= 90 % of the samples reach main.main through Go's
+    frame pointers."""
+    exe = os.path.join(WORK, "go_split")
+    sections = subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True,
+                              check=True).stdout
+    check(".gopclntab" in sections and ".symtab" not in sections
+          and ".debug_info" not in sections, "go_split is not a stripped Go binary")
+    w = start_workload("go_split", 12)
+    try:
+        time.sleep(1)
+        out, log = record(tmp, "--duration", 8, "--pid", w.pid)
+    finally:
+        w.kill()
+        w.wait()
+    ts = traces(out)
+    per, whole, inlined, to_main, total = {k: 0 for k in GO_SPLIT}, 0, 0, 0, 0
+    for t in ts:
+        total += t.count
+        frames = [f.removesuffix(" (inline)") for f in t.frames]
+        to_main += t.count if "main.main" in frames else 0
+        hot = [i for i, f in enumerate(frames) if f in GO_SPLIT]
+        if not hot:
+            continue
+        i = hot[0]
+        per[frames[i]] += t.count
+        if frames[i + 1:i + 1 + len(GO_CHAIN)] == GO_CHAIN:
+            whole += t.count
+        if i > 0 and t.frames[i - 1] == "main.spin (inline)":
+            inlined += t.count
+    hot = sum(per.values())
+    check(hot > 0, f"no Go hot function in {ts[:3]}")
+    for fn, want in GO_SPLIT.items():
+        got = per[fn] / hot
+        print(f"    {fn}: {got:.3f} (want {want:.3f})")
+        check(abs(got - want) <= 0.10, f"{fn} share {got:.3f}, want {want:.3f} +- 0.10")
+    print(f"    under {' -> '.join(reversed(GO_CHAIN))}: {whole}/{hot} = {whole / hot:.3f}; "
+          f"leaf main.spin (inline): {inlined}/{hot}; reach main.main: {to_main}/{total} = "
+          f"{to_main / total:.3f}")
+    check(whole / hot >= 0.95, f"only {whole}/{hot} hot samples under {GO_CHAIN}")
+    check(inlined / hot >= 0.9, f"only {inlined}/{hot} hot samples show the inlined main.spin")
+    check(to_main / total >= 0.90, f"only {to_main}/{total} samples reach main.main")
+    unnamed = float(re.search(r"unnamed_frames=([0-9.]+)%", log).group(1))
+    check(unnamed <= 1.0, f"unnamed_frames={unnamed}% for a stripped Go binary")
+
+
 def test_record_whole_machine(tmp):
     """Without --pid every process is recorded, each sample labelled with its pid."""
     w = start_workload("cpu_split", 8)
@@ -479,7 +532,8 @@ def gzip_bytes(b):
     return gzip.compress(b)
 
 
-TESTS = [test_usage, test_record_pid_split_and_rate, test_record_whole_machine, test_kernel_stacks,
+TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split,
+         test_record_whole_machine, test_kernel_stacks,
          test_agent_windows, test_service_systemd_cgroup, test_short_lived_named,
          test_profiling_disabled, test_upload_identity_and_legacy_spool] + server_tests.TESTS + browser_tests.TESTS
 
