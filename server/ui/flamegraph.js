@@ -16,13 +16,17 @@ const UNNAMED_RE = /^(.+)\+0x[0-9a-fA-F]+$/;
 // kernel frames carry the file "[kernel.kallsyms]" or "[module]" (or are
 // "[kernel]+0xADDR" when kallsyms had no name), frames without a name are
 // "binary+0xADDR", markers are "[truncated: ...]" / "[lost samples: ...]".
+// (The regular expressions run only where a cheap test says they may match:
+// the first draw classifies thousands of names.)
 export function classify(name, file, idx) {
     if (idx === 0) return { kind: KIND.ROOT, group: 'all', binary: '' };
     if (idx === 1) return { kind: KIND.OTHER, group: 'other', binary: '' };
-    if (name.startsWith('[kernel]+0x')) return { kind: KIND.KERNEL, group: 'kernel', binary: '[kernel]', unnamed: true };
-    if (/^\[(truncated|lost)/.test(name)) return { kind: KIND.MARKER, group: 'marker', binary: '' };
-    if (/^\[[^\]]+\]$/.test(file) && file !== '[unknown]') return { kind: KIND.KERNEL, group: file.slice(1, -1), binary: file };
-    const m = UNNAMED_RE.exec(name);
+    if (name.charCodeAt(0) === 91) { // [
+        if (name.startsWith('[kernel]+0x')) return { kind: KIND.KERNEL, group: 'kernel', binary: '[kernel]', unnamed: true };
+        if (/^\[(truncated|lost)/.test(name)) return { kind: KIND.MARKER, group: 'marker', binary: '' };
+    }
+    if (file.charCodeAt(0) === 91 && /^\[[^\]]+\]$/.test(file) && file !== '[unknown]') return { kind: KIND.KERNEL, group: file.slice(1, -1), binary: file };
+    const m = name.includes('+0x') ? UNNAMED_RE.exec(name) : null;
     if (m && !/[\s(]/.test(m[1])) return { kind: KIND.UNNAMED, group: m[1], binary: m[1], unnamed: true };
     return { kind: KIND.USER, group: packageOf(name, file), binary: '' };
 }
@@ -30,10 +34,10 @@ export function classify(name, file, idx) {
 // A package for colouring: C++/Rust "ns::", Go "path/pkg.", Java "a.b.",
 // else the source file's directory.
 export function packageOf(name, file) {
-    let m = /^[<&*\s]*(?:const\s+)?([A-Za-z_$][\w$]*)::/.exec(name);
+    let m = name.includes('::') ? /^[<&*\s]*(?:const\s+)?([A-Za-z_$][\w$]*)::/.exec(name) : null;
     if (m) return m[1];
-    m = /^((?:[\w.-]+\/)*[\w-]+)\.[\w(*$]/.exec(name);
-    if (m && !name.includes(' ')) {
+    m = name.includes('.') && !name.includes(' ') ? /^((?:[\w.-]+\/)*[\w-]+)\.[\w(*$]/.exec(name) : null;
+    if (m) {
         const parts = m[1].split('.');
         return parts.length > 2 ? parts.slice(0, 2).join('.') : m[1];
     }
@@ -53,8 +57,14 @@ function hash(s) {
     return h >>> 0;
 }
 
+const groupHash = new Map(); // a group's hash, once: groups repeat
 function colorFor(kind, group, name) {
-    const g = hash(group), n = hash(name);
+    let g = groupHash.get(group);
+    if (g === undefined) {
+        g = hash(group);
+        if (groupHash.size < 100000) groupHash.set(group, g);
+    }
+    const n = hash(name);
     switch (kind) {
         case KIND.ROOT: return 'hsl(220,10%,78%)';
         case KIND.OTHER: return 'hsl(0,0%,86%)';
@@ -427,7 +437,8 @@ export class FlameGraph {
         this._font();
         const charW = this.charW, names = t.names, color = t.color, kind = t.kind, nameOf = t.name, cls = t.classified;
         const m = this.match, diff = this.diff, zd = depth[z];
-        let labels = 0;
+        let labels = 0, alpha = 1, style = '';
+        ctx.globalAlpha = 1;
         for (let k = 0; k < nv; k++) {
             const i = vis[k], d = depth[i];
             let x, w;
@@ -440,14 +451,16 @@ export class FlameGraph {
                 const s = Math.round(Math.max(-1, Math.min(1, diff.d[i] / diff.max)) * 10);
                 fill = DIFF_COLORS[s + 10];
             } else fill = color[nm];
-            ctx.fillStyle = fill;
-            ctx.globalAlpha = d < zd || (m && !m[nm]) ? 0.6 : 1;
+            // (Each state change costs the canvas: made only when it changes.)
+            if (fill !== style) ctx.fillStyle = style = fill;
+            const a = d < zd || (m && !m[nm]) ? 0.6 : 1;
+            if (a !== alpha) ctx.globalAlpha = alpha = a;
             ctx.fillRect(x, y, w > 2 ? w - 1 : w, ROW - 1);
             if (w > charW * 3 + 6) {
                 const s = String(names[nm]), fit = Math.floor((w - 6) / charW);
                 const label = s.length > fit ? s.slice(0, fit - 1) + '…' : s;
-                ctx.globalAlpha = 1;
-                ctx.fillStyle = kind[nm] === KIND.MARKER ? '#fff' : '#1a1a1a';
+                if (alpha !== 1) ctx.globalAlpha = alpha = 1;
+                ctx.fillStyle = style = kind[nm] === KIND.MARKER ? '#fff' : '#1a1a1a';
                 ctx.fillText(label, x + 3, y + ROW / 2);
                 labels++;
             }
