@@ -4,7 +4,7 @@
 //   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&sort=self|total&fn=FILTER
 //              &diff=1&bfrom=&bto=&bhost=&bpid=
 import {
-    FlameGraph, KIND, parseTree, pathOf, resolvePath, functionStats, matchNames, matchShare,
+    FlameGraph, KIND, parseTree, classifyAll, pathOf, resolvePath, functionStats, matchNames, matchShare,
     unnamedReport, alignDiff, diffTable, fmtTime, fmtPct,
 } from './flamegraph.js';
 
@@ -340,7 +340,9 @@ async function renderApp(parts, p) {
         .catch((e) => { chart.title = e.message; });
     fgBox.replaceChildren(h('p', { class: 'muted loading' }, 'Loading the profile…'));
     try {
-        const [tree, btree] = await Promise.all([loadTree(sel), base ? loadTree(base) : null]);
+        const trees = Promise.all([loadTree(sel), base ? loadTree(base) : null]);
+        fg.warm(); // while the data is on its way
+        const [tree, btree] = await trees;
         if (page !== st) return;
         fgBox.replaceChildren();
         fg.el.append(fg.canvas, fg.overlay, fg.tip);
@@ -419,6 +421,7 @@ function unnamedNotes(t) {
 
 function legendOf(t, diff) {
     if (diff) return [];
+    classifyAll(t);
     const byGroup = new Map();
     for (let i = 1; i < t.n; i++) {
         const nm = t.name[i];
@@ -511,7 +514,7 @@ function renderTable(st, p, ui) {
         table = h('table', { class: 'funcs' },
             h('caption', {}, `Functions (${idx.length}), click one to find it in the graph`),
             h('thead', {}, h('tr', {}, th('name', 'Function'), th('self', 'Self', 'num'), th('total', 'Total', 'num'))),
-            h('tbody', {}, idx.slice(0, st.rows || 200).map((i) => h('tr', { class: 'row' + (t.kind[t.name[i]] === KIND.KERNEL ? ' kernel' : ''), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
+            h('tbody', {}, idx.slice(0, st.rows || 200).map((i) => h('tr', { class: 'row' + (t.kind[i] === KIND.KERNEL ? ' kernel' : ''), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
                 h('td', { class: 'fn' }, String(t.names[i])),
                 h('td', { class: 'num', title: fmtTime(self[i]) }, fmtPct(self[i] / root)),
                 h('td', { class: 'num', title: fmtTime(total[i]) }, fmtPct(total[i] / root))))));

@@ -16,13 +16,17 @@ const UNNAMED_RE = /^(.+)\+0x[0-9a-fA-F]+$/;
 // kernel frames carry the file "[kernel.kallsyms]" or "[module]" (or are
 // "[kernel]+0xADDR" when kallsyms had no name), frames without a name are
 // "binary+0xADDR", markers are "[truncated: ...]" / "[lost samples: ...]".
+// (The regular expressions run only where a cheap test says they may match:
+// the first draw classifies thousands of names.)
 export function classify(name, file, idx) {
     if (idx === 0) return { kind: KIND.ROOT, group: 'all', binary: '' };
     if (idx === 1) return { kind: KIND.OTHER, group: 'other', binary: '' };
-    if (name.startsWith('[kernel]+0x')) return { kind: KIND.KERNEL, group: 'kernel', binary: '[kernel]', unnamed: true };
-    if (/^\[(truncated|lost)/.test(name)) return { kind: KIND.MARKER, group: 'marker', binary: '' };
-    if (/^\[[^\]]+\]$/.test(file) && file !== '[unknown]') return { kind: KIND.KERNEL, group: file.slice(1, -1), binary: file };
-    const m = UNNAMED_RE.exec(name);
+    if (name.charCodeAt(0) === 91) { // [
+        if (name.startsWith('[kernel]+0x')) return { kind: KIND.KERNEL, group: 'kernel', binary: '[kernel]', unnamed: true };
+        if (/^\[(truncated|lost)/.test(name)) return { kind: KIND.MARKER, group: 'marker', binary: '' };
+    }
+    if (file.charCodeAt(0) === 91 && /^\[[^\]]+\]$/.test(file) && file !== '[unknown]') return { kind: KIND.KERNEL, group: file.slice(1, -1), binary: file };
+    const m = name.includes('+0x') ? UNNAMED_RE.exec(name) : null;
     if (m && !/[\s(]/.test(m[1])) return { kind: KIND.UNNAMED, group: m[1], binary: m[1], unnamed: true };
     return { kind: KIND.USER, group: packageOf(name, file), binary: '' };
 }
@@ -30,10 +34,10 @@ export function classify(name, file, idx) {
 // A package for colouring: C++/Rust "ns::", Go "path/pkg.", Java "a.b.",
 // else the source file's directory.
 export function packageOf(name, file) {
-    let m = /^[<&*\s]*(?:const\s+)?([A-Za-z_$][\w$]*)::/.exec(name);
+    let m = name.includes('::') ? /^[<&*\s]*(?:const\s+)?([A-Za-z_$][\w$]*)::/.exec(name) : null;
     if (m) return m[1];
-    m = /^((?:[\w.-]+\/)*[\w-]+)\.[\w(*$]/.exec(name);
-    if (m && !name.includes(' ')) {
+    m = name.includes('.') && !name.includes(' ') ? /^((?:[\w.-]+\/)*[\w-]+)\.[\w(*$]/.exec(name) : null;
+    if (m) {
         const parts = m[1].split('.');
         return parts.length > 2 ? parts.slice(0, 2).join('.') : m[1];
     }
@@ -53,8 +57,14 @@ function hash(s) {
     return h >>> 0;
 }
 
+const groupHash = new Map(); // a group's hash, once: groups repeat
 function colorFor(kind, group, name) {
-    const g = hash(group), n = hash(name);
+    let g = groupHash.get(group);
+    if (g === undefined) {
+        g = hash(group);
+        if (groupHash.size < 100000) groupHash.set(group, g);
+    }
+    const n = hash(name);
     switch (kind) {
         case KIND.ROOT: return 'hsl(220,10%,78%)';
         case KIND.OTHER: return 'hsl(0,0%,86%)';
@@ -65,64 +75,72 @@ function colorFor(kind, group, name) {
     }
 }
 
-// Parses the flame-graph JSON (an object) into flat arrays and lays it out:
-// x (offset from the root's left edge, in ns), depth, subtree end (the index
-// after a node's last descendant), parent. Throws on a malformed tree.
+// Parses the flame-graph JSON (an object) into flat typed arrays and lays
+// it out in the same pass: x (offset from the root's left edge, in ns),
+// depth, subtree end (the index after a node's last descendant), parent.
+// Names are classified (kind, colour) on first use, not here: the first
+// draw needs only the ones it shows. Throws on a malformed tree.
 export function parseTree(fg) {
     const nodes = fg.nodes || [], names = fg.names || ['all', 'other'], files = fg.files || [];
-    const n = Math.floor(nodes.length / 4);
-    const t = {
-        n, names, files, unit: fg.unit, samples: fg.samples || 0, profiles: fg.profiles || 0,
-        name: new Int32Array(n), total: new Float64Array(n), self: new Float64Array(n),
-        x: new Float64Array(n), depth: new Uint16Array(n), end: new Int32Array(n),
-        parent: new Int32Array(n), maxDepth: 0,
-    };
+    const n = Math.floor(nodes.length / 4), nn = names.length;
+    const name = new Int32Array(n), total = new Float64Array(n), self = new Float64Array(n),
+        x = new Float64Array(n), depth = new Uint16Array(n), end = new Int32Array(n), parent = new Int32Array(n);
     const rem = new Int32Array(n), nextX = new Float64Array(n), stk = new Int32Array(n + 1);
-    let sp = 0;
-    for (let i = 0; i < n; i++) {
-        const o = 4 * i, nm = nodes[o];
-        if (nm < 0 || nm >= names.length) throw new Error(`node ${i}: name ${nm} out of range`);
-        t.name[i] = nm;
-        t.total[i] = nodes[o + 1];
-        t.self[i] = nodes[o + 2];
-        const kids = nodes[o + 3];
+    let sp = 0, maxDepth = 0;
+    for (let i = 0, o = 0; i < n; i++, o += 4) {
+        const nm = nodes[o], tot = nodes[o + 1], kids = nodes[o + 3];
+        if (!(nm >= 0 && nm < nn)) throw new Error(`node ${i}: name ${nm} out of range`);
+        name[i] = nm;
+        total[i] = tot;
+        self[i] = nodes[o + 2];
+        let xi = 0;
         if (sp > 0) {
-            const p = stk[sp - 1];
-            t.parent[i] = p;
-            t.depth[i] = t.depth[p] + 1;
-            t.x[i] = nextX[p];
-            nextX[p] += t.total[i];
+            const p = stk[sp - 1], d = depth[p] + 1;
+            parent[i] = p;
+            depth[i] = d;
+            if (d > maxDepth) maxDepth = d;
+            xi = nextX[p];
+            nextX[p] = xi + tot;
             rem[p]--;
         } else {
             if (i > 0) throw new Error(`node ${i}: a second root`);
-            t.parent[i] = -1;
+            parent[i] = -1;
         }
-        if (t.depth[i] > t.maxDepth) t.maxDepth = t.depth[i];
-        nextX[i] = t.x[i];
+        x[i] = xi;
+        nextX[i] = xi;
         rem[i] = kids;
         if (kids > 0) {
             stk[sp++] = i;
         } else {
-            t.end[i] = i + 1;
-            while (sp > 0 && rem[stk[sp - 1]] === 0) t.end[stk[--sp]] = i + 1;
+            end[i] = i + 1;
+            while (sp > 0 && rem[stk[sp - 1]] === 0) end[stk[--sp]] = i + 1;
         }
     }
-    while (sp > 0) t.end[stk[--sp]] = n; // a cut-off tree: close what is open
-    // Per name: kind, colour, binary (for unnamed frames).
-    const nn = names.length;
-    t.kind = new Uint8Array(nn);
-    t.unnamed = new Uint8Array(nn);
-    t.color = new Array(nn);
-    t.group = new Array(nn);
-    t.binary = new Array(nn);
-    for (let i = 0; i < nn; i++) {
-        const c = classify(String(names[i]), String(files[i] || ''), i);
-        t.kind[i] = c.kind;
-        t.unnamed[i] = c.unnamed ? 1 : 0;
-        t.group[i] = c.group;
-        t.binary[i] = c.binary;
-        t.color[i] = colorFor(c.kind, c.group, String(names[i]));
-    }
+    while (sp > 0) end[stk[--sp]] = n; // a cut-off tree: close what is open
+    return {
+        n, names, files, unit: fg.unit, samples: fg.samples || 0, profiles: fg.profiles || 0,
+        name, total, self, x, depth, end, parent, maxDepth,
+        // Per name, filled on first use (nameInfo) or all at once
+        // (classifyAll): kind, colour, package group, binary (unnamed frames).
+        classified: new Uint8Array(nn), kind: new Uint8Array(nn), unnamed: new Uint8Array(nn),
+        color: new Array(nn).fill(''), group: new Array(nn).fill(''), binary: new Array(nn).fill(''),
+    };
+}
+
+// Kind, colour, group and binary of name nm (once).
+export function nameInfo(t, nm) {
+    if (t.classified[nm]) return;
+    const name = String(t.names[nm]), c = classify(name, String(t.files[nm] || ''), nm);
+    t.kind[nm] = c.kind;
+    t.unnamed[nm] = c.unnamed ? 1 : 0;
+    t.group[nm] = c.group;
+    t.binary[nm] = c.binary;
+    t.color[nm] = colorFor(c.kind, c.group, name);
+    t.classified[nm] = 1;
+}
+
+export function classifyAll(t) {
+    for (let i = 0; i < t.names.length; i++) if (!t.classified[i]) nameInfo(t, i);
     return t;
 }
 
@@ -208,6 +226,7 @@ export function matchShare(t, m) {
 // Time under frames without names: overall and per binary, a stack counted
 // once however many such frames it holds.
 export function unnamedReport(t) {
+    classifyAll(t);
     const byBin = new Map();
     const stk = new Int32Array(t.maxDepth + 2), seen = new Map();
     let sp = 0, depthIn = 0, all = 0;
@@ -397,53 +416,74 @@ export class FlameGraph {
         const H = Math.max((maxD + 1) * ROW + 4, this.treeH || 0);
         this.treeH = H;
         if (this.cssW !== W || this.cssH !== H || this.dpr !== dpr) {
+            this.canvas.width = Math.round(W * dpr);
+            this.canvas.height = Math.round(H * dpr);
             for (const c of [this.canvas, this.overlay]) {
-                c.width = Math.round(W * dpr);
-                c.height = Math.round(H * dpr);
                 c.style.width = W + 'px';
                 c.style.height = H + 'px';
             }
+            // The overlay gets its pixels on the first hover: until then an
+            // empty canvas costs the first frame nothing to paint.
+            this.overlay.width = this.overlay.height = 0;
             this.el.style.height = H + 'px';
             this.cssW = W; this.cssH = H; this.dpr = dpr;
+            this._hoverShown = false; // resized canvases are blank
+            this._fontSet = false; // and has its state reset
         }
         const ctx = this.ctx;
         ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
         ctx.fillStyle = '#fff';
         ctx.fillRect(0, 0, W, H);
-        ctx.font = '12px ui-monospace, "DejaVu Sans Mono", monospace';
-        ctx.textBaseline = 'middle';
-        if (!this.charW) this.charW = ctx.measureText('M').width || 7.2;
-        const charW = this.charW, names = t.names, color = t.color, kind = t.kind, nameOf = t.name;
+        this._font();
+        const charW = this.charW, names = t.names, color = t.color, kind = t.kind, nameOf = t.name, cls = t.classified;
         const m = this.match, diff = this.diff, zd = depth[z];
-        let labels = 0;
+        let labels = 0, alpha = 1, style = '';
+        ctx.globalAlpha = 1;
         for (let k = 0; k < nv; k++) {
             const i = vis[k], d = depth[i];
             let x, w;
             if (d < zd) { x = 0; w = W; } else { x = (t.x[i] - x0) * scale; w = total[i] * scale; }
             const y = d * ROW, nm = nameOf[i];
+            if (!cls[nm]) nameInfo(t, nm);
             let fill;
             if (m && m[nm]) fill = '#d63cd6';
             else if (diff) {
                 const s = Math.round(Math.max(-1, Math.min(1, diff.d[i] / diff.max)) * 10);
                 fill = DIFF_COLORS[s + 10];
             } else fill = color[nm];
-            ctx.fillStyle = fill;
-            ctx.globalAlpha = d < zd || (m && !m[nm]) ? 0.6 : 1;
+            // (Each state change costs the canvas: made only when it changes.)
+            if (fill !== style) ctx.fillStyle = style = fill;
+            const a = d < zd || (m && !m[nm]) ? 0.6 : 1;
+            if (a !== alpha) ctx.globalAlpha = alpha = a;
             ctx.fillRect(x, y, w > 2 ? w - 1 : w, ROW - 1);
             if (w > charW * 3 + 6) {
                 const s = String(names[nm]), fit = Math.floor((w - 6) / charW);
                 const label = s.length > fit ? s.slice(0, fit - 1) + '…' : s;
-                ctx.globalAlpha = 1;
-                ctx.fillStyle = kind[nm] === KIND.MARKER ? '#fff' : '#1a1a1a';
+                if (alpha !== 1) ctx.globalAlpha = alpha = 1;
+                ctx.fillStyle = style = kind[nm] === KIND.MARKER ? '#fff' : '#1a1a1a';
                 ctx.fillText(label, x + 3, y + ROW / 2);
                 labels++;
             }
         }
         ctx.globalAlpha = 1;
-        this._drawHover();
+        if (this.hover >= 0 || this._hoverShown) this._drawHover();
         this.lastDraw = { drawn: nv, labels, ms: performance.now() - t0 };
         return this.lastDraw;
     }
+
+    // The labels' font on the canvas, and its character width. The first
+    // use of a font costs (finding and loading it): warm() does that while
+    // the data is still on its way.
+    _font() {
+        if (this._fontSet) return;
+        const ctx = this.ctx;
+        ctx.font = '12px ui-monospace, "DejaVu Sans Mono", monospace';
+        ctx.textBaseline = 'middle';
+        if (!this.charW) this.charW = ctx.measureText('M').width || 7.2;
+        this._fontSet = true;
+    }
+
+    warm() { this._font(); }
 
     // The frame under (px, py) in CSS pixels, or -1.
     nodeAt(px, py) {
@@ -498,9 +538,15 @@ export class FlameGraph {
 
     _drawHover() {
         const o = this.octx, dpr = this.dpr || 1;
+        if (this.hover >= 0 && !this.overlay.width) {
+            this.overlay.width = this.canvas.width;
+            this.overlay.height = this.canvas.height;
+        }
         o.setTransform(dpr, 0, 0, dpr, 0, 0);
         o.clearRect(0, 0, this.cssW || 0, this.cssH || 0);
+        this._hoverShown = false;
         if (this.hover < 0 || !this.tree || this.hover >= this.tree.n) return;
+        this._hoverShown = true;
         const b = this.boxOf(this.hover);
         o.lineWidth = 2;
         o.strokeStyle = '#111';
@@ -509,6 +555,7 @@ export class FlameGraph {
 
     _fillTip(i) {
         const t = this.tree, nm = t.name[i], root = t.total[0] || 1, z = this.zoom;
+        nameInfo(t, nm);
         const lines = [];
         const kinds = ['', 'kernel', 'no name: symbols missing', 'marker', 'folded small frames', ''];
         lines.push(['b', String(t.names[nm])]);
