@@ -292,8 +292,10 @@ async function renderApp(parts, p) {
     const base = diff ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid } : null;
 
     const hostSel = h('select', { 'aria-label': 'host', onchange: () => update({ host: hostSel.value, zoom: null }) }, h('option', { value: '' }, 'all hosts'));
+    // The pids the store saw for this app and range (GET /api/v1/labels), offered as a list; any can be typed.
+    const pidList = h('datalist', { id: 'pid-values' });
     const pidBox = h('input', { type: 'text', inputmode: 'numeric', placeholder: 'pid', size: 7, value: pid, 'aria-label': 'pid',
-        onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
+        list: 'pid-values', onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
     const dl = (fmt, ext) => h('a', { class: 'button', download: `${app}.${ext}`,
         href: '/api/v1/profile?' + new URLSearchParams(Object.entries({ app, from, to, host, pid, format: fmt }).filter(([, v]) => v)) }, ext === 'pb.gz' ? 'pprof' : 'folded');
     const chart = h('canvas', { class: 'timeline', 'aria-label': 'CPU used over time; drag to select a range' });
@@ -310,7 +312,7 @@ async function renderApp(parts, p) {
     view.replaceChildren(h('section', { class: 'page' },
         h('nav', { class: 'breadcrumb' }, h('a', { href: hashOf([], new URLSearchParams({ from, to })) }, 'Applications'), ' / ', h('strong', { class: 'app-name' }, app)),
         h('div', { class: 'tabs', role: 'tablist' }, h('span', { class: 'tab on', role: 'tab', 'aria-selected': 'true' }, 'Profiling')),
-        h('div', { class: 'toolbar' }, rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), hostSel, pidBox,
+        h('div', { class: 'toolbar' }, rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), hostSel, pidBox, pidList,
             h('button', { type: 'button', class: diff ? 'on' : '', onclick: () => update({ diff: diff ? null : '1', bfrom: null, bto: null, bhost: null, bpid: null }) }, diff ? 'Diff: on' : 'Compare…'),
             h('span', { class: 'spacer' }), h('span', { class: 'muted' }, 'Download'), dl('pprof', 'pb.gz'), dl('collapsed', 'folded.txt')),
         h('div', { class: 'chart-box' }, chart),
@@ -334,6 +336,9 @@ async function renderApp(parts, p) {
         if (host) hosts.add(host);
         for (const x of [...hosts].sort()) hostSel.append(h('option', { value: x, selected: x === host || undefined }, x));
         if (diffBar) diffBar.setHosts([...hosts].sort());
+    }).catch(() => {});
+    api('/api/v1/labels', { app, from, to, host }).then((v) => {
+        pidList.replaceChildren(...(v.pid || []).sort((a, b) => a - b).map((x) => h('option', { value: x })));
     }).catch(() => {});
     api('/api/v1/timeline', { app, from, to, host, pid, step: stepFor(f0, t0) + 's' })
         .then((tl) => { if (page === st) cpuChart(chart, tl, { onSelect: (a, b) => update({ from: String(a), to: String(b), zoom: null }) }); })

@@ -66,6 +66,10 @@ try {
     check(first === 'hot_a', `the function table's top row is ${first}, want hot_a`);
     const tableText = await page.textContent('table.funcs');
     for (const f of ['hot_b', 'hot_c', 'dispatch', 'main']) check(tableText.includes(f), `${f} not in the function table`);
+    // The pid filter offers the pids the server saw (GET /api/v1/labels).
+    await page.waitForFunction(() => document.querySelectorAll('#pid-values option').length > 0, null, { timeout: 10000 }).catch(() => {});
+    const pids = await page.$$eval('#pid-values option', (os) => os.map((o) => o.value));
+    check(pids.length >= 1 && pids.every((x) => /^[0-9]+$/.test(x)), `pid list: ${JSON.stringify(pids)}`);
     log(`profiling tab: ${drawn} frames drawn, ${px.ink} pixels, first draw ${(await page.evaluate(() => window.__cx.firstDrawMs)).toFixed(1)} ms, top function ${first}`);
     await shot('2-profiling');
 
