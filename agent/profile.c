@@ -7,8 +7,22 @@
 #include <string.h>
 
 #include "../common/hmap.h"
+#include "../common/log.h"
 
 #define KERNEL_START 0xffff800000000000ull
+/* How often a process's perf map is looked at again; it is read further
+ * only when it grew. */
+#define JIT_RECHECK_NS (1000ull * 1000 * 1000)
+/* perfmap_cache__once keys */
+#define HINT_NODE 1
+
+/* A process's perf map, fetched on its first frame in anonymous code. */
+struct jit_state {
+    struct perfmap *pm;
+    bool tried;
+    bool missed; /* a frame in anonymous code had no perf map to name it */
+    const char *why;
+};
 
 struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
                                      uint64_t duration_ns)
@@ -84,12 +98,116 @@ static uint64_t add_mapping(struct pprof_writer *w, const struct profile_ctx *c,
     return pprof_writer__mapping(w, &mi);
 }
 
+/* Whether code in m (NULL: in no mapping) may be a JIT's: anonymous
+ * executable memory, or a memfd (.NET maps its code twice, through one). */
+static bool maybe_jit(const struct agg_map *m)
+{
+    if (!m)
+        return true;
+    if (strncmp(m->name, "/memfd:", 7) == 0)
+        return true;
+    return !m->bin && (m->name[0] == '\0' || strncmp(m->name, "[anon", 5) == 0);
+}
+
+static bool all_digits(const char *s, const char *end)
+{
+    if (s == end)
+        return false;
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+    }
+    return true;
+}
+
+/* A perf-map name as a pprof line. V8's, "JS:*hot_a /app/w.js:3:15" (the
+ * kind, an optimization tier mark, the function, where it starts), becomes
+ * hot_a in /app/w.js at line 3; HotSpot's interpreter stub is
+ * [interpreter]; anything else is kept as written. fn and file are the
+ * caller's buffers. */
+static struct pprof_line jit_line(const char *name, char *fn, size_t fnlen, char *file,
+                                  size_t filelen)
+{
+    static const char *const v8_kinds[] = {"JS:", "LazyCompile:", "Function:", "Script:", "Eval:"};
+    struct pprof_line l = {name, name, NULL, 0};
+
+    if (strcmp(name, "Interpreter") == 0) {
+        l.function = "[interpreter]";
+        return l;
+    }
+    for (size_t i = 0; i < sizeof(v8_kinds) / sizeof(v8_kinds[0]); i++) {
+        size_t kl = strlen(v8_kinds[i]);
+        if (strncmp(name, v8_kinds[i], kl) != 0)
+            continue;
+        const char *p = name + kl;
+        if (*p && strchr("*~^+-", *p))
+            p++;
+        const char *sp = strchr(p, ' ');
+        size_t n = sp ? (size_t)(sp - p) : strlen(p);
+        if (n == 0)
+            snprintf(fn, fnlen, "(anonymous)");
+        else
+            snprintf(fn, fnlen, "%.*s", (int)n, p);
+        l.function = fn;
+        if (sp && sp[1]) {
+            /* "file:line:col", the file may itself hold colons (a URL). */
+            const char *where = sp + 1, *end = where + strlen(where);
+            const char *c2 = strrchr(where, ':');
+            const char *c1 = NULL;
+            if (c2 && c2 > where) {
+                for (const char *q = c2 - 1; q >= where; q--) {
+                    if (*q == ':') {
+                        c1 = q;
+                        break;
+                    }
+                }
+            }
+            if (c1 && all_digits(c1 + 1, c2) && all_digits(c2 + 1, end)) {
+                snprintf(file, filelen, "%.*s", (int)(c1 - where), where);
+                l.line = strtoll(c1 + 1, NULL, 10);
+            } else {
+                snprintf(file, filelen, "%s", where);
+            }
+            l.file = file;
+        }
+        return l;
+    }
+    return l;
+}
+
+/* Names a frame in possible JIT code from the process's perf map. Returns
+ * the location id, 0 when the map does not name it, UINT64_MAX when out of
+ * memory. */
+static uint64_t jit_location(struct pprof_writer *w, const struct profile_ctx *c,
+                             const struct agg_proc *ap, struct jit_state *js, uint64_t map_id,
+                             uint64_t addr, bool *named)
+{
+    char fn[512], file[1024];
+    const char *name;
+
+    if (!js->tried) {
+        js->tried = true;
+        js->pm = perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, JIT_RECHECK_NS,
+                                    &js->why);
+    }
+    name = js->pm ? perfmap__lookup(js->pm, addr) : NULL;
+    if (!name) {
+        js->missed = !js->pm;
+        return 0;
+    }
+    struct pprof_line l = jit_line(name, fn, sizeof(fn), file, sizeof(file));
+    uint64_t id = pprof_writer__location(w, map_id, addr, &l, 1);
+    *named = id != 0;
+    return id ? id : UINT64_MAX;
+}
+
 /* Names one frame and interns its location. *named says whether it has a
  * real name, *entry whether it is where a stack starts. Returns the location
  * id, 0 when out of memory. */
 static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx *c,
-                               const struct agg_proc *ap, const struct agg_frame *f,
-                               uint64_t *kernel_map, bool *named, bool *entry)
+                               const struct agg_proc *ap, struct jit_state *js,
+                               const struct agg_frame *f, uint64_t *kernel_map, bool *named,
+                               bool *entry, bool *jit)
 {
     struct pprof_line lines[SYM_MAX_INLINE];
     char label[512];
@@ -98,6 +216,7 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
 
     *named = false;
     *entry = false;
+    *jit = false;
     if (f->kind == CX_FRAME_TRUNCATED) {
         /* Named for what it is: a marker, not a frame that lacks a name. */
         *named = true;
@@ -124,6 +243,13 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     }
 
     const struct agg_map *m = f->map == AGG_NO_MAP ? NULL : &ap->maps[f->map];
+    if (c->jit && maybe_jit(m)) {
+        uint64_t id = jit_location(w, c, ap, js, m ? add_mapping(w, c, m) : 0, addr, named);
+        if (id) {
+            *jit = *named;
+            return id == UINT64_MAX ? 0 : id;
+        }
+    }
     if (!m) {
         snprintf(label, sizeof(label), "[unknown]+0x%" PRIx64, f->addr);
         lines[0] = (struct pprof_line){label, NULL, NULL, 0};
@@ -180,8 +306,9 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
 {
     uint64_t locs[CX_MAX_FRAMES], kernel_map = 0;
     char pid[16], tid[16], thread[CX_COMM_LEN];
-    /* frame -> location id | named << 63 | entry << 62 */
+    /* frame -> location id | named << 63 | entry << 62 | jit << 61 */
     struct hmap *seen = hmap__new();
+    struct jit_state js = {0};
     int err = -ENOMEM;
 
     if (!seen)
@@ -208,20 +335,22 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                 goto out;
             uint64_t *v = hmap__val(seen, k);
             if (fresh) {
-                bool named, entry;
-                uint64_t id = frame_location(w, c, ap, &s->frames[j], &kernel_map, &named, &entry);
+                bool named, entry, jit;
+                uint64_t id =
+                    frame_location(w, c, ap, &js, &s->frames[j], &kernel_map, &named, &entry, &jit);
                 if (!id)
                     goto out;
-                *v = id | (uint64_t)named << 63 | (uint64_t)entry << 62;
+                *v = id | (uint64_t)named << 63 | (uint64_t)entry << 62 | (uint64_t)jit << 61;
             }
             if (s->frames[j].kind == CX_FRAME_TRUNCATED && prev_entry)
                 continue; /* the stack was whole after all */
             prev_entry = (*v >> 62) & 1;
             last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED;
-            locs[nloc++] = *v & ~(3ull << 62);
+            locs[nloc++] = *v & ~(7ull << 61);
             if (!last_truncated) {
                 st->frames += count;
                 st->unnamed_frames += (*v >> 63) ? 0 : count;
+                st->jit_frames += (*v >> 61) & 1 ? count : 0;
             }
         }
         st->samples += count;
@@ -256,6 +385,12 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
         if (!id || pprof_writer__add_sample(w, &id, 1, values, labels, nl))
             goto out;
     }
+    if (js.missed && strncmp(ap->exe, "node", 4) == 0 &&
+        perfmap_cache__once(c->jit, ap->tgid, ap->start_time, HINT_NODE))
+        log_info("perfmap: pid=%u exe=%s service=%s: JavaScript frames unnamed (shown as "
+                 "[anon]+0xADDR): %s; fix: start node with --perf-basic-prof (or "
+                 "--perf-basic-prof-only-functions)",
+                 ap->tgid, ap->exe, ap->id.service, js.why ? js.why : "no perf map");
     err = 0;
 out:
     hmap__free(seen);
