@@ -5,9 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "../common/clock.h"
 #include "../common/hmap.h"
 #include "../common/log.h"
+#include "symbolize/jvm.h"
 
 #define KERNEL_START 0xffff800000000000ull
 /* How often a process's perf map is looked at again; it is read further
@@ -15,6 +19,13 @@
 #define JIT_RECHECK_NS (1000ull * 1000 * 1000)
 /* perfmap_cache__once keys */
 #define HINT_NODE 1
+#define HINT_JVM_FP 2
+/* A JVM is asked for its perf map once it is this old (it handles SIGQUIT
+ * only once it has started), then again at most this often while its
+ * samples find code the map does not name yet. */
+#define JVM_MIN_AGE_MS 3000
+#define JVM_ATTACH_EVERY_NS (30ull * 1000 * 1000 * 1000)
+#define JVM_ATTACH_TIMEOUT_MS 3000
 
 /* A process's perf map, fetched on its first frame in anonymous code. */
 struct jit_state {
@@ -278,6 +289,87 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     return pprof_writer__location(w, map_id, addr, lines, 1);
 }
 
+/* How long after its start the process is now, in ms; -1 when unknown. */
+static long long age_ms(uint64_t start_ticks)
+{
+    struct timespec ts;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    if (!start_ticks || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts))
+        return -1;
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 -
+           (long long)(start_ticks * 1000 / (uint64_t)hz);
+}
+
+/* The executable is java, or a frame was in libjvm.so (a launcher of its
+ * own that loads the JVM). */
+static bool is_jvm(const struct agg_proc *ap)
+{
+    if (strcmp(ap->exe, "java") == 0)
+        return true;
+    for (size_t i = 0; i < ap->nmaps; i++) {
+        const char *slash = ap->maps[i].name ? strrchr(ap->maps[i].name, '/') : NULL;
+        if (slash && strcmp(slash + 1, "libjvm.so") == 0)
+            return true;
+    }
+    return false;
+}
+
+/* A HotSpot JVM: the PreserveFramePointer hint once, and when its samples
+ * hit JIT code its perf map does not name (none yet, or code compiled
+ * since), it is asked to write the map (jvm.h), rate-limited, never while
+ * it is starting, never when SIGQUIT would not reach its handler (-Xrs). */
+static void jvm_prepare(const struct profile_ctx *c, const struct agg_proc *ap,
+                        struct jit_state *js)
+{
+    static const char proc_root[] = "/proc";
+    char reply[256];
+    bool miss = false;
+
+    if (!c->jit || !is_jvm(ap))
+        return;
+    if (!jvm__has_arg(proc_root, ap->tgid, "-XX:+PreserveFramePointer") &&
+        perfmap_cache__once(c->jit, ap->tgid, ap->start_time, HINT_JVM_FP))
+        log_info("perfmap: pid=%u exe=%s service=%s: a JVM without -XX:+PreserveFramePointer: "
+                 "its stacks end at the first JIT-compiled frame; fix: start it with "
+                 "-XX:+PreserveFramePointer",
+                 ap->tgid, ap->exe, ap->id.service);
+    struct perfmap *pm =
+        perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, JIT_RECHECK_NS, NULL);
+    for (size_t i = 0; i < hmap__len(ap->stacks) && !miss; i++) {
+        const struct agg_stack *s = hmap__key(ap->stacks, i, NULL);
+        for (uint32_t j = 0; j < s->nframes && !miss; j++) {
+            const struct agg_frame *f = &s->frames[j];
+            if (f->kind != CX_FRAME_NATIVE || f->map == AGG_NO_MAP || !maybe_jit(&ap->maps[f->map]))
+                continue;
+            uint64_t addr = f->flags & AGG_F_RETURN ? f->addr - 1 : f->addr;
+            miss = !pm || !perfmap__lookup(pm, addr);
+        }
+    }
+    if (!miss || age_ms(ap->start_time) < JVM_MIN_AGE_MS ||
+        jvm__has_arg(proc_root, ap->tgid, "-Xrs") ||
+        jvm__has_arg(proc_root, ap->tgid, "-XX:+ReduceSignalUsage") ||
+        jvm__has_arg(proc_root, ap->tgid, "-XX:+DisableAttachMechanism") ||
+        !perfmap_cache__due(c->jit, ap->tgid, ap->start_time, c->now_ns, JVM_ATTACH_EVERY_NS))
+        return;
+    uint64_t t0 = clock__mono_ns();
+    int r = jvm__write_perfmap(proc_root, ap->tgid, JVM_ATTACH_TIMEOUT_MS, reply, sizeof(reply));
+    for (char *p = reply; *p; p++) {
+        if (*p == '\n')
+            *p = ' ';
+    }
+    if (r)
+        log_warn("perfmap: pid=%u exe=%s: the JVM did not write its perf map (Compiler.perfmap "
+                 "through its attach socket): %s %s",
+                 ap->tgid, ap->exe, strerror(-r), reply);
+    else
+        log_debug("perfmap: pid=%u exe=%s: Compiler.perfmap in %llu ms: %s", ap->tgid, ap->exe,
+                  (unsigned long long)((clock__mono_ns() - t0) / 1000000), reply);
+    /* Read what it wrote now, for this window. */
+    js->tried = true;
+    js->pm = perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, 0, &js->why);
+}
+
 #define N_PLACE_LABELS 5
 
 /* The labels that say where the process runs, only those that apply (an
@@ -313,6 +405,7 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
 
     if (!seen)
         return -ENOMEM;
+    jvm_prepare(c, ap, &js);
     snprintf(pid, sizeof(pid), "%u", ap->tgid);
     /* pprof takes the first mapping for the main binary: put the
      * executable's first, whatever frame happens to be named first. */

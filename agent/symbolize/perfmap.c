@@ -403,6 +403,8 @@ struct pm_proc {
     int err; /* the last open's or read's, 0 when pm is good */
     struct perfmap *pm;
     uint64_t once; /* perfmap_cache__once keys given out */
+    uint64_t due_ns;
+    bool due_set;
     struct pm_proc *next;
 };
 
@@ -525,6 +527,18 @@ bool perfmap_cache__once(struct perfmap_cache *c, uint32_t tgid, uint64_t start_
     if (!p || (p->once & bit))
         return false;
     p->once |= bit;
+    return true;
+}
+
+bool perfmap_cache__due(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time,
+                        uint64_t now_ns, uint64_t every_ns)
+{
+    struct pm_proc *p = cache_proc(c, tgid, start_time);
+
+    if (!p || (p->due_set && now_ns - p->due_ns < every_ns))
+        return false;
+    p->due_set = true;
+    p->due_ns = now_ns;
     return true;
 }
 

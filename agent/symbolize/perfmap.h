@@ -91,6 +91,12 @@ struct perfmap *perfmap_cache__get(struct perfmap_cache *c, uint32_t tgid, uint6
  * Returns false when out of memory. */
 bool perfmap_cache__once(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time, unsigned key);
 
+/* Rate limit per process: returns true, and starts the clock again, when
+ * the last true for (tgid, start_time) was `every_ns` or more before now_ns
+ * (or there was none). False when out of memory. */
+bool perfmap_cache__due(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time,
+                        uint64_t now_ns, uint64_t every_ns);
+
 /* Forgets processes not asked for since before `unused_before_ns`. */
 void perfmap_cache__sweep(struct perfmap_cache *c, uint64_t unused_before_ns);
 
