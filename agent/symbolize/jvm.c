@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -37,12 +38,14 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* The pid in its own namespace (the last NSpid), or 0. */
-static uint32_t ns_pid(const char *proc_root, uint32_t pid)
+/* The pid in its own namespace (the last NSpid), or 0; and the effective
+ * uid and gid. */
+static uint32_t ns_pid(const char *proc_root, uint32_t pid, uint32_t *uid, uint32_t *gid)
 {
     char path[128];
     struct buf b;
     uint32_t v = 0;
+    unsigned long ruid, e;
 
     snprintf(path, sizeof(path), "%s/%u/status", proc_root, pid);
     buf__init(&b, STATUS_MAX);
@@ -60,6 +63,16 @@ static uint32_t ns_pid(const char *proc_root, uint32_t pid)
         } else {
             v = pid; /* no pid namespaces */
         }
+        l = strstr(b.data, "\nUid:");
+        if (!l || sscanf(l + 5, "%lu %lu", &ruid, &e) != 2)
+            v = 0;
+        else
+            *uid = e;
+        l = strstr(b.data, "\nGid:");
+        if (!l || sscanf(l + 5, "%lu %lu", &ruid, &e) != 2)
+            v = 0;
+        else
+            *gid = e;
     }
     buf__free(&b);
     return v;
@@ -137,7 +150,7 @@ int jvm__write_perfmap(const char *proc_root, uint32_t pid, int timeout_ms, char
     int mnt = -1, pipefd[2] = {-1, -1}, err, status;
     pid_t child = -1;
     size_t got = 0;
-    uint32_t nspid = ns_pid(proc_root, pid);
+    uint32_t uid = 0, gid = 0, nspid = ns_pid(proc_root, pid, &uid, &gid);
 
     if (len)
         reply[0] = '\0';
@@ -163,8 +176,13 @@ int jvm__write_perfmap(const char *proc_root, uint32_t pid, int timeout_ms, char
     }
     if (child == 0) {
         close(pipefd[0]);
-        /* The mount namespace, and its root and /tmp with it. */
+        /* The mount namespace, and its root and /tmp with it; then the JVM's
+         * own user: its socket is its user's alone, it takes requests from
+         * its user (or root), and the signal needs no privilege. */
         if (setns(mnt, CLONE_NEWNS) || chdir("/"))
+            _exit(3);
+        if (uid != 0 &&
+            (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid)))
             _exit(3);
         _exit(child_attach(pid, attach_path, sock_path, deadline, pipefd[1]));
     }

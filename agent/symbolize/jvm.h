@@ -10,7 +10,9 @@
  * namespace. All of it happens in a short-lived child that enters the JVM's
  * mount namespace (setns), so a container's paths are its own and cannot
  * point the agent at the host's files; the agent itself never changes
- * namespace.
+ * namespace; the child then takes the JVM's uid and gid, as the JVM only
+ * answers its own user (or root). Needs CAP_SYS_ADMIN and CAP_SYS_CHROOT
+ * (setns into a mount namespace), CAP_SETUID and CAP_SETGID.
  */
 #ifndef CODEXRAY_AGENT_SYMBOLIZE_JVM_H
 #define CODEXRAY_AGENT_SYMBOLIZE_JVM_H
