@@ -20,6 +20,7 @@
 /* perfmap_cache__once keys */
 #define HINT_NODE 1
 #define HINT_JVM_FP 2
+#define JVM_GAVE_UP 3
 /* A JVM is asked for its perf map once it is this old (it handles SIGQUIT
  * only once it has started), then again at most this often while its
  * samples find code the map does not name yet. */
@@ -347,6 +348,7 @@ static void jvm_prepare(const struct profile_ctx *c, const struct agg_proc *ap,
         }
     }
     if (!miss || age_ms(ap->start_time) < JVM_MIN_AGE_MS ||
+        perfmap_cache__seen(c->jit, ap->tgid, ap->start_time, JVM_GAVE_UP) ||
         jvm__has_arg(proc_root, ap->tgid, "-Xrs") ||
         jvm__has_arg(proc_root, ap->tgid, "-XX:+ReduceSignalUsage") ||
         jvm__has_arg(proc_root, ap->tgid, "-XX:+DisableAttachMechanism") ||
@@ -358,14 +360,19 @@ static void jvm_prepare(const struct profile_ctx *c, const struct agg_proc *ap,
         if (*p == '\n')
             *p = ' ';
     }
-    if (r)
+    if (r) {
+        /* Not again: each SIGQUIT a JVM does not take as an attach request
+         * prints a thread dump on its output. */
+        perfmap_cache__once(c->jit, ap->tgid, ap->start_time, JVM_GAVE_UP);
         log_warn("perfmap: pid=%u exe=%s: the JVM did not write its perf map (Compiler.perfmap "
-                 "through its attach socket): %s %s",
+                 "through its attach socket): %s %s; not asked again",
                  ap->tgid, ap->exe, strerror(-r), reply);
-    else
+    } else
         log_debug("perfmap: pid=%u exe=%s: Compiler.perfmap in %llu ms: %s", ap->tgid, ap->exe,
                   (unsigned long long)((clock__mono_ns() - t0) / 1000000), reply);
-    /* Read what it wrote now, for this window. */
+    /* Read what it wrote, whole (it rewrote the file in place), for this
+     * window already. */
+    perfmap_cache__invalidate(c->jit, ap->tgid, ap->start_time);
     js->tried = true;
     js->pm = perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, 0, &js->why);
 }

@@ -15,6 +15,8 @@
 /* How far back from the last entry starting at or below an address a lookup
  * looks for a later, overlapping one. */
 #define OVERLAP_SCAN 32
+/* How much of a perf map is read at a time. */
+#define READ_CHUNK (1u << 20)
 /* /proc/PID/status is a few KiB. */
 #define STATUS_MAX (16u << 10)
 
@@ -225,7 +227,7 @@ int perfmap__read_fd(struct perfmap *pm, int fd)
 {
     struct stat st;
     char *chunk = NULL;
-    size_t want, have = 0;
+    size_t want;
     int err = 0;
 
     if (fstat(fd, &st))
@@ -246,12 +248,13 @@ int perfmap__read_fd(struct perfmap *pm, int fd)
     }
     if (size <= pm->offset)
         return 0;
-    want = size - pm->offset;
-    chunk = malloc(want);
+    /* In chunks: a big map is not held twice. */
+    chunk = malloc(READ_CHUNK);
     if (!chunk)
         return -ENOMEM;
-    while (have < want) {
-        ssize_t r = pread(fd, chunk + have, want - have, pm->offset + have);
+    while (pm->offset < size) {
+        want = size - pm->offset < READ_CHUNK ? size - pm->offset : READ_CHUNK;
+        ssize_t r = pread(fd, chunk, want, pm->offset);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -259,15 +262,16 @@ int perfmap__read_fd(struct perfmap *pm, int fd)
             goto out;
         }
         if (r == 0)
-            break;
-        have += r;
+            break; /* shrank under us */
+        long used = perfmap__feed(pm, chunk, r);
+        if (used < 0) {
+            err = used;
+            goto out;
+        }
+        pm->offset += used;
+        if (used == 0)
+            break; /* a partial last line: the rest comes later */
     }
-    long used = perfmap__feed(pm, chunk, have);
-    if (used < 0) {
-        err = used;
-        goto out;
-    }
-    pm->offset += used;
 out:
     perfmap__sort(pm);
     free(chunk);
@@ -400,7 +404,8 @@ struct pm_proc {
     uint64_t start_time;
     uint64_t used_ns, checked_ns;
     bool checked;
-    int err; /* the last open's or read's, 0 when pm is good */
+    bool reread; /* perfmap_cache__invalidate */
+    int err;     /* the last open's or read's, 0 when pm is good */
     struct perfmap *pm;
     uint64_t once; /* perfmap_cache__once keys given out */
     uint64_t due_ns;
@@ -496,8 +501,11 @@ struct perfmap *perfmap_cache__get(struct perfmap_cache *c, uint32_t tgid, uint6
         return NULL;
     }
     p->used_ns = now_ns;
-    if (!p->checked || now_ns - p->checked_ns >= recheck_ns) {
+    if (!p->checked || p->reread || now_ns - p->checked_ns >= recheck_ns) {
         p->checked = true;
+        if (p->reread && p->pm)
+            perfmap_reset(p->pm);
+        p->reread = false;
         p->checked_ns = now_ns;
         fd = perfmap__open_proc(c->proc_root, tgid);
         if (fd < 0) {
@@ -528,6 +536,21 @@ bool perfmap_cache__once(struct perfmap_cache *c, uint32_t tgid, uint64_t start_
         return false;
     p->once |= bit;
     return true;
+}
+
+void perfmap_cache__invalidate(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time)
+{
+    struct pm_proc *p = cache_proc(c, tgid, start_time);
+
+    if (p)
+        p->reread = true;
+}
+
+bool perfmap_cache__seen(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time, unsigned key)
+{
+    struct pm_proc *p = cache_proc(c, tgid, start_time);
+
+    return p && (p->once & 1ull << (key % 64));
 }
 
 bool perfmap_cache__due(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time,

@@ -86,10 +86,20 @@ void perfmap_cache__free(struct perfmap_cache *c);
 struct perfmap *perfmap_cache__get(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time,
                                    uint64_t now_ns, uint64_t recheck_ns, const char **why);
 
+/* The process's map is read whole again at the next perfmap_cache__get, and
+ * that get opens it whatever recheck_ns says: for a map the runtime has
+ * written anew in place (HotSpot's Compiler.perfmap truncates and rewrites
+ * it, which reading on from the last offset would get wrong). */
+void perfmap_cache__invalidate(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time);
+
 /* One-shot flag per process: returns true the first time it is asked for
  * (tgid, start_time, key), false after. For hints logged once per process.
  * Returns false when out of memory. */
 bool perfmap_cache__once(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time, unsigned key);
+
+/* Whether perfmap_cache__once was already asked for (tgid, start_time,
+ * key), without asking. */
+bool perfmap_cache__seen(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time, unsigned key);
 
 /* Rate limit per process: returns true, and starts the clock again, when
  * the last true for (tgid, start_time) was `every_ns` or more before now_ns

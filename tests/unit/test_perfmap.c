@@ -175,6 +175,17 @@ static void write_file(const char *path, const char *text, const char *mode)
     fclose(f);
 }
 
+/* n lines of about 25 bytes each, over 1 MiB for n = 120000 and more. */
+static void f_big(const char *path, int n)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%x 100 a_rather_long_function_name_%d\n", 0x10000 + i * 0x100, i);
+    fclose(f);
+}
+
 /* Read as it grows, from where the last read stopped; read whole again
  * when replaced. */
 static void test_read_grows(void **state)
@@ -210,6 +221,18 @@ static void test_read_grows(void **state)
     assert_null(perfmap__lookup(pm, 0x1000));
     assert_string_equal(perfmap__lookup(pm, 0x9000), "fresh");
     close(fd);
+
+    /* Bigger than one read: every line, none cut at a chunk's edge. */
+    struct perfmap *big = perfmap__new();
+    f_big(path, 120000);
+    fd = open(path, O_RDONLY);
+    assert_int_equal(perfmap__read_fd(big, fd), 0);
+    close(fd);
+    assert_int_equal(perfmap__count(big), 120000);
+    assert_int_equal(perfmap__bad(big), 0);
+    assert_string_equal(perfmap__lookup(big, 0x10000 + 119999 * 0x100),
+                        "a_rather_long_function_name_119999");
+    perfmap__free(big);
 
     /* Not a regular file. */
     fd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -346,8 +369,18 @@ static void test_cache(void **state)
     pm = perfmap_cache__get(c, 123, 7, 1500, 100, NULL);
     assert_non_null(pm);
     assert_string_equal(perfmap__lookup(pm, 0x1000), "a");
+    /* Written anew in place, same inode, longer: read whole when told. */
+    write_file(f.map, "1000 10 a\n3000 10 c\n2000 10 b2\n", "w");
+    perfmap_cache__invalidate(c, 123, 7);
+    pm = perfmap_cache__get(c, 123, 7, 1510, 100, NULL);
+    assert_int_equal(perfmap__count(pm), 3);
+    assert_string_equal(perfmap__lookup(pm, 0x2000), "b2");
+    assert_string_equal(perfmap__lookup(pm, 0x3000), "c");
+    unlink(f.map);
     /* Once per process. */
+    assert_false(perfmap_cache__seen(c, 123, 7, 1));
     assert_true(perfmap_cache__once(c, 123, 7, 1));
+    assert_true(perfmap_cache__seen(c, 123, 7, 1));
     assert_false(perfmap_cache__once(c, 123, 7, 1));
     assert_true(perfmap_cache__once(c, 123, 7, 2));
     /* A reused pid starts afresh. */
