@@ -519,7 +519,7 @@ def record_node(tmp, flags):
     return traces(out), log
 
 
-def check_js_split(ts, what):
+def check_js_split(ts, what, tolerance):
     per, under, total = js_split(ts)
     hot = sum(per.values())
     check(hot >= 0.8 * total, f"{what}: only {hot}/{total} samples in hot_a/hot_b: {ts[:3]}")
@@ -527,7 +527,8 @@ def check_js_split(ts, what):
         got = per[fn] / hot
         print(f"    {what}: {fn} {got:.3f} (want {want:.3f}), under {JS_CALLER[fn]} "
               f"{under[fn]}/{per[fn]}")
-        check(abs(got - want) <= 0.10, f"{what}: {fn} share {got:.3f}, want {want:.3f} +- 0.10")
+        check(abs(got - want) <= tolerance,
+              f"{what}: {fn} share {got:.3f}, want {want:.3f} +- {tolerance}")
     return sum(under.values()) / hot
 
 
@@ -540,13 +541,15 @@ def test_node_perf_map(tmp):
     ts, log = record_node(tmp, ["--perf-basic-prof", "--interpreted-frames-native-stack",
                                 "--max-inlined-bytecode-size=0"])
     check("jit_frames=" in log, log)
-    reach = check_js_split(ts, "--perf-basic-prof --interpreted-frames-native-stack")
+    reach = check_js_split(ts, "--perf-basic-prof --interpreted-frames-native-stack", 0.10)
     check(reach >= 0.9, f"only {reach:.3f} of hot samples under their caller")
     files = {t.frames[0]: t for t in ts}
-    # The flag alone: names and split alike; callers still interpreted show
-    # as V8's interpreter (Builtins_InterpreterEntryTrampoline) instead.
+    # The flag alone: the names alike; time a function spends interpreted
+    # is V8's interpreter's (Builtins_InterpreterEntryTrampoline, no name
+    # in the map), and so are callers still interpreted, so the split is
+    # looser (measured 0.58 to 0.66 for hot_a): checked to 15 points.
     ts, _ = record_node(tmp, ["--perf-basic-prof", "--max-inlined-bytecode-size=0"])
-    reach = check_js_split(ts, "--perf-basic-prof")
+    reach = check_js_split(ts, "--perf-basic-prof", 0.15)
     print(f"    --perf-basic-prof alone: {reach:.3f} of hot samples directly under their caller")
     check(files, "no samples")
 
