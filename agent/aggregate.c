@@ -50,6 +50,7 @@ void agg_window__free(struct agg_window *w)
 static void copy_identity(struct agg_proc *ap, const struct proc *p)
 {
     ap->generation = p->generation;
+    ap->start_time = p->start_time;
     memcpy(ap->comm, p->comm, sizeof(ap->comm));
     memcpy(ap->exe, p->exe, sizeof(ap->exe));
     ap->id = p->id;

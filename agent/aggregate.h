@@ -47,6 +47,7 @@ struct agg_map {
 struct agg_proc {
     uint32_t tgid;
     unsigned generation; /* of the identity copied below */
+    uint64_t start_time; /* /proc/PID/stat's: tells a reused pid apart */
     char comm[16];
     char exe[PROC_NAME_MAX];
     struct identity id; /* service and where it runs: the profile's labels */

@@ -41,6 +41,7 @@ int cli__record(int argc, char **argv)
     struct config *c = config__new(record_opts, N_RECORD_OPTS);
     struct symbolizer *sym = NULL;
     struct kallsyms *ks = NULL;
+    struct perfmap_cache *jit = NULL;
     struct pprof_writer *pw = NULL;
     struct agg_window *w = NULL;
     struct collector col;
@@ -114,9 +115,11 @@ int cli__record(int argc, char **argv)
         if (!ks)
             log_warn("kallsyms: kernel frames will be unnamed: %s", why);
     }
-    struct profile_ctx ctx = {sym, ks, host, 1000000000ull / so.sample_rate_hz};
+    jit = perfmap_cache__new("/proc");
+    struct profile_ctx ctx = {
+        sym, ks, host, 1000000000ull / so.sample_rate_hz, jit, clock__mono_ns()};
     struct profile_stats st = {0};
-    pw = sym ? profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns) : NULL;
+    pw = sym && jit ? profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns) : NULL;
     if (!pw) {
         log_error("record: out of memory");
         goto out;
@@ -135,10 +138,11 @@ int cli__record(int argc, char **argv)
         goto out;
     }
     log_info("record: wrote %s processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% bytes=%zu excluded_samples_seen=%llu",
+             "unnamed_frames=%.1f%% jit_frames=%.1f%% bytes=%zu excluded_samples_seen=%llu",
              path, w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
-             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, out.len,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0,
+             st.frames ? 100.0 * st.jit_frames / st.frames : 0.0, out.len,
              (unsigned long long)col.skipped_samples);
     ret = 0;
 out:
@@ -147,6 +151,7 @@ out:
     collector__close(&col);
     kallsyms__free(ks);
     symbolizer__free(sym);
+    perfmap_cache__free(jit);
     buf__free(&out);
     config__free(c);
     return ret;

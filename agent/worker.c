@@ -16,6 +16,8 @@
 
 #define QUEUE_MAX 4
 #define PROFILE_MAX (256u << 20)
+/* A process's perf map is forgotten once it has had no sample this long. */
+#define PERFMAP_GRACE_NS (10ull * 60 * 1000 * 1000 * 1000)
 
 struct worker {
     struct worker_opts opts;
@@ -30,6 +32,7 @@ struct worker {
     struct gz_deflater *gz;
     struct kallsyms *ks;
     bool ks_tried;
+    struct perfmap_cache *jit;
 };
 
 /* Names one window's frames, writes its profiles, logs its summary, frees
@@ -37,7 +40,8 @@ struct worker {
  * first can be many times the second. */
 static void process(struct worker *wk, struct agg_window *w)
 {
-    struct profile_ctx ctx = {wk->sym, NULL, wk->opts.host, wk->opts.period_ns};
+    struct profile_ctx ctx = {wk->sym,         NULL, wk->opts.host, wk->opts.period_ns, wk->jit,
+                              clock__mono_ns()};
     struct profile_stats st = {0};
     uint64_t t0 = clock__mono_ns(), c0 = clock__thread_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
@@ -100,10 +104,12 @@ static void process(struct worker *wk, struct agg_window *w)
     buf__free(&out);
     shipper__flush(wk->opts.shipper);
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% profiles=%u failed=%u bytes=%llu took_ms=%llu cpu_ms=%llu",
+             "unnamed_frames=%.1f%% jit_frames=%.1f%% profiles=%u failed=%u bytes=%llu "
+             "took_ms=%llu cpu_ms=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
-             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, written, failed,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0,
+             st.frames ? 100.0 * st.jit_frames / st.frames : 0.0, written, failed,
              (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
              (unsigned long long)((clock__thread_ns() - c0) / 1000000));
     if (w->dropped_oom)
@@ -118,6 +124,8 @@ static void process(struct worker *wk, struct agg_window *w)
                  (unsigned long long)w->stats_delta[CX_STAT_NO_USER_REGS]);
     agg_window__free(w);
     symbolizer__trim(wk->sym);
+    if (ctx.now_ns > PERFMAP_GRACE_NS)
+        perfmap_cache__sweep(wk->jit, ctx.now_ns - PERFMAP_GRACE_NS);
 }
 
 static void *run(void *arg)
@@ -151,9 +159,11 @@ struct worker *worker__start(const struct worker_opts *opts)
     wk->opts = *opts;
     wk->sym = symbolizer__new();
     wk->gz = gz_deflater__new();
-    if (!wk->sym || !wk->gz) {
+    wk->jit = perfmap_cache__new("/proc");
+    if (!wk->sym || !wk->gz || !wk->jit) {
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
+        perfmap_cache__free(wk->jit);
         free(wk);
         errno = ENOMEM;
         return NULL;
@@ -164,6 +174,7 @@ struct worker *worker__start(const struct worker_opts *opts)
     if (r) {
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
+        perfmap_cache__free(wk->jit);
         free(wk);
         errno = r;
         return NULL;
@@ -206,5 +217,6 @@ void worker__stop(struct worker *wk)
     symbolizer__free(wk->sym);
     gz_deflater__free(wk->gz);
     kallsyms__free(wk->ks);
+    perfmap_cache__free(wk->jit);
     free(wk);
 }

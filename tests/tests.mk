@@ -1,7 +1,7 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_gopclntab test_aggregate test_identity
+              test_symbolizer test_gopclntab test_aggregate test_identity test_perfmap test_jvm
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 

@@ -13,6 +13,7 @@ pkgs=(
     golang-go g++ python3 linux-perf bpftrace
     shellcheck python3-yaml systemd curl
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core
+    openjdk-17-jdk-headless  # the Java (perf map) integration test
 )
 
 missing=()

@@ -6,8 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../agent/aggregate.h"
@@ -173,11 +175,102 @@ static void test_kernel_frames_kept_when_asked(void **state)
     binary_cache__free(bc);
 }
 
+/* The name of the outermost line of the sample's i-th location. */
+static const char *loc_fn(const Perftools__Profiles__Profile *pp,
+                          const Perftools__Profiles__Sample *sm, size_t i,
+                          const Perftools__Profiles__Function **fn)
+{
+    Perftools__Profiles__Location *l = pp->location[sm->location_id[i] - 1];
+    *fn = pp->function[l->line[0]->function_id - 1];
+    return str(pp, (*fn)->name);
+}
+
+/* JIT code: frames in this process's anonymous executable memory, named
+ * from its /tmp/perf-PID.map (V8's names split into function and
+ * file:line, HotSpot's Interpreter as [interpreter]); an address the map
+ * does not hold stays [anon]+0xADDR. */
+static void test_jit_frames_from_perf_map(void **state)
+{
+    (void)state;
+    char path[64];
+    uint8_t *code = mmap(NULL, 0x4000, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t base = (uint64_t)(uintptr_t)code;
+    FILE *f;
+
+    assert_true(code != MAP_FAILED);
+    snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%llx 100 JS:*hot_a /app/work.js:3:15\n", (unsigned long long)base + 0x100);
+    fprintf(f, "0x%016llx 0x100 Interpreter\n", (unsigned long long)base + 0x1000);
+    fprintf(f, "%llX 80 instance void [App] App.Worker::Run()[Optimized]\n",
+            (unsigned long long)base + 0x2000);
+    fclose(f);
+
+    struct binary_cache *bc = binary_cache__new("/proc");
+    struct procs *ps = procs__new(bc, "/proc", NULL);
+    struct agg_window *w = agg_window__new(0, false);
+    struct proc *p = procs__get(ps, getpid(), NULL, 1);
+    struct cx_sample s;
+
+    memset(&s, 0, sizeof(s));
+    s.hdr.kind = CX_REC_SAMPLE;
+    s.hdr.tgid = getpid();
+    s.hdr.tid = getpid();
+    s.frames[0] = (struct cx_frame){base + 0x140, CX_FRAME_NATIVE, 0};  /* hot_a */
+    s.frames[1] = (struct cx_frame){base + 0x2010, CX_FRAME_NATIVE, 0}; /* .NET's */
+    s.frames[2] = (struct cx_frame){base + 0x1080, CX_FRAME_NATIVE, 0}; /* interpreter */
+    s.frames[3] = (struct cx_frame){base + 0x3000, CX_FRAME_NATIVE, 0}; /* not in the map */
+    s.n_user = 4;
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+
+    struct symbolizer *sym = symbolizer__new();
+    struct perfmap_cache *jit = perfmap_cache__new("/proc");
+    struct profile_ctx ctx = {sym, NULL, "testhost", 10000000, jit, 1};
+    struct profile_stats pst = {0};
+    struct pprof_writer *pw = profile__writer(&ctx, 0, 1);
+    assert_int_equal(profile__add_proc(pw, &ctx, w->procs[0], &pst), 0);
+    struct buf out, raw;
+    buf__init(&out, 1 << 20);
+    buf__init(&raw, 1 << 20);
+    assert_int_equal(pprof_writer__encode(pw, &out, true), 0);
+    assert_int_equal(gz__decompress(out.data, out.len, &raw, 0), 0);
+    Perftools__Profiles__Profile *pp =
+        perftools__profiles__profile__unpack(NULL, raw.len, (uint8_t *)raw.data);
+    assert_non_null(pp);
+    assert_int_equal(pp->n_sample, 1);
+    const Perftools__Profiles__Sample *sm = pp->sample[0];
+    const Perftools__Profiles__Function *fn;
+    assert_int_equal(sm->n_location_id, 4);
+    assert_string_equal(loc_fn(pp, sm, 0, &fn), "hot_a");
+    assert_string_equal(str(pp, fn->filename), "/app/work.js");
+    assert_string_equal(str(pp, fn->system_name), "JS:*hot_a /app/work.js:3:15");
+    assert_int_equal(pp->location[sm->location_id[0] - 1]->line[0]->line, 3);
+    assert_string_equal(loc_fn(pp, sm, 1, &fn), "instance void [App] App.Worker::Run()[Optimized]");
+    assert_string_equal(loc_fn(pp, sm, 2, &fn), "[interpreter]");
+    assert_non_null(strstr(loc_fn(pp, sm, 3, &fn), "[anon]+0x"));
+    assert_int_equal(pst.jit_frames, 3);
+    assert_int_equal(pst.unnamed_frames, 1);
+
+    perftools__profiles__profile__free_unpacked(pp, NULL);
+    buf__free(&out);
+    buf__free(&raw);
+    pprof_writer__free(pw);
+    agg_window__free(w);
+    procs__free(ps);
+    binary_cache__free(bc);
+    symbolizer__free(sym);
+    perfmap_cache__free(jit);
+    unlink(path);
+    munmap(code, 0x4000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_to_pprof),
         cmocka_unit_test(test_kernel_frames_kept_when_asked),
+        cmocka_unit_test(test_jit_frames_from_perf_map),
     };
     return cmocka_run_group_tests_name("aggregate", tests, NULL, NULL);
 }
