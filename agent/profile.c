@@ -290,18 +290,6 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     return pprof_writer__location(w, map_id, addr, lines, 1);
 }
 
-/* How long after its start the process is now, in ms; -1 when unknown. */
-static long long age_ms(uint64_t start_ticks)
-{
-    struct timespec ts;
-    long hz = sysconf(_SC_CLK_TCK);
-
-    if (!start_ticks || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts))
-        return -1;
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 -
-           (long long)(start_ticks * 1000 / (uint64_t)hz);
-}
-
 /* The executable is java, or a frame was in libjvm.so (a launcher of its
  * own that loads the JVM). */
 static bool is_jvm(const struct agg_proc *ap)
@@ -347,7 +335,7 @@ static void jvm_prepare(const struct profile_ctx *c, const struct agg_proc *ap,
             miss = !pm || !perfmap__lookup(pm, addr);
         }
     }
-    if (!miss || age_ms(ap->start_time) < JVM_MIN_AGE_MS ||
+    if (!miss || procs__age_ms(ap->start_time) < JVM_MIN_AGE_MS ||
         perfmap_cache__seen(c->jit, ap->tgid, ap->start_time, JVM_GAVE_UP) ||
         jvm__has_arg(proc_root, ap->tgid, "-Xrs") ||
         jvm__has_arg(proc_root, ap->tgid, "-XX:+ReduceSignalUsage") ||

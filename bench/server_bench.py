@@ -23,23 +23,13 @@ import urllib.request
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 B = os.path.join(ROOT, "build")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from server_tests import Server  # noqa: E402
+from server_tests import Server, metric, varint  # noqa: E402
 
 
 def post(url, body):
     req = urllib.request.Request(url, data=body, method="POST")
     with urllib.request.urlopen(req, timeout=60) as r:
         return r.status
-
-
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7f
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
 
 
 def at_time(body, time_ns):
@@ -52,13 +42,6 @@ def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         st = f.read().rsplit(")", 1)[1].split()
     return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")  # 10 ms ticks: --reps evens it out
-
-
-def metric(srv, name):
-    for line in srv.get("/metrics")[1].decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise RuntimeError(f"no metric {name}")
 
 
 def timed(srv, q, reps):

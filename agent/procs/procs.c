@@ -152,8 +152,7 @@ static size_t read_capped(struct procs *ps, uint32_t tgid, const char *what, siz
     return r == 0 || r == -E2BIG ? ps->scratch.len : 0;
 }
 
-/* How long after its start the process was named, in ms; -1 when unknown. */
-static long long named_after_ms(uint64_t start_ticks)
+long long procs__age_ms(uint64_t start_ticks)
 {
     struct timespec ts;
     long hz = sysconf(_SC_CLK_TCK);
@@ -184,7 +183,7 @@ static void read_service(struct procs *ps, struct proc *p)
     log_debug("procs: pid=%u exe=%s service=%s container_id=%.12s pod=%s namespace=%s "
               "container=%s systemd_unit=%s named %lld ms after its start",
               p->tgid, p->exe, p->id.service, p->id.container_id, p->id.pod, p->id.namespace,
-              p->id.container, p->id.systemd_unit, named_after_ms(p->start_time));
+              p->id.container, p->id.systemd_unit, procs__age_ms(p->start_time));
 }
 
 static void read_identity(struct procs *ps, struct proc *p)

@@ -85,4 +85,8 @@ void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *
 
 unsigned procs__count(const struct procs *ps);
 
+/* How long ago a process started, in ms, from its start time in clock
+ * ticks since boot (/proc/PID/stat field 22); -1 when unknown. */
+long long procs__age_ms(uint64_t start_ticks);
+
 #endif
