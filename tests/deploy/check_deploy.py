@@ -24,12 +24,13 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import runner  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, "build")
@@ -571,25 +572,7 @@ def main():
         if not os.access(b, os.X_OK):
             print(f"deploy: {b} is missing: run make first", file=sys.stderr)
             return 1
-    wanted = set(sys.argv[1:])
-    passed = failed = 0
-    for t in TESTS:
-        if wanted and t.__name__ not in wanted:
-            continue
-        with tempfile.TemporaryDirectory(prefix="cx-deploy-") as tmp:
-            t0 = time.time()
-            print(f"[ RUN  ] {t.__name__}", flush=True)
-            try:
-                t(tmp)
-                passed += 1
-                print(f"[  OK  ] {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
-            except Exception as e:  # noqa: BLE001 - every failure is reported
-                failed += 1
-                print(f"[ FAIL ] {t.__name__}: {e}", flush=True)
-                if not isinstance(e, Failure):
-                    traceback.print_exc()
-    print(f"deploy: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run(TESTS, "deploy", (Failure,), "cx-deploy-")
 
 
 if __name__ == "__main__":

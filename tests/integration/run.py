@@ -11,14 +11,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from pprof_read import raw, traces  # noqa: E402
 import server_tests  # noqa: E402
 import browser_tests  # noqa: E402
+import runner  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
@@ -724,25 +724,7 @@ def main():
     if os.geteuid() != 0:
         print("integration: needs root (BPF, perf events)", file=sys.stderr)
         return 1
-    wanted = set(sys.argv[1:])
-    passed = failed = 0
-    for t in TESTS:
-        if wanted and t.__name__ not in wanted:
-            continue
-        with tempfile.TemporaryDirectory(prefix="cx-it-") as tmp:
-            t0 = time.time()
-            print(f"[ RUN  ] {t.__name__}", flush=True)
-            try:
-                t(tmp)
-                passed += 1
-                print(f"[  OK  ] {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
-            except Exception as e:  # noqa: BLE001 - every failure is reported
-                failed += 1
-                print(f"[ FAIL ] {t.__name__}: {e}", flush=True)
-                if not isinstance(e, (Failure, server_tests.Failure)):
-                    traceback.print_exc()
-    print(f"integration: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run(TESTS, "integration", (Failure, server_tests.Failure), "cx-it-")
 
 
 if __name__ == "__main__":
