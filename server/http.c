@@ -176,6 +176,19 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
     return respond(c, 202, "application/json", "{\"status\":\"stored\"}\n", 20, false);
 }
 
+/* Appends ,"key":["v",...] (without the comma when first), each value JSON-escaped. */
+static int json_strs(struct buf *b, const char *key, char *const *v, size_t n, bool first)
+{
+    int err = json__raw(b, first ? "\"" : ",\"");
+    err = err ?: json__raw(b, key);
+    err = err ?: json__raw(b, "\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = i ? json__raw(b, ",") : 0;
+        err = err ?: json__str(b, v[i]);
+    }
+    return err ?: json__raw(b, "]");
+}
+
 static enum MHD_Result h_applications(struct http *h, struct MHD_Connection *c)
 {
     int64_t from, to;
@@ -194,12 +207,8 @@ static enum MHD_Result h_applications(struct http *h, struct MHD_Connection *c)
     for (size_t i = 0; i < n && !err; i++) {
         err = json__raw(&b, i ? ",{\"name\":" : "{\"name\":");
         err = err ?: json__str(&b, apps[i].name);
-        err = err ?: json__raw(&b, ",\"hosts\":[");
-        for (size_t j = 0; j < apps[i].nhosts && !err; j++) {
-            err = j ? json__raw(&b, ",") : 0;
-            err = err ?: json__str(&b, apps[i].hosts[j]);
-        }
-        err = err ?: json__raw(&b, "],\"last_seen\":");
+        err = err ?: json_strs(&b, "hosts", apps[i].hosts, apps[i].nhosts, false);
+        err = err ?: json__raw(&b, ",\"last_seen\":");
         err = err ?: json__f64(&b, apps[i].last_seen_ns / 1e9);
         err = err ?: json__raw(&b, ",\"cpu_cores\":");
         err = err ?: json__f64(&b, (double)apps[i].cpu_ns / (double)(to - from));
@@ -235,18 +244,6 @@ static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, 
             q->identity[i] = NULL;
     }
     return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
-}
-
-static int json_strs(struct buf *b, const char *key, char *const *v, size_t n, bool first)
-{
-    int err = json__raw(b, first ? "\"" : ",\"");
-    err = err ?: json__raw(b, key);
-    err = err ?: json__raw(b, "\":[");
-    for (size_t i = 0; i < n && !err; i++) {
-        err = i ? json__raw(b, ",") : 0;
-        err = err ?: json__str(b, v[i]);
-    }
-    return err ?: json__raw(b, "]");
 }
 
 /* GET /api/v1/labels: what the UI's filters offer. */
