@@ -24,6 +24,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 B = os.path.join(ROOT, "build")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from server_tests import Server, metric, varint  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import proc_cpu  # noqa: E402  (bench/run.py: schedstat ns, not 10 ms ticks)
 
 
 def post(url, body):
@@ -38,21 +40,15 @@ def at_time(body, time_ns):
     return body + gzip.compress(b"\x48" + varint(time_ns), compresslevel=1)
 
 
-def proc_cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        st = f.read().rsplit(")", 1)[1].split()
-    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")  # 10 ms ticks: --reps evens it out
-
-
 def timed(srv, q, reps):
     """Median wall seconds of a query, and the server's median CPU seconds
     for it: on a shared machine the CPU figure is the steadier one."""
     lat, cpu = [], []
     for _ in range(reps):
-        c0, t0 = proc_cpu_s(srv.p.pid), time.time()
+        c0, t0 = proc_cpu(srv.p.pid), time.time()
         st, body = srv.get(q)
         lat.append(time.time() - t0)
-        cpu.append(proc_cpu_s(srv.p.pid) - c0)
+        cpu.append(proc_cpu(srv.p.pid) - c0)
         assert st == 200, (st, body[:200])
     return statistics.median(lat), statistics.median(cpu)
 
@@ -79,10 +75,10 @@ def main():
         try:
             url = srv.url + "/api/v1/profiles"
             # One client thread and the server's CPU clock: the rate on one core.
-            cpu0, t0 = proc_cpu_s(srv.p.pid), time.time()
+            cpu0, t0 = proc_cpu(srv.p.pid), time.time()
             for b in bodies:
                 assert post(url, b) == 202
-            hour_cpu, hour_wall = proc_cpu_s(srv.p.pid) - cpu0, time.time() - t0
+            hour_cpu, hour_wall = proc_cpu(srv.p.pid) - cpu0, time.time() - t0
             # The rest of the day, 8 clients at once.
             t0 = time.time()
             with concurrent.futures.ThreadPoolExecutor(8) as ex:
