@@ -1,0 +1,82 @@
+/* The CFI unwind tables BPF walks, shared by sampler.bpf.c and user space
+ * (agent/unwind/): plain fixed-size types and #defines only.
+ *
+ * User space turns a binary's .eh_frame (or .debug_frame) into one sorted
+ * array of rows, one per address range with the same rule: how to find the
+ * canonical frame address (CFA) and where the caller's frame pointer was
+ * saved. On x86_64 the return address is always at CFA - 8, so rows do not
+ * carry it (a rule that puts it elsewhere is unsupported).
+ *
+ * Each table is a BPF array of rows in the "cfi_tables" array of maps, shared
+ * by every process that maps the binary. Each process has a sorted list of
+ * its mappings that have a table ("proc_unwind"), which turns a pc into a
+ * table and an address relative to the table's base.
+ */
+#ifndef CODEXRAY_AGENT_BPF_UNWIND_H
+#define CODEXRAY_AGENT_BPF_UNWIND_H
+
+/* How the CFA is found (the low 4 bits of cx_cfi_row.rule). */
+enum cx_cfa_type {
+    CX_CFA_NONE = 0,    /* no CFI covers this pc (a gap between FDEs): walk by frame pointer */
+    CX_CFA_SP = 1,      /* CFA = sp + 8 * off */
+    CX_CFA_FP = 2,      /* CFA = fp + 8 * off */
+    CX_CFA_PLT = 3,     /* CFA = sp + 8 + ((pc & 15) >= off ? 8 : 0): gcc/ld's .plt expression */
+    CX_CFA_DEREF_SP = 4, /* CFA = *(sp + 8 * off): DW_OP_breg7 N; DW_OP_deref */
+    CX_CFA_DEREF_FP = 5, /* CFA = *(fp + 8 * off): DW_OP_breg6 N; DW_OP_deref (stack realignment) */
+    CX_CFA_SIGNAL = 6,  /* a signal trampoline: sp points at the kernel's ucontext */
+    CX_CFA_END = 7,     /* the return address is undefined: the outermost frame (_start, clone) */
+    CX_CFA_UNSUPPORTED = 8, /* a rule we cannot follow: the walk ends in [truncated] */
+};
+
+/* Where the caller's frame pointer is (the high 4 bits of cx_cfi_row.rule). */
+enum cx_fp_type {
+    CX_FP_SAME = 0,   /* unchanged (not saved, or DW_CFA_same_value / undefined) */
+    CX_FP_AT_CFA = 1, /* at CFA + 8 * fp_off (DW_CFA_offset) */
+    CX_FP_AT_FP = 2,  /* at fp + 8 * fp_off (DW_CFA_expression DW_OP_breg6 N) */
+};
+
+/* One row: the rule for [pc, next row's pc). 8 bytes, so a table for libc
+ * (about 30,000 rows) is about 240 KiB. Offsets are in units of 8 bytes
+ * (x86_64 keeps its stack 8-aligned at every instruction boundary); one that
+ * is not a multiple of 8, or out of range, makes the row CX_CFA_UNSUPPORTED.
+ *
+ * The last row of a table is a CX_CFA_NONE row at the end of the last FDE,
+ * so a pc past every FDE walks by frame pointer. */
+struct cx_cfi_row {
+    __u32 pc;      /* the row's first address, relative to the table's base */
+    __s16 cfa_off; /* see enum cx_cfa_type; for CX_CFA_PLT the threshold in bytes */
+    __u8 rule;     /* cfa_type | fp_type << 4 */
+    __s8 fp_off;   /* see enum cx_fp_type */
+};
+
+#define CX_CFI_RULE(cfa, fp) ((__u8)((cfa) | ((fp) << 4)))
+#define CX_CFI_CFA_TYPE(rule) ((rule) & 15)
+#define CX_CFI_FP_TYPE(rule) ((rule) >> 4)
+
+/* Rows per table: a table's addresses are 32-bit offsets from its base, and
+ * a bounded binary search must find any row. 2^23 rows = 64 MiB. */
+#define CX_CFI_MAX_ROWS (1u << 23)
+#define CX_CFI_SEARCH_STEPS 24 /* ceil(log2(CX_CFI_MAX_ROWS)) + 1 */
+
+/* Tables loaded at once (the outer array of maps). */
+#define CX_CFI_MAX_TABLES 8192
+
+/* A process's mappings with a table, sorted by start; at most this many. */
+#define CX_UNWIND_MAX_MAPS 128
+#define CX_UNWIND_MAP_SEARCH_STEPS 8 /* log2(CX_UNWIND_MAX_MAPS) + 1 */
+
+struct cx_unwind_map {
+    __u64 start, end; /* [start, end) in the process */
+    __u64 bias;       /* row pc = pc - bias (the load bias plus the table's base) */
+    __u32 table;      /* index in cfi_tables */
+    __u32 rows;       /* rows in that table */
+};
+
+/* The "proc_unwind" hash map: key __u32 tgid. */
+struct cx_proc_unwind {
+    __u32 n;
+    __u32 pad;
+    struct cx_unwind_map maps[CX_UNWIND_MAX_MAPS];
+};
+
+#endif
