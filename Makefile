@@ -27,7 +27,7 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/gopclntab.c \
-             agent/symbolize/perfmap.c agent/symbolize/jvm.c \
+             agent/symbolize/perfmap.c agent/symbolize/jvm.c agent/unwind/cfi_table.c \
              agent/aggregate.c agent/profile.c agent/output.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
