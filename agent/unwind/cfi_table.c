@@ -88,6 +88,7 @@ struct build {
     struct cfi_table *t;
     uint32_t rows_cap;
     uint64_t deadline;
+    uint64_t steps; /* rows asked of libdw, for the deadline */
     char *err;
     size_t errlen;
 };
@@ -186,8 +187,10 @@ static bool read_addr(const uint8_t **pp, const uint8_t *end, uint8_t enc, uint6
     }
 }
 
-/* The FDE address encoding of a CIE, from its 'z' augmentation data. */
-static void parse_cie(const Dwarf_CIE *c, struct cie *out)
+/* The FDE address encoding of a CIE, from its 'z' augmentation data. A CIE
+ * whose initial instructions are longer than max_insns is refused like an
+ * FDE that is: libdw allocates a state per DW_CFA_remember_state. */
+static void parse_cie(const Dwarf_CIE *c, uint32_t max_insns, struct cie *out)
 {
     const char *aug = c->augmentation;
     const uint8_t *p = c->augmentation_data, *end = p + c->augmentation_data_size;
@@ -195,6 +198,9 @@ static void parse_cie(const Dwarf_CIE *c, struct cie *out)
 
     out->ok = false;
     out->enc = DW_EH_PE_absptr;
+    if (!c->initial_instructions || c->initial_instructions_end < c->initial_instructions ||
+        (uint64_t)(c->initial_instructions_end - c->initial_instructions) > max_insns)
+        return;
     if (!aug || aug[0] == '\0') {
         out->ok = true;
         return;
@@ -249,7 +255,7 @@ static const struct cie *cie_at(struct build *b, Elf_Data *d, bool eh, Dwarf_Off
     c->ok = false;
     if (off < d->d_size && dwarf_next_cfi(b->ident, d, eh, off, &next, &ent) == 0 &&
         dwarf_cfi_cie_p(&ent))
-        parse_cie(&ent.cie, c);
+        parse_cie(&ent.cie, b->o.max_fde_bytes, c);
     return c;
 }
 
@@ -336,7 +342,7 @@ static void order_fdes(struct build *b)
             st->skipped[CFI_SKIP_OVERLAP]++;
             continue;
         }
-        if (kept > 0 && f->end - b->fdes[0].start > UINT32_MAX) {
+        if (f->end - (kept > 0 ? b->fdes[0].start : f->start) > UINT32_MAX) {
             st->skipped[CFI_SKIP_FAR]++;
             continue;
         }
@@ -507,7 +513,8 @@ static int walk_fde(struct build *b, Dwarf_CFI *cfi, const struct fde *f, bool g
         bool signal;
         struct cx_cfi_row r;
 
-        if (now_ns() > b->deadline)
+        /* A clock read costs about what a row does: every 64th row. */
+        if ((++b->steps & 63) == 0 && now_ns() > b->deadline)
             return fail(b, -ETIME, "took more than %u ms (at 0x%" PRIx64 ")", b->o.max_ms, addr);
         if (dwarf_cfi_addrframe(cfi, addr, &fr) != 0) {
             r = unsupported(b, CFI_UNSUP_CFI);
@@ -577,20 +584,40 @@ static int section_data(struct build *b, Elf_Scn *s, const GElf_Shdr *sh, const 
     return 0;
 }
 
-/* .debug_frame alone, in a minimal ELF image of our own for libdw:
- * dwarf_begin_elf() on the real file would read every debug section into
- * memory (hundreds of MiB with full debug info) to use one. */
-static void *debug_frame_image(const GElf_Ehdr *eh, const Elf_Data *d, size_t *size)
+/* libdw's view of one CFI section: an ELF image of our own that holds just
+ * that section, at its address (pc-relative pointers are relative to it).
+ * Not the real file, for two reasons:
+ *   .eh_frame_hdr stays out. libdw trusts its search table, and in 0.188 an
+ *   FDE offset there just below the section's start passes
+ *   dwarf_next_cfi()'s bounds check (reads before the buffer, seen under
+ *   valgrind on garbled files). Without the table libdw finds FDEs by
+ *   reading .eh_frame in order, as we do, at the same speed (figures in
+ *   the commit).
+ *   dwarf_begin_elf() on the real file would read every debug section into
+ *   memory (hundreds of MiB with full debug info) to use .debug_frame. */
+struct cfi_src {
+    void *img;
+    Elf *elf;
+    Dwarf *dw;
+    Dwarf_CFI *cfi;
+    Elf_Data *d; /* the section in img */
+};
+
+static int cfi_src__open(struct build *b, const GElf_Ehdr *eh, const GElf_Shdr *orig,
+                         const Elf_Data *data, bool eh_frame, struct cfi_src *src)
 {
-    static const char names[] = "\0.debug_frame\0.shstrtab"; /* 1 and 14 */
-    size_t data_off = sizeof(Elf64_Ehdr), names_off = data_off + d->d_size;
-    size_t sh_off = (names_off + sizeof(names) + 7) & ~(size_t)7;
+    /* section names: 1 is ".eh_frame" or ".debug_frame", then ".shstrtab" */
+    char names[32];
+    const char *name = eh_frame ? ".eh_frame" : ".debug_frame";
+    int nlen = snprintf(names, sizeof(names), "%c%s%c.shstrtab", 0, name, 0) + 1;
+    size_t data_off = sizeof(Elf64_Ehdr), names_off = data_off + data->d_size;
+    size_t sh_off = (names_off + (size_t)nlen + 7) & ~(size_t)7;
+    size_t size = sh_off + 3 * sizeof(Elf64_Shdr);
     uint8_t *img;
 
-    *size = sh_off + 3 * sizeof(Elf64_Shdr);
-    img = calloc(1, *size);
+    img = src->img = calloc(1, size);
     if (!img)
-        return NULL;
+        return fail(b, -ENOMEM, "out of memory for a copy of %s", name);
     Elf64_Ehdr *h = (Elf64_Ehdr *)img;
     memcpy(h->e_ident, eh->e_ident, EI_NIDENT);
     h->e_type = eh->e_type;
@@ -601,20 +628,53 @@ static void *debug_frame_image(const GElf_Ehdr *eh, const Elf_Data *d, size_t *s
     h->e_shentsize = sizeof(Elf64_Shdr);
     h->e_shnum = 3;
     h->e_shstrndx = 2;
-    memcpy(img + data_off, d->d_buf, d->d_size);
-    memcpy(img + names_off, names, sizeof(names));
+    memcpy(img + data_off, data->d_buf, data->d_size);
+    memcpy(img + names_off, names, (size_t)nlen);
     Elf64_Shdr *sh = (Elf64_Shdr *)(img + sh_off);
     sh[1] = (Elf64_Shdr){.sh_name = 1,
                          .sh_type = SHT_PROGBITS,
+                         .sh_flags = eh_frame ? SHF_ALLOC : 0,
+                         .sh_addr = eh_frame ? orig->sh_addr : 0,
                          .sh_offset = data_off,
-                         .sh_size = d->d_size,
+                         .sh_size = data->d_size,
                          .sh_addralign = 1};
-    sh[2] = (Elf64_Shdr){.sh_name = 14,
+    sh[2] = (Elf64_Shdr){.sh_name = (Elf64_Word)strlen(name) + 2,
                          .sh_type = SHT_STRTAB,
                          .sh_offset = names_off,
-                         .sh_size = sizeof(names),
+                         .sh_size = (Elf64_Xword)nlen,
                          .sh_addralign = 1};
-    return img;
+    src->elf = elf_memory((char *)img, size);
+    Elf_Scn *s = src->elf ? elf_getscn(src->elf, 1) : NULL;
+    src->d = s ? elf_getdata(s, NULL) : NULL;
+    if (!src->d || src->d->d_size != data->d_size)
+        return fail(b, -EINVAL, "%s: %s", name, elf_errmsg(-1));
+    return 0;
+}
+
+/* Asks libdw for the CFI of the image (after our enumeration found FDEs). */
+static int cfi_src__cfi(struct build *b, bool eh_frame, struct cfi_src *src)
+{
+    if (eh_frame) {
+        src->cfi = dwarf_getcfi_elf(src->elf);
+    } else {
+        src->dw = dwarf_begin_elf(src->elf, DWARF_C_READ, NULL);
+        src->cfi = src->dw ? dwarf_getcfi(src->dw) : NULL;
+    }
+    if (!src->cfi)
+        return fail(b, -EINVAL, "libdw cannot read the CFI: %s", dwarf_errmsg(-1));
+    return 0;
+}
+
+/* src may be zeroed, or half open. */
+static void cfi_src__close(struct cfi_src *src)
+{
+    if (src->dw)
+        dwarf_end(src->dw); /* and dwarf_getcfi()'s CFI with it */
+    else
+        dwarf_cfi_end(src->cfi);
+    elf_end(src->elf);
+    free(src->img);
+    memset(src, 0, sizeof(*src));
 }
 
 static void defaults(struct cfi_table_opts *o, const struct cfi_table_opts *in)
@@ -656,16 +716,15 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
 {
     struct build b = {.err = err, .errlen = errlen};
     uint64_t t0 = now_ns();
-    Elf *elf = NULL, *img_elf = NULL;
-    Dwarf *dw = NULL;
-    Dwarf_CFI *cfi = NULL, *own_cfi = NULL;
-    void *img = NULL;
+    Elf *elf = NULL;
+    struct cfi_src src = {0};
     Elf_Data *d = NULL;
+    bool found = false;
     GElf_Ehdr eh;
     GElf_Shdr sh;
     Elf_Scn *s;
     struct stat stt;
-    size_t shstrndx, img_size;
+    size_t shstrndx;
     int ret;
 
     *out = NULL;
@@ -711,43 +770,35 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
         goto cleanup;
     }
 
-    s = find_section(elf, shstrndx, ".eh_frame", &sh);
-    if (s && sh.sh_size > 0 && (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_X86_64_UNWIND)) {
-        ret = section_data(&b, s, &sh, ".eh_frame", (uint64_t)stt.st_size, &d);
+    /* .eh_frame, or .debug_frame when that is all there is. */
+    for (int pass = 0; pass < 2 && b.nfdes == 0; pass++) {
+        bool eh_frame = pass == 0;
+        const char *name = eh_frame ? ".eh_frame" : ".debug_frame";
+        s = find_section(elf, shstrndx, name, &sh);
+        if (!s || sh.sh_size == 0 ||
+            (eh_frame && sh.sh_type != SHT_PROGBITS && sh.sh_type != SHT_X86_64_UNWIND) ||
+            (!eh_frame && sh.sh_type != SHT_PROGBITS))
+            continue;
+        found = true;
+        ret = section_data(&b, s, &sh, name, (uint64_t)stt.st_size, &d);
         if (ret)
             goto cleanup;
-        b.t->stats.source = CFI_SRC_EH_FRAME;
-        ret = collect_fdes(&b, d, true, sh.sh_addr);
+        cfi_src__close(&src);
+        ret = cfi_src__open(&b, &eh, &sh, d, eh_frame, &src);
         if (ret)
             goto cleanup;
-        if (b.nfdes > 0)
-            cfi = own_cfi = dwarf_getcfi_elf(elf);
-    }
-    if (b.nfdes == 0 && (s = find_section(elf, shstrndx, ".debug_frame", &sh))) {
         memset(b.t->stats.skipped, 0, sizeof(b.t->stats.skipped));
-        ret = section_data(&b, s, &sh, ".debug_frame", (uint64_t)stt.st_size, &d);
+        b.t->stats.source = eh_frame ? CFI_SRC_EH_FRAME : CFI_SRC_DEBUG_FRAME;
+        ret = collect_fdes(&b, src.d, eh_frame, eh_frame ? sh.sh_addr : 0);
         if (ret)
             goto cleanup;
-        img = debug_frame_image(&eh, d, &img_size);
-        if (!img) {
-            ret = fail(&b, -ENOMEM, "out of memory for .debug_frame");
-            goto cleanup;
+        if (b.nfdes > 0) {
+            ret = cfi_src__cfi(&b, eh_frame, &src);
+            if (ret)
+                goto cleanup;
         }
-        img_elf = elf_memory(img, img_size);
-        Elf_Scn *is = img_elf ? elf_getscn(img_elf, 1) : NULL;
-        d = is ? elf_getdata(is, NULL) : NULL;
-        if (!d) {
-            ret = fail(&b, -EINVAL, ".debug_frame: %s", elf_errmsg(-1));
-            goto cleanup;
-        }
-        b.t->stats.source = CFI_SRC_DEBUG_FRAME;
-        ret = collect_fdes(&b, d, false, 0);
-        if (ret)
-            goto cleanup;
-        if (b.nfdes > 0 && (dw = dwarf_begin_elf(img_elf, DWARF_C_READ, NULL)))
-            cfi = dwarf_getcfi(dw);
     }
-    if (!d) {
+    if (!found) {
         ret = fail(&b, -ENOENT, "no .eh_frame or .debug_frame");
         goto cleanup;
     }
@@ -755,15 +806,11 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
         ret = fail(&b, -ENOENT, "no FDE for code in an executable segment");
         goto cleanup;
     }
-    if (!cfi) {
-        ret = fail(&b, -EINVAL, "libdw cannot read the CFI: %s", dwarf_errmsg(-1));
-        goto cleanup;
-    }
 
     order_fdes(&b);
     for (size_t i = 0; i < b.nfdes; i++) {
         bool gap = i + 1 == b.nfdes || b.fdes[i + 1].start != b.fdes[i].end;
-        ret = walk_fde(&b, cfi, &b.fdes[i], gap);
+        ret = walk_fde(&b, src.cfi, &b.fdes[i], gap);
         if (ret)
             goto cleanup;
     }
@@ -781,10 +828,7 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
     ret = 0;
 
 cleanup:
-    dwarf_cfi_end(own_cfi); /* dwarf_getcfi()'s belongs to dw */
-    dwarf_end(dw);
-    elf_end(img_elf);
-    free(img);
+    cfi_src__close(&src);
     elf_end(elf);
     free(b.fdes);
     cfi_table__free(b.t);

@@ -44,7 +44,7 @@ enum cfi_table_skip {
     CFI_SKIP_EMPTY,    /* an address range of zero */
     CFI_SKIP_NOT_TEXT, /* not inside an executable PT_LOAD segment */
     CFI_SKIP_OVERLAP,  /* overlaps an FDE at a lower address */
-    CFI_SKIP_BAD,      /* its CIE or encoding cannot be read */
+    CFI_SKIP_BAD,      /* its CIE or encoding cannot be read, or the CIE is too long */
     CFI_SKIP_TOO_BIG,  /* longer than opts.max_fde_bytes */
     CFI_SKIP_FAR,      /* ends more than 4 GiB past the table's base */
     CFI_SKIP__N
@@ -79,7 +79,7 @@ struct cfi_table {
 struct cfi_table_opts {
     uint32_t max_rows;          /* default and upper bound CX_CFI_MAX_ROWS */
     uint64_t max_section_bytes; /* .eh_frame or .debug_frame; default 64 MiB */
-    uint32_t max_fde_bytes;     /* one FDE's encoded size; default 64 KiB */
+    uint32_t max_fde_bytes;     /* one FDE's encoded size (and a CIE's instructions); 64 KiB */
     uint32_t max_ms;            /* wall time for one build; default 5000 */
 };
 
