@@ -1,7 +1,8 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_gopclntab test_aggregate test_identity test_perfmap test_jvm
+              test_symbolizer test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
+              test_cfi_table
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -29,6 +30,39 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 	objcopy --only-keep-debug $< $(B)/fixtures/split.debug
 	strip --strip-all -o $@.tmp $<
 	cd $(B)/fixtures && objcopy --add-gnu-debuglink=split.debug $(notdir $@).tmp && mv $(notdir $@).tmp $(notdir $@)
+
+# The CFI table tests' binaries: gcc without and with frame pointers, g++
+# with exceptions, .debug_frame alone (plain and compressed), and rustc -O
+# when a rustc is on PATH (the test skips it otherwise).
+CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
+                $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z
+RUSTC ?= $(shell command -v rustc 2>/dev/null)
+ifneq ($(RUSTC),)
+CFI_FIXTURES += $(B)/fixtures/cfi_rust
+endif
+FIXTURES += $(CFI_FIXTURES)
+$(B)/tests/test_cfi_table: $(CFI_FIXTURES)
+$(B)/fixtures/cfi_omit: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fomit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_fp: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fno-omit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_cxx: tests/unit/fixtures/cfi_cxx.cc
+	@mkdir -p $(dir $@)
+	g++ -O2 -g -o $@ $<
+# No unwind tables: gcc writes .debug_frame instead; the .eh_frame that
+# crt1.o and friends bring is removed, so .debug_frame is all there is.
+$(B)/fixtures/cfi_debug_frame: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables \
+	    -o $@.tmp $<
+	objcopy --remove-section=.eh_frame --remove-section=.eh_frame_hdr $@.tmp $@ && rm -f $@.tmp
+$(B)/fixtures/cfi_debug_frame_z: $(B)/fixtures/cfi_debug_frame
+	objcopy --compress-debug-sections=zlib $< $@
+$(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
+	@mkdir -p $(dir $@)
+	$(RUSTC) -O -o $@ $<
 
 # Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
 # CI without a home directory; no cgo, so Go's own linker lays out the file.
