@@ -122,6 +122,11 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -lz -lprotobuf-c -lpthread
 
+# CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
+$(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
+
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
        $(B)/bench/gen_profiles $(BROWSER_DEPS)
 	@python3 bench/run.py
