@@ -27,7 +27,8 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/gopclntab.c \
-             agent/symbolize/perfmap.c agent/symbolize/jvm.c agent/unwind/cfi_table.c \
+             agent/symbolize/perfmap.c agent/symbolize/jvm.c \
+             agent/unwind/cfi_table.c agent/unwind/unwinder.c \
              agent/aggregate.c agent/profile.c agent/output.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
@@ -53,7 +54,8 @@ $(B)/vmlinux.h:
 	@mkdir -p $(B)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch_x86.bpf.h $(B)/vmlinux.h
+$(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch_x86.bpf.h \
+                   agent/bpf/unwind.h agent/bpf/unwind.bpf.h $(B)/vmlinux.h
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Iagent/bpf -Wall -Werror -c $< -o $@
 
 $(B)/sampler.skel.h: $(B)/sampler.bpf.o

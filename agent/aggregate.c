@@ -152,7 +152,9 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
     for (unsigned j = 0; j < nk + nu; j++) {
         const struct cx_frame *f = &s->frames[j];
         struct agg_frame *a = &key.f[n];
-        bool leaf = j == 0 || j == nk;
+        /* The leaves, and a pc a signal frame gave, are exact; every other
+         * address is a return address. */
+        bool leaf = j == 0 || j == nk || (f->kind == CX_FRAME_NATIVE && (f->aux & CX_AUX_EXACT_PC));
 
         if (j < nk && !w->kernel_stacks)
             continue;

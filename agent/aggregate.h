@@ -17,6 +17,7 @@
 
 #include "bpf/sample.h"
 #include "procs/procs.h"
+#include "unwind/unwinder.h"
 
 #define AGG_NO_MAP UINT32_MAX
 
@@ -72,6 +73,7 @@ struct agg_window {
     uint64_t end_ns;   /* set by agg_window__close */
     uint64_t samples, lost, dropped_oom;
     uint64_t stats_delta[CX_STAT__COUNT]; /* the BPF counters over the window */
+    struct unwinder_stats unwind;         /* the CFI tables at the window's end */
     bool kernel_stacks;                   /* keep kernel frames */
     struct hmap *index;                   /* tgid -> index into procs */
     struct agg_proc **procs;

@@ -19,6 +19,11 @@ bool cli__stopping(void);
  * after printing why. */
 int cli__common_setup(struct config *c, char *host, size_t hostlen);
 
+struct unwinder_opts;
+/* Reads --unwind and --unwind-tables-max-mb into *uo; *out is uo for cfi,
+ * NULL for fp. Returns 0, or 2 (usage) after printing why. */
+int cli__unwind_opts(struct config *c, struct unwinder_opts *uo, const struct unwinder_opts **out);
+
 /* `codexray-node-agent record ...` with the arguments after "record". */
 int cli__record(int argc, char **argv);
 

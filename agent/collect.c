@@ -72,8 +72,18 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
     return 0;
 }
 
+static void on_maps_read(void *ctx, const struct proc *p, uint64_t now_ns)
+{
+    unwinder__proc_maps(((struct collector *)ctx)->unwinder, p, now_ns);
+}
+
+static void on_gone(void *ctx, uint32_t tgid, uint64_t now_ns)
+{
+    unwinder__proc_gone(((struct collector *)ctx)->unwinder, tgid, now_ns);
+}
+
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
-                    char *err, size_t errlen)
+                    const struct unwinder_opts *uo, char *err, size_t errlen)
 {
     memset(c, 0, sizeof(*c));
     c->kernel_stacks = kernel_stacks;
@@ -87,6 +97,14 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
     c->sampler = sampler__open(o, on_record, c, err, errlen);
     if (!c->sampler)
         goto fail;
+    if (uo) {
+        int tables_fd, procs_fd;
+        sampler__unwind_fds(c->sampler, &tables_fd, &procs_fd);
+        c->unwinder = unwinder__new(tables_fd, procs_fd, uo, err, errlen);
+        if (!c->unwinder)
+            goto fail;
+        procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_gone, c});
+    }
     c->win->start_ns = clock__real_ns();
     return 0;
 fail:
@@ -118,7 +136,10 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
 
 int collector__poll(struct collector *c, int timeout_ms)
 {
-    return sampler__poll(c->sampler, timeout_ms);
+    int r = sampler__poll(c->sampler, timeout_ms);
+
+    unwinder__poll(c->unwinder, clock__mono_ns());
+    return r;
 }
 
 static void on_lost(void *ctx, uint32_t tgid, uint64_t lost)
@@ -151,13 +172,17 @@ struct agg_window *collector__rotate(struct collector *c)
     w = c->win;
     w->end_ns = now_real;
     c->win = next;
+    unwinder__stats(c->unwinder, &w->unwind);
     procs__sweep(c->procs, now - EXIT_GRACE_NS);
+    unwinder__sweep(c->unwinder, now);
     binary_cache__sweep(c->bc, now > BINARY_GRACE_NS ? now - BINARY_GRACE_NS : 0);
     return w;
 }
 
 void collector__close(struct collector *c)
 {
+    /* Before the sampler: it owns the maps the unwinder empties. */
+    unwinder__free(c->unwinder);
     sampler__free(c->sampler);
     agg_window__free(c->win);
     procs__free(c->procs);

@@ -14,12 +14,14 @@
 #include "procs/procs.h"
 #include "sampler.h"
 #include "symbolize/binary.h"
+#include "unwind/unwinder.h"
 
 struct collector {
     struct sampler *sampler;
     struct binary_cache *bc;
     struct procs *procs;
     struct agg_window *win;
+    struct unwinder *unwinder; /* NULL: frame pointers only */
     bool kernel_stacks;
     uint64_t prev_stats[CX_STAT__COUNT];
     uint64_t bad_records;     /* records too short for what they claim */
@@ -27,9 +29,11 @@ struct collector {
     bool skip_full_logged;
 };
 
-/* Opens the sampler and the tables. Returns 0, or -1 with err filled. */
+/* Opens the sampler and the tables; with uo, the CFI unwinder too (NULL:
+ * user stacks are walked by frame pointers only). Returns 0, or -1 with err
+ * filled. */
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
-                    char *err, size_t errlen);
+                    const struct unwinder_opts *uo, char *err, size_t errlen);
 
 /* Reads every process in /proc now (only only_tgid when not 0), so the first
  * samples find them ready and excluded ones are never sampled. Returns how

@@ -63,6 +63,10 @@ static const struct config_def agent_opts[] = {
      "the spool's bound; past it the oldest profiles go first"},
     {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames in profiles"},
     {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
+    {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
+     "user stacks: cfi (tables from .eh_frame, frame pointers where there are none) or fp"},
+    {"unwind-tables-max-mb", CONFIG_INT, "128", 1, 65536, "MIB",
+     "memory for CFI tables in BPF, all binaries together"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
 };
 #define N_AGENT_OPTS (sizeof(agent_opts) / sizeof(agent_opts[0]))
@@ -98,6 +102,22 @@ int cli__common_setup(struct config *c, char *host, size_t hostlen)
     else if (gethostname(host, hostlen))
         snprintf(host, hostlen, "unknown");
     host[hostlen - 1] = '\0';
+    return 0;
+}
+
+int cli__unwind_opts(struct config *c, struct unwinder_opts *uo, const struct unwinder_opts **out)
+{
+    const char *mode = config__str(c, "unwind");
+
+    *out = NULL;
+    if (strcmp(mode, "fp") == 0)
+        return 0;
+    if (strcmp(mode, "cfi") != 0) {
+        fprintf(stderr, "codexray-node-agent: --unwind must be cfi or fp\n");
+        return 2;
+    }
+    uo->max_bytes = (uint64_t)config__int(c, "unwind-tables-max-mb") << 20;
+    *out = uo;
     return 0;
 }
 
@@ -143,7 +163,12 @@ static int run_agent(int argc, char **argv)
 
     bool kstacks = config__bool(c, "kernel-stacks");
     struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), 0};
-    if (collector__open(&col, &so, kstacks, err, sizeof(err))) {
+    struct unwinder_opts uo;
+    const struct unwinder_opts *uop = NULL;
+    if ((ret = cli__unwind_opts(c, &uo, &uop)))
+        goto out;
+    ret = 1;
+    if (collector__open(&col, &so, kstacks, uop, err, sizeof(err))) {
         log_error("sampler: %s", err);
         goto out;
     }

@@ -62,6 +62,10 @@ static const char *trunc_name(unsigned reason)
         return "[truncated: frame pointer chain broken]";
     case CX_TRUNC_NO_REGS:
         return "[truncated: no user registers]";
+    case CX_TRUNC_CFI_RULE:
+        return "[truncated: CFI rule not supported]";
+    case CX_TRUNC_CFI_BAD:
+        return "[truncated: CFI gave a bad frame]";
     default:
         return "[truncated]";
     }
@@ -268,7 +272,10 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
         return pprof_writer__location(w, 0, addr, lines, 1);
     }
     uint64_t file_off = f->addr - m->start + m->offset;
-    const struct sym_result *r = m->bin ? symbolizer__lookup(c->sym, m->bin, file_off, ret) : NULL;
+    struct binary *sb = m->bin;
+    if (!sb && strcmp(m->name, "[vdso]") == 0)
+        sb = symbolizer__vdso(c->sym); /* the same image in every process */
+    const struct sym_result *r = sb ? symbolizer__lookup(c->sym, sb, file_off, ret) : NULL;
     uint64_t map_id = add_mapping(w, c, m);
     if (r && r->named) {
         *named = true;

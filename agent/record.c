@@ -20,6 +20,10 @@ static const struct config_def record_opts[] = {
     {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
     {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames"},
     {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
+    {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
+     "user stacks: cfi (tables from .eh_frame, frame pointers where there are none) or fp"},
+    {"unwind-tables-max-mb", CONFIG_INT, "128", 1, 65536, "MIB",
+     "memory for CFI tables in BPF, all binaries together"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
 };
 #define N_RECORD_OPTS (sizeof(record_opts) / sizeof(record_opts[0]))
@@ -81,17 +85,32 @@ int cli__record(int argc, char **argv)
     }
     bool kstacks = config__bool(c, "kernel-stacks");
     struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), pid};
-    if (collector__open(&col, &so, kstacks, err, sizeof(err))) {
+    struct unwinder_opts uo;
+    const struct unwinder_opts *uop = NULL;
+    if ((ret = cli__unwind_opts(c, &uo, &uop)))
+        goto out;
+    ret = 1;
+    if (collector__open(&col, &so, kstacks, uop, err, sizeof(err))) {
         log_error("sampler: %s", err);
         goto out;
     }
     cli__install_signals();
     collector__scan(&col, pid);
+    /* A short recording should not spend its first part waiting for the
+     * tables the scan queued: give the builder up to two seconds. */
+    if (col.unwinder && !unwinder__settle(col.unwinder, 2000, clock__mono_ns()))
+        log_warn("unwind: CFI tables still building after 2 s: the first samples walk by frame "
+                 "pointers");
+    /* The recording starts now: samples taken while the tables were built
+     * (walked by frame pointers) are not part of it. */
+    if (col.unwinder)
+        agg_window__free(collector__rotate(&col));
     const char *path = config__str(c, "output");
     long duration = config__int(c, "duration");
-    log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s output=%s cpus=%u",
+    log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s output=%s cpus=%u "
+             "unwind=%s bpf_prog_id=%d",
              so.sample_rate_hz, duration, pid, kstacks ? "true" : "false", path,
-             sampler__ncpus(col.sampler));
+             sampler__ncpus(col.sampler), uop ? "cfi" : "fp", sampler__prog_id(col.sampler));
     uint64_t end = clock__mono_ns() + (uint64_t)duration * 1000000000ull;
     while (!cli__stopping() && clock__mono_ns() < end) {
         uint64_t left_ms = (end - clock__mono_ns()) / 1000000;
@@ -138,12 +157,16 @@ int cli__record(int argc, char **argv)
         goto out;
     }
     log_info("record: wrote %s processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% jit_frames=%.1f%% bytes=%zu excluded_samples_seen=%llu",
+             "unnamed_frames=%.1f%% jit_frames=%.1f%% bytes=%zu excluded_samples_seen=%llu "
+             "unwind_tables=%u unwind_table_bytes=%llu cfi_frames=%llu fp_frames=%llu",
              path, w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0,
              st.frames ? 100.0 * st.jit_frames / st.frames : 0.0, out.len,
-             (unsigned long long)col.skipped_samples);
+             (unsigned long long)col.skipped_samples, w->unwind.tables,
+             (unsigned long long)w->unwind.bytes,
+             (unsigned long long)w->stats_delta[CX_STAT_CFI_FRAMES],
+             (unsigned long long)w->stats_delta[CX_STAT_FP_FRAMES]);
     ret = 0;
 out:
     pprof_writer__free(pw);

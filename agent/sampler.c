@@ -273,6 +273,12 @@ int sampler__skip(struct sampler *s, uint32_t tgid, bool skip)
     return 0;
 }
 
+void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd)
+{
+    *tables_fd = bpf_map__fd(s->skel->maps.cfi_tables);
+    *procs_fd = bpf_map__fd(s->skel->maps.proc_unwind);
+}
+
 unsigned sampler__ncpus(const struct sampler *s)
 {
     return s->ncpus;

@@ -50,6 +50,10 @@ int sampler__drain_lost(struct sampler *s, void (*fn)(void *ctx, uint32_t tgid, 
  * that is not there is 0). */
 int sampler__skip(struct sampler *s, uint32_t tgid, bool skip);
 
+/* The maps of the CFI walk (bpf/unwind.h), for the unwinder: borrowed, valid
+ * until sampler__free. */
+void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd);
+
 unsigned sampler__ncpus(const struct sampler *s);
 
 /* The program's id, for bpftool and kernel.bpf_stats_enabled readers. */

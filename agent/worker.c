@@ -105,13 +105,24 @@ static void process(struct worker *wk, struct agg_window *w)
     shipper__flush(wk->opts.shipper);
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
              "unnamed_frames=%.1f%% jit_frames=%.1f%% profiles=%u failed=%u bytes=%llu "
-             "took_ms=%llu cpu_ms=%llu",
+             "took_ms=%llu cpu_ms=%llu unwind_tables=%u unwind_table_bytes=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0,
              st.frames ? 100.0 * st.jit_frames / st.frames : 0.0, written, failed,
              (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
-             (unsigned long long)((clock__thread_ns() - c0) / 1000000));
+             (unsigned long long)((clock__thread_ns() - c0) / 1000000), w->unwind.tables,
+             (unsigned long long)w->unwind.bytes);
+    log_debug("unwind: tables=%u table_bytes=%llu rows=%llu unsupported_rows=%llu pending=%u "
+              "without_table=%u processes=%u build_ms=%llu cfi_frames=%llu fp_frames=%llu "
+              "cfi_stopped=%llu",
+              w->unwind.tables, (unsigned long long)w->unwind.bytes,
+              (unsigned long long)w->unwind.rows, (unsigned long long)w->unwind.unsupported,
+              w->unwind.pending, w->unwind.without, w->unwind.procs,
+              (unsigned long long)w->unwind.build_ms,
+              (unsigned long long)w->stats_delta[CX_STAT_CFI_FRAMES],
+              (unsigned long long)w->stats_delta[CX_STAT_FP_FRAMES],
+              (unsigned long long)w->stats_delta[CX_STAT_TRUNC_CFI]);
     if (w->dropped_oom)
         log_warn("window: %llu samples dropped: out of memory", (unsigned long long)w->dropped_oom);
     if (w->stats_delta[CX_STAT_KSTACK_ERR] || w->stats_delta[CX_STAT_LOST_EVENTS] ||

@@ -33,11 +33,12 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 
 # The CFI table tests' binaries: gcc without and with frame pointers, g++
 # with exceptions, .debug_frame alone (plain and compressed), and rustc -O
-# when a rustc is on PATH (the test skips it otherwise).
+# with Debian's rustc (the test skips it where there is none).
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z
-RUSTC ?= $(shell command -v rustc 2>/dev/null)
-ifneq ($(RUSTC),)
+# Debian's rustc (tools/deps.sh installs it), not whatever is on PATH.
+RUSTC ?= /usr/bin/rustc
+ifneq ($(wildcard $(RUSTC)),)
 CFI_FIXTURES += $(B)/fixtures/cfi_rust
 endif
 FIXTURES += $(CFI_FIXTURES)
@@ -118,6 +119,9 @@ $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 
+$(B)/bench/deep: bench/deep.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FP_CFLAGS) -o $@ $<
 $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -lz -lprotobuf-c -lpthread
@@ -128,8 +132,9 @@ $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles $(BROWSER_DEPS)
+       $(B)/bench/gen_profiles $(B)/bench/deep $(BROWSER_DEPS)
 	@python3 bench/run.py
+	@python3 bench/cfi_bench.py
 	@python3 bench/server_bench.py
 	@node bench/ui_bench.mjs
 

@@ -14,6 +14,7 @@ pkgs=(
     shellcheck python3-yaml systemd curl
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core
     openjdk-17-jdk-headless  # the Java (perf map) integration test
+    rustc  # the CFI tests' Rust workload and fixture (Debian's, at /usr/bin/rustc)
 )
 
 missing=()

@@ -28,6 +28,18 @@ static __always_inline int cx_regs_user_mode(const struct pt_regs *r)
     __u64 cs = *(const __u64 *)((const char *)r + __builtin_offsetof(struct pt_regs, cs));
     return (cs & 3) == 3;
 }
+
+/* Where a CFI walk finds the caller on x86_64: `call` pushed the return
+ * address just below the CFA. */
+#define CX_RA_CFA_OFF (-8)
+
+/* A signal frame: when the handler returns into the trampoline
+ * (__restore_rt), sp points at the ucontext the kernel saved; its
+ * uc_mcontext (struct sigcontext) starts 40 bytes in (uc_flags, uc_link,
+ * uc_stack), with rbp, rsp and rip as its 11th, 16th and 17th words. */
+#define CX_SIGFRAME_FP (40 + 10 * 8)
+#define CX_SIGFRAME_SP (40 + 15 * 8)
+#define CX_SIGFRAME_PC (40 + 16 * 8)
 #else
 #error "unsupported architecture: add it to arch_x86.bpf.h's twin"
 #endif

@@ -12,7 +12,7 @@
 #define CODEXRAY_AGENT_BPF_SAMPLE_H
 
 #define CX_COMM_LEN 16
-#define CX_MAX_USER_FRAMES 128
+#define CX_MAX_USER_FRAMES 512
 #define CX_MAX_KERNEL_FRAMES 128
 #define CX_MAX_FRAMES (CX_MAX_USER_FRAMES + CX_MAX_KERNEL_FRAMES)
 
@@ -38,10 +38,15 @@ enum cx_frame_kind {
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */
 enum cx_trunc_reason {
-    CX_TRUNC_DEPTH = 1,   /* more frames than CX_MAX_USER_FRAMES */
-    CX_TRUNC_FAULT = 2,   /* a frame could not be read from the stack */
-    CX_TRUNC_NO_REGS = 3, /* no user registers could be had for the task */
+    CX_TRUNC_DEPTH = 1,    /* more frames than CX_MAX_USER_FRAMES */
+    CX_TRUNC_FAULT = 2,    /* a frame could not be read from the stack */
+    CX_TRUNC_NO_REGS = 3,  /* no user registers could be had for the task */
+    CX_TRUNC_CFI_RULE = 4, /* the CFI row for a pc has a rule the walk cannot follow */
+    CX_TRUNC_CFI_BAD = 5,  /* the CFI gave a frame that cannot be (a CFA below the stack pointer) */
 };
+
+/* cx_frame.aux of a CX_FRAME_NATIVE frame: bit flags. */
+#define CX_AUX_EXACT_PC 1 /* a pc that is not a return address (after a signal frame) */
 
 struct cx_frame {
     __u64 addr;
@@ -81,6 +86,10 @@ enum cx_stat {
     CX_STAT_KSTACK_ERR,    /* kernel stacks that bpf_get_stack could not read */
     CX_STAT_NO_USER_REGS,  /* user tasks whose registers could not be had */
     CX_STAT_LOST_MAP_FULL, /* per-process loss counts that found the lost map full */
+    CX_STAT_CFI_WALKS,     /* user walks that had CFI tables for the process */
+    CX_STAT_CFI_FRAMES,    /* caller frames found through a CFI row */
+    CX_STAT_FP_FRAMES,     /* caller frames found through the frame pointer */
+    CX_STAT_TRUNC_CFI,     /* CFI walks stopped by an unsupported rule or a bad frame */
     CX_STAT__COUNT,
 };
 

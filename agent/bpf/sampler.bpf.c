@@ -107,9 +107,12 @@ static __always_inline void put_frame(struct cx_sample *s, __u32 idx, __u64 addr
     s->frames[idx].aux = aux;
 }
 
+#include "unwind.bpf.h"
+
 /* Walks the user stack by frame pointers from (pc, fp), appending frames at
- * s->frames[base...]. Returns the number of frames written, a final
- * CX_FRAME_TRUNCATED one included when the walk stopped early.
+ * s->frames[base...]: the walk for processes without CFI tables, all in one
+ * program. Returns the number of frames written, a final CX_FRAME_TRUNCATED
+ * one included when the walk stopped early.
  */
 static __always_inline __u32 walk_fp(struct cx_sample *s, __u32 base, __u64 pc, __u64 fp)
 {
@@ -150,15 +153,138 @@ static __always_inline __u32 walk_fp(struct cx_sample *s, __u32 base, __u64 pc, 
     return n;
 }
 
+/* Hands the record to user space: nk kernel frames, then n - nk user ones. */
+static __always_inline void emit(struct cx_sample *s, __u32 tgid, __u32 nk, __u32 nframes)
+{
+    __u64 size, n = nframes; /* 64-bit: a 32-bit bound check is lost to the zero extension */
+
+    s->n_kernel = nk;
+    s->n_user = nframes - nk;
+    /* Keeps clang from folding the bound into the multiply: the verifier must
+     * see n <= CX_MAX_FRAMES to accept the copy out of the map value.
+     */
+    asm volatile("" : "+r"(n));
+    if (n > CX_MAX_FRAMES)
+        n = CX_MAX_FRAMES;
+    size = __builtin_offsetof(struct cx_sample, frames) + n * sizeof(struct cx_frame);
+    /* No wakeup per sample: user space drains the ring on a timer, which
+     * saves a context switch per sample. Past half full it is woken now. */
+    __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ringbuf_wakeup_bytes
+                      ? BPF_RB_FORCE_WAKEUP
+                      : BPF_RB_NO_WAKEUP;
+    if (bpf_ringbuf_output(&events, s, size, flags))
+        count_lost(tgid);
+}
+
+/* Frames per run of cx_walk_user: with the 33 tail calls the kernel allows,
+ * 33 * 16 = 528 >= CX_MAX_USER_FRAMES. */
+#define FRAMES_PER_PROG 16
+
+int cx_walk_user(struct bpf_perf_event_data *ctx);
+
+/* The CFI walk continues in another run of cx_walk_user (slot 0). */
+struct {
+    __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __array(values, int(void *));
+} walkers SEC(".maps") = {
+    .values = {[0] = (void *)&cx_walk_user},
+};
+
+/* Appends the truncation marker and ends the walk. */
+static __always_inline void walk_stop(struct cx_sample *s, struct walk_state *st, __u32 reason)
+{
+    put_frame(s, st->n, 0, CX_FRAME_TRUNCATED, reason);
+    st->n++;
+    st->done = 1;
+}
+
+/* Up to FRAMES_PER_PROG frames of a walk, then on in a tail call of itself;
+ * the record is sent when the walk ends or the tail calls run out. */
+SEC("perf_event")
+int cx_walk_user(struct bpf_perf_event_data *ctx)
+{
+    __u32 zero = 0, reason = 0, limit;
+    struct walk_state *st;
+    struct cx_sample *s;
+    int i, r, cfi;
+
+    st = bpf_map_lookup_elem(&wstate, &zero);
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    if (!st || !s)
+        return 0;
+    limit = st->nk + CX_MAX_USER_FRAMES - 1; /* one slot for the marker */
+    for (i = 0; i < FRAMES_PER_PROG; i++) {
+        if (st->n >= limit) {
+            stat_inc(CX_STAT_TRUNC_DEPTH);
+            walk_stop(s, st, CX_TRUNC_DEPTH);
+            break;
+        }
+        r = step(st, &reason, &cfi);
+        if (r == STEP_END) {
+            st->done = 1;
+            break;
+        }
+        if (r == STEP_TRUNC) {
+            stat_inc(reason == CX_TRUNC_FAULT ? CX_STAT_TRUNC_FAULT : CX_STAT_TRUNC_CFI);
+            walk_stop(s, st, reason);
+            break;
+        }
+        stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
+        put_frame(s, st->n, st->pc, CX_FRAME_NATIVE, st->exact ? CX_AUX_EXACT_PC : 0);
+        st->n++;
+    }
+    if (!st->done) {
+        bpf_tail_call(ctx, &walkers, 0);
+        /* Out of tail calls. */
+        stat_inc(CX_STAT_TRUNC_DEPTH);
+        walk_stop(s, st, CX_TRUNC_DEPTH);
+    }
+    emit(s, st->tgid, st->nk, st->n);
+    return 0;
+}
+
+/* Starts the user walk from the registers: CFI (in cx_walk_user, which then
+ * sends the record: a tail call taken never comes back) when the process has
+ * tables, else frame pointers here. Returns the frames the frame-pointer walk
+ * wrote. */
+static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct cx_sample *s,
+                                       __u32 tgid, __u32 nk, __u64 pc, __u64 sp, __u64 fp)
+{
+    __u32 zero = 0;
+    struct walk_state *st = NULL;
+
+    if (bpf_map_lookup_elem(&proc_unwind, &tgid))
+        st = bpf_map_lookup_elem(&wstate, &zero);
+    if (!st)
+        return walk_fp(s, nk, pc, fp);
+    stat_inc(CX_STAT_CFI_WALKS);
+    put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);
+    st->pc = pc;
+    st->sp = sp;
+    st->fp = fp;
+    st->tgid = tgid;
+    st->nk = nk;
+    st->n = nk + 1;
+    st->exact = 1;
+    st->done = 0;
+    st->m_start = st->m_end = 0;
+    bpf_tail_call(ctx, &walkers, 0);
+    /* The tail call failed, which it cannot short of a bug: the leaf only. */
+    put_frame(s, nk + 1, 0, CX_FRAME_TRUNCATED, CX_TRUNC_DEPTH);
+    return 2;
+}
+
 SEC("perf_event")
 int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid();
-    __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0, n, size;
+    __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0;
     struct task_struct *task;
+    struct pt_regs *ur = NULL;
     struct cx_sample *s;
     struct kstack *ks;
-    __u64 pc, fp;
     long got;
     int i;
 
@@ -199,47 +325,29 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
             }
         }
     }
+    if (nk > CX_MAX_KERNEL_FRAMES)
+        nk = CX_MAX_KERNEL_FRAMES;
 
     /* task is a trusted BTF pointer: direct loads, no probe reads. */
     if (task->flags & PF_KTHREAD || !task->mm) {
         nu = 0; /* a kernel thread: no user stack */
-    } else if (cx_regs_user_mode(&ctx->regs)) {
-        pc = ctx->regs.ip;
-        fp = ctx->regs.bp;
-        nu = walk_fp(s, nk, pc, fp);
     } else {
-        /* In the kernel on behalf of a user task: its user registers were saved
-         * on entry, at the top of its kernel stack.
-         */
-        struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
+        /* The user registers, saved at the top of the task's kernel stack on
+         * entry to the kernel: by the timer interrupt itself when it came in
+         * user mode (the event's own registers then, the same values), by
+         * the syscall or fault that entered the kernel otherwise. One
+         * source, so one walk: the verifier takes no load that reads both
+         * the context and a BTF pointer. */
+        ur = (struct pt_regs *)bpf_task_pt_regs(task);
         if (!ur) {
             stat_inc(CX_STAT_NO_USER_REGS);
             put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
             nu = 1;
         } else {
-            pc = cx_regs_pc(ur);
-            fp = cx_regs_fp(ur);
-            nu = walk_fp(s, nk, pc, fp);
+            nu = walk_user(ctx, s, tgid, nk, cx_regs_pc(ur), cx_regs_sp(ur), cx_regs_fp(ur));
         }
     }
-    s->n_kernel = nk;
-    s->n_user = nu;
-
-    n = nk + nu;
-    /* Keeps clang from folding the bound into the multiply: the verifier must
-     * see n <= CX_MAX_FRAMES to accept the copy out of the map value.
-     */
-    asm volatile("" : "+r"(n));
-    if (n > CX_MAX_FRAMES)
-        n = CX_MAX_FRAMES;
-    size = __builtin_offsetof(struct cx_sample, frames) + n * sizeof(struct cx_frame);
-    /* No wakeup per sample: user space drains the ring on a timer, which
-     * saves a context switch per sample. Past half full it is woken now. */
-    __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ringbuf_wakeup_bytes
-                      ? BPF_RB_FORCE_WAKEUP
-                      : BPF_RB_NO_WAKEUP;
-    if (bpf_ringbuf_output(&events, s, size, flags))
-        count_lost(tgid);
+    emit(s, tgid, nk, nk + nu);
     return 0;
 }
 

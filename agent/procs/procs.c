@@ -38,6 +38,7 @@ struct procs {
     struct buf scratch;                          /* cgroup and environ text, reused */
     struct proc *buckets[NBUCKETS];
     unsigned count;
+    struct procs_listener listener;
 };
 
 /* strdup that keeps NULL as NULL. Returns false when out of memory. */
@@ -250,6 +251,8 @@ static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
     }
 out:
     buf__free(&b);
+    if (ps->listener.maps_read)
+        ps->listener.maps_read(ps->listener.ctx, p, now_ns);
 }
 
 static struct proc **slot(struct procs *ps, uint32_t tgid)
@@ -329,6 +332,8 @@ struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)
     if (p && !p->exited) {
         p->exited = true;
         p->exited_ns = now_ns;
+        if (ps->listener.gone)
+            ps->listener.gone(ps->listener.ctx, tgid, now_ns);
     }
     return p;
 }
@@ -386,6 +391,8 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
             }
             if (gone) {
                 *pp = p->next;
+                if (ps->listener.gone)
+                    ps->listener.gone(ps->listener.ctx, p->tgid, exited_before_ns);
                 proc_free(p);
                 ps->count--;
             } else {
@@ -401,6 +408,11 @@ void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *
         for (struct proc *p = ps->buckets[b]; p; p = p->next)
             fn(ctx, p);
     }
+}
+
+void procs__set_listener(struct procs *ps, const struct procs_listener *l)
+{
+    ps->listener = *l;
 }
 
 unsigned procs__count(const struct procs *ps)

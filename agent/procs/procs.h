@@ -85,6 +85,16 @@ void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *
 
 unsigned procs__count(const struct procs *ps);
 
+/* Who else keeps state per process (the CFI unwinder): told after every read
+ * of a process's maps (also a failed one: no maps then), and when a process
+ * exits or is forgotten (perhaps twice for one process). */
+struct procs_listener {
+    void (*maps_read)(void *ctx, const struct proc *p, uint64_t now_ns);
+    void (*gone)(void *ctx, uint32_t tgid, uint64_t now_ns);
+    void *ctx;
+};
+void procs__set_listener(struct procs *ps, const struct procs_listener *l);
+
 /* How long ago a process started, in ms, from its start time in clock
  * ticks since boot (/proc/PID/stat field 22); -1 when unknown. */
 long long procs__age_ms(uint64_t start_ticks);

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
@@ -413,5 +415,42 @@ struct binary *binary__open(const char *path)
     }
     b->size = st.st_size;
     binary__read_build_id(b->fd, b->build_id);
+    return b;
+}
+
+struct binary *binary__open_vdso(void)
+{
+    const unsigned char *img = (const void *)getauxval(AT_SYSINFO_EHDR);
+    struct binary *b = NULL;
+    char path[64];
+    size_t size = 0;
+    int fd;
+
+    if (!img || memcmp(img, ELFMAG, SELFMAG) != 0 || img[EI_CLASS] != ELFCLASS64)
+        return NULL;
+    /* The image ends with its section headers (the kernel builds it so). */
+    const Elf64_Ehdr *eh = (const void *)img;
+    size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+    if (eh->e_shoff == 0 || size > (1u << 20))
+        return NULL;
+    fd = memfd_create("codexray-vdso", MFD_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (write(fd, img, size) == (ssize_t)size) {
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        b = binary__open(path);
+        char *name = strdup("[vdso]");
+        if (b && b->fd >= 0 && name) {
+            free(b->path); /* for the log: the memfd's path says nothing */
+            b->path = name;
+            b->name = name;
+            name = NULL;
+        } else {
+            binary__put(b);
+            b = NULL;
+        }
+        free(name);
+    }
+    close(fd);
     return b;
 }

@@ -71,6 +71,13 @@ unsigned binary_cache__count(const struct binary_cache *bc);
  * opened still gives a binary with fd -1 and open_err set. */
 struct binary *binary__open(const char *path);
 
+/* The vDSO (clock_gettime, gettimeofday, time: hot in many services) has
+ * symbols and CFI but no file behind its mapping. Every process on this
+ * kernel maps the same image, so the agent's own, copied into a memfd,
+ * stands for all; its path is "[vdso]". Returns a reference, or NULL when
+ * there is no vDSO (or it does not look like one). */
+struct binary *binary__open_vdso(void);
+
 /* Reads the GNU build id of an open ELF file into hex (2*BINARY_BUILD_ID_MAX+1
  * bytes). Returns 0, or -1 when the file has none or is not ELF. */
 int binary__read_build_id(int fd, char *hex);

@@ -58,6 +58,8 @@ struct symbolizer {
      * freed elsewhere frees its state through syms_free, which unlists it. */
     struct binsyms **all;
     size_t nall, cap_all;
+    struct binary *vdso; /* binary__open_vdso(), on first use */
+    bool vdso_tried;
 };
 
 /* Only one symbolizer exists per process (the worker's); syms_free needs to
@@ -140,10 +142,20 @@ struct symbolizer *symbolizer__new(void)
     return s;
 }
 
+struct binary *symbolizer__vdso(struct symbolizer *s)
+{
+    if (!s->vdso_tried) {
+        s->vdso = binary__open_vdso();
+        s->vdso_tried = true;
+    }
+    return s->vdso;
+}
+
 void symbolizer__free(struct symbolizer *s)
 {
     if (!s)
         return;
+    binary__put(s->vdso); /* while its state can still be unlisted */
     pthread_mutex_lock(&all_mu);
     if (the_symbolizer == s)
         the_symbolizer = NULL;
@@ -527,6 +539,11 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
         r->named = true;
     }
     free(dem);
+    /* A "return address" nothing before it names: a handler returning into
+     * the signal trampoline (glibc's __restore_rt sits right after padding
+     * no symbol covers). The address itself is then the better guess. */
+    if (!r->named && is_return)
+        resolve(bs, file_offset, false, r);
 }
 
 const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary *b,

@@ -57,4 +57,8 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b);
  * between windows, when no result is held. */
 void symbolizer__trim(struct symbolizer *s);
 
+/* The vDSO's image as a binary (binary__open_vdso), to name [vdso] frames
+ * with; NULL when there is none. Owned by s. */
+struct binary *symbolizer__vdso(struct symbolizer *s);
+
 #endif

@@ -1,0 +1,296 @@
+/* The user-stack walk, one frame at a time: by CFI rows where the process
+ * has tables for the pc (unwind.h), by frame pointer elsewhere (JIT code,
+ * Go, binaries without .eh_frame, gaps between FDEs, tables not built yet).
+ *
+ * Included by sampler.bpf.c only: the walk's state lives in a per-CPU map so
+ * the sampler's programs can split a deep walk over tail calls.
+ */
+#ifndef CODEXRAY_AGENT_BPF_UNWIND_BPF_H
+#define CODEXRAY_AGENT_BPF_UNWIND_BPF_H
+
+#include "unwind.h"
+
+/* The template of the per-binary tables: user space creates each with its
+ * own size (BPF_F_INNER_MAP lets sizes differ, Linux 5.10). */
+struct cfi_rows {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_INNER_MAP);
+    __uint(max_entries, 1);
+    /* Sizes, not types: clang would give the row type's BTF only as a
+     * forward declaration, which libbpf cannot size. */
+    __uint(key_size, sizeof(__u32));
+    __uint(value_size, sizeof(struct cx_cfi_block));
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+    __uint(max_entries, CX_CFI_MAX_TABLES);
+    __type(key, __u32);
+    __array(values, struct cfi_rows);
+} cfi_tables SEC(".maps");
+
+/* Entries are 4 KiB and most processes never get one: allocated on insert. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __uint(max_entries, 16384);
+    __type(key, __u32);
+    __type(value, struct cx_proc_unwind);
+} proc_unwind SEC(".maps");
+
+/* Where a walk is between one program and the next. */
+struct walk_state {
+    __u64 pc, sp, fp;
+    __u32 tgid;
+    __u32 n;     /* frames in the record so far, kernel ones included */
+    __u32 nk;    /* kernel frames */
+    __u32 exact; /* pc is not a return address (the leaf, or after a signal frame) */
+    __u32 done;
+    /* The mapping the last frame was in: callers are mostly in the same
+     * binary, and a hit saves the process lookup and the mapping search. */
+    __u64 m_start, m_end, m_bias;
+    __u32 m_table, m_blocks;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct walk_state);
+} wstate SEC(".maps");
+
+/* What cx_cfi_find() returns when a table has no row for the address. */
+#define CX_CFI_NOT_FOUND 0xffffffffffffffffull
+
+/* The row of table `table` (of `blocks` blocks) that covers rel, packed in a
+ * u64 as struct cx_cfi_row, or CX_CFI_NOT_FOUND. A global function: the
+ * verifier checks it once, not once per frame of the walk. */
+__noinline __u64 cx_cfi_find(__u32 table, __u32 blocks, __u32 rel)
+{
+    const struct cx_cfi_block *b;
+    __u32 lo = 0, hi = blocks, mid, key = table;
+    void *rowmap = bpf_map_lookup_elem(&cfi_tables, &key);
+    __u64 l = 0, h = CX_CFI_BLOCK_ROWS, m, out;
+    int i;
+
+    if (!rowmap || blocks == 0)
+        return CX_CFI_NOT_FOUND;
+    /* The last block whose first pc <= rel: blocks[lo] <= rel < blocks[hi]. */
+    for (i = 0; i < CX_CFI_SEARCH_STEPS && hi - lo > 1; i++) {
+        mid = lo + (hi - lo) / 2;
+        b = bpf_map_lookup_elem(rowmap, &mid);
+        if (!b)
+            return CX_CFI_NOT_FOUND;
+        if (b->rows[0].pc <= rel)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    b = bpf_map_lookup_elem(rowmap, &lo);
+    if (!b || b->rows[0].pc > rel)
+        return CX_CFI_NOT_FOUND;
+    /* Then the last row of the block whose pc <= rel, in plain memory. */
+    for (i = 0; i < 5 && h - l > 1; i++) {
+        m = (l + h) / 2;
+        if (b->rows[m & (CX_CFI_BLOCK_ROWS - 1)].pc <= rel)
+            l = m;
+        else
+            h = m;
+    }
+    __builtin_memcpy(&out, &b->rows[l & (CX_CFI_BLOCK_ROWS - 1)], sizeof(out));
+    return out;
+}
+
+/* Finds the mapping of process tgid with a table that holds pc and puts it
+ * in this CPU's walk state (m_*). Returns 1, or 0 when there is none. A
+ * global function: inlined into the walk, the verifier followed every path
+ * of the search for every frame and gave up. */
+__noinline int cx_find_map(__u32 tgid, __u64 pc)
+{
+    const struct cx_proc_unwind *pu;
+    const struct cx_unwind_map *m;
+    struct walk_state *st;
+    /* 64-bit indices: bounds checked on a 32-bit copy are lost to the zero
+     * extension before the access. */
+    __u64 lo = 0, hi, mid;
+    __u32 key = tgid, zero = 0;
+    int i;
+
+    pu = bpf_map_lookup_elem(&proc_unwind, &key);
+    st = bpf_map_lookup_elem(&wstate, &zero);
+    if (!pu || !st)
+        return 0;
+    hi = pu->n;
+    if (hi > CX_UNWIND_MAX_MAPS)
+        hi = CX_UNWIND_MAX_MAPS;
+    /* The last mapping whose start <= pc. */
+    for (i = 0; i < CX_UNWIND_MAP_SEARCH_STEPS && hi - lo > 1; i++) {
+        mid = lo + (hi - lo) / 2;
+        if (mid >= CX_UNWIND_MAX_MAPS)
+            return 0;
+        if (pu->maps[mid].start <= pc)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (lo >= CX_UNWIND_MAX_MAPS || hi == 0)
+        return 0;
+    m = &pu->maps[lo];
+    if (pc < m->start || pc >= m->end)
+        return 0;
+    st->m_start = m->start;
+    st->m_end = m->end;
+    st->m_bias = m->bias;
+    st->m_table = m->table;
+    st->m_blocks = m->blocks;
+    return 1;
+}
+
+/* What one step of the walk did. */
+enum step_result {
+    STEP_NEXT = 0,  /* the caller's frame is in st; its pc is to be appended */
+    STEP_END = 1,   /* the stack is whole */
+    STEP_TRUNC = 2, /* stopped early; *reason says why */
+};
+
+/* One frame up by frame pointer: [fp] holds the caller's fp, [fp+8] its
+ * return address. */
+static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
+{
+    __u64 pair[2];
+
+    if (st->fp == 0)
+        return STEP_END; /* _start cleared the frame pointer */
+    if (bpf_probe_read_user(pair, sizeof(pair), (void *)st->fp)) {
+        *reason = CX_TRUNC_FAULT;
+        return STEP_TRUNC;
+    }
+    if (pair[1] == 0)
+        return STEP_END;
+    /* The stack grows down: a caller's frame sits above its callee's. A
+     * saved fp at or below this one was never a frame pointer; the return
+     * address read beside it is still appended, and the walk ends after it
+     * (st->fp = 0 makes the next step report the fault). */
+    st->sp = st->fp + 16;
+    st->pc = pair[1];
+    st->exact = 0;
+    if (pair[0] != 0 && pair[0] <= st->fp) {
+        st->fp = 1; /* unreadable: the next step stops with a fault */
+        return STEP_NEXT;
+    }
+    st->fp = pair[0];
+    return STEP_NEXT;
+}
+
+/* One frame up by the CFI row for st->pc. */
+static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *reason)
+{
+    struct cx_cfi_row row;
+    __u64 cfa, v, pair[2];
+    __s64 off;
+
+    __builtin_memcpy(&row, &packed, sizeof(row));
+    off = (__s64)row.cfa_off * 8;
+    switch (CX_CFI_CFA_TYPE(row.rule)) {
+    case CX_CFA_SP:
+        cfa = st->sp + off;
+        break;
+    case CX_CFA_FP:
+        cfa = st->fp + off;
+        break;
+    case CX_CFA_PLT:
+        cfa = st->sp + 8 + ((st->pc & 15) >= (__u64)row.cfa_off ? 8 : 0);
+        break;
+    case CX_CFA_DEREF_SP:
+    case CX_CFA_DEREF_FP:
+        v = (CX_CFI_CFA_TYPE(row.rule) == CX_CFA_DEREF_SP ? st->sp : st->fp) + off;
+        if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)v)) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        break;
+    case CX_CFA_SIGNAL: {
+        /* The interrupted code's registers, as the kernel saved them. */
+        __u64 regs[7];
+        if (bpf_probe_read_user(regs, sizeof(regs), (void *)(st->sp + CX_SIGFRAME_FP))) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        st->fp = regs[0];
+        st->sp = regs[(CX_SIGFRAME_SP - CX_SIGFRAME_FP) / 8];
+        st->pc = regs[(CX_SIGFRAME_PC - CX_SIGFRAME_FP) / 8];
+        st->exact = 1;
+        return st->pc ? STEP_NEXT : STEP_END;
+    }
+    case CX_CFA_END:
+        return STEP_END;
+    case CX_CFA_NONE:
+        return step_fp(st, reason);
+    default:
+        *reason = CX_TRUNC_CFI_RULE;
+        return STEP_TRUNC;
+    }
+    /* The caller's frame is above this one; anything else loops or is junk. */
+    if (cfa <= st->sp) {
+        *reason = CX_TRUNC_CFI_BAD;
+        return STEP_TRUNC;
+    }
+    switch (CX_CFI_FP_TYPE(row.rule)) {
+    case CX_FP_AT_CFA:
+        if (row.fp_off == -2 && CX_RA_CFA_OFF == -8) {
+            /* push rbp right after the call: fp and the return address side
+             * by side, one read. */
+            if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16))) {
+                *reason = CX_TRUNC_FAULT;
+                return STEP_TRUNC;
+            }
+            st->fp = pair[0];
+            st->pc = pair[1];
+            goto out;
+        }
+        if (bpf_probe_read_user(&v, sizeof(v), (void *)(cfa + (__s64)row.fp_off * 8))) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        st->fp = v;
+        break;
+    case CX_FP_AT_FP:
+        if (bpf_probe_read_user(&v, sizeof(v), (void *)(st->fp + (__s64)row.fp_off * 8))) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        st->fp = v;
+        break;
+    default:
+        break; /* unchanged */
+    }
+    if (bpf_probe_read_user(&v, sizeof(v), (void *)(cfa + CX_RA_CFA_OFF))) {
+        *reason = CX_TRUNC_FAULT;
+        return STEP_TRUNC;
+    }
+    st->pc = v;
+out:
+    st->sp = cfa;
+    st->exact = 0;
+    return st->pc ? STEP_NEXT : STEP_END;
+}
+
+/* One frame up, by CFI where the process has a table for the pc, else by
+ * frame pointer. *cfi says which. */
+static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi)
+{
+    /* A return address belongs to the call before it: the next instruction
+     * may already be another function's (a call to a noreturn function). */
+    __u64 pc = st->pc - (st->exact ? 0 : 1), packed;
+
+    *cfi = 0;
+    if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc))
+        return step_fp(st, reason);
+    packed = cx_cfi_find(st->m_table, st->m_blocks, (__u32)(pc - st->m_bias));
+    if (packed == CX_CFI_NOT_FOUND)
+        return step_fp(st, reason);
+    *cfi = 1;
+    return step_cfi(st, packed, reason);
+}
+
+#endif

@@ -1,0 +1,672 @@
+#include "unwinder.h"
+
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <linux/types.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../common/clock.h"
+#include "../../common/log.h"
+#include "../bpf/unwind.h"
+#include "../procs/procs.h"
+#include "cfi_table.h"
+
+/* A table no process maps is kept this long: a binary run again and again
+ * (a compiler in a build) is not rebuilt every time. */
+#define UNUSED_GRACE_NS (30ull * 1000 * 1000 * 1000)
+#define NBUCKETS 1024
+#define MAX_SEGS 8
+/* Rows per batch update: one syscall per 64k rows, not one per row. */
+#define LOAD_CHUNK 65536
+
+/* Main thread only: the builder hands back `built` or `why`, and poll sets
+ * the state. */
+enum table_state {
+    T_QUEUED, /* with the builder (queued, being built, or done and not polled yet) */
+    T_LOADED, /* in cfi_tables[slot] */
+    T_NONE,   /* no table: why[] says why */
+};
+
+/* An executable PT_LOAD segment: how file offsets become ELF addresses. */
+struct seg {
+    uint64_t offset, filesz, vaddr;
+};
+
+/* One binary's table. The builder thread writes only `built`, `segs`,
+ * `nseg` and `why` of a table it was handed, before it puts the table in
+ * the done list (under u->mu); the main thread reads them after taking it
+ * from there. */
+struct table {
+    struct binary *bin; /* a reference */
+    enum table_state state;
+    struct cfi_table *built;
+    struct seg segs[MAX_SEGS];
+    unsigned nseg;
+    uint64_t base;
+    uint32_t rows, blocks;
+    uint64_t bytes, unsupported;
+    int slot;
+    unsigned users; /* processes whose list holds it */
+    uint64_t unused_since_ns;
+    char why[160];
+    struct table *hnext; /* hash chain */
+    struct table *qnext; /* builder queue or done list */
+};
+
+struct umap {
+    uint64_t start, end, offset;
+    struct table *t;
+};
+
+/* A process as the unwinder sees it: its mappings of binaries. */
+struct uproc {
+    uint32_t tgid;
+    struct umap *m;
+    unsigned n;
+    bool in_bpf;  /* has an entry in proc_unwind */
+    bool waiting; /* some of its tables are not loaded yet */
+    struct uproc *next;
+};
+
+struct unwinder {
+    int tables_fd, procs_fd;
+    struct unwinder_opts o;
+    struct table *tables[NBUCKETS];
+    struct uproc *procs[NBUCKETS];
+    unsigned char *slot_used; /* CX_CFI_MAX_TABLES */
+    unsigned next_slot;
+    uint64_t bytes, rows, unsupported;
+    unsigned loaded, without, nprocs_bpf;
+    bool procs_full_logged, slots_full_logged;
+    struct binary *vdso; /* the kernel's vDSO image, as a file; NULL if not had */
+    struct cx_proc_unwind *scratch;
+
+    /* The builder thread and what it shares, under mu. */
+    pthread_t th;
+    bool th_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    struct table *queue, **queue_tail;
+    struct table *done;
+    unsigned pending; /* handed to the builder, not yet taken back by poll */
+    unsigned unbuilt; /* queued or being built */
+    bool stopping;
+    uint64_t build_ns;
+};
+
+/* --- the builder thread --- */
+
+/* The executable PT_LOAD segments of the ELF file fd. */
+static int read_segments(int fd, struct table *t)
+{
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    size_t n = 0;
+    int err = -1;
+
+    if (!e || elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &n))
+        goto out;
+    t->nseg = 0;
+    for (size_t i = 0; i < n && t->nseg < MAX_SEGS; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            t->segs[t->nseg++] = (struct seg){ph.p_offset, ph.p_filesz, ph.p_vaddr};
+    }
+    err = t->nseg ? 0 : -1;
+out:
+    elf_end(e);
+    return err;
+}
+
+static void build_one(struct unwinder *u, struct table *t)
+{
+    struct cfi_table_opts co = {.max_rows = CX_CFI_MAX_ROWS};
+    struct cfi_table *ct = NULL;
+    char why[sizeof(t->why)] = "";
+    uint64_t t0 = clock__mono_ns();
+
+    if (t->bin->fd < 0)
+        snprintf(why, sizeof(why), "cannot open: %s", strerror(t->bin->open_err));
+    else if (read_segments(t->bin->fd, t))
+        snprintf(why, sizeof(why), "no executable segment");
+    else if (cfi_table__build(t->bin->fd, &co, &ct, why, sizeof(why)))
+        ct = NULL;
+    else if (ct->n < 2)
+        snprintf(why, sizeof(why), "no CFI");
+
+    if (ct && ct->n >= 2) {
+        t->built = ct;
+        ct = NULL;
+    } else {
+        snprintf(t->why, sizeof(t->why), "%s", why[0] ? why : "no CFI");
+    }
+    pthread_mutex_lock(&u->mu);
+    u->build_ns += clock__mono_ns() - t0;
+    t->qnext = u->done;
+    u->done = t;
+    u->unbuilt--;
+    pthread_mutex_unlock(&u->mu);
+    cfi_table__free(ct);
+}
+
+static void *builder(void *arg)
+{
+    struct unwinder *u = arg;
+
+    pthread_mutex_lock(&u->mu);
+    for (;;) {
+        while (!u->queue && !u->stopping)
+            pthread_cond_wait(&u->cv_work, &u->mu);
+        if (u->stopping)
+            break;
+        struct table *t = u->queue;
+        u->queue = t->qnext;
+        if (!u->queue)
+            u->queue_tail = &u->queue;
+        t->qnext = NULL;
+        pthread_mutex_unlock(&u->mu);
+        build_one(u, t);
+        pthread_mutex_lock(&u->mu);
+        pthread_cond_broadcast(&u->cv_done);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return NULL;
+}
+
+/* --- tables --- */
+
+static unsigned bin_bucket(const struct binary *b)
+{
+    return (unsigned)(((uintptr_t)b >> 4) * 0x9E3779B1u) % NBUCKETS;
+}
+
+/* The table of b, made (and queued) on first sight; NULL when out of memory. */
+static struct table *table_get(struct unwinder *u, struct binary *b)
+{
+    struct table **pp = &u->tables[bin_bucket(b)], *t;
+
+    for (t = *pp; t; t = t->hnext)
+        if (t->bin == b)
+            return t;
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->bin = binary__get(b);
+    t->slot = -1;
+    t->state = T_QUEUED;
+    t->hnext = *pp;
+    *pp = t;
+    pthread_mutex_lock(&u->mu);
+    *u->queue_tail = t;
+    u->queue_tail = &t->qnext;
+    u->pending++;
+    u->unbuilt++;
+    pthread_cond_signal(&u->cv_work);
+    pthread_mutex_unlock(&u->mu);
+    return t;
+}
+
+static void table_unload(struct unwinder *u, struct table *t)
+{
+    if (t->state != T_LOADED)
+        return;
+    __u32 key = t->slot;
+    if (bpf_map_delete_elem(u->tables_fd, &key) && errno != ENOENT)
+        log_warn("unwind: cannot drop the table of %s: %s", t->bin->path, strerror(errno));
+    u->slot_used[t->slot] = 0;
+    u->bytes -= t->bytes;
+    u->rows -= t->rows;
+    u->unsupported -= t->unsupported;
+    u->loaded--;
+    t->slot = -1;
+}
+
+static int alloc_slot(struct unwinder *u)
+{
+    for (unsigned i = 0; i < CX_CFI_MAX_TABLES; i++) {
+        unsigned s = (u->next_slot + i) % CX_CFI_MAX_TABLES;
+        if (!u->slot_used[s]) {
+            u->slot_used[s] = 1;
+            u->next_slot = s + 1;
+            return s;
+        }
+    }
+    return -1;
+}
+
+static uint64_t unsupported_rows(const struct cfi_table_stats *s)
+{
+    uint64_t n = 0;
+
+    for (int i = 0; i < CFI_UNSUP__N; i++)
+        n += s->unsupported[i];
+    return n;
+}
+
+/* Copies the rows, in blocks (bpf/unwind.h), into a new BPF array and puts
+ * it in cfi_tables. Returns 0, or -1 with t->why set (the table is then
+ * T_NONE). */
+static int table_load(struct unwinder *u, struct table *t)
+{
+    struct cfi_table *ct = t->built;
+    uint32_t nblocks = (ct->n + CX_CFI_BLOCK_ROWS - 1) / CX_CFI_BLOCK_ROWS;
+    uint64_t bytes = (uint64_t)nblocks * sizeof(struct cx_cfi_block);
+    struct cx_cfi_block *blocks = NULL;
+    __u32 *keys = NULL;
+    int fd = -1, slot = -1, err = -1;
+
+    if (u->bytes + bytes > u->o.max_bytes) {
+        snprintf(t->why, sizeof(t->why),
+                 "table of %llu KiB over the cap (%llu of %llu MiB loaded; "
+                 "--unwind-tables-max-mb)",
+                 (unsigned long long)(bytes >> 10), (unsigned long long)(u->bytes >> 20),
+                 (unsigned long long)(u->o.max_bytes >> 20));
+        goto out;
+    }
+    slot = alloc_slot(u);
+    if (slot < 0) {
+        snprintf(t->why, sizeof(t->why), "all %u table slots in use", CX_CFI_MAX_TABLES);
+        goto out;
+    }
+    blocks = malloc(bytes);
+    keys = malloc(sizeof(*keys) * (nblocks < LOAD_CHUNK ? nblocks : LOAD_CHUNK));
+    if (!blocks || !keys) {
+        snprintf(t->why, sizeof(t->why), "out of memory");
+        goto out;
+    }
+    memcpy(blocks, ct->rows, (size_t)ct->n * sizeof(struct cx_cfi_row));
+    for (uint64_t i = ct->n; i < (uint64_t)nblocks * CX_CFI_BLOCK_ROWS; i++) {
+        /* Padding: past every address, so no search ends on it. */
+        struct cx_cfi_row pad = ct->rows[ct->n - 1];
+        pad.pc = UINT32_MAX;
+        blocks[i / CX_CFI_BLOCK_ROWS].rows[i % CX_CFI_BLOCK_ROWS] = pad;
+    }
+    LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
+    fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cx_cfi_rows", sizeof(__u32),
+                        sizeof(struct cx_cfi_block), nblocks, &mo);
+    if (fd < 0) {
+        snprintf(t->why, sizeof(t->why), "cannot create a BPF array of %u blocks: %s", nblocks,
+                 strerror(errno));
+        goto out;
+    }
+    for (uint32_t at = 0; at < nblocks; at += LOAD_CHUNK) {
+        __u32 count = nblocks - at < LOAD_CHUNK ? nblocks - at : LOAD_CHUNK;
+        for (__u32 i = 0; i < count; i++)
+            keys[i] = at + i;
+        LIBBPF_OPTS(bpf_map_batch_opts, bo);
+        if (bpf_map_update_batch(fd, keys, &blocks[at], &count, &bo)) {
+            /* Before Linux 5.6 arrays have no batch update: one by one. */
+            count = nblocks - at < LOAD_CHUNK ? nblocks - at : LOAD_CHUNK;
+            for (__u32 i = 0; i < count; i++) {
+                if (bpf_map_update_elem(fd, &keys[i], &blocks[at + i], BPF_ANY)) {
+                    snprintf(t->why, sizeof(t->why), "cannot fill the BPF array: %s",
+                             strerror(errno));
+                    goto out;
+                }
+            }
+        }
+    }
+    __u32 key = slot;
+    if (bpf_map_update_elem(u->tables_fd, &key, &fd, BPF_ANY)) {
+        snprintf(t->why, sizeof(t->why), "cannot add the table to cfi_tables: %s", strerror(errno));
+        goto out;
+    }
+    t->slot = slot;
+    slot = -1;
+    t->base = ct->base;
+    t->blocks = nblocks;
+    t->bytes = bytes;
+    t->rows = ct->n;
+    t->unsupported = unsupported_rows(&ct->stats);
+    t->state = T_LOADED;
+    u->bytes += bytes;
+    u->rows += ct->n;
+    u->unsupported += t->unsupported;
+    u->loaded++;
+    err = 0;
+out:
+    if (slot >= 0)
+        u->slot_used[slot] = 0;
+    if (fd >= 0)
+        close(fd); /* cfi_tables holds the map now, or no one does */
+    free(blocks);
+    free(keys);
+    return err;
+}
+
+/* --- processes --- */
+
+static struct uproc **uproc_slot(struct unwinder *u, uint32_t tgid)
+{
+    struct uproc **pp = &u->procs[tgid % NBUCKETS];
+    while (*pp && (*pp)->tgid != tgid)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void drop_maps(struct unwinder *u, struct uproc *up, uint64_t now_ns)
+{
+    for (unsigned i = 0; i < up->n; i++) {
+        struct table *t = up->m[i].t;
+        if (--t->users == 0)
+            t->unused_since_ns = now_ns;
+    }
+    free(up->m);
+    up->m = NULL;
+    up->n = 0;
+    (void)u;
+}
+
+/* The row address of pc in mapping m: pc - bias. */
+static bool map_bias(const struct umap *m, uint64_t *bias)
+{
+    const struct table *t = m->t;
+
+    for (unsigned i = 0; i < t->nseg; i++) {
+        const struct seg *s = &t->segs[i];
+        /* The kernel maps whole pages: the mapping's offset is the segment's
+         * rounded down. */
+        uint64_t page_off = s->offset & ~4095ull;
+        if (m->offset >= page_off && m->offset < s->offset + s->filesz) {
+            /* vaddr = pc - start + offset + (vaddr - offset of the segment) */
+            *bias = m->start - m->offset - (s->vaddr - s->offset) + t->base;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Writes (or removes) up's entry in proc_unwind from its loaded tables. */
+static void uproc_sync(struct unwinder *u, struct uproc *up)
+{
+    struct cx_proc_unwind *v = u->scratch;
+    __u32 key = up->tgid;
+
+    memset(v, 0, sizeof(*v));
+    up->waiting = false;
+    for (unsigned i = 0; i < up->n && v->n < CX_UNWIND_MAX_MAPS; i++) {
+        struct umap *m = &up->m[i];
+        uint64_t bias;
+        if (m->t->state == T_QUEUED)
+            up->waiting = true;
+        if (m->t->state != T_LOADED || !map_bias(m, &bias))
+            continue;
+        v->maps[v->n++] =
+            (struct cx_unwind_map){m->start, m->end, bias, (__u32)m->t->slot, m->t->blocks};
+    }
+    if (v->n == 0) {
+        if (up->in_bpf && bpf_map_delete_elem(u->procs_fd, &key) == 0) {
+            up->in_bpf = false;
+            u->nprocs_bpf--;
+        }
+        return;
+    }
+    if (bpf_map_update_elem(u->procs_fd, &key, v, BPF_ANY)) {
+        if (!u->procs_full_logged)
+            log_warn("unwind: cannot add pid=%u to proc_unwind (%s): walked by frame pointers",
+                     up->tgid, strerror(errno));
+        u->procs_full_logged = true;
+        return;
+    }
+    if (!up->in_bpf)
+        u->nprocs_bpf++;
+    up->in_bpf = true;
+}
+
+void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_ns)
+{
+    struct uproc **pp, *up;
+    struct umap *m;
+    unsigned n = 0;
+
+    if (!u)
+        return;
+    pp = uproc_slot(u, p->tgid);
+    up = *pp;
+    if (!up) {
+        up = calloc(1, sizeof(*up));
+        if (!up)
+            return;
+        up->tgid = p->tgid;
+        *pp = up;
+    }
+    m = calloc(p->maps.n ? p->maps.n : 1, sizeof(*m));
+    if (!m)
+        return;
+    for (size_t i = 0; i < p->maps.n; i++) {
+        const struct proc_map *pm = &p->map[i];
+        struct binary *bin = pm->bin;
+        struct table *t;
+        if (!bin && u->vdso && pm->name && strcmp(pm->name, "[vdso]") == 0)
+            bin = u->vdso;
+        if (!bin || !(t = table_get(u, bin)))
+            continue;
+        t->users++;
+        m[n++] = (struct umap){pm->start, pm->end, pm->offset, t};
+    }
+    drop_maps(u, up, now_ns);
+    up->m = m;
+    up->n = n;
+    uproc_sync(u, up);
+}
+
+void unwinder__proc_gone(struct unwinder *u, uint32_t tgid, uint64_t now_ns)
+{
+    struct uproc **pp, *up;
+    __u32 key = tgid;
+
+    if (!u)
+        return;
+    pp = uproc_slot(u, tgid);
+    up = *pp;
+    if (!up)
+        return;
+    if (up->in_bpf) {
+        bpf_map_delete_elem(u->procs_fd, &key);
+        u->nprocs_bpf--;
+    }
+    drop_maps(u, up, now_ns);
+    *pp = up->next;
+    free(up);
+}
+
+/* --- the main loop's side --- */
+
+/* Rules not covered are logged per binary (info); a clean table at debug. */
+static void log_table(const struct table *t, const struct cfi_table *ct)
+{
+    char line[512];
+
+    cfi_table__stats_str(&ct->stats, line, sizeof(line));
+    if (unsupported_rows(&ct->stats))
+        log_info("unwind: %s: %s", t->bin->path, line);
+    else
+        log_debug("unwind: %s: %s", t->bin->path, line);
+}
+
+static void table_free(struct unwinder *u, struct table *t)
+{
+    table_unload(u, t);
+    cfi_table__free(t->built);
+    binary__put(t->bin);
+    free(t);
+}
+
+void unwinder__poll(struct unwinder *u, uint64_t now_ns)
+{
+    struct table *done, *t, *next;
+    bool any = false;
+
+    (void)now_ns;
+    if (!u)
+        return;
+    pthread_mutex_lock(&u->mu);
+    done = u->done;
+    u->done = NULL;
+    pthread_mutex_unlock(&u->mu);
+    for (t = done; t; t = next) {
+        next = t->qnext;
+        t->qnext = NULL;
+        pthread_mutex_lock(&u->mu);
+        u->pending--;
+        pthread_mutex_unlock(&u->mu);
+        if (t->built) {
+            log_table(t, t->built);
+            if (table_load(u, t)) {
+                t->state = T_NONE;
+                log_warn("unwind: %s: no table: %s", t->bin->path, t->why);
+            }
+            cfi_table__free(t->built);
+            t->built = NULL;
+        } else {
+            t->state = T_NONE;
+            log_debug("unwind: %s: no table: %s", t->bin->path, t->why);
+        }
+        if (t->state == T_NONE)
+            u->without++;
+        any = true;
+    }
+    if (any) {
+        for (unsigned b = 0; b < NBUCKETS; b++)
+            for (struct uproc *up = u->procs[b]; up; up = up->next)
+                if (up->waiting)
+                    uproc_sync(u, up);
+    }
+}
+
+void unwinder__sweep(struct unwinder *u, uint64_t now_ns)
+{
+    struct table *t;
+
+    if (!u)
+        return;
+    for (unsigned b = 0; b < NBUCKETS; b++) {
+        struct table **pp = &u->tables[b];
+        while ((t = *pp)) {
+            bool idle = t->state == T_LOADED || t->state == T_NONE;
+            if (idle && t->users == 0 && now_ns - t->unused_since_ns > UNUSED_GRACE_NS) {
+                *pp = t->hnext;
+                if (t->state == T_NONE)
+                    u->without--;
+                table_free(u, t);
+            } else {
+                pp = &t->hnext;
+            }
+        }
+    }
+}
+
+bool unwinder__settle(struct unwinder *u, int timeout_ms, uint64_t now_ns)
+{
+    struct timespec ts;
+    bool settled;
+
+    if (!u)
+        return true;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&u->mu);
+    while (u->unbuilt > 0 && !u->stopping)
+        if (pthread_cond_timedwait(&u->cv_done, &u->mu, &ts) == ETIMEDOUT)
+            break;
+    settled = u->unbuilt == 0;
+    pthread_mutex_unlock(&u->mu);
+    unwinder__poll(u, now_ns);
+    return settled;
+}
+
+void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!u)
+        return;
+    out->tables = u->loaded;
+    out->bytes = u->bytes;
+    out->rows = u->rows;
+    out->without = u->without;
+    out->procs = u->nprocs_bpf;
+    out->unsupported = u->unsupported;
+    pthread_mutex_lock((pthread_mutex_t *)&u->mu);
+    out->pending = u->pending;
+    out->build_ms = u->build_ns / 1000000;
+    pthread_mutex_unlock((pthread_mutex_t *)&u->mu);
+}
+
+struct unwinder *unwinder__new(int tables_fd, int procs_fd, const struct unwinder_opts *o,
+                               char *err, size_t errlen)
+{
+    struct unwinder *u = calloc(1, sizeof(*u));
+
+    if (!u)
+        goto oom;
+    u->tables_fd = tables_fd;
+    u->procs_fd = procs_fd;
+    u->o = *o;
+    u->queue_tail = &u->queue;
+    pthread_mutex_init(&u->mu, NULL);
+    pthread_cond_init(&u->cv_work, NULL);
+    pthread_cond_init(&u->cv_done, NULL);
+    u->slot_used = calloc(CX_CFI_MAX_TABLES, 1);
+    u->scratch = malloc(sizeof(*u->scratch));
+    if (!u->slot_used || !u->scratch)
+        goto oom;
+    elf_version(EV_CURRENT);
+    /* The vDSO has CFI but no file: its image stands in (binary.h). */
+    u->vdso = binary__open_vdso();
+    if (pthread_create(&u->th, NULL, builder, u)) {
+        snprintf(err, errlen, "cannot start the CFI table builder thread");
+        goto fail;
+    }
+    u->th_started = true;
+    return u;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    unwinder__free(u);
+    return NULL;
+}
+
+void unwinder__free(struct unwinder *u)
+{
+    if (!u)
+        return;
+    if (u->th_started) {
+        pthread_mutex_lock(&u->mu);
+        u->stopping = true;
+        pthread_cond_broadcast(&u->cv_work);
+        pthread_mutex_unlock(&u->mu);
+        pthread_join(u->th, NULL);
+    }
+    for (unsigned b = 0; b < NBUCKETS; b++) {
+        struct uproc *up, *un;
+        for (up = u->procs[b]; up; up = un) {
+            un = up->next;
+            unwinder__proc_gone(u, up->tgid, 0);
+        }
+    }
+    for (unsigned b = 0; b < NBUCKETS; b++) {
+        struct table *t, *tn;
+        for (t = u->tables[b]; t; t = tn) {
+            tn = t->hnext;
+            table_free(u, t);
+        }
+    }
+    binary__put(u->vdso);
+    free(u->slot_used);
+    free(u->scratch);
+    pthread_cond_destroy(&u->cv_work);
+    pthread_cond_destroy(&u->cv_done);
+    pthread_mutex_destroy(&u->mu);
+    free(u);
+}

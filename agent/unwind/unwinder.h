@@ -1,0 +1,71 @@
+/* Keeps the BPF side's CFI tables (bpf/unwind.h) in step with the processes
+ * the agent sees: one table per binary, built from its .eh_frame on a
+ * background thread (cfi_table.c), loaded into the "cfi_tables" array of
+ * maps once, shared by every process that maps the binary, and freed a
+ * while after the last such process has gone; one "proc_unwind" entry per
+ * process listing its mappings that have a loaded table.
+ *
+ * A process without an entry (no table loaded yet, none of its binaries has
+ * CFI, the caps reached) is walked by frame pointers, so nothing here is
+ * needed for a sample to be taken. Main thread only, but for the builder
+ * thread it owns.
+ */
+#ifndef CODEXRAY_AGENT_UNWIND_UNWINDER_H
+#define CODEXRAY_AGENT_UNWIND_UNWINDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct proc;
+
+struct unwinder_opts {
+    uint64_t max_bytes; /* table memory loaded in BPF at once, all binaries */
+};
+
+struct unwinder_stats {
+    unsigned tables;      /* loaded in BPF */
+    uint64_t bytes;       /* their rows, in bytes */
+    uint64_t rows;        /* their rows */
+    unsigned pending;     /* queued or being built */
+    unsigned without;     /* binaries with no table: no CFI, refused, or over a cap */
+    unsigned procs;       /* processes with an entry in BPF */
+    uint64_t unsupported; /* rows with rules the walk cannot follow, loaded tables */
+    uint64_t build_ms;    /* time the builder spent, all tables so far */
+};
+
+struct unwinder;
+
+/* tables_fd and procs_fd are the sampler's "cfi_tables" and "proc_unwind"
+ * maps (borrowed: they must outlive the unwinder). Starts the builder
+ * thread. Returns NULL with a reason in err. */
+struct unwinder *unwinder__new(int tables_fd, int procs_fd, const struct unwinder_opts *o,
+                               char *err, size_t errlen);
+
+/* Stops the builder and frees every table and entry (the BPF maps are left
+ * empty). u may be NULL. */
+void unwinder__free(struct unwinder *u);
+
+/* p's mappings were (re)read: its entry is rebuilt, and binaries seen for
+ * the first time are queued for the builder. */
+void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_ns);
+
+/* Process tgid is gone (exit, or forgotten): its entry is dropped. */
+void unwinder__proc_gone(struct unwinder *u, uint32_t tgid, uint64_t now_ns);
+
+/* Loads the tables the builder has finished and fills in the entries of the
+ * processes waiting for them. Cheap when there is nothing to do: call it
+ * from the main loop. */
+void unwinder__poll(struct unwinder *u, uint64_t now_ns);
+
+/* Frees the tables no process has mapped for a while (once a window). */
+void unwinder__sweep(struct unwinder *u, uint64_t now_ns);
+
+/* Waits up to timeout_ms for the builder's queue to drain and loads what it
+ * built (tests and `record`, so that short runs are walked by CFI). Returns
+ * true if nothing is left pending. */
+bool unwinder__settle(struct unwinder *u, int timeout_ms, uint64_t now_ns);
+
+void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out);
+
+#endif
