@@ -480,9 +480,27 @@ static void cross_check(const char *path)
     snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames-interp '%s' 2>/dev/null", path);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
+    bool seen_eh = false, skip = false;
+    unsigned skipped_fdes = 0;
     while (fgets(line, sizeof(line), p)) {
         unsigned long off, cie, start, end;
         char aug[32] = "";
+        /* The table is built from .eh_frame alone when a file has one (a
+         * documented limit): .debug_frame's entries in such a file, like
+         * the few assembly functions of Rust's std, are not ours to match. */
+        if (!strncmp(line, "Contents of the ", 16)) {
+            end_entry(&x);
+            x.cie = NULL;
+            x.ncies = 0; /* CIE offsets are per section */
+            if (strstr(line, ".eh_frame section"))
+                seen_eh = true;
+            skip = seen_eh && strstr(line, ".debug_frame section");
+            continue;
+        }
+        if (skip) {
+            skipped_fdes += strstr(line, " FDE ") != NULL;
+            continue;
+        }
         if (strstr(line, " CIE") && sscanf(line, "%lx %*x %*x CIE \"%31[^\"]\"", &off, aug) >= 1) {
             end_entry(&x);
             assert_true(x.ncies < 64);
@@ -545,6 +563,9 @@ static void cross_check(const char *path)
     }
     end_entry(&x);
     pclose(p);
+    if (skipped_fdes)
+        print_message("%s: %u .debug_frame FDEs beside .eh_frame, not checked\n", path,
+                      skipped_fdes);
     assert_true(x.starts.n > 0);
     qsort(x.marks.v, x.marks.n, sizeof(uint64_t), cmp_u64);
     qsort(x.starts.v, x.starts.n, sizeof(uint64_t), cmp_u64);
