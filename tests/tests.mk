@@ -85,6 +85,33 @@ $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
 FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split
+# The CFI tests' workloads: built as distributions build, without frame
+# pointers (gcc -O2 -fomit-frame-pointer, g++, rustc -O), except qsort_cb,
+# which has them so that only libc's frames need CFI. No sibling calls, so
+# each function's caller is on the stack to be found.
+NOFP_CFLAGS := -O2 -g -fomit-frame-pointer -fno-optimize-sibling-calls
+CFI_WORKLOADS := $(B)/workloads/cfi_split $(B)/workloads/qsort_cb $(B)/workloads/cfi_signal \
+                 $(B)/workloads/vdso_loop \
+                 $(B)/workloads/cxx_split $(B)/workloads/rust_split
+WORKLOADS += $(CFI_WORKLOADS)
+$(B)/workloads/cfi_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
+$(B)/workloads/qsort_cb: tests/workloads/qsort_cb.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FP_CFLAGS) -o $@ $<
+$(B)/workloads/cfi_signal: tests/workloads/cfi_signal.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NOFP_CFLAGS) -o $@ $<
+$(B)/workloads/vdso_loop: tests/workloads/vdso_loop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NOFP_CFLAGS) -o $@ $<
+$(B)/workloads/cxx_split: tests/workloads/cxx_split.cc
+	@mkdir -p $(dir $@)
+	g++ $(NOFP_CFLAGS) -o $@ $<
+$(B)/workloads/rust_split: tests/workloads/rust_split.rs
+	@mkdir -p $(dir $@)
+	$(RUSTC) -O -g -o $@ $<
 $(B)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<

@@ -1,0 +1,296 @@
+"""CFI unwinding (issue 6): the real agent on workloads built without frame
+pointers, each with a known answer (a CPU split, a call chain), read back
+with `go tool pprof`; the chain is also checked against `perf record
+--call-graph dwarf`, which unwinds the same process by another method."""
+import os
+import subprocess
+import tempfile
+import time
+
+from pprof_read import traces
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
+WORK = os.path.join(ROOT, "build", "workloads")
+TRUNC = "[truncated"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def start(name, *args):
+    return subprocess.Popen([os.path.join(WORK, name), *map(str, args)],
+                            stdout=subprocess.DEVNULL)
+
+
+def stop(w):
+    w.kill()
+    w.wait()
+
+
+def record(tmp, pid, seconds, *extra):
+    out = os.path.join(tmp, f"cfi-{pid}-{time.monotonic_ns()}.pb.gz")
+    p = subprocess.run([AGENT, "record", "--duration", str(seconds), "--pid", str(pid),
+                        "--output", out, *extra], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"record exited {p.returncode}: {p.stderr[-2000:]}")
+    return traces(out), p.stderr
+
+
+def base(frame):
+    """A frame's function without pprof's " (inline)" mark."""
+    return frame[:-len(" (inline)")] if frame.endswith(" (inline)") else frame
+
+
+def names(t):
+    return [base(f) for f in t.frames]
+
+
+def follows(frames, chain):
+    """Whether chain (leaf first) appears in frames in order, each link
+    right above the one before it, starting at frames' first entry."""
+    return frames[:len(chain)] == chain
+
+
+def split_check(per, want, tolerance):
+    hot = sum(per.values())
+    check(hot > 0, "no sample in a hot function")
+    for fn, share in want.items():
+        got = per[fn] / hot
+        print(f"    {fn}: {got:.3f} (want {share:.3f})")
+        check(abs(got - share) <= tolerance, f"{fn} share {got:.3f}, want {share:.3f} "
+                                             f"+- {tolerance}")
+
+
+def perf_dwarf_stacks(pid, seconds):
+    """perf's own unwinding of pid (libunwind/libdw over copied stack
+    bytes): a list of stacks, each a list of symbol names, leaf first."""
+    with tempfile.TemporaryDirectory(prefix="cx-perf-") as d:
+        data = os.path.join(d, "perf.data")
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "100", "--call-graph",
+                        "dwarf,16384", "-p", str(pid), "-o", data, "--", "sleep", str(seconds)],
+                       check=True, capture_output=True, timeout=60)
+        out = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+    stacks, cur = [], []
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if not parts:
+            if cur:
+                stacks.append(cur)
+            cur = []
+            continue
+        sym = parts[1].strip() if len(parts) > 1 else "[unknown]"
+        cur.append(sym.split("+0x")[0])
+    if cur:
+        stacks.append(cur)
+    return stacks
+
+
+# --- the tests ---------------------------------------------------------------
+
+C_SPLIT = {"hot_a": 3 / 6, "hot_b": 2 / 6, "hot_c": 1 / 6}
+
+
+def test_cfi_c_split_without_frame_pointers(tmp):
+    """gcc -O2 -fomit-frame-pointer, two threads: the 3:2:1 split within 5
+    points, >= 97 % of samples whole (hot -> dispatch -> run -> main or
+    thread_main, and no truncation), and no fewer whole stacks than perf's
+    DWARF unwinding of the same process finds."""
+    w = start("cfi_split", 14, 2)
+    try:
+        time.sleep(0.5)
+        ts, log = record(tmp, w.pid, 5)
+        stacks = perf_dwarf_stacks(w.pid, 3)
+    finally:
+        stop(w)
+    per, whole, total = {k: 0 for k in C_SPLIT}, 0, 0
+    for t in ts:
+        fr = names(t)
+        total += t.count
+        if fr[0] in per:
+            per[fr[0]] += t.count
+            if fr[1:3] == ["dispatch", "run"] and fr[3] in ("main", "thread_main") \
+                    and not any(f.startswith(TRUNC) for f in fr):
+                whole += t.count
+    split_check(per, C_SPLIT, 0.05)
+    print(f"    whole: {whole}/{total} = {whole / total:.3f}")
+    check(whole / total >= 0.97, f"only {whole}/{total} samples whole: {ts[:4]}")
+    # perf: the same chain, by its own unwinder.
+    hot = [s for s in stacks if s and s[0] in C_SPLIT]
+    pwhole = sum(1 for s in hot if s[1:3] == ["dispatch", "run"]
+                 and len(s) > 3 and s[3] in ("main", "thread_main"))
+    check(len(hot) >= 100, f"perf found {len(hot)} hot samples of {len(stacks)}")
+    print(f"    perf --call-graph dwarf: {pwhole}/{len(hot)} = {pwhole / len(hot):.3f} whole")
+    check(whole / total >= pwhole / len(hot) - 0.02,
+          f"ours {whole / total:.3f} whole, perf's {pwhole / len(hot):.3f}")
+    lines = [l for l in log.splitlines() if "unwind=" in l]
+    check(lines and "unwind=cfi" in lines[0], f"no unwind=cfi in the log: {log[-1500:]}")
+
+
+QSORT_CHAIN = ["sort_round", "run", "main"]
+
+
+def qsort_whole(ts):
+    """by_key's samples, and those whose stack passes through libc's qsort
+    to sort_round -> run -> main."""
+    leaf, whole, libc_frames = 0, 0, 0
+    for t in ts:
+        fr = names(t)
+        if fr[0] != "by_key":
+            continue
+        leaf += t.count
+        rest = fr[1:]
+        if "sort_round" in rest:
+            i = rest.index("sort_round")
+            if rest[i:i + 3] == QSORT_CHAIN and i > 0 and "qsort_r" in rest[:i]:
+                whole += t.count
+                libc_frames = max(libc_frames, i)
+    return leaf, whole, libc_frames
+
+
+def test_cfi_through_libc_qsort(tmp):
+    """Our comparator called by Debian's libc qsort (no frame pointers): >=
+    95 % of its samples reach main through qsort_r; with --unwind fp the
+    walk breaks in libc (under half reach main), which is what CFI fixes."""
+    w = start("qsort_cb", 14)
+    try:
+        time.sleep(0.5)
+        ts, _ = record(tmp, w.pid, 4)
+        fts, flog = record(tmp, w.pid, 3, "--unwind", "fp")
+    finally:
+        stop(w)
+    leaf, whole, depth = qsort_whole(ts)
+    total = sum(t.count for t in ts)
+    check(leaf >= 0.8 * total, f"only {leaf}/{total} samples in by_key")
+    print(f"    cfi: {whole}/{leaf} = {whole / leaf:.3f} of by_key's samples reach main, "
+          f"up to {depth} frames of libc between")
+    check(whole / leaf >= 0.95, f"only {whole}/{leaf} whole: {ts[:3]}")
+    fleaf, fwhole, _ = qsort_whole(fts)
+    check(fleaf > 0, f"no by_key sample with --unwind fp: {fts[:3]}")
+    print(f"    fp:  {fwhole}/{fleaf} = {fwhole / fleaf:.3f}")
+    check("unwind=fp" in flog, f"no unwind=fp in the log: {flog[-1000:]}")
+    check(fwhole / fleaf < 0.5, f"--unwind fp reached main in {fwhole}/{fleaf}: is it CFI?")
+
+
+SIG_CHAIN = ["in_handler", "on_alarm", "__restore_rt", "interrupted", "run", "main"]
+
+
+def test_cfi_signal_handler(tmp):
+    """A SIGALRM handler, all code without frame pointers: its samples walk
+    through the kernel's signal frame (__restore_rt) into the interrupted
+    function and on to main, >= 95 % of them."""
+    w = start("cfi_signal", 12)
+    try:
+        time.sleep(0.5)
+        ts, _ = record(tmp, w.pid, 5)
+    finally:
+        stop(w)
+    total = sum(t.count for t in ts)
+    inh = sum(t.count for t in ts if names(t)[0] == "in_handler")
+    whole = sum(t.count for t in ts if follows(names(t), SIG_CHAIN))
+    print(f"    {inh}/{total} samples in the handler, {whole} of them whole "
+          f"({' <- '.join(SIG_CHAIN)})")
+    check(inh >= 0.08 * total, f"only {inh}/{total} samples in the handler")
+    check(whole >= 0.95 * inh, f"only {whole}/{inh} handler samples whole: "
+                               f"{[t for t in ts if names(t)[0] == 'in_handler'][:3]}")
+    main_line = sum(t.count for t in ts if follows(names(t), ["interrupted", "run", "main"]))
+    check(main_line >= 0.95 * (total - inh), f"{main_line}/{total - inh} outside the handler")
+
+
+def test_cfi_vdso(tmp):
+    """clock_gettime in a loop, answered by the vDSO (no file, no frame
+    pointers): >= half the samples in it, __vdso_clock_gettime named, and
+    >= 95 % of those walked on to poll_clock -> run -> main. The vDSO's own
+    static functions have no symbol; they show as [vdso]+0xOFFSET."""
+    w = start("vdso_loop", 10)
+    try:
+        time.sleep(0.5)
+        ts, _ = record(tmp, w.pid, 3)
+    finally:
+        stop(w)
+    total = sum(t.count for t in ts)
+    vdso = [t for t in ts if any(f.startswith(("[vdso]", "__vdso_")) for f in names(t))]
+    inv = sum(t.count for t in vdso)
+    named = sum(t.count for t in vdso if "__vdso_clock_gettime" in names(t))
+    whole = 0
+    for t in vdso:
+        fr = names(t)
+        if "poll_clock" in fr and fr[fr.index("poll_clock"):][:3] == ["poll_clock", "run", "main"]:
+            whole += t.count
+    print(f"    {inv}/{total} samples in the vDSO, {named} under __vdso_clock_gettime, "
+          f"{whole} whole to main")
+    check(inv >= 0.5 * total, f"only {inv}/{total} samples in the vDSO: {ts[:3]}")
+    check(named >= 0.95 * inv, f"__vdso_clock_gettime in {named}/{inv}: {vdso[:3]}")
+    check(whole >= 0.95 * inv, f"only {whole}/{inv} vDSO samples whole: {vdso[:3]}")
+
+
+CXX_SPLIT = {"Square::area(unsigned long) const": 2 / 3,
+             "Circle::area(unsigned long) const": 1 / 3}
+
+
+def test_cfi_cxx_split(tmp):
+    """g++ -O2 -fomit-frame-pointer, virtual calls through std::function in
+    a template, exceptions each round: 2:1 within 5 points, >= 97 % whole
+    to main through apply_all and run."""
+    w = start("cxx_split", 12)
+    try:
+        time.sleep(0.5)
+        ts, _ = record(tmp, w.pid, 5)
+    finally:
+        stop(w)
+    per, whole, total = {k: 0 for k in CXX_SPLIT}, 0, 0
+    for t in ts:
+        fr = names(t)
+        total += t.count
+        hot = next((f for f in fr[:2] if f in per), None)
+        if hot is None:
+            continue
+        per[hot] += t.count
+        rest = fr[fr.index(hot) + 1:]
+        ok = any(f.startswith("void apply_all<") for f in rest) and "run(double)" in rest \
+            and "main" in rest and rest.index("run(double)") < rest.index("main") \
+            and not any(f.startswith(TRUNC) for f in rest)
+        whole += t.count if ok else 0
+    split_check(per, CXX_SPLIT, 0.05)
+    print(f"    whole: {whole}/{total} = {whole / total:.3f}")
+    check(whole / total >= 0.97, f"only {whole}/{total} whole: {ts[:3]}")
+
+
+RUST_SPLIT = {"rust_split::hot_a": 2 / 3, "rust_split::hot_b": 1 / 3}
+RUST_CHAIN = ["rust_split::dispatch", "rust_split::run", "rust_split::main"]
+
+
+def test_cfi_rust_split(tmp):
+    """rustc -O (no frame pointers in our code or in std): 2:1 within 5
+    points, >= 97 % whole: through std's lang_start to C's main."""
+    w = start("rust_split", 12)
+    try:
+        time.sleep(0.5)
+        ts, _ = record(tmp, w.pid, 5)
+    finally:
+        stop(w)
+    per, whole, total = {k: 0 for k in RUST_SPLIT}, 0, 0
+    for t in ts:
+        fr = names(t)
+        total += t.count
+        if fr[0] not in per:
+            continue
+        per[fr[0]] += t.count
+        rest = fr[1:]
+        lang = "std::rt::lang_start_internal"
+        if rest[:3] == RUST_CHAIN and lang in rest and "main" in rest \
+                and rest.index("main") > rest.index(lang):
+            whole += t.count
+    split_check(per, RUST_SPLIT, 0.05)
+    print(f"    whole: {whole}/{total} = {whole / total:.3f}")
+    check(whole / total >= 0.97, f"only {whole}/{total} whole: {ts[:3]}")
+
+
+TESTS = [test_cfi_c_split_without_frame_pointers, test_cfi_through_libc_qsort,
+         test_cfi_signal_handler, test_cfi_vdso, test_cfi_cxx_split, test_cfi_rust_split]
