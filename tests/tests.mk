@@ -151,7 +151,7 @@ $(B)/bench/deep: bench/deep.c
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ -lz -lprotobuf-c -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ -lz -ldeflate -lprotobuf-c -lpthread
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c)
