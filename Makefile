@@ -19,11 +19,12 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
           -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
           -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
-LDLIBS := -lbpf -ldw -lelf -lz -ldeflate -lprotobuf-c -liberty -lcurl -lpthread
-SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -ldeflate -lprotobuf-c -lpthread -lm
+LDLIBS := -lbpf -ldw -lelf -lz -ldeflate -lzstd -lprotobuf-c -liberty -lcurl -lpthread
+SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
-              common/json.c common/pprof/pprof_writer.c
+              common/json.c common/pprof/pprof_writer.c common/pprof/pprof_reader.c \
+              common/zst.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/gopclntab.c \
@@ -32,7 +33,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/aggregate.c agent/profile.c agent/output.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
-SERVER_SRC := server/store_sqlite.c server/ingest.c server/query.c server/http.c
+SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c
 SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

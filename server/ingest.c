@@ -9,152 +9,134 @@
 #include "../common/buf.h"
 #include "../common/gz.h"
 #include "../common/hmap.h"
-#include "profile.pb-c.h"
+#include "../common/zst.h"
+#include "../common/pprof/pprof_reader.h"
 
-typedef Perftools__Profiles__Profile Profile;
-
-/* protobuf-c allocates each message on its own: thousands of mallocs and
- * frees a profile, a fifth of ingest's time. An arena makes them bumps of a
- * pointer and one free at the end. Its cap bounds what a hostile body
- * (empty messages unpack to ~40 times their size) can make us allocate. */
-struct arena_chunk {
-    struct arena_chunk *next;
-    size_t size, used;
-    max_align_t data[];
-};
-
-struct arena {
-    struct arena_chunk *head;
-    size_t total, first, cap;
-    bool exhausted;
-};
-
-static void *arena_alloc(void *ad, size_t n)
-{
-    struct arena *a = ad;
-    struct arena_chunk *c = a->head;
-
-    n = (n + 15) & ~(size_t)15;
-    if (!c || c->size - c->used < n) {
-        size_t size = c ? c->size * 2 : a->first;
-        if (size < n)
-            size = n;
-        if (size > a->cap - a->total)
-            size = a->cap - a->total;
-        if (size < n) {
-            a->exhausted = true;
-            return NULL;
-        }
-        c = malloc(sizeof(*c) + size);
-        if (!c)
-            return NULL;
-        c->size = size;
-        c->used = 0;
-        c->next = a->head;
-        a->head = c;
-        a->total += size;
-    }
-    void *p = (char *)c->data + c->used;
-    c->used += n;
-    return p;
-}
-
-static void arena_free_one(void *ad, void *p)
-{
-    (void)ad; /* everything goes at once, in arena_free */
-    (void)p;
-}
-
-static void arena_free(struct arena *a)
-{
-    for (struct arena_chunk *c = a->head, *next; c; c = next) {
-        next = c->next;
-        free(c);
-    }
-    a->head = NULL;
-}
+/* Labels kept per sample (the rest are ignored) and values read per sample. */
+#define MAX_LABELS 64
+#define MAX_VALUES 64
 
 /* Everything ingest allocates for one request, freed in one place. */
 struct work {
-    Profile *p;
-    struct arena arena; /* behind p */
+    struct pprof_reader r;
     struct buf raw;
-    struct hmap *loc_index, *fn_index; /* pprof id -> array index */
-    uint32_t *loc_by_id;               /* the same for dense location ids: index + 1 */
+    struct hmap *loc_index, *fn_index; /* pprof id -> array index, when ids are sparse */
+    uint32_t *loc_by_id, *fn_by_id;    /* the same for dense ids: index + 1 */
     uint32_t *loc_off, *loc_frames;    /* location i's function indices */
-    struct hmap *ls_index;             /* a sample's (key, str) pairs -> label set */
-    struct store_function *functions;
-    size_t nfunctions;
-    uint32_t *frames;
-    size_t nframes, cap_frames;
+    struct store_location *locations;
+    struct loc_part *parts; /* [i + 1]: location i's part of its stacks' keys */
+    struct hmap *ls_index;  /* a sample's (key, str) pairs -> label set */
+    uint64_t *sample_locs;  /* one sample's location ids */
+    struct store_put_function *functions;
+    uint32_t *frames; /* the samples' location indices, one after another */
+    size_t nframes, cap_frames, total_depth;
     struct store_stack *stacks;
     struct store_labelset *labelsets;
+    uint32_t *ls_pid; /* each label set's pid label (a string index), or UINT32_MAX */
     struct store_label *labels;
+    size_t nlabels, cap_labels;
     char *names; /* names made up for locations without lines */
     size_t names_len, names_cap;
 };
 
 static void work_free(struct work *w)
 {
-    arena_free(&w->arena);
+    pprof_reader__free(&w->r);
     buf__free(&w->raw);
     hmap__free(w->loc_index);
     hmap__free(w->fn_index);
     hmap__free(w->ls_index);
     free(w->loc_by_id);
+    free(w->fn_by_id);
     free(w->loc_off);
     free(w->loc_frames);
+    free(w->locations);
+    free(w->parts);
+    free(w->sample_locs);
     free(w->functions);
     free(w->frames);
     free(w->stacks);
     free(w->labelsets);
+    free(w->ls_pid);
     free(w->labels);
     free(w->names);
 }
 
-static const char *str_at(const Profile *p, int64_t i)
-{
-    return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i] : NULL;
-}
+/* --- pprof ids -> array indices: an array when the ids are dense (as
+ * every writer makes them: 1..n), a hash map otherwise --- */
 
-/* Finds a string label's value on a sample. */
-static const char *label_of(const Profile *p, const Perftools__Profiles__Sample *s, const char *key)
+struct id_index {
+    uint32_t **dense; /* index + 1 per id, or NULL */
+    struct hmap **sparse;
+    uint64_t max_id;
+};
+
+/* Returns 0, 1 when the id is there twice, or -ENOMEM. */
+static int id_put(struct id_index *x, uint64_t id, uint32_t idx)
 {
-    for (size_t i = 0; i < s->n_label; i++) {
-        const char *k = str_at(p, s->label[i]->key);
-        if (k && strcmp(k, key) == 0)
-            return str_at(p, s->label[i]->str);
+    if (*x->dense) {
+        if ((*x->dense)[id])
+            return 1;
+        (*x->dense)[id] = idx + 1;
+        return 0;
     }
-    return NULL;
+    bool fresh;
+    long k = hmap__put(*x->sparse, &id, sizeof(id), &fresh);
+    if (k < 0)
+        return -ENOMEM;
+    if (!fresh)
+        return 1;
+    *hmap__val(*x->sparse, k) = idx;
+    return 0;
 }
 
-static int push_frame(struct work *w, uint32_t f)
+/* The index of id, or -1. */
+static inline long id_find(const struct id_index *x, uint64_t id)
 {
-    if (w->nframes == w->cap_frames) {
-        size_t cap = w->cap_frames ? w->cap_frames * 2 : 4096;
+    if (*x->dense)
+        return id <= x->max_id && (*x->dense)[id] ? (long)(*x->dense)[id] - 1 : -1;
+    long k = hmap__find(*x->sparse, &id, sizeof(id));
+    return k < 0 ? -1 : (long)*hmap__val(*x->sparse, k);
+}
+
+static int id_init(struct id_index *x, uint64_t max_id, size_t n)
+{
+    x->max_id = max_id;
+    if (max_id <= 4 * (uint64_t)n + 1024)
+        return (*x->dense = calloc(max_id + 1, sizeof(uint32_t))) ? 0 : -ENOMEM;
+    return (*x->sparse = hmap__new()) ? 0 : -ENOMEM;
+}
+
+/* Room for n more location indices. */
+static int reserve_frames(struct work *w, size_t n)
+{
+    if (w->nframes + n > w->cap_frames) {
+        size_t cap = w->cap_frames ? w->cap_frames * 2 : 65536;
+        while (cap < w->nframes + n)
+            cap *= 2;
         uint32_t *nf = realloc(w->frames, cap * sizeof(*nf));
         if (!nf)
             return -ENOMEM;
         w->frames = nf;
         w->cap_frames = cap;
     }
-    w->frames[w->nframes++] = f;
     return 0;
 }
 
 /* A name for a location pprof gives no line for: never a bare address. */
-static long synth_function(struct work *w, const Profile *p,
-                           const Perftools__Profiles__Location *loc, size_t *extra_fns)
+static long synth_function(struct work *w, const struct stack_hasher *h,
+                           const struct pprof_rlocation *loc, size_t *extra_fns)
 {
+    const struct pprof_reader *r = &w->r;
     const char *file = "[unknown]";
     uint64_t addr = loc->address;
     char name[512];
 
-    for (size_t i = 0; i < p->n_mapping; i++) {
-        const Perftools__Profiles__Mapping *m = p->mapping[i];
+    for (size_t i = 0; i < r->nmappings; i++) {
+        const struct pprof_rmapping *m = &r->mappings[i];
         if (m->id == loc->mapping_id) {
-            const char *f = str_at(p, m->filename);
-            if (f && *f) {
+            const char *f = r->strings[m->filename];
+            if (*f) {
                 const char *slash = strrchr(f, '/');
                 file = slash ? slash + 1 : f;
             }
@@ -177,83 +159,181 @@ static long synth_function(struct work *w, const Profile *p,
         w->names = nn;
         w->names_cap = cap;
     }
-    memcpy(w->names + w->names_len, name, n + 1);
-    long idx = p->n_function + (*extra_fns)++;
-    w->functions[idx] = (struct store_function){(const char *)(uintptr_t)w->names_len, ""};
+    memcpy(w->names + w->names_len, name, n);
+    w->names[w->names_len + n] = '\0';
+    long idx = r->nfunctions + (*extra_fns)++;
+    w->functions[idx] = (struct store_put_function){{(const char *)(uintptr_t)w->names_len, ""},
+                                                    stack_hasher__function(h, name, n, "", 0)};
     w->names_len += n + 1;
     return idx;
 }
+
+/* A location as the hot loop reads it: its part of a stack's key
+ * (stack_key.h) and its number of frames, in one place. */
+struct loc_part {
+    uint64_t a, b;
+    uint32_t nframes, pad;
+};
+
+/* What the hot loop reads: the profile's locations by pprof id, and the
+ * powers of the stack key's bases. */
+struct id_map {
+    const uint32_t *dense;        /* location id -> index + 1 into parts, 0 for none */
+    const struct loc_part *parts; /* [0]: none (0 frames); then each location's */
+    const uint64_t *pow_a, *pow_b;
+    uint64_t max_id;
+    size_t max_depth;
+};
+
+/* The hot loop of ingest, run for every frame of every sample: one packed
+ * run of location ids [q, end) decoded, each id mapped to its location
+ * index (written to out, which has room for one per byte), and the
+ * location's part added to the stack's key. Returns the number of
+ * locations; -EBADMSG for a malformed varint, -ENOENT for an id not
+ * defined (*bad set), -E2BIG past max_depth frames. *depth: the frames.
+ *
+ * Written for the common case, so the CPU runs ahead: ids of one or two
+ * bytes, locations of one frame (the depth then grows by one without
+ * waiting for the location's entry to load). */
+static long map_ids(const struct id_map *m, const uint8_t *q, const uint8_t *end, uint32_t *out,
+                    size_t *depth_out, struct stack_key *key, uint64_t *bad)
+{
+    const uint32_t *dense = m->dense;
+    const struct loc_part *parts = m->parts;
+    const uint64_t *pow_a = m->pow_a, *pow_b = m->pow_b;
+    unsigned __int128 sa = 0, sb = 0;
+    size_t depth = 0, terms = 0, max_depth = m->max_depth;
+    uint64_t max_id = m->max_id;
+    uint32_t *o = out;
+
+    while (q < end) {
+        uint64_t id = *q;
+        if (id < 0x80) {
+            q++;
+        } else if (end - q >= 2 && q[1] < 0x80) {
+            id = (id & 0x7f) | (uint64_t)q[1] << 7;
+            q += 2;
+        } else if (!pprof_varint(&q, end, &id)) {
+            return -EBADMSG;
+        }
+        uint32_t li = id <= max_id ? dense[id] : 0;
+        const struct loc_part *lp = &parts[li];
+        if (terms == 32) { /* each product < 2^122: 32 fit the 128-bit sums */
+            sa = stack_key__mod(sa);
+            sb = stack_key__mod(sb);
+            terms = 0;
+        }
+        if (depth >= max_depth)
+            return -E2BIG;
+        if (lp->nframes == 1) {
+            sa += (unsigned __int128)lp->a * pow_a[depth];
+            sb += (unsigned __int128)lp->b * pow_b[depth];
+            depth++;
+        } else {
+            if (!li) {
+                *bad = id;
+                return -ENOENT;
+            }
+            if (depth + lp->nframes > max_depth)
+                return -E2BIG;
+            sa += (unsigned __int128)lp->a * pow_a[depth];
+            sb += (unsigned __int128)lp->b * pow_b[depth];
+            depth += lp->nframes;
+        }
+        terms++;
+        *o++ = li - 1;
+    }
+    key->a = stack_key__mod(sa);
+    key->b = stack_key__mod(sb);
+    *depth_out = depth;
+    return o - out;
+}
+
+/* The value of a string label in a label set, or NULL. */
+static const char *label_in(const struct store_labelset *ls, const char *key)
+{
+    for (size_t i = 0; ls && i < ls->n; i++)
+        if (strcmp(ls->labels[i].key, key) == 0)
+            return ls->labels[i].value;
+    return NULL;
+}
+
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        snprintf(msg, msglen, __VA_ARGS__);                                                        \
+        goto out;                                                                                  \
+    } while (0)
 
 int ingest__profile(struct store *st, const void *body, size_t len,
                     const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
                     size_t msglen)
 {
     struct work w;
+    const struct pprof_reader *r = &w.r;
+    const struct stack_hasher *h = store__hasher(st);
+    /* the key tables' size bounds the depth too */
+    size_t max_depth =
+        lim->max_stack_depth < STACK_KEY_MAX_FRAMES ? lim->max_stack_depth : STACK_KEY_MAX_FRAMES;
     const uint8_t *data = body;
     size_t dlen = len;
-    int status = 400;
+    int status = 400, e;
 
     memset(&w, 0, sizeof(w));
     buf__init(&w.raw, lim->max_decompressed);
     if (gz__is_gzip(body, len)) {
-        int r = gz__decompress(body, len, &w.raw, lim->max_ratio);
-        if (r == -E2BIG) {
-            snprintf(msg, msglen,
-                     "the body inflates past the limit (%zu bytes, or %zu times its size)",
-                     lim->max_decompressed, lim->max_ratio);
+        e = gz__decompress(body, len, &w.raw, lim->max_ratio);
+        if (e == -E2BIG) {
             status = 413;
-            goto out;
+            BAD("the body inflates past the limit (%zu bytes, or %zu times its size)",
+                lim->max_decompressed, lim->max_ratio);
         }
-        if (r) {
-            snprintf(msg, msglen, "the body is not a whole gzip stream");
-            goto out;
+        if (e)
+            BAD("the body is not a whole gzip stream");
+        data = (const uint8_t *)w.raw.data;
+        dlen = w.raw.len;
+    } else if (zst__is_zstd(body, len)) {
+        e = zst__decompress(body, len, &w.raw, lim->max_ratio);
+        if (e == -E2BIG) {
+            status = 413;
+            BAD("the body inflates past the limit (%zu bytes, or %zu times its size)",
+                lim->max_decompressed, lim->max_ratio);
         }
+        if (e == -ENOMEM)
+            goto oom;
+        if (e)
+            BAD("the body is not whole zstd frames (or asks for a window over %d MiB)",
+                1 << (ZST_WINDOW_LOG_MAX - 20));
         data = (const uint8_t *)w.raw.data;
         dlen = w.raw.len;
     }
-    /* Unpacked, a real profile is 2-15 times its encoded size (tiny
-     * messages like labels and lines are the most); beyond 32 it is built
-     * to make us allocate, and at most 4 times the decompression cap. */
-    w.arena.first = dlen * 3 + 65536;
-    w.arena.cap = dlen * 32 + (1u << 20);
-    if (w.arena.cap > lim->max_decompressed * 4)
-        w.arena.cap = lim->max_decompressed * 4;
-    ProtobufCAllocator pa = {arena_alloc, arena_free_one, &w.arena};
-    w.p = perftools__profiles__profile__unpack(&pa, dlen, data);
-    if (!w.p && w.arena.exhausted) {
-        snprintf(msg, msglen, "the profile decodes past the memory limit (%zu bytes)", w.arena.cap);
+    /* The reader's tables: a real profile needs 1-3 times its encoded
+     * size; a body of empty messages needs up to 24 times. */
+    size_t max_mem = dlen * 16 + (1u << 20);
+    if (max_mem > lim->max_decompressed * 2)
+        max_mem = lim->max_decompressed * 2;
+    e = pprof_reader__read(&w.r, data, dlen, max_mem, msg, msglen);
+    if (e == -E2BIG) {
         status = 413;
-        goto out;
+        BAD("the profile decodes past the memory limit (%zu bytes)", max_mem);
     }
-    if (!w.p) {
-        snprintf(msg, msglen, "the body is not a pprof profile (profile.proto did not decode)");
-        goto out;
-    }
-    Profile *p = w.p;
+    if (e == -ENOMEM)
+        goto oom;
+    if (e)
+        goto out; /* msg says what is wrong */
 
     /* --- the checks pprof itself makes, and ours --- */
-    if (p->n_string_table == 0 || p->string_table[0][0] != '\0') {
-        snprintf(msg, msglen, "string_table must start with \"\"");
-        goto out;
-    }
-    if (p->n_sample_type == 0) {
-        snprintf(msg, msglen, "no sample_type");
-        goto out;
-    }
-    if (p->n_sample > lim->max_samples) {
-        snprintf(msg, msglen, "%zu samples: more than the limit of %zu", p->n_sample,
-                 lim->max_samples);
+    if (r->nsample_types == 0)
+        BAD("no sample_type");
+    if (r->nsample_types > MAX_VALUES)
+        BAD("%zu sample types: more than %d", r->nsample_types, MAX_VALUES);
+    if (r->nsamples > lim->max_samples) {
         status = 413;
-        goto out;
+        BAD("%zu samples: more than the limit of %zu", r->nsamples, lim->max_samples);
     }
     int samples_idx = -1, cpu_idx = -1;
-    for (size_t i = 0; i < p->n_sample_type; i++) {
-        const char *t = str_at(p, p->sample_type[i]->type);
-        const char *u = str_at(p, p->sample_type[i]->unit);
-        if (!t || !u) {
-            snprintf(msg, msglen, "sample_type %zu: string index out of range", i);
-            goto out;
-        }
+    for (size_t i = 0; i < r->nsample_types; i++) {
+        const char *t = r->strings[r->sample_types[i].type];
+        const char *u = r->strings[r->sample_types[i].unit];
         if (strcmp(t, "samples") == 0 && samples_idx < 0)
             samples_idx = i;
         if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && cpu_idx < 0)
@@ -261,230 +341,275 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     }
     if (samples_idx < 0)
         samples_idx = 0;
-    const char *ptu = p->period_type ? str_at(p, p->period_type->unit) : NULL;
-    if (p->period_type && (!ptu || !str_at(p, p->period_type->type))) {
-        snprintf(msg, msglen, "period_type: string index out of range");
-        goto out;
-    }
-    int64_t period_ns = ptu && strcmp(ptu, "nanoseconds") == 0 ? p->period : 0;
+    int64_t period_ns =
+        r->has_period_type && strcmp(r->strings[r->period_type.unit], "nanoseconds") == 0
+            ? r->period
+            : 0;
 
-    w.fn_index = hmap__new();
-    w.loc_index = hmap__new();
+    /* --- functions --- */
+    uint64_t max_id = 0;
+    for (size_t i = 0; i < r->nfunctions; i++)
+        if (r->functions[i].id > max_id)
+            max_id = r->functions[i].id;
+    struct id_index fns = {&w.fn_by_id, &w.fn_index, 0};
     /* Room for every pprof function and one made-up name per location. */
-    w.functions = calloc(p->n_function + p->n_location + 1, sizeof(*w.functions));
-    if (!w.fn_index || !w.loc_index || !w.functions)
+    w.functions = malloc((r->nfunctions + r->nlocations + 1) * sizeof(*w.functions));
+    if (id_init(&fns, max_id, r->nfunctions) || !w.functions)
         goto oom;
-    for (size_t i = 0; i < p->n_function; i++) {
-        const Perftools__Profiles__Function *f = p->function[i];
-        const char *name = str_at(p, f->name), *file = str_at(p, f->filename);
-        bool fresh;
-        if (!name || !file || !str_at(p, f->system_name)) {
-            snprintf(msg, msglen, "function %" PRIu64 ": string index out of range", f->id);
-            goto out;
-        }
-        if (f->id == 0) {
-            snprintf(msg, msglen, "function with id 0");
-            goto out;
-        }
-        long k = hmap__put(w.fn_index, &f->id, sizeof(f->id), &fresh);
-        if (k < 0)
+    for (size_t i = 0; i < r->nfunctions; i++) {
+        const struct pprof_rfunction *f = &r->functions[i];
+        if (f->id == 0)
+            BAD("function with id 0");
+        if ((e = id_put(&fns, f->id, i)) < 0)
             goto oom;
-        if (!fresh) {
-            snprintf(msg, msglen, "function id %" PRIu64 " appears twice", f->id);
-            goto out;
-        }
-        *hmap__val(w.fn_index, k) = i;
-        w.functions[i] = (struct store_function){name, file};
+        if (e)
+            BAD("function id %" PRIu64 " appears twice", f->id);
+        w.functions[i] = (struct store_put_function){
+            {r->strings[f->name], r->strings[f->filename]},
+            stack_hasher__function(h, r->strings[f->name], r->string_len[f->name],
+                                   r->strings[f->filename], r->string_len[f->filename])};
     }
+
     /* --- locations: each expanded once into function indices --- */
     size_t extra_fns = 0, nloc_frames = 0;
-    uint64_t max_loc_id = 0;
-    for (size_t i = 0; i < p->n_location; i++) {
-        nloc_frames += p->location[i]->n_line ? p->location[i]->n_line : 1;
-        if (p->location[i]->id > max_loc_id)
-            max_loc_id = p->location[i]->id;
+    max_id = 0;
+    for (size_t i = 0; i < r->nlocations; i++) {
+        nloc_frames += r->locations[i].nlines ? r->locations[i].nlines : 1;
+        if (r->locations[i].id > max_id)
+            max_id = r->locations[i].id;
     }
-    w.loc_off = calloc(p->n_location + 1, sizeof(*w.loc_off));
-    w.loc_frames = calloc(nloc_frames + 1, sizeof(*w.loc_frames));
-    /* pprof ids are nearly always 1..n: index them directly when dense. */
-    bool dense = max_loc_id <= 4 * (uint64_t)p->n_location + 1024;
-    if (dense)
-        w.loc_by_id = calloc(max_loc_id + 1, sizeof(*w.loc_by_id));
-    if (!w.loc_off || !w.loc_frames || (dense && !w.loc_by_id))
+    struct id_index locs = {&w.loc_by_id, &w.loc_index, 0};
+    w.loc_off = malloc((r->nlocations + 1) * sizeof(*w.loc_off));
+    w.loc_frames = malloc((nloc_frames + 1) * sizeof(*w.loc_frames));
+    if (id_init(&locs, max_id, r->nlocations) || !w.loc_off || !w.loc_frames)
         goto oom;
     size_t lf = 0;
-    for (size_t i = 0; i < p->n_location; i++) {
-        const Perftools__Profiles__Location *l = p->location[i];
-        bool fresh;
-        if (l->id == 0) {
-            snprintf(msg, msglen, "location with id 0");
-            goto out;
-        }
-        if (dense) {
-            fresh = w.loc_by_id[l->id] == 0;
-            w.loc_by_id[l->id] = i + 1;
-        } else {
-            long k = hmap__put(w.loc_index, &l->id, sizeof(l->id), &fresh);
-            if (k < 0)
-                goto oom;
-            *hmap__val(w.loc_index, k) = i;
-        }
-        if (!fresh) {
-            snprintf(msg, msglen, "location id %" PRIu64 " appears twice", l->id);
-            goto out;
-        }
+    for (size_t i = 0; i < r->nlocations; i++) {
+        const struct pprof_rlocation *l = &r->locations[i];
+        if (l->id == 0)
+            BAD("location with id 0");
+        if ((e = id_put(&locs, l->id, i)) < 0)
+            goto oom;
+        if (e)
+            BAD("location id %" PRIu64 " appears twice", l->id);
         w.loc_off[i] = lf;
         /* pprof: a location's lines go innermost (inlined) first. */
-        for (size_t j = 0; j < l->n_line; j++) {
-            long fk = hmap__find(w.fn_index, &l->line[j]->function_id, sizeof(uint64_t));
-            if (fk < 0) {
-                snprintf(msg, msglen, "location %" PRIu64 ": function id %" PRIu64 " not defined",
-                         l->id, l->line[j]->function_id);
-                goto out;
-            }
-            w.loc_frames[lf++] = *hmap__val(w.fn_index, fk);
+        for (size_t j = 0; j < l->nlines; j++) {
+            uint64_t fid = r->lines[l->line_off + j].function_id;
+            long fi = id_find(&fns, fid);
+            if (fi < 0)
+                BAD("location %" PRIu64 ": function id %" PRIu64 " not defined", l->id, fid);
+            w.loc_frames[lf++] = fi;
         }
-        if (l->n_line == 0) {
-            long f = synth_function(&w, p, l, &extra_fns);
+        if (l->nlines == 0) {
+            long f = synth_function(&w, h, l, &extra_fns);
             if (f < 0)
                 goto oom;
             w.loc_frames[lf++] = f;
         }
     }
-    w.loc_off[p->n_location] = lf;
+    w.loc_off[r->nlocations] = lf;
+    w.locations = malloc((r->nlocations + 1) * sizeof(*w.locations));
+    w.parts = malloc((r->nlocations + 1) * sizeof(*w.parts));
+    if (!w.locations || !w.parts)
+        goto oom;
+    w.parts[0] = (struct loc_part){0, 0, 0, 0}; /* an undefined id maps here */
+    for (size_t i = 0; i < r->nlocations; i++) {
+        uint32_t n = w.loc_off[i + 1] - w.loc_off[i];
+        if (n > lim->max_stack_depth) {
+            status = 413;
+            BAD("location %" PRIu64 ": %u inlined frames, more than %zu", r->locations[i].id, n,
+                lim->max_stack_depth);
+        }
+        struct stack_key keys[64];
+        struct stack_sum sum;
+        stack_sum__init(&sum);
+        for (uint32_t j = 0; j < n; j += 64) { /* in runs of 64: no location has more */
+            uint32_t m = n - j < 64 ? n - j : 64;
+            for (uint32_t k = 0; k < m; k++)
+                keys[k] = w.functions[w.loc_frames[w.loc_off[i] + j + k]].key;
+            struct stack_part part = stack_hasher__part(h, keys, m);
+            stack_sum__add(&sum, h, part.a, part.b, m);
+        }
+        struct stack_key k = stack_sum__key(&sum);
+        w.parts[i + 1] = (struct loc_part){k.a, k.b, n, 0};
+        w.locations[i] = (struct store_location){w.loc_frames + w.loc_off[i], n};
+    }
+    bool dense_locs = w.loc_by_id != NULL;
+    struct id_map idm = {w.loc_by_id, w.parts, h->pow_a, h->pow_b, locs.max_id, max_depth};
 
     /* --- samples -> stacks of function indices, and distinct label sets --- */
-    size_t nlabels = 0;
-    for (size_t i = 0; i < p->n_sample; i++)
-        nlabels += p->sample[i]->n_label;
-    w.stacks = calloc(p->n_sample + 1, sizeof(*w.stacks));
-    w.labelsets = calloc(p->n_sample + 1, sizeof(*w.labelsets));
-    w.labels = calloc(nlabels + 1, sizeof(*w.labels));
+    size_t nsamples = r->nsamples;
+    w.stacks = malloc((nsamples + 1) * sizeof(*w.stacks));
+    w.labelsets = malloc((nsamples + 1) * sizeof(*w.labelsets));
+    w.ls_pid = malloc((nsamples + 1) * sizeof(*w.ls_pid));
     w.ls_index = hmap__new();
-    size_t *frame_off = calloc(p->n_sample + 1, sizeof(*frame_off));
-    if (!w.stacks || !w.labelsets || !w.labels || !w.ls_index || !frame_off) {
-        free(frame_off);
+    w.sample_locs = malloc((lim->max_stack_depth + 1) * sizeof(*w.sample_locs));
+    if (!w.stacks || !w.labelsets || !w.ls_pid || !w.ls_index || !w.sample_locs)
         goto oom;
-    }
-    size_t li = 0, nsets = 0;
-    int64_t lkey[2 * 64];
-    for (size_t i = 0; i < p->n_sample; i++) {
-        const Perftools__Profiles__Sample *s = p->sample[i];
-        if (s->n_value != p->n_sample_type) {
-            snprintf(msg, msglen, "sample %zu has %zu values for %zu sample types", i, s->n_value,
-                     p->n_sample_type);
-            goto bad_sample;
-        }
-        frame_off[i] = w.nframes;
-        for (size_t j = 0; j < s->n_location_id; j++) {
-            uint64_t id = s->location_id[j];
-            if (w.nframes - frame_off[i] > lim->max_stack_depth || w.nframes > lim->max_frames) {
-                snprintf(msg, msglen, "sample %zu: deeper than %zu frames, or more than %zu in all",
-                         i, lim->max_stack_depth, lim->max_frames);
+    int64_t values[MAX_VALUES];
+    struct pprof_rlabel labels[MAX_LABELS];
+    struct pprof_rsample s = {
+        w.sample_locs, 0, lim->max_stack_depth + 1, values, 0, MAX_VALUES, labels, 0, MAX_LABELS};
+    uint32_t lkey[2 * MAX_LABELS], prev_key[2 * MAX_LABELS];
+    size_t nsets = 0, prev_nk = SIZE_MAX;
+    uint32_t prev_set = STORE_NO_LABELS;
+    for (size_t i = 0; i < nsamples; i++) {
+        /* The location ids, mapped as they are decoded where they are one
+         * packed run of a dense table's ids (as every writer makes them);
+         * else decoded first. */
+        const uint8_t *q, *qend;
+        size_t start = w.nframes, depth = 0;
+        struct stack_sum sum;
+        struct stack_key key;
+        stack_sum__init(&sum);
+        e = dense_locs ? pprof_reader__sample_packed(r, i, &s, &q, &qend, msg, msglen) : -EAGAIN;
+        if (e == -EAGAIN) {
+            e = pprof_reader__sample(r, i, &s, msg, msglen);
+            if (e == -EBADMSG)
+                goto out;
+            if (s.nlocation_ids > lim->max_stack_depth) {
                 status = 413;
-                goto bad_sample;
+                BAD("sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
             }
-            long idx = -1;
-            if (dense) {
-                if (id <= max_loc_id && w.loc_by_id[id])
-                    idx = w.loc_by_id[id] - 1;
-            } else {
-                long k = hmap__find(w.loc_index, &id, sizeof(id));
-                if (k >= 0)
-                    idx = *hmap__val(w.loc_index, k);
+            if (reserve_frames(&w, s.nlocation_ids))
+                goto oom;
+            for (size_t j = 0; j < s.nlocation_ids; j++) {
+                long li = id_find(&locs, s.location_ids[j]);
+                if (li < 0)
+                    BAD("sample %zu: location id %" PRIu64 " not defined", i, s.location_ids[j]);
+                const struct loc_part *lp = &w.parts[li + 1];
+                if (depth + lp->nframes > max_depth) {
+                    status = 413;
+                    BAD("sample %zu: deeper than %zu frames", i, max_depth);
+                }
+                stack_sum__add(&sum, h, lp->a, lp->b, lp->nframes);
+                depth += lp->nframes;
+                w.frames[w.nframes++] = li;
             }
-            if (idx < 0) {
-                snprintf(msg, msglen, "sample %zu: location id %" PRIu64 " not defined", i, id);
-                goto bad_sample;
+            key = stack_sum__key(&sum);
+        } else {
+            if (e == -EBADMSG)
+                goto out;
+            /* at most one id a byte, and one frame each */
+            size_t most = qend - q;
+            if (most > max_depth + 1)
+                most = max_depth + 1;
+            if (reserve_frames(&w, most))
+                goto oom;
+            uint64_t bad = 0;
+            long n = map_ids(&idm, q, qend, w.frames + w.nframes, &depth, &key, &bad);
+            if (n == -EBADMSG)
+                BAD("sample %zu: malformed protobuf", i);
+            if (n == -ENOENT)
+                BAD("sample %zu: location id %" PRIu64 " not defined", i, bad);
+            if (n < 0) {
+                status = 413;
+                BAD("sample %zu: deeper than %zu frames", i, max_depth);
             }
-            for (uint32_t f = w.loc_off[idx]; f < w.loc_off[idx + 1]; f++) {
-                if (push_frame(&w, w.loc_frames[f]))
-                    goto oom_sample;
-            }
+            w.nframes += n;
         }
-        /* Label sets repeat across samples: keep each distinct one once. */
+        if (s.nvalues != r->nsample_types)
+            BAD("sample %zu has %zu values for %zu sample types", i, s.nvalues, r->nsample_types);
+        /* labels past MAX_LABELS (the only other -E2BIG) are not kept */
+        w.total_depth += depth;
+        if (depth > lim->max_stack_depth || w.total_depth > lim->max_frames) {
+            status = 413;
+            BAD("sample %zu: deeper than %zu frames, or more than %zu in all", i,
+                lim->max_stack_depth, lim->max_frames);
+        }
+        /* Label sets repeat across samples, most often from one sample to
+         * the next: keep each distinct one once. */
         size_t nk = 0;
-        for (size_t j = 0; j < s->n_label; j++) {
-            const Perftools__Profiles__Label *l = s->label[j];
-            if (!str_at(p, l->key) || (l->str && !str_at(p, l->str))) {
-                snprintf(msg, msglen, "sample %zu: label string index out of range", i);
-                goto bad_sample;
-            }
-            if (l->str && nk < 128) { /* numeric labels are not kept (yet) */
-                lkey[nk++] = l->key;
-                lkey[nk++] = l->str;
+        for (size_t j = 0; j < s.nlabels && j < MAX_LABELS; j++) {
+            if (s.labels[j].str) { /* numeric labels are not kept (yet) */
+                lkey[nk++] = s.labels[j].key;
+                lkey[nk++] = s.labels[j].str;
             }
         }
         uint32_t set = STORE_NO_LABELS;
-        if (nk) {
+        if (nk == prev_nk && memcmp(lkey, prev_key, nk * sizeof(*lkey)) == 0) {
+            set = prev_set;
+        } else if (nk) {
             bool fresh;
-            long k = hmap__put(w.ls_index, lkey, nk * sizeof(int64_t), &fresh);
+            long k = hmap__put(w.ls_index, lkey, nk * sizeof(*lkey), &fresh);
             if (k < 0)
-                goto oom_sample;
+                goto oom;
             if (fresh) {
-                w.labelsets[nsets].labels = w.labels + li;
-                w.labelsets[nsets].n = 0;
+                if (w.nlabels + nk / 2 > w.cap_labels) {
+                    size_t cap = w.cap_labels ? w.cap_labels * 2 : 1024;
+                    while (cap < w.nlabels + nk / 2)
+                        cap *= 2;
+                    struct store_label *nl = realloc(w.labels, cap * sizeof(*nl));
+                    if (!nl)
+                        goto oom;
+                    w.labels = nl;
+                    w.cap_labels = cap;
+                }
+                w.labelsets[nsets].labels = (void *)(uintptr_t)w.nlabels; /* fixed up below */
+                w.labelsets[nsets].n = nk / 2;
+                w.ls_pid[nsets] = UINT32_MAX;
                 for (size_t j = 0; j < nk; j += 2) {
-                    const char *kk = str_at(p, lkey[j]), *v = str_at(p, lkey[j + 1]);
-                    if (strlen(kk) > lim->max_label_bytes || strlen(v) > lim->max_label_bytes) {
-                        snprintf(msg, msglen, "sample %zu: label '%.64s' longer than %zu bytes", i,
-                                 kk, lim->max_label_bytes);
-                        goto bad_sample;
-                    }
-                    w.labels[li++] = (struct store_label){kk, v};
-                    w.labelsets[nsets].n++;
+                    if (r->string_len[lkey[j]] > lim->max_label_bytes ||
+                        r->string_len[lkey[j + 1]] > lim->max_label_bytes)
+                        BAD("sample %zu: label '%.64s' longer than %zu bytes", i,
+                            r->strings[lkey[j]], lim->max_label_bytes);
+                    const char *kk = r->strings[lkey[j]];
+                    w.labels[w.nlabels++] = (struct store_label){kk, r->strings[lkey[j + 1]]};
+                    if (strcmp(kk, "pid") == 0 && w.ls_pid[nsets] == UINT32_MAX)
+                        w.ls_pid[nsets] = lkey[j + 1];
                 }
                 *hmap__val(w.ls_index, k) = nsets++;
             }
             set = *hmap__val(w.ls_index, k);
         }
-        int64_t samples = s->value[samples_idx];
-        int64_t cpu = cpu_idx >= 0 ? s->value[cpu_idx] : samples * period_ns;
-        if (samples < 0 || cpu < 0) {
-            snprintf(msg, msglen, "sample %zu: negative value", i);
-            goto bad_sample;
-        }
-        if (w.nframes - frame_off[i] > lim->max_stack_depth) {
-            snprintf(msg, msglen, "sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
-            status = 413;
-            goto bad_sample;
-        }
-        w.stacks[i] = (struct store_stack){NULL, 0, set, samples, cpu};
+        memcpy(prev_key, lkey, nk * sizeof(*lkey));
+        prev_nk = nk;
+        prev_set = set;
+        int64_t samples = values[samples_idx];
+        int64_t cpu = cpu_idx >= 0 ? values[cpu_idx] : samples * period_ns;
+        if (samples < 0 || cpu < 0)
+            BAD("sample %zu: negative value", i);
+        /* frames are an offset until the array is final */
+        w.stacks[i] =
+            (struct store_stack){(const uint32_t *)(uintptr_t)start, 0, set, key, samples, cpu};
     }
-    /* frames and names are final now: point into them */
-    for (size_t i = 0; i < p->n_sample; i++) {
-        size_t end = i + 1 < p->n_sample ? frame_off[i + 1] : w.nframes;
-        w.stacks[i].frames = w.frames + frame_off[i];
-        w.stacks[i].nframes = end - frame_off[i];
+    /* frames, labels and names are final now: point into them */
+    for (size_t i = 0; i < nsamples; i++) {
+        size_t off = (uintptr_t)w.stacks[i].locations;
+        size_t end = i + 1 < nsamples ? (uintptr_t)w.stacks[i + 1].locations : w.nframes;
+        w.stacks[i].locations = w.frames + off;
+        w.stacks[i].nlocations = end - off;
     }
+    for (size_t i = 0; i < nsets; i++)
+        w.labelsets[i].labels = w.labels + (uintptr_t)w.labelsets[i].labels;
     for (size_t i = 0; i < extra_fns; i++) {
-        struct store_function *f = &w.functions[p->n_function + i];
+        struct store_function *f = &w.functions[r->nfunctions + i].f;
         f->name = w.names + (uintptr_t)f->name;
     }
-    free(frame_off);
 
     /* --- identity: the query string, else the first sample's labels --- */
-    const Perftools__Profiles__Sample *s0 = p->n_sample ? p->sample[0] : NULL;
-    const char *app = id->service && *id->service ? id->service
-                      : s0                        ? label_of(p, s0, "service")
-                                                  : NULL;
-    if (!app || !*app) {
-        snprintf(msg, msglen, "no service: give ?service=NAME or a 'service' sample label");
-        goto out;
-    }
-    if (strlen(app) > lim->max_label_bytes) {
-        snprintf(msg, msglen, "service longer than %zu bytes", lim->max_label_bytes);
-        goto out;
-    }
-    const char *host = id->host && *id->host ? id->host : s0 ? label_of(p, s0, "host") : NULL;
+    const struct store_labelset *ls0 = nsamples && w.stacks[0].labelset != STORE_NO_LABELS
+                                           ? &w.labelsets[w.stacks[0].labelset]
+                                           : NULL;
+    const char *app = id->service && *id->service ? id->service : label_in(ls0, "service");
+    if (!app || !*app)
+        BAD("no service: give ?service=NAME or a 'service' sample label");
+    if (strlen(app) > lim->max_label_bytes)
+        BAD("service longer than %zu bytes", lim->max_label_bytes);
+    const char *host = id->host && *id->host ? id->host : label_in(ls0, "host");
     int64_t pid = id->pid;
-    if (!pid && s0) {
-        const char *ps = label_of(p, s0, "pid");
+    if (!pid && nsamples) {
         /* A profile whose samples carry different pids spans processes. */
+        uint32_t set0 = w.stacks[0].labelset;
+        const char *ps = set0 != STORE_NO_LABELS && w.ls_pid[set0] != UINT32_MAX
+                             ? r->strings[w.ls_pid[set0]]
+                             : NULL;
         bool one = ps != NULL;
-        for (size_t i = 1; one && i < p->n_sample; i++) {
-            const char *o = label_of(p, p->sample[i], "pid");
-            one = o && strcmp(o, ps) == 0;
+        for (size_t i = 1; one && i < nsamples; i++) {
+            uint32_t set = w.stacks[i].labelset;
+            one = set != STORE_NO_LABELS && w.ls_pid[set] != UINT32_MAX &&
+                  strcmp(r->strings[w.ls_pid[set]], ps) == 0;
         }
         if (one)
             pid = strtoll(ps, NULL, 10);
@@ -493,13 +618,15 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         .app = app,
         .host = host ? host : "",
         .pid = pid,
-        .time_ns = p->time_nanos,
-        .duration_ns = p->duration_nanos,
+        .time_ns = r->time_nanos,
+        .duration_ns = r->duration_nanos,
         .period_ns = period_ns,
         .functions = w.functions,
-        .nfunctions = p->n_function + extra_fns,
+        .nfunctions = r->nfunctions + extra_fns,
+        .locations = w.locations,
+        .nlocations = r->nlocations,
         .stacks = w.stacks,
-        .nstacks = p->n_sample,
+        .nstacks = nsamples,
         .labelsets = w.labelsets,
         .nlabelsets = nsets,
         .bytes_in = len,
@@ -507,35 +634,22 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     /* Where the process runs: the query string, else the first sample. */
     for (int i = 0; i < STORE_N_IDENTITY; i++) {
         const char *v = id->identity[i] && *id->identity[i] ? id->identity[i]
-                        : s0 ? label_of(p, s0, store_identity_keys[i])
-                             : NULL;
-        if (v && strlen(v) > lim->max_label_bytes) {
-            snprintf(msg, msglen, "%s longer than %zu bytes", store_identity_keys[i],
-                     lim->max_label_bytes);
-            goto out;
-        }
-        for (const char *c = v; c && *c; c++) {
-            if ((unsigned char)*c < 0x20) {
-                snprintf(msg, msglen, "%s holds a control character", store_identity_keys[i]);
-                goto out;
-            }
-        }
+                                                            : label_in(ls0, store_identity_keys[i]);
+        if (v && strlen(v) > lim->max_label_bytes)
+            BAD("%s longer than %zu bytes", store_identity_keys[i], lim->max_label_bytes);
+        for (const char *c = v; c && *c; c++)
+            if ((unsigned char)*c < 0x20)
+                BAD("%s holds a control character", store_identity_keys[i]);
         sp.identity[i] = v;
     }
     char serr[512];
     int pr = store__put(st, &sp, serr, sizeof(serr));
     if (pr) {
-        snprintf(msg, msglen, "%s%s", pr == -E2BIG ? "" : "the store failed: ", serr);
         status = pr == -E2BIG ? 413 : 500;
-        goto out;
+        BAD("%s%s", pr == -E2BIG ? "" : "the store failed: ", serr);
     }
     status = 202;
     goto out;
-bad_sample:
-    free(frame_off);
-    goto out;
-oom_sample:
-    free(frame_off);
 oom:
     snprintf(msg, msglen, "out of memory");
     status = 500;

@@ -2,11 +2,13 @@
  * SQLite (store_sqlite.c) is the default; a ClickHouse store implements the
  * same operations for clusters.
  *
- * Profiles arrive in the store's own terms, not pprof's: a function table
- * (name, file) and stacks of indices into it, leaf first, each with its
- * counts and an optional label set. Stores deduplicate functions, stacks
- * and label sets across profiles, so a query sums stored counts and never
- * re-parses a stored pprof.
+ * Profiles arrive in the store's own terms, close to pprof's: a function
+ * table (name, file), locations (the functions of one frame, inlined ones
+ * first) and stacks of location indices, leaf first, each with its counts
+ * and an optional label set; functions and stacks carry their keys
+ * (stack_key.h), which the caller computes with the store's hasher. Stores deduplicate functions,
+ * stacks and label sets across profiles, so a query sums stored counts and never re-parses a stored
+ * pprof.
  *
  * Every operation is safe to call from several threads at once.
  */
@@ -16,9 +18,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stack_key.h"
+
 struct store_function {
     const char *name;
     const char *file; /* "" when unknown */
+};
+
+/* A function of a profile going in: its name and file, and its key by the
+ * store's hasher (store__hasher). */
+struct store_put_function {
+    struct store_function f;
+    struct stack_key key;
 };
 
 struct store_label {
@@ -31,10 +42,18 @@ struct store_labelset {
     size_t n;
 };
 
+/* A pprof location: one frame, or several where calls were inlined. */
+struct store_location {
+    const uint32_t *functions; /* indices into store_profile.functions, innermost first */
+    uint32_t nfunctions;
+};
+
+/* key: the stack's key by the store's hasher, over its functions' keys. */
 struct store_stack {
-    const uint32_t *frames; /* indices into store_profile.functions, leaf first */
-    uint32_t nframes;
+    const uint32_t *locations; /* indices into store_profile.locations, leaf first */
+    uint32_t nlocations;
     uint32_t labelset; /* index into store_profile.labelsets, or STORE_NO_LABELS */
+    struct stack_key key;
     int64_t samples;
     int64_t cpu_ns;
 };
@@ -53,8 +72,10 @@ struct store_profile {
     const char *identity[STORE_N_IDENTITY]; /* "" or NULL when none; no control characters */
     int64_t pid;                            /* 0 when the profile spans processes */
     int64_t time_ns, duration_ns, period_ns;
-    const struct store_function *functions;
+    const struct store_put_function *functions;
     size_t nfunctions;
+    const struct store_location *locations;
+    size_t nlocations;
     const struct store_stack *stacks;
     size_t nstacks;
     const struct store_labelset *labelsets;
@@ -107,6 +128,7 @@ struct store_app {
 struct store;
 
 struct store_ops {
+    const struct stack_hasher *(*hasher)(struct store *s);
     int (*put)(struct store *s, const struct store_profile *p, char *err, size_t errlen);
     int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
     int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
@@ -127,9 +149,18 @@ struct store {
 /* Opens (creating) the SQLite store under dir. NULL with err filled. */
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
 
-/* Durably stores p. Returns 0, -E2BIG when p is past the store's size
- * limits, or another negative value for a store failure, with err filled
- * (the profile is not stored, and nothing stored before is touched). */
+/* How the store keys stacks and functions: the caller of store__put
+ * computes the keys of what it puts with it (as it decodes, where it is
+ * cheapest). Lives as long as s. */
+static inline const struct stack_hasher *store__hasher(struct store *s)
+{
+    return s->ops->hasher(s);
+}
+
+/* Durably stores p. The keys in p must be the hasher's: a stack is stored
+ * once per key, so a wrong key files samples under another stack. Returns 0, -E2BIG when p is past
+ * the store's size limits, or another negative value for a store failure, with err filled (the
+ * profile is not stored, and nothing stored before is touched). */
 static inline int store__put(struct store *s, const struct store_profile *p, char *err,
                              size_t errlen)
 {

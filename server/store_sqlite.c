@@ -3,7 +3,9 @@
  *
  * Tables:
  *   functions(id, name, file)        unique (name, file)
- *   stacks(id, frames)               frames: varint function ids, leaf first; unique
+ *   stacks(id, frames, key)          frames: varint function ids, leaf first; key: the
+ *                                    stack's 16-byte identity (stack_key.h), unique
+ *   meta(k, v)                       the store's own settings: the stack key bases
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
  *            samples, cpu_ns, bytes_in, data, labels)
@@ -40,11 +42,14 @@
 #include "../common/buf.h"
 #include "../common/hmap.h"
 #include "../common/log.h"
+#include "stack_key.h"
 #include "store.h"
 
 /* Entries in each id cache before it is dropped and refilled from the
  * database: the caches are a speed-up, never the truth. */
 #define CACHE_MAX 2000000
+/* Stack keys cached: 24 bytes each, at most 2x that in the table. */
+#define STACK_CACHE_MAX 4000000
 
 #define N_LEVELS 2
 static const int64_t level_ns[N_LEVELS] = {600ll * 1000000000, 10800ll * 1000000000};
@@ -73,7 +78,9 @@ struct sqlite_store {
     sqlite3 *wdb, *rdb;
     pthread_mutex_t wmu, rmu;
     /* writer's caches: key -> id (rowid) */
-    struct hmap *fn_ids, *stack_ids, *labelset_ids;
+    struct hmap *labelset_ids;
+    struct stack_keymap *fn_ids, *stack_ids; /* function key, stack key -> id */
+    struct stack_hasher hasher;
     sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *ins_ls, *sel_ls, *ins_profile,
         *ins_dirty;
     struct readers wr; /* the rollup builder's, on wdb */
@@ -125,7 +132,9 @@ static const char schema[] =
     "PRAGMA journal_mode=WAL;"
     "CREATE TABLE IF NOT EXISTS functions(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
     "  file TEXT NOT NULL, UNIQUE(name, file));"
-    "CREATE TABLE IF NOT EXISTS stacks(id INTEGER PRIMARY KEY, frames BLOB NOT NULL UNIQUE);"
+    /* Stores before stack keys made frames UNIQUE; the key says the same. */
+    "CREATE TABLE IF NOT EXISTS stacks(id INTEGER PRIMARY KEY, frames BLOB NOT NULL, key BLOB);"
+    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS labelsets(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);"
     "CREATE TABLE IF NOT EXISTS profiles(id INTEGER PRIMARY KEY, app TEXT NOT NULL,"
     "  host TEXT NOT NULL, pid INTEGER NOT NULL, container_id TEXT NOT NULL,"
@@ -262,6 +271,149 @@ static int mark_all_dirty(sqlite3 *db, char *err, size_t errlen)
     return 0;
 }
 
+/* Keys as stack_key.h makes them now; stores made with another version (or
+ * none) have their stacks keyed again when opened. */
+#define STACK_KEY_VERSION 2
+
+/* The stack key bases, drawn when the store is made; then every stack
+ * without a key of this version gets one (a store made before keys, or
+ * with another version), and keys are unique. One transaction: a store is
+ * migrated whole or not at all. */
+static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
+{
+    static const char *const names[STACK_HASHER_BASES] = {"stack_base_a", "stack_base_b",
+                                                          "stack_base_c", "stack_base_d"};
+    sqlite3 *db = st->wdb;
+    sqlite3_stmt *q = NULL, *up = NULL;
+    uint64_t base[STACK_HASHER_BASES] = {0};
+    struct stack_key *fkeys = NULL, *frame_keys = NULL;
+    int got = 0, rc = -1, version = 0;
+    bool has_key = false;
+
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('stacks') WHERE name = 'key'", -1,
+                           &q, NULL) != SQLITE_OK)
+        goto dberr;
+    has_key = sqlite3_step(q) == SQLITE_ROW;
+    sqlite3_finalize(q);
+    q = NULL;
+    if (!has_key &&
+        sqlite3_exec(db, "ALTER TABLE stacks ADD COLUMN key BLOB", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    if (sqlite3_prepare_v2(db, "SELECT k, v FROM meta", -1, &q, NULL) != SQLITE_OK)
+        goto dberr;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(q, 0);
+        for (int i = 0; k && i < STACK_HASHER_BASES; i++) {
+            if (strcmp(k, names[i]) == 0) {
+                base[i] = sqlite3_column_int64(q, 1);
+                got |= 1 << i;
+            }
+        }
+        if (k && strcmp(k, "stack_key_version") == 0)
+            version = sqlite3_column_int(q, 1);
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (got != (1 << STACK_HASHER_BASES) - 1 || version != STACK_KEY_VERSION) {
+        int e = stack_hasher__new_bases(base);
+        if (e) {
+            snprintf(err, errlen, "no random bytes for the stack keys: %s", strerror(-e));
+            goto fail;
+        }
+        char sql[400];
+        snprintf(sql, sizeof(sql),
+                 "INSERT OR REPLACE INTO meta(k, v) VALUES('%s', %lld), ('%s', %lld), "
+                 "('%s', %lld), ('%s', %lld), ('stack_key_version', %d);"
+                 "UPDATE stacks SET key = NULL",
+                 names[0], (long long)base[0], names[1], (long long)base[1], names[2],
+                 (long long)base[2], names[3], (long long)base[3], STACK_KEY_VERSION);
+        if (sqlite3_exec(db, "DROP INDEX IF EXISTS stacks_key", NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+            goto dberr;
+    }
+    if (stack_hasher__init(&st->hasher, base)) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    /* Stacks without a key: each frames blob (function ids) -> the keys of
+     * its functions -> its key. Function ids are rowids, dense from 1. */
+    int64_t pending = 0, max_fn = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT count(*) FROM stacks WHERE key IS NULL), "
+                           "(SELECT coalesce(max(id), 0) FROM functions)",
+                           -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW)
+        goto dberr;
+    pending = sqlite3_column_int64(q, 0);
+    max_fn = sqlite3_column_int64(q, 1);
+    sqlite3_finalize(q);
+    q = NULL;
+    if (pending) {
+        if (max_fn > (1 << 28) || !(fkeys = calloc(max_fn + 1, sizeof(*fkeys))) ||
+            !(frame_keys = malloc(STACK_KEY_MAX_FRAMES * sizeof(*frame_keys)))) {
+            snprintf(err, errlen, "no memory to key %lld stored stacks", (long long)pending);
+            goto fail;
+        }
+        if (sqlite3_prepare_v2(db, "SELECT id, name, file FROM functions", -1, &q, NULL) !=
+            SQLITE_OK)
+            goto dberr;
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            int64_t id = sqlite3_column_int64(q, 0);
+            const char *name = (const char *)sqlite3_column_text(q, 1);
+            const char *file = (const char *)sqlite3_column_text(q, 2);
+            if (id > 0 && id <= max_fn)
+                fkeys[id] = stack_hasher__function(&st->hasher, name ? name : "",
+                                                   sqlite3_column_bytes(q, 1), file ? file : "",
+                                                   sqlite3_column_bytes(q, 2));
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if (sqlite3_prepare_v2(db, "SELECT id, frames FROM stacks WHERE key IS NULL", -1, &q, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db, "UPDATE stacks SET key = ? WHERE id = ?", -1, &up, NULL) !=
+            SQLITE_OK)
+        goto dberr;
+    int64_t keyed = 0;
+    while (pending && sqlite3_step(q) == SQLITE_ROW) {
+        const unsigned char *p = sqlite3_column_blob(q, 1);
+        const unsigned char *end = p + sqlite3_column_bytes(q, 1);
+        size_t n = 0;
+        uint64_t fid;
+        while (p && p < end && n < STACK_KEY_MAX_FRAMES && (p = get_varint(p, end, &fid)))
+            frame_keys[n++] = fid <= (uint64_t)max_fn ? fkeys[fid] : (struct stack_key){0, 0};
+        unsigned char key[16];
+        stack_key__encode(stack_hasher__stack(&st->hasher, frame_keys, n), key);
+        sqlite3_reset(up);
+        sqlite3_bind_blob(up, 1, key, sizeof(key), SQLITE_STATIC);
+        sqlite3_bind_int64(up, 2, sqlite3_column_int64(q, 0));
+        if (sqlite3_step(up) != SQLITE_DONE)
+            goto dberr;
+        keyed++;
+    }
+    if (sqlite3_exec(db, "CREATE UNIQUE INDEX IF NOT EXISTS stacks_key ON stacks(key)", NULL, NULL,
+                     NULL) != SQLITE_OK ||
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    if (keyed)
+        log_info("store: %lld stored stacks keyed (stack key version %d)", (long long)keyed,
+                 STACK_KEY_VERSION);
+    rc = 0;
+    goto out;
+dberr:
+    snprintf(err, errlen, "sqlite: stack keys: %s", sqlite3_errmsg(db));
+fail:
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+out:
+    sqlite3_finalize(q);
+    sqlite3_finalize(up);
+    free(fkeys);
+    free(frame_keys);
+    return rc;
+}
+
 static const struct store_ops sqlite_ops;
 
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
@@ -302,12 +454,12 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
     }
     if (!had_rollups && mark_all_dirty(st->wdb, err, errlen))
         goto fail;
-    if (add_labels_column(st->wdb, err, errlen))
+    if (add_labels_column(st->wdb, err, errlen) || open_keys(st, err, errlen))
         goto fail;
     if (open_db(st->path, &st->rdb, err, errlen))
         goto fail;
-    st->fn_ids = hmap__new();
-    st->stack_ids = hmap__new();
+    st->fn_ids = stack_keymap__new(CACHE_MAX);
+    st->stack_ids = stack_keymap__new(STACK_CACHE_MAX);
     st->labelset_ids = hmap__new();
     if (!st->fn_ids || !st->stack_ids || !st->labelset_ids) {
         snprintf(err, errlen, "out of memory");
@@ -317,9 +469,9 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
                 err, errlen) ||
         prepare(st->wdb, "SELECT id FROM functions WHERE name = ? AND file = ?", &st->sel_fn, err,
                 errlen) ||
-        prepare(st->wdb, "INSERT OR IGNORE INTO stacks(frames) VALUES(?)", &st->ins_stack, err,
+        prepare(st->wdb, "INSERT INTO stacks(frames, key) VALUES(?, ?)", &st->ins_stack, err,
                 errlen) ||
-        prepare(st->wdb, "SELECT id FROM stacks WHERE frames = ?", &st->sel_stack, err, errlen) ||
+        prepare(st->wdb, "SELECT id FROM stacks WHERE key = ?", &st->sel_stack, err, errlen) ||
         prepare(st->wdb, "INSERT OR IGNORE INTO labelsets(text) VALUES(?)", &st->ins_ls, err,
                 errlen) ||
         prepare(st->wdb, "SELECT id FROM labelsets WHERE text = ?", &st->sel_ls, err, errlen) ||
@@ -356,9 +508,10 @@ static void sqlite_close(struct store *s)
         sqlite3_finalize(stmts[i]);
     sqlite3_close(st->wdb);
     sqlite3_close(st->rdb);
-    hmap__free(st->fn_ids);
-    hmap__free(st->stack_ids);
+    stack_keymap__free(st->fn_ids);
+    stack_keymap__free(st->stack_ids);
     hmap__free(st->labelset_ids);
+    stack_hasher__free(&st->hasher);
     pthread_mutex_destroy(&st->wmu);
     pthread_mutex_destroy(&st->rmu);
     free(st->path);
@@ -437,10 +590,99 @@ static int cmp_label(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
+/* Writes v as a varint at p; returns the end. p needs 10 bytes of room. */
+static inline unsigned char *wr_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (v & 0x7f) | 0x80;
+        v >>= 7;
+    }
+    *p++ = v;
+    return p;
+}
+
+/* How many keys ahead lookups prefetch: enough to cover a cache miss. */
+#define PREFETCH_AHEAD 8
+
+/* The id of function i of p: the cache, else the database (inserted when
+ * new). Resolved only for the functions of stacks new to the cache. 0 on a
+ * database error. */
+static int64_t function_id(struct sqlite_store *st, const struct store_profile *p, size_t i,
+                           int64_t *fn_ids)
+{
+    const struct store_put_function *f = &p->functions[i];
+    const char *file = f->f.file ? f->f.file : "";
+    int64_t id = 0;
+
+    if (fn_ids[i])
+        return fn_ids[i];
+    if ((id = stack_keymap__get(st->fn_ids, f->key)))
+        return fn_ids[i] = id;
+    sqlite3_reset(st->ins_fn);
+    sqlite3_bind_text(st->ins_fn, 1, f->f.name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st->ins_fn, 2, file, -1, SQLITE_STATIC);
+    if (sqlite3_step(st->ins_fn) != SQLITE_DONE)
+        return 0;
+    if (sqlite3_changes(st->wdb) > 0) {
+        id = sqlite3_last_insert_rowid(st->wdb);
+    } else {
+        sqlite3_reset(st->sel_fn);
+        sqlite3_bind_text(st->sel_fn, 1, f->f.name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st->sel_fn, 2, file, -1, SQLITE_STATIC);
+        if (sqlite3_step(st->sel_fn) == SQLITE_ROW)
+            id = sqlite3_column_int64(st->sel_fn, 0);
+        sqlite3_reset(st->sel_fn);
+    }
+    if (id && stack_keymap__put(st->fn_ids, f->key, id))
+        return 0;
+    return fn_ids[i] = id;
+}
+
+/* The id of a stack not in the cache: the database's, else a new row with
+ * its frames (function ids, leaf first). 0 on a database error. */
+static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
+                         const struct store_stack *k, int64_t *fn_ids, struct buf *frames)
+{
+    unsigned char kb[16];
+    int64_t id = 0;
+
+    stack_key__encode(k->key, kb);
+    sqlite3_reset(st->sel_stack);
+    sqlite3_bind_blob(st->sel_stack, 1, kb, sizeof(kb), SQLITE_STATIC);
+    int rc = sqlite3_step(st->sel_stack);
+    if (rc == SQLITE_ROW)
+        id = sqlite3_column_int64(st->sel_stack, 0);
+    sqlite3_reset(st->sel_stack);
+    if (rc == SQLITE_ROW || rc != SQLITE_DONE)
+        return id;
+    buf__reset(frames);
+    for (uint32_t j = 0; j < k->nlocations; j++) {
+        const struct store_location *l = &p->locations[k->locations[j]];
+        for (uint32_t f = 0; f < l->nfunctions; f++) {
+            unsigned char v[10];
+            int64_t fid = function_id(st, p, l->functions[f], fn_ids);
+            if (!fid || buf__append(frames, v, wr_varint(v, fid) - v))
+                return 0;
+        }
+    }
+    sqlite3_reset(st->ins_stack);
+    sqlite3_bind_blob(st->ins_stack, 1, frames->data ? frames->data : "", frames->len,
+                      SQLITE_STATIC);
+    sqlite3_bind_blob(st->ins_stack, 2, kb, sizeof(kb), SQLITE_STATIC);
+    if (sqlite3_step(st->ins_stack) != SQLITE_DONE)
+        return 0;
+    return sqlite3_last_insert_rowid(st->wdb);
+}
+
+static const struct stack_hasher *sqlite_hasher(struct store *s)
+{
+    return &S(s)->hasher;
+}
+
 static int sqlite_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
 {
     struct sqlite_store *st = S(s);
-    int64_t *fn_ids = NULL, *ls_ids = NULL, total_samples = 0, total_cpu = 0;
+    int64_t *fn_ids = NULL, *ls_ids = NULL, *sids = NULL, total_samples = 0, total_cpu = 0;
     struct buf frames, data, text;
     int ret = -1;
 
@@ -448,21 +690,16 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
     buf__init(&data, 512u << 20);
     buf__init(&text, 1 << 20);
     fn_ids = calloc(p->nfunctions + 1, sizeof(*fn_ids));
-    ls_ids = calloc(p->nlabelsets + 1, sizeof(*ls_ids));
-    if (!fn_ids || !ls_ids) {
+    ls_ids = malloc((p->nlabelsets + 1) * sizeof(*ls_ids));
+    sids = malloc((p->nstacks + 1) * sizeof(*sids));
+    /* four varints a stack */
+    if (!fn_ids || !ls_ids || !sids || buf__reserve(&data, p->nstacks * 40)) {
         snprintf(err, errlen, "out of memory");
         goto out_nolock;
     }
     pthread_mutex_lock(&st->wmu);
     if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         goto dberr;
-    for (size_t i = 0; i < p->nfunctions; i++) {
-        const struct store_function *f = &p->functions[i];
-        fn_ids[i] = intern_row(&st->fn_ids, st->ins_fn, st->sel_fn, f->name, strlen(f->name),
-                               f->file ? f->file : "", false);
-        if (fn_ids[i] < 0)
-            goto dberr_rollback;
-    }
     for (size_t i = 0; i < p->nlabelsets; i++) {
         const struct store_labelset *ls = &p->labelsets[i];
         struct store_label sorted[64];
@@ -485,30 +722,37 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
         if (ls_ids[i] < 0)
             goto dberr_rollback;
     }
+    /* Stack ids: the cache, PREFETCH_AHEAD keys ahead so its misses
+     * overlap, then the database for the stacks it lacks. */
+    for (size_t i = 0; i < p->nstacks && i < PREFETCH_AHEAD; i++)
+        stack_keymap__prefetch(st->stack_ids, p->stacks[i].key);
     for (size_t i = 0; i < p->nstacks; i++) {
-        const struct store_stack *k = &p->stacks[i];
-        buf__reset(&frames);
-        for (uint32_t j = 0; j < k->nframes; j++) {
-            if (put_varint(&frames, fn_ids[k->frames[j]])) {
-                snprintf(err, errlen, "stack too deep");
-                ret = -E2BIG;
-                goto rollback;
-            }
-        }
-        int64_t sid = intern_row(&st->stack_ids, st->ins_stack, st->sel_stack,
-                                 frames.data ? frames.data : "", frames.len, NULL, true);
-        if (sid < 0)
+        if (i + PREFETCH_AHEAD < p->nstacks)
+            stack_keymap__prefetch(st->stack_ids, p->stacks[i + PREFETCH_AHEAD].key);
+        sids[i] = stack_keymap__get(st->stack_ids, p->stacks[i].key);
+    }
+    for (size_t i = 0; i < p->nstacks; i++) {
+        if (sids[i])
+            continue;
+        sids[i] = stack_row(st, p, &p->stacks[i], fn_ids, &frames);
+        if (!sids[i])
             goto dberr_rollback;
-        if (put_varint(&data, sid) ||
-            put_varint(&data, k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1) ||
-            put_varint(&data, k->samples) || put_varint(&data, k->cpu_ns)) {
-            snprintf(err, errlen, "profile too large");
-            ret = -E2BIG;
+        if (stack_keymap__put(st->stack_ids, p->stacks[i].key, sids[i])) {
+            snprintf(err, errlen, "out of memory");
             goto rollback;
         }
+    }
+    unsigned char *d = (unsigned char *)data.data;
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const struct store_stack *k = &p->stacks[i];
+        d = wr_varint(d, sids[i]);
+        d = wr_varint(d, k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1);
+        d = wr_varint(d, k->samples);
+        d = wr_varint(d, k->cpu_ns);
         total_samples += k->samples;
         total_cpu += k->cpu_ns;
     }
+    data.len = d - (unsigned char *)data.data;
     sqlite3_stmt *ip = st->ins_profile;
     sqlite3_reset(ip);
     sqlite3_bind_text(ip, 1, p->app, -1, SQLITE_STATIC);
@@ -555,12 +799,10 @@ dberr_rollback:
 rollback:
     sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
     /* Rows the rollback undid may sit in the caches: start them over. */
-    hmap__free(st->fn_ids);
-    hmap__free(st->stack_ids);
     hmap__free(st->labelset_ids);
-    st->fn_ids = hmap__new();
-    st->stack_ids = hmap__new();
     st->labelset_ids = hmap__new();
+    stack_keymap__clear(st->fn_ids);
+    stack_keymap__clear(st->stack_ids);
     goto out;
 dberr:
     snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
@@ -569,6 +811,7 @@ out:
 out_nolock:
     free(fn_ids);
     free(ls_ids);
+    free(sids);
     buf__free(&frames);
     buf__free(&data);
     buf__free(&text);
@@ -1422,6 +1665,7 @@ static int64_t sqlite_size_bytes(struct store *s)
 }
 
 static const struct store_ops sqlite_ops = {
+    .hasher = sqlite_hasher,
     .put = sqlite_put,
     .merge = sqlite_merge,
     .applications = sqlite_applications,

@@ -2,7 +2,7 @@
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
-              test_cfi_table
+              test_cfi_table test_pprof_reader
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -151,7 +151,7 @@ $(B)/bench/deep: bench/deep.c
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ -lz -ldeflate -lprotobuf-c -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ -lz -ldeflate -lzstd -lprotobuf-c -lpthread
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c)

@@ -6,12 +6,12 @@ set -euo pipefail
 
 pkgs=(
     make gcc clang llvm pkg-config clang-format
-    libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libdeflate-dev libiberty-dev xxd
+    libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libdeflate-dev libzstd-dev libiberty-dev xxd
     libprotobuf-c-dev protobuf-c-compiler
     libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
     libcmocka-dev
     golang-go g++ python3 linux-perf bpftrace
-    shellcheck python3-yaml systemd curl
+    shellcheck python3-yaml systemd curl zstd
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core
     openjdk-17-jdk-headless  # the Java (perf map) integration test
     rustc  # the CFI tests' Rust workload and fixture (Debian's, at /usr/bin/rustc)

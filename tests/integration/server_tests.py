@@ -505,5 +505,120 @@ def test_server_labels(tmp):
         srv.stop()
 
 
-TESTS = [test_server_rollups, test_server_labels, test_server_agent_to_query, test_server_bad_input, test_server_auth,
+def zstd(data, *args):
+    """zstd-compressed data, by Debian's zstd command (tools/deps.sh)."""
+    return subprocess.run(["zstd", "-q", "-c", *args], input=data, stdout=subprocess.PIPE,
+                          check=True).stdout
+
+
+def packed(num, values):
+    return field(num, b"".join(varint(v) for v in values))
+
+
+def stack_rows(srv):
+    """Rows in the store's stacks table, read from its file as it runs (WAL
+    lets a reader in)."""
+    import sqlite3
+    db = sqlite3.connect(f"file:{srv.data}/profiles.db?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM stacks").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_server_stack_keys(tmp):
+    """A stack is stored once whatever way a profile spells it (packed or
+    unpacked location ids, other ids and order, a call inlined into one
+    location or in two); different stacks stay apart; zstd bodies read like
+    gzip ones; a store made before stack keys has its stacks keyed when
+    opened and goes on deduplicating them."""
+    srv = Server(tmp)
+    try:
+        head = field(9, time.time_ns()) + field(1, field(1, 1) + field(2, 2))
+        svc = [(3, 4)]
+
+        def label(k, v):
+            return field(3, field(1, k) + field(2, v))
+
+        # main -> run -> work (leaf first: work, run, main), four spellings.
+        # 1: one location per frame, ids packed.
+        strs1 = ["", "samples", "count", "service", "keys", "work", "run", "main"]
+        a = head + field(2, packed(1, [1, 2, 3]) + packed(2, [5]) + label(3, 4))
+        for lid, fid in ((1, 10), (2, 11), (3, 12)):
+            a += field(4, field(1, lid) + field(4, field(1, fid)))
+        for fid, name in ((10, 5), (11, 6), (12, 7)):
+            a += field(5, field(1, fid) + field(2, name))
+        a += b"".join(field(6, x) for x in strs1)
+        # 2: the same, ids unpacked, other ids, strings in another order.
+        strs2 = ["", "main", "work", "run", "samples", "count", "service", "keys"]
+        b = field(9, time.time_ns()) + field(1, field(1, 4) + field(2, 5))
+        b += field(2, field(1, 70) + field(1, 80) + field(1, 90) + field(2, 5) +
+                   field(3, field(1, 6) + field(2, 7)))
+        for lid, fid in ((90, 3), (70, 1), (80, 2)):
+            b += field(4, field(1, lid) + field(4, field(1, fid)))
+        for fid, name in ((1, 2), (2, 3), (3, 1)):
+            b += field(5, field(1, fid) + field(2, name))
+        b += b"".join(field(6, x) for x in strs2)
+        # 3: work inlined into run in one location (innermost first), then main.
+        c = head + field(2, packed(1, [1, 2]) + packed(2, [5]) + label(3, 4))
+        c += field(4, field(1, 1) + field(4, field(1, 10)) + field(4, field(1, 11)))
+        c += field(4, field(1, 2) + field(4, field(1, 12)))
+        for fid, name in ((10, 5), (11, 6), (12, 7)):
+            c += field(5, field(1, fid) + field(2, name))
+        c += b"".join(field(6, x) for x in strs1)
+        # 4: another stack of the same functions: run -> work -> main reversed.
+        d = head + field(2, packed(1, [3, 2, 1]) + packed(2, [7]) + label(3, 4))
+        for lid, fid in ((1, 10), (2, 11), (3, 12)):
+            d += field(4, field(1, lid) + field(4, field(1, fid)))
+        for fid, name in ((10, 5), (11, 6), (12, 7)):
+            d += field(5, field(1, fid) + field(2, name))
+        d += b"".join(field(6, x) for x in strs1)
+        for name, body in (("packed", a), ("unpacked", b), ("inlined", c), ("reversed", d)):
+            st, resp = srv.post("/api/v1/profiles", body)
+            check(st == 202, f"{name}: {st} {resp}")
+        got = stacks_of(srv, "app=keys&from=now-10m")
+        check(got == {"main;run;work": 15, "work;run;main": 7}, f"merged {got}")
+        check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows for 2 stacks")
+        # zstd: the same profile as gzip, counted alike.
+        st, resp = srv.post("/api/v1/profiles", zstd(a))
+        check(st == 202, f"zstd: {st} {resp}")
+        st, resp = srv.post("/api/v1/profiles", zstd(a) + zstd(b"", "--no-check"))
+        check(st == 202, f"two zstd frames: {st} {resp}")
+        got = stacks_of(srv, "app=keys&from=now-10m")
+        check(got == {"main;run;work": 25, "work;run;main": 7}, f"after zstd {got}")
+        bad = [("truncated zstd", zstd(a)[:-7], 400),
+               ("zstd then garbage", zstd(a) + b"garbage", 400),
+               ("zstd bomb", zstd(b"\0" * (300 << 20), "-1"), 413),
+               ("zstd bomb, its size declared", zstd(b"\0" * (300 << 20), "-1",
+                                                     "--stream-size=314572800"), 413),
+               ("zstd with a 128 MiB window", zstd(b"\0" * (300 << 20), "--long=27"), 400),
+               # 1M empty mappings: tables of 48 MB from a 2 MB body
+               ("a flood of empty messages", gzip.compress(b"\x1a\x00" * (1 << 20)), 413)]
+        for name, body, want in bad:
+            st, resp = srv.post("/api/v1/profiles", body)
+            check(st == want and b'"error"' in resp, f"{name}: {st}, want {want}: {resp[:200]}")
+        # A store from before stack keys: no key column filled, no index, no bases.
+        srv.stop()
+        import sqlite3
+        db = sqlite3.connect(f"{srv.data}/profiles.db")
+        db.execute("DROP INDEX stacks_key")
+        db.execute("UPDATE stacks SET key = NULL")
+        db.execute("DELETE FROM meta")
+        db.commit()
+        db.close()
+        srv.start()
+        got = stacks_of(srv, "app=keys&from=now-10m")
+        check(got == {"main;run;work": 25, "work;run;main": 7}, f"after reopening {got}")
+        st, resp = srv.post("/api/v1/profiles", b)
+        check(st == 202, f"post after reopening: {st} {resp}")
+        check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows after reopening")
+        got = stacks_of(srv, "app=keys&from=now-10m")
+        check(got == {"main;run;work": 30, "work;run;main": 7}, f"after reopening and a post {got}")
+        with open(srv.log.name) as f:
+            check("2 stored stacks keyed" in f.read(), "no log line for the keyed stacks")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_stack_keys, test_server_rollups, test_server_labels, test_server_agent_to_query, test_server_bad_input, test_server_auth,
          test_server_durability, test_agent_outage]

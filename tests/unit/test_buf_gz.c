@@ -11,6 +11,8 @@
 
 #include "../../common/buf.h"
 #include "../../common/gz.h"
+#include "../../common/zst.h"
+#include <zstd.h>
 
 static void test_buf_cap(void **state)
 {
@@ -146,12 +148,107 @@ static void test_gzip_bomb_is_cut(void **state)
     buf__free(&z);
 }
 
+static void test_zstd_round_trip_and_frames(void **state)
+{
+    (void)state;
+    struct zst_compressor *c = zst_compressor__new(3);
+    struct buf z, out;
+    char data[100000];
+
+    assert_non_null(c);
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = "profile"[i % 7] + (i / 1000) % 3;
+    buf__init(&z, 1 << 20);
+    assert_int_equal(zst_compressor__compress(c, data, sizeof(data), &z), 0);
+    assert_true(zst__is_zstd(z.data, z.len));
+    assert_false(gz__is_gzip(z.data, z.len));
+    buf__init(&out, 1 << 20);
+    assert_int_equal(zst__decompress(z.data, z.len, &out, 0), 0);
+    assert_int_equal(out.len, sizeof(data));
+    assert_memory_equal(out.data, data, sizeof(data));
+    /* Two frames back to back are one stream, as zstd defines it. */
+    size_t one = z.len;
+    assert_int_equal(zst_compressor__compress(c, "tail", 4, &z), 0);
+    buf__reset(&out);
+    assert_int_equal(zst__decompress(z.data, z.len, &out, 0), 0);
+    assert_int_equal(out.len, sizeof(data) + 4);
+    assert_memory_equal(out.data + sizeof(data), "tail", 4);
+    /* Cut short, or garbage after the last frame: refused, out untouched. */
+    buf__reset(&out);
+    assert_int_equal(buf__append(&out, "kept", 4), 0);
+    assert_int_equal(zst__decompress(z.data, one - 5, &out, 0), -EBADMSG);
+    assert_int_equal(out.len, 4);
+    assert_int_equal(zst__decompress(z.data, 10, &out, 0), -EBADMSG);
+    char junk[200];
+    memcpy(junk, z.data + one, z.len - one);
+    memcpy(junk + (z.len - one), "garbage!", 8);
+    assert_int_equal(zst__decompress(junk, z.len - one + 8, &out, 0), -EBADMSG);
+    assert_int_equal(out.len, 4);
+    assert_string_equal(out.data, "kept");
+    buf__free(&out);
+    buf__free(&z);
+    zst_compressor__free(c);
+    zst_compressor__free(NULL);
+}
+
+static void test_zstd_bomb_and_window(void **state)
+{
+    (void)state;
+    struct zst_compressor *c = zst_compressor__new(3);
+    char *zeros = calloc(1, 64 << 20);
+    struct buf z, out;
+
+    assert_non_null(c);
+    assert_non_null(zeros);
+    buf__init(&z, 128 << 20); /* room for zstd's worst case; the frame is ~2 KiB */
+    assert_int_equal(zst_compressor__compress(c, zeros, 64 << 20, &z), 0);
+    /* 64 MiB of zeros packs thousands to one: the ratio stops it early... */
+    buf__init(&out, 256 << 20);
+    assert_int_equal(zst__decompress(z.data, z.len, &out, 100), -E2BIG);
+    assert_int_equal(out.len, 0);
+    assert_true(out.cap <= z.len * 100 + 65536);
+    buf__free(&out);
+    /* ...and so does the cap on the output. */
+    buf__init(&out, 1 << 20);
+    assert_int_equal(zst__decompress(z.data, z.len, &out, 0), -E2BIG);
+    assert_true(out.cap <= (1 << 20) + 1);
+    buf__free(&out);
+    /* A frame that says it inflates past the limit is refused unread. */
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    assert_non_null(cc);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_enableLongDistanceMatching, 1);
+    buf__reset(&z);
+    size_t n = ZSTD_compress2(cc, z.data, z.max, zeros, 64 << 20);
+    assert_false(ZSTD_isError(n));
+    buf__init(&out, 16 << 20);
+    assert_int_equal(zst__decompress(z.data, n, &out, 0), -E2BIG);
+    assert_int_equal(out.cap, 0);
+    buf__free(&out);
+    /* One that does not say, and asks for a 128 MiB window, is refused,
+     * not given it. */
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0);
+    n = ZSTD_compress2(cc, z.data, z.max, zeros, 64 << 20);
+    assert_false(ZSTD_isError(n));
+    ZSTD_freeCCtx(cc);
+    buf__init(&out, 256 << 20);
+    assert_int_equal(zst__decompress(z.data, n, &out, 0), -EBADMSG);
+    buf__free(&out);
+    buf__free(&z);
+    free(zeros);
+    zst_compressor__free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_cap),          cmocka_unit_test(test_read_file_capped),
-        cmocka_unit_test(test_gzip_round_trip),  cmocka_unit_test(test_gzip_members_and_lies),
+        cmocka_unit_test(test_buf_cap),
+        cmocka_unit_test(test_read_file_capped),
+        cmocka_unit_test(test_gzip_round_trip),
+        cmocka_unit_test(test_gzip_members_and_lies),
         cmocka_unit_test(test_gzip_bomb_is_cut),
+        cmocka_unit_test(test_zstd_round_trip_and_frames),
+        cmocka_unit_test(test_zstd_bomb_and_window),
     };
     return cmocka_run_group_tests_name("buf_gz", tests, NULL, NULL);
 }

@@ -1,0 +1,234 @@
+#include "stack_key.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static uint64_t mulmod(uint64_t x, uint64_t y)
+{
+    return stack_key__mod((unsigned __int128)x * y);
+}
+
+int stack_hasher__init(struct stack_hasher *h, const uint64_t base[STACK_HASHER_BASES])
+{
+    memset(h, 0, sizeof(*h));
+    h->base_a = base[0] % STACK_KEY_P;
+    h->base_b = base[1] % STACK_KEY_P;
+    h->base_c = base[2] % STACK_KEY_P;
+    h->base_d = base[3] % STACK_KEY_P;
+    h->pow_a = malloc((STACK_KEY_MAX_FRAMES + 1) * sizeof(*h->pow_a));
+    h->pow_b = malloc((STACK_KEY_MAX_FRAMES + 1) * sizeof(*h->pow_b));
+    if (!h->pow_a || !h->pow_b) {
+        stack_hasher__free(h);
+        return -ENOMEM;
+    }
+    h->pow_a[0] = h->pow_b[0] = 1;
+    for (size_t i = 1; i <= STACK_KEY_MAX_FRAMES; i++) {
+        h->pow_a[i] = mulmod(h->pow_a[i - 1], h->base_a);
+        h->pow_b[i] = mulmod(h->pow_b[i - 1], h->base_b);
+    }
+    return 0;
+}
+
+void stack_hasher__free(struct stack_hasher *h)
+{
+    if (!h)
+        return;
+    free(h->pow_a);
+    free(h->pow_b);
+    h->pow_a = h->pow_b = NULL;
+}
+
+int stack_hasher__new_bases(uint64_t base[STACK_HASHER_BASES])
+{
+    uint64_t r[STACK_HASHER_BASES];
+
+    if (getrandom(r, sizeof(r), 0) != sizeof(r))
+        return errno ? -errno : -EIO;
+    /* near enough uniform in [2, P-2]: r has 64 bits, P 61 */
+    for (int i = 0; i < STACK_HASHER_BASES; i++)
+        base[i] = 2 + r[i] % (STACK_KEY_P - 3);
+    return 0;
+}
+
+/* Horner's rule, both lanes: sum of v_i * C^(m-1-i), and with D. */
+static inline void horner(const struct stack_hasher *h, struct stack_key *k, uint64_t v)
+{
+    k->a = stack_key__mod((unsigned __int128)k->a * h->base_c + v);
+    k->b = stack_key__mod((unsigned __int128)k->b * h->base_d + v);
+}
+
+static void horner_str(const struct stack_hasher *h, struct stack_key *k, const char *s, size_t len)
+{
+    const uint64_t mark = 1ull << 56, low = mark - 1;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 7) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        horner(h, k, (w & low) | mark);
+    }
+    while (i < len) { /* the last bytes, without reading past them */
+        uint64_t w = 0;
+        size_t n = len - i < 7 ? len - i : 7;
+        memcpy(&w, s + i, n);
+        horner(h, k, (w & low) | mark);
+        i += n;
+    }
+    horner(h, k, (uint64_t)len + 1); /* < 2^56: never a chunk's value, never 0 */
+}
+
+struct stack_key stack_hasher__function(const struct stack_hasher *h, const char *name,
+                                        size_t name_len, const char *file, size_t file_len)
+{
+    struct stack_key k = {0, 0};
+
+    horner_str(h, &k, name, name_len);
+    horner_str(h, &k, file, file_len);
+    return k;
+}
+
+struct stack_part stack_hasher__part(const struct stack_hasher *h, const struct stack_key *keys,
+                                     size_t n)
+{
+    struct stack_part p = {0, 0, (uint32_t)n};
+
+    for (size_t i = 0; i < n && i <= STACK_KEY_MAX_FRAMES; i++) {
+        /* + 1: a key can be 0, a frame must still count */
+        p.a = stack_key__mod((unsigned __int128)(keys[i].a + 1) * h->pow_a[i] + p.a);
+        p.b = stack_key__mod((unsigned __int128)(keys[i].b + 1) * h->pow_b[i] + p.b);
+    }
+    return p;
+}
+
+struct stack_key stack_hasher__stack(const struct stack_hasher *h, const struct stack_key *keys,
+                                     size_t n)
+{
+    struct stack_part p = stack_hasher__part(h, keys, n);
+    return (struct stack_key){p.a, p.b};
+}
+
+/* --- the table --- */
+
+struct slot {
+    uint64_t a, b; /* the key; an empty slot has id 0 */
+    int64_t id;
+};
+
+struct stack_keymap {
+    struct slot *slots;
+    size_t mask, n, max;
+};
+
+static size_t slot_of(const struct stack_keymap *m, struct stack_key k)
+{
+    /* a and b are already uniform hashes: their bits need no mixing */
+    return (k.a ^ (k.b << 17)) & m->mask;
+}
+
+struct stack_keymap *stack_keymap__new(size_t max)
+{
+    struct stack_keymap *m = calloc(1, sizeof(*m));
+
+    if (!m)
+        return NULL;
+    m->mask = 1023;
+    m->max = max;
+    m->slots = calloc(m->mask + 1, sizeof(*m->slots));
+    if (!m->slots) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void stack_keymap__free(struct stack_keymap *m)
+{
+    if (!m)
+        return;
+    free(m->slots);
+    free(m);
+}
+
+void stack_keymap__clear(struct stack_keymap *m)
+{
+    memset(m->slots, 0, (m->mask + 1) * sizeof(*m->slots));
+    m->n = 0;
+}
+
+void stack_keymap__prefetch(const struct stack_keymap *m, struct stack_key key)
+{
+    __builtin_prefetch(&m->slots[slot_of(m, key)]);
+}
+
+int64_t stack_keymap__get(const struct stack_keymap *m, struct stack_key key)
+{
+    for (size_t i = slot_of(m, key);; i = (i + 1) & m->mask) {
+        const struct slot *s = &m->slots[i];
+        if (!s->id)
+            return 0;
+        if (s->a == key.a && s->b == key.b)
+            return s->id;
+    }
+}
+
+static void place(struct slot *slots, size_t mask, struct slot s, size_t i)
+{
+    while (slots[i].id && !(slots[i].a == s.a && slots[i].b == s.b))
+        i = (i + 1) & mask;
+    slots[i] = s;
+}
+
+int stack_keymap__put(struct stack_keymap *m, struct stack_key key, int64_t id)
+{
+    if (m->n >= m->max)
+        stack_keymap__clear(m); /* a cache: start over rather than grow without end */
+    /* Load under 1/2: probes stay short. */
+    if ((m->n + 1) * 2 > m->mask + 1) {
+        size_t nmask = m->mask * 2 + 1;
+        struct slot *ns = calloc(nmask + 1, sizeof(*ns));
+        if (!ns)
+            return -ENOMEM;
+        for (size_t i = 0; i <= m->mask; i++) {
+            if (m->slots[i].id) {
+                struct stack_key k = {m->slots[i].a, m->slots[i].b};
+                place(ns, nmask, m->slots[i], (k.a ^ (k.b << 17)) & nmask);
+            }
+        }
+        free(m->slots);
+        m->slots = ns;
+        m->mask = nmask;
+    }
+    size_t i = slot_of(m, key);
+    while (m->slots[i].id && !(m->slots[i].a == key.a && m->slots[i].b == key.b))
+        i = (i + 1) & m->mask;
+    if (!m->slots[i].id)
+        m->n++;
+    m->slots[i] = (struct slot){key.a, key.b, id};
+    return 0;
+}
+
+size_t stack_keymap__len(const struct stack_keymap *m)
+{
+    return m->n;
+}
+
+void stack_key__encode(struct stack_key k, unsigned char out[16])
+{
+    for (int i = 0; i < 8; i++) {
+        out[i] = k.a >> (8 * i);
+        out[8 + i] = k.b >> (8 * i);
+    }
+}
+
+struct stack_key stack_key__decode(const unsigned char in[16])
+{
+    struct stack_key k = {0, 0};
+
+    for (int i = 0; i < 8; i++) {
+        k.a |= (uint64_t)in[i] << (8 * i);
+        k.b |= (uint64_t)in[8 + i] << (8 * i);
+    }
+    return k;
+}
