@@ -34,8 +34,9 @@ struct shipper {
 };
 
 /* The spool: one file per profile, SEQ~PID.cxspool, SEQ (ns, 20 digits)
- * sorting oldest first. A file is a small text header, then the gzipped
- * pprof as it is sent:
+ * sorting oldest first. A file is a small text header, then the pprof as
+ * it is sent (zstd-compressed; earlier agents spooled gzip, which the
+ * server takes as well):
  *
  *   codexray-spool 1\n
  *   service=nginx\n          one line per query parameter, value URL-encoded

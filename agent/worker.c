@@ -9,6 +9,7 @@
 #include "../common/buf.h"
 #include "../common/gz.h"
 #include "../common/log.h"
+#include "../common/zst.h"
 #include "collect.h"
 #include "output.h"
 #include "profile.h"
@@ -29,7 +30,8 @@ struct worker {
     bool stopping;
 
     struct symbolizer *sym;
-    struct gz_deflater *gz;
+    struct gz_deflater *gz;     /* --output-dir files: gzip, as pprof tools read them */
+    struct zst_compressor *zst; /* uploads: zstd, 3.6x cheaper for the server to inflate */
     struct kallsyms *ks;
     bool ks_tried;
     struct perfmap_cache *jit;
@@ -46,7 +48,7 @@ static void process(struct worker *wk, struct agg_window *w)
     uint64_t t0 = clock__mono_ns(), c0 = clock__thread_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
     char path[4096];
-    struct buf out;
+    struct buf raw, out;
 
     if (wk->opts.kernel_stacks && !wk->ks_tried) {
         const char *why = NULL;
@@ -56,6 +58,7 @@ static void process(struct worker *wk, struct agg_window *w)
             log_warn("kallsyms: kernel frames will be unnamed: %s", why);
     }
     ctx.ks = wk->ks;
+    buf__init(&raw, PROFILE_MAX);
     buf__init(&out, PROFILE_MAX);
     for (size_t i = 0; i < w->nprocs; i++) {
         const struct agg_proc *ap = w->procs[i];
@@ -66,9 +69,9 @@ static void process(struct worker *wk, struct agg_window *w)
             continue;
         pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
         r = pw ? profile__add_proc(pw, &ctx, ap, &st) : -ENOMEM;
-        buf__reset(&out);
+        buf__reset(&raw);
         if (!r)
-            r = pprof_writer__encode_with(pw, &out, wk->gz);
+            r = pprof_writer__encode(pw, &raw, false);
         pprof_writer__free(pw);
         if (r) {
             log_error("profile: pid=%u service=%s: cannot build its profile: %s", ap->tgid,
@@ -76,10 +79,12 @@ static void process(struct worker *wk, struct agg_window *w)
             failed++;
             continue;
         }
-        bytes += out.len;
         if (wk->opts.output_dir) {
-            r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->id.service,
-                                     ap->tgid, w->start_ns);
+            buf__reset(&out);
+            r = gz_deflater__compress(wk->gz, raw.data, raw.len, &out);
+            if (!r)
+                r = output__profile_name(path, sizeof(path), wk->opts.output_dir, ap->id.service,
+                                         ap->tgid, w->start_ns);
             /* Not fsync'd: hundreds of files a window, and the rename already
              * keeps readers from half-written ones. */
             if (!r)
@@ -89,18 +94,24 @@ static void process(struct worker *wk, struct agg_window *w)
                 failed++;
                 continue;
             }
+            bytes += out.len;
         }
         if (wk->opts.shipper) {
-            r = shipper__enqueue(wk->opts.shipper, &ap->id, ap->tgid, wk->opts.host, w->start_ns,
-                                 out.data, out.len);
+            buf__reset(&out);
+            r = zst_compressor__compress(wk->zst, raw.data, raw.len, &out);
+            if (!r)
+                r = shipper__enqueue(wk->opts.shipper, &ap->id, ap->tgid, wk->opts.host,
+                                     w->start_ns, out.data, out.len);
             if (r) {
                 log_error("spool: cannot spool the profile of pid=%u: %s", ap->tgid, strerror(-r));
                 failed++;
                 continue;
             }
+            bytes += out.len;
         }
         written++;
     }
+    buf__free(&raw);
     buf__free(&out);
     shipper__flush(wk->opts.shipper);
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
@@ -170,10 +181,12 @@ struct worker *worker__start(const struct worker_opts *opts)
     wk->opts = *opts;
     wk->sym = symbolizer__new();
     wk->gz = gz_deflater__new();
+    wk->zst = zst_compressor__new(3);
     wk->jit = perfmap_cache__new("/proc");
-    if (!wk->sym || !wk->gz || !wk->jit) {
+    if (!wk->sym || !wk->gz || !wk->zst || !wk->jit) {
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
+        zst_compressor__free(wk->zst);
         perfmap_cache__free(wk->jit);
         free(wk);
         errno = ENOMEM;
@@ -185,6 +198,7 @@ struct worker *worker__start(const struct worker_opts *opts)
     if (r) {
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
+        zst_compressor__free(wk->zst);
         perfmap_cache__free(wk->jit);
         free(wk);
         errno = r;
@@ -227,6 +241,7 @@ void worker__stop(struct worker *wk)
     pthread_cond_destroy(&wk->cv);
     symbolizer__free(wk->sym);
     gz_deflater__free(wk->gz);
+    zst_compressor__free(wk->zst);
     kallsyms__free(wk->ks);
     perfmap_cache__free(wk->jit);
     free(wk);
