@@ -24,9 +24,10 @@ struct work {
     uint32_t *loc_by_id, *fn_by_id;    /* the same for dense ids: index + 1 */
     uint32_t *loc_off, *loc_frames;    /* location i's function indices */
     struct store_location *locations;
-    struct loc_part *parts; /* [i + 1]: location i's part of its stacks' keys */
-    struct hmap *ls_index;  /* a sample's (key, str) pairs -> label set */
-    uint64_t *sample_locs;  /* one sample's location ids */
+    struct loc_part *parts;     /* [i + 1]: location i's part of its stacks' keys */
+    struct stack_strkey *skeys; /* string i's share of function keys; pc 0 until made */
+    struct hmap *ls_index;      /* a sample's (key, str) pairs -> label set */
+    uint64_t *sample_locs;      /* one sample's location ids */
     struct store_put_function *functions;
     uint32_t *frames; /* the samples' location indices, one after another */
     size_t nframes, cap_frames, total_depth;
@@ -52,6 +53,7 @@ static void work_free(struct work *w)
     free(w->loc_frames);
     free(w->locations);
     free(w->parts);
+    free(w->skeys);
     free(w->sample_locs);
     free(w->functions);
     free(w->frames);
@@ -354,7 +356,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     struct id_index fns = {&w.fn_by_id, &w.fn_index, 0};
     /* Room for every pprof function and one made-up name per location. */
     w.functions = malloc((r->nfunctions + r->nlocations + 1) * sizeof(*w.functions));
-    if (id_init(&fns, max_id, r->nfunctions) || !w.functions)
+    w.skeys = calloc(r->nstrings, sizeof(*w.skeys));
+    if (id_init(&fns, max_id, r->nfunctions) || !w.functions || !w.skeys)
         goto oom;
     for (size_t i = 0; i < r->nfunctions; i++) {
         const struct pprof_rfunction *f = &r->functions[i];
@@ -364,10 +367,15 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             goto oom;
         if (e)
             BAD("function id %" PRIu64 " appears twice", f->id);
-        w.functions[i] = (struct store_put_function){
-            {r->strings[f->name], r->strings[f->filename]},
-            stack_hasher__function(h, r->strings[f->name], r->string_len[f->name],
-                                   r->strings[f->filename], r->string_len[f->filename])};
+        /* Each string hashed once, however many functions share it (a
+         * file has many). */
+        uint32_t si[2] = {f->name, f->filename};
+        for (int k = 0; k < 2; k++)
+            if (!w.skeys[si[k]].pc)
+                w.skeys[si[k]] = stack_hasher__string(h, r->strings[si[k]], r->string_len[si[k]]);
+        w.functions[i] =
+            (struct store_put_function){{r->strings[f->name], r->strings[f->filename]},
+                                        stack_hasher__join(w.skeys[f->name], w.skeys[f->filename])};
     }
 
     /* --- locations: each expanded once into function indices --- */

@@ -17,16 +17,21 @@ int stack_hasher__init(struct stack_hasher *h, const uint64_t base[STACK_HASHER_
     h->base_b = base[1] % STACK_KEY_P;
     h->base_c = base[2] % STACK_KEY_P;
     h->base_d = base[3] % STACK_KEY_P;
-    h->pow_a = malloc((STACK_KEY_MAX_FRAMES + 1) * sizeof(*h->pow_a));
-    h->pow_b = malloc((STACK_KEY_MAX_FRAMES + 1) * sizeof(*h->pow_b));
-    if (!h->pow_a || !h->pow_b) {
+    size_t n = STACK_KEY_MAX_FRAMES + 1;
+    h->pow_a = malloc(n * sizeof(*h->pow_a));
+    h->pow_b = malloc(n * sizeof(*h->pow_b));
+    h->pow_c = malloc(n * sizeof(*h->pow_c));
+    h->pow_d = malloc(n * sizeof(*h->pow_d));
+    if (!h->pow_a || !h->pow_b || !h->pow_c || !h->pow_d) {
         stack_hasher__free(h);
         return -ENOMEM;
     }
-    h->pow_a[0] = h->pow_b[0] = 1;
-    for (size_t i = 1; i <= STACK_KEY_MAX_FRAMES; i++) {
+    h->pow_a[0] = h->pow_b[0] = h->pow_c[0] = h->pow_d[0] = 1;
+    for (size_t i = 1; i < n; i++) {
         h->pow_a[i] = mulmod(h->pow_a[i - 1], h->base_a);
         h->pow_b[i] = mulmod(h->pow_b[i - 1], h->base_b);
+        h->pow_c[i] = mulmod(h->pow_c[i - 1], h->base_c);
+        h->pow_d[i] = mulmod(h->pow_d[i - 1], h->base_d);
     }
     return 0;
 }
@@ -37,7 +42,9 @@ void stack_hasher__free(struct stack_hasher *h)
         return;
     free(h->pow_a);
     free(h->pow_b);
-    h->pow_a = h->pow_b = NULL;
+    free(h->pow_c);
+    free(h->pow_d);
+    h->pow_a = h->pow_b = h->pow_c = h->pow_d = NULL;
 }
 
 int stack_hasher__new_bases(uint64_t base[STACK_HASHER_BASES])
@@ -87,6 +94,28 @@ struct stack_key stack_hasher__function(const struct stack_hasher *h, const char
     horner_str(h, &k, name, name_len);
     horner_str(h, &k, file, file_len);
     return k;
+}
+
+/* x^e mod P, by squaring: for strings longer than the power tables. */
+static uint64_t powmod(uint64_t x, uint64_t e)
+{
+    uint64_t r = 1;
+
+    for (; e; e >>= 1, x = mulmod(x, x))
+        if (e & 1)
+            r = mulmod(r, x);
+    return r;
+}
+
+struct stack_strkey stack_hasher__string(const struct stack_hasher *h, const char *s, size_t len)
+{
+    struct stack_key k = {0, 0};
+    size_t m = (len + 6) / 7 + 1; /* its chunks and its length */
+
+    horner_str(h, &k, s, len);
+    if (m <= STACK_KEY_MAX_FRAMES)
+        return (struct stack_strkey){k.a, k.b, h->pow_c[m], h->pow_d[m]};
+    return (struct stack_strkey){k.a, k.b, powmod(h->base_c, m), powmod(h->base_d, m)};
 }
 
 struct stack_part stack_hasher__part(const struct stack_hasher *h, const struct stack_key *keys,

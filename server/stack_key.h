@@ -48,6 +48,7 @@ struct stack_hasher {
     uint64_t base_a, base_b; /* stacks */
     uint64_t base_c, base_d; /* functions' names and files */
     uint64_t *pow_a, *pow_b; /* A^0 .. A^STACK_KEY_MAX_FRAMES, and B's */
+    uint64_t *pow_c, *pow_d; /* C^0 .. C^STACK_KEY_MAX_FRAMES, and D's */
 };
 
 #define STACK_HASHER_BASES 4
@@ -63,6 +64,15 @@ int stack_hasher__new_bases(uint64_t base[STACK_HASHER_BASES]);
 /* A function's key from its name and file (lengths given: no NUL needed). */
 struct stack_key stack_hasher__function(const struct stack_hasher *h, const char *name,
                                         size_t name_len, const char *file, size_t file_len);
+
+/* One string's share of function keys, for callers that meet the same
+ * string in many functions (a file, a name in several files): its hash and
+ * C^m, D^m for its m values. pc is never 0. */
+struct stack_strkey {
+    uint64_t a, b, pc, pd;
+};
+
+struct stack_strkey stack_hasher__string(const struct stack_hasher *h, const char *s, size_t len);
 
 /* Run of frames: what a location adds to a stack's key, as if it started
  * at offset 0, and how many frames it has. */
@@ -97,6 +107,15 @@ static inline uint64_t stack_key__mod(unsigned __int128 x)
         (uint64_t)(x & STACK_KEY_P) + (uint64_t)(x >> 61 & STACK_KEY_P) + (uint64_t)(x >> 122);
     r = (r & STACK_KEY_P) + (r >> 61);
     return r >= STACK_KEY_P ? r - STACK_KEY_P : r;
+}
+
+/* The key of the function (name, file) from the strings' shares: the same
+ * as stack_hasher__function's. */
+static inline struct stack_key stack_hasher__join(struct stack_strkey name,
+                                                  struct stack_strkey file)
+{
+    return (struct stack_key){stack_key__mod((unsigned __int128)name.a * file.pc + file.a),
+                              stack_key__mod((unsigned __int128)name.b * file.pd + file.b)};
 }
 
 static inline bool stack_sum__add(struct stack_sum *s, const struct stack_hasher *h, uint64_t a,
