@@ -103,7 +103,13 @@ int gz__decompress(const void *in, size_t len, struct buf *out, size_t max_ratio
             break;
         }
         size_t room = limit - (out->len - start);
+        /* ISIZE is the last member's: with several members (a time patched
+         * on as a second one, say) it says little about this one, and each
+         * retry inflates from the start again. Four times the input covers
+         * a pprof's usual ratio. */
         size_t guess = isize_hint(p + left);
+        if (guess < 4 * left)
+            guess = 4 * left;
         if (guess < 4096)
             guess = 4096;
         if (guess > room)

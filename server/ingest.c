@@ -209,6 +209,8 @@ static long map_ids(const struct id_map *m, const uint8_t *q, const uint8_t *end
     uint32_t *o = out;
 
     while (q < end) {
+        /* Branches, not arithmetic: predicted, they let the CPU decode
+         * ahead; computed, each id would wait for the one before it. */
         uint64_t id = *q;
         if (id < 0x80) {
             q++;

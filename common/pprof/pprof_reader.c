@@ -542,6 +542,12 @@ read_sample(const struct pprof_reader *r, size_t i, struct pprof_rsample *s, con
             struct pprof_rlabel l = {0, 0, 0, 0};
             const uint8_t *q = f.p, *qend = f.p + f.len;
             struct field g = {0};
+            /* The usual label, {key, str} with small indices, in 4 bytes. */
+            if (f.len == 4 && q[0] == 0x08 && q[2] == 0x10 && !((q[1] | q[3]) & 0x80)) {
+                l.key = q[1];
+                l.str = q[3];
+                q = qend;
+            }
             while ((k = next_field(&q, qend, &g)) > 0) {
                 if (g.wt != WT_VARINT) {
                     if (g.num <= 4)
