@@ -12,8 +12,11 @@
  *   where labels are the identity labels, "\x1fk=v\x1fk=v\x1f" in key order
  *   rollups(id, app, level, bucket_ns, profiles, data)   unique (app, level, bucket_ns)
  *   rollup_dirty(app, level, bucket_ns)                 buckets to build again
- * where data is the profile's samples as varints: (stack id, labelset id + 1
- * or 0, samples, cpu_ns) per distinct stack. A query reads the matching
+ * where data is the profile's samples as varints: a 0 byte and the period,
+ * then per distinct stack (stack id, labelset id + 1 or 0, samples, cpu_ns
+ * less samples x period, zigzagged): CPU is nearly always samples x period,
+ * so its 4 bytes a stack become 1 (blob_put). Stores from before hold
+ * blobs without the 0 byte and the period, cpu_ns whole; both are read. A query reads the matching
  * profiles' data and sums by stack id; stacks and functions are read once
  * per query, through caches.
  *
@@ -96,19 +99,38 @@ static struct sqlite_store *S(struct store *s)
 
 /* --- varints (the protobuf kind: 7 bits a byte, low first) --- */
 
-static int put_varint(struct buf *b, uint64_t v)
+/* Writes v as a varint at p; returns the end. p needs 10 bytes of room. */
+static inline unsigned char *wr_varint(unsigned char *p, uint64_t v)
 {
-    unsigned char tmp[10];
-    size_t n = 0;
-
-    do {
-        tmp[n] = v & 0x7f;
+    while (v >= 0x80) {
+        *p++ = (v & 0x7f) | 0x80;
         v >>= 7;
-        if (v)
-            tmp[n] |= 0x80;
-        n++;
-    } while (v);
-    return buf__append(b, tmp, n);
+    }
+    *p++ = v;
+    return p;
+}
+
+/* --- data blobs: see the top of the file --- */
+
+#define BLOB_ROW_MAX 40 /* four varints */
+
+/* Starts a blob at p (11 bytes of room); returns the end. */
+static unsigned char *blob_begin(unsigned char *p, int64_t period)
+{
+    *p++ = 0;
+    return wr_varint(p, (uint64_t)period);
+}
+
+/* One stack's row at p (BLOB_ROW_MAX bytes of room); returns the end. The
+ * arithmetic wraps the same way both ways, so any values come back exact. */
+static inline unsigned char *blob_put(unsigned char *p, int64_t period, uint64_t sid, uint64_t ls,
+                                      int64_t samples, int64_t cpu)
+{
+    int64_t d = (int64_t)((uint64_t)cpu - (uint64_t)samples * (uint64_t)period);
+    p = wr_varint(p, sid);
+    p = wr_varint(p, ls);
+    p = wr_varint(p, (uint64_t)samples);
+    return wr_varint(p, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
 }
 
 static const unsigned char *get_varint(const unsigned char *p, const unsigned char *end,
@@ -590,17 +612,6 @@ static int cmp_label(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-/* Writes v as a varint at p; returns the end. p needs 10 bytes of room. */
-static inline unsigned char *wr_varint(unsigned char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (v & 0x7f) | 0x80;
-        v >>= 7;
-    }
-    *p++ = v;
-    return p;
-}
-
 /* How many keys ahead lookups prefetch: enough to cover a cache miss. */
 #define PREFETCH_AHEAD 8
 
@@ -692,8 +703,7 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
     fn_ids = calloc(p->nfunctions + 1, sizeof(*fn_ids));
     ls_ids = malloc((p->nlabelsets + 1) * sizeof(*ls_ids));
     sids = malloc((p->nstacks + 1) * sizeof(*sids));
-    /* four varints a stack */
-    if (!fn_ids || !ls_ids || !sids || buf__reserve(&data, p->nstacks * 40)) {
+    if (!fn_ids || !ls_ids || !sids || buf__reserve(&data, 11 + p->nstacks * BLOB_ROW_MAX)) {
         snprintf(err, errlen, "out of memory");
         goto out_nolock;
     }
@@ -742,13 +752,12 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
             goto rollback;
         }
     }
-    unsigned char *d = (unsigned char *)data.data;
+    unsigned char *d = blob_begin((unsigned char *)data.data, p->period_ns);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
-        d = wr_varint(d, sids[i]);
-        d = wr_varint(d, k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1);
-        d = wr_varint(d, k->samples);
-        d = wr_varint(d, k->cpu_ns);
+        d = blob_put(d, p->period_ns, sids[i],
+                     k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1, k->samples,
+                     k->cpu_ns);
         total_samples += k->samples;
         total_cpu += k->cpu_ns;
     }
@@ -880,12 +889,17 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
 static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
 {
     const unsigned char *end = p + len;
-    uint64_t sid, ls, samples, cpu;
+    uint64_t sid, ls, samples, cpu, period = 0;
+    bool delta = len && p[0] == 0; /* a stack id is never 0: the newer form */
 
+    if (delta && !(p = get_varint(p + 1, end, &period)))
+        return -EBADMSG;
     while (p < end) {
         if (!(p = get_varint(p, end, &sid)) || !(p = get_varint(p, end, &ls)) ||
             !(p = get_varint(p, end, &samples)) || !(p = get_varint(p, end, &cpu)))
             return -EBADMSG;
+        if (delta) /* unzigzag, then add samples x period back, wrapping as it was taken */
+            cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
         int r = acc_add(a, sid, samples, cpu);
         if (r)
             return r;
@@ -1462,12 +1476,22 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
     buf__init(&data, 512u << 20);
     if ((err = acc_init(&a, st->wdb)) || (err = accumulate(&st->wr, &q, level, &a, &profiles)))
         goto out;
+    /* The period the bucket's profiles had (CPU over samples), so its rows
+     * keep their CPU in a byte or so too. */
+    int64_t samples = 0, cpu = 0;
+    for (size_t i = 0; i < a.nvals; i++) {
+        samples += a.vals[i].samples;
+        cpu += a.vals[i].cpu;
+    }
+    int64_t period = samples > 0 ? cpu / samples : 0;
+    if ((err = buf__reserve(&data, 11 + a.nvals * BLOB_ROW_MAX)))
+        goto out;
+    unsigned char *d = blob_begin((unsigned char *)data.data, period);
     for (size_t i = 0; i < a.nvals; i++) {
         const struct acc_val *v = &a.vals[i];
-        if ((err = put_varint(&data, v->sid)) || (err = put_varint(&data, 0)) ||
-            (err = put_varint(&data, v->samples)) || (err = put_varint(&data, v->cpu)))
-            goto out;
+        d = blob_put(d, period, v->sid, 0, v->samples, v->cpu);
     }
+    data.len = d - (unsigned char *)data.data;
     err = -EIO;
     const char *sql = profiles ? "INSERT OR REPLACE INTO rollups(app, level, bucket_ns, profiles,"
                                  " data) VALUES(?1, ?2, ?3, ?4, ?5)"

@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 
-from pprof_read import traces
+from pprof_read import raw, traces
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVER = os.path.join(ROOT, "build", "codexray-server")
@@ -597,25 +597,53 @@ def test_server_stack_keys(tmp):
         for name, body, want in bad:
             st, resp = srv.post("/api/v1/profiles", body)
             check(st == want and b'"error"' in resp, f"{name}: {st}, want {want}: {resp[:200]}")
-        # A store from before stack keys: no key column filled, no index, no bases.
+        # A store from before stack keys: no key column filled, no index, no
+        # bases; and a profile stored in the blob form of then (no period:
+        # cpu_ns whole), 3 samples of one stack, 4 of the other.
         srv.stop()
         import sqlite3
         db = sqlite3.connect(f"{srv.data}/profiles.db")
         db.execute("DROP INDEX stacks_key")
         db.execute("UPDATE stacks SET key = NULL")
         db.execute("DELETE FROM meta")
+        (s1,), (s2,) = db.execute("SELECT id FROM stacks ORDER BY id").fetchall()
+        old = (varint(s1) + varint(0) + varint(3) + varint(30000000) +
+               varint(s2) + varint(0) + varint(4) + varint(40000001))
+        db.execute("INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
+                   "period_ns, samples, cpu_ns, bytes_in, data) VALUES('keys', '', 0, '', ?, 0, "
+                   "10000000, 7, 70000001, 0, ?)", (time.time_ns(), old))
         db.commit()
         db.close()
         srv.start()
         got = stacks_of(srv, "app=keys&from=now-10m")
-        check(got == {"main;run;work": 25, "work;run;main": 7}, f"after reopening {got}")
+        check(got == {"main;run;work": 28, "work;run;main": 11}, f"after reopening {got}")
+        st, body = srv.get("/api/v1/profile?app=keys&from=now-10m&format=flamegraph")
+        check(st == 200, f"flame graph: {st}")
         st, resp = srv.post("/api/v1/profiles", b)
         check(st == 202, f"post after reopening: {st} {resp}")
         check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows after reopening")
         got = stacks_of(srv, "app=keys&from=now-10m")
-        check(got == {"main;run;work": 30, "work;run;main": 7}, f"after reopening and a post {got}")
+        check(got == {"main;run;work": 33, "work;run;main": 11}, f"after reopening and a post {got}")
         with open(srv.log.name) as f:
             check("2 stored stacks keyed" in f.read(), "no log line for the keyed stacks")
+        # CPU kept exactly, also where it is not samples x period.
+        strs = ["", "samples", "count", "cpu", "nanoseconds", "service", "cpuexact", "f"]
+        body = (field(9, time.time_ns()) + field(1, field(1, 1) + field(2, 2)) +
+                field(1, field(1, 3) + field(2, 4)) + field(11, field(1, 3) + field(2, 4)) +
+                field(12, 10000000) +
+                field(2, packed(1, [1]) + packed(2, [3, 30000007]) + label(5, 6)) +
+                field(2, packed(1, [1]) + packed(2, [2, 19999999]) + label(5, 6)) +
+                field(4, field(1, 1) + field(4, field(1, 1))) + field(5, field(1, 1) + field(2, 7)) +
+                b"".join(field(6, x) for x in strs))
+        st, resp = srv.post("/api/v1/profiles", zstd(body))
+        check(st == 202, f"cpu profile: {st} {resp}")
+        st, pb = srv.get("/api/v1/profile?app=cpuexact&from=now-10m&format=pprof")
+        path = os.path.join(tmp, "cpu.pb.gz")
+        with open(path, "wb") as f:
+            f.write(pb)
+        raw_out = raw(path)
+        check(re.search(r"^\s*5\s+50000006:", raw_out, re.M), f"samples/cpu not kept: {raw_out}")
+        print("    " + [ln for ln in raw_out.splitlines() if "50000006" in ln][0].strip())
     finally:
         srv.stop()
 
