@@ -2,13 +2,19 @@
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
-              test_cfi_table test_pprof_reader
+              test_cfi_table test_pprof_reader test_stack_key
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
 $(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(LDLIBS) -lcmocka
+
+# The server's stack keys: pure arithmetic, unit-tested like the rest.
+$(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
+	    $(LDLIBS) -lcmocka
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
