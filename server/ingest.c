@@ -197,8 +197,15 @@ struct id_map {
  * Written for the common case, so the CPU runs ahead: ids of one or two
  * bytes, locations of one frame (the depth then grows by one without
  * waiting for the location's entry to load). */
-static long map_ids(const struct id_map *m, const uint8_t *q, const uint8_t *end, uint32_t *out,
-                    size_t *depth_out, struct stack_key *key, uint64_t *bad)
+/* Ids in a run of at most this many bytes are at most as many: their sums
+ * (each product < 2^122) fit 128 bits without folding, and single-frame
+ * locations cannot take the depth past the power tables' slack. */
+#define SHORT_RUN 63
+
+static inline __attribute__((always_inline)) long map_run(const struct id_map *m, const uint8_t *q,
+                                                          const uint8_t *end, uint32_t *out,
+                                                          size_t *depth_out, struct stack_key *key,
+                                                          uint64_t *bad, const bool is_short)
 {
     const uint32_t *dense = m->dense;
     const struct loc_part *parts = m->parts;
@@ -222,13 +229,16 @@ static long map_ids(const struct id_map *m, const uint8_t *q, const uint8_t *end
         }
         uint32_t li = id <= max_id ? dense[id] : 0;
         const struct loc_part *lp = &parts[li];
-        if (terms == 32) { /* each product < 2^122: 32 fit the 128-bit sums */
-            sa = stack_key__mod(sa);
-            sb = stack_key__mod(sb);
-            terms = 0;
+        if (!is_short) {
+            if (terms == 32) { /* each product < 2^122: 32 fit the 128-bit sums */
+                sa = stack_key__mod(sa);
+                sb = stack_key__mod(sb);
+                terms = 0;
+            }
+            terms++;
+            if (depth >= max_depth)
+                return -E2BIG;
         }
-        if (depth >= max_depth)
-            return -E2BIG;
         if (lp->nframes == 1) {
             sa += (unsigned __int128)lp->a * pow_a[depth];
             sb += (unsigned __int128)lp->b * pow_b[depth];
@@ -244,13 +254,22 @@ static long map_ids(const struct id_map *m, const uint8_t *q, const uint8_t *end
             sb += (unsigned __int128)lp->b * pow_b[depth];
             depth += lp->nframes;
         }
-        terms++;
         *o++ = li - 1;
     }
+    if (depth > max_depth) /* short runs check once, here */
+        return -E2BIG;
     key->a = stack_key__mod(sa);
     key->b = stack_key__mod(sb);
     *depth_out = depth;
     return o - out;
+}
+
+static long map_ids(const struct id_map *m, const uint8_t *q, const uint8_t *end, uint32_t *out,
+                    size_t *depth_out, struct stack_key *key, uint64_t *bad)
+{
+    if (end - q <= SHORT_RUN)
+        return map_run(m, q, end, out, depth_out, key, bad, true);
+    return map_run(m, q, end, out, depth_out, key, bad, false);
 }
 
 /* The value of a string label in a label set, or NULL. */

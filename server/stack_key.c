@@ -17,7 +17,7 @@ int stack_hasher__init(struct stack_hasher *h, const uint64_t base[STACK_HASHER_
     h->base_b = base[1] % STACK_KEY_P;
     h->base_c = base[2] % STACK_KEY_P;
     h->base_d = base[3] % STACK_KEY_P;
-    size_t n = STACK_KEY_MAX_FRAMES + 1;
+    size_t n = STACK_KEY_MAX_FRAMES + STACK_KEY_SLACK + 1;
     h->pow_a = malloc(n * sizeof(*h->pow_a));
     h->pow_b = malloc(n * sizeof(*h->pow_b));
     h->pow_c = malloc(n * sizeof(*h->pow_c));

@@ -38,6 +38,7 @@
 #define STACK_KEY_P ((1ull << 61) - 1)
 /* The deepest stack a key is made for, in frames (inlined ones included). */
 #define STACK_KEY_MAX_FRAMES 4096
+#define STACK_KEY_SLACK 64
 
 struct stack_key {
     uint64_t a, b; /* each < STACK_KEY_P */
@@ -47,8 +48,9 @@ struct stack_key {
 struct stack_hasher {
     uint64_t base_a, base_b; /* stacks */
     uint64_t base_c, base_d; /* functions' names and files */
-    uint64_t *pow_a, *pow_b; /* A^0 .. A^STACK_KEY_MAX_FRAMES, and B's */
-    uint64_t *pow_c, *pow_d; /* C^0 .. C^STACK_KEY_MAX_FRAMES, and D's */
+    /* A^0 .. A^(STACK_KEY_MAX_FRAMES + STACK_KEY_SLACK), and B's, C's, D's:
+     * the slack lets a caller check the depth once after a short run. */
+    uint64_t *pow_a, *pow_b, *pow_c, *pow_d;
 };
 
 #define STACK_HASHER_BASES 4
