@@ -573,11 +573,19 @@ def test_server_stack_keys(tmp):
         for fid, name in ((10, 5), (11, 6), (12, 7)):
             d += field(5, field(1, fid) + field(2, name))
         d += b"".join(field(6, x) for x in strs1)
-        for name, body in (("packed", a), ("unpacked", b), ("inlined", c), ("reversed", d)):
+        # 5: ids far apart (looked up by hash, not by index), packed.
+        e = head + field(2, packed(1, [10**12, 7, 10**15]) + packed(2, [3]) + label(3, 4))
+        for lid, fid in ((10**12, 2**40), (7, 2**50), (10**15, 2**60)):
+            e += field(4, field(1, lid) + field(4, field(1, fid)))
+        for fid, name in ((2**40, 5), (2**50, 6), (2**60, 7)):
+            e += field(5, field(1, fid) + field(2, name))
+        e += b"".join(field(6, x) for x in strs1)
+        for name, body in (("packed", a), ("unpacked", b), ("inlined", c), ("reversed", d),
+                           ("sparse ids", e)):
             st, resp = srv.post("/api/v1/profiles", body)
             check(st == 202, f"{name}: {st} {resp}")
         got = stacks_of(srv, "app=keys&from=now-10m")
-        check(got == {"main;run;work": 15, "work;run;main": 7}, f"merged {got}")
+        check(got == {"main;run;work": 18, "work;run;main": 7}, f"merged {got}")
         check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows for 2 stacks")
         # zstd: the same profile as gzip, counted alike.
         st, resp = srv.post("/api/v1/profiles", zstd(a))
@@ -585,7 +593,7 @@ def test_server_stack_keys(tmp):
         st, resp = srv.post("/api/v1/profiles", zstd(a) + zstd(b"", "--no-check"))
         check(st == 202, f"two zstd frames: {st} {resp}")
         got = stacks_of(srv, "app=keys&from=now-10m")
-        check(got == {"main;run;work": 25, "work;run;main": 7}, f"after zstd {got}")
+        check(got == {"main;run;work": 28, "work;run;main": 7}, f"after zstd {got}")
         bad = [("truncated zstd", zstd(a)[:-7], 400),
                ("zstd then garbage", zstd(a) + b"garbage", 400),
                ("zstd bomb", zstd(b"\0" * (300 << 20), "-1"), 413),
@@ -616,14 +624,14 @@ def test_server_stack_keys(tmp):
         db.close()
         srv.start()
         got = stacks_of(srv, "app=keys&from=now-10m")
-        check(got == {"main;run;work": 28, "work;run;main": 11}, f"after reopening {got}")
+        check(got == {"main;run;work": 31, "work;run;main": 11}, f"after reopening {got}")
         st, body = srv.get("/api/v1/profile?app=keys&from=now-10m&format=flamegraph")
         check(st == 200, f"flame graph: {st}")
         st, resp = srv.post("/api/v1/profiles", b)
         check(st == 202, f"post after reopening: {st} {resp}")
         check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows after reopening")
         got = stacks_of(srv, "app=keys&from=now-10m")
-        check(got == {"main;run;work": 33, "work;run;main": 11}, f"after reopening and a post {got}")
+        check(got == {"main;run;work": 36, "work;run;main": 11}, f"after reopening and a post {got}")
         with open(srv.log.name) as f:
             check("2 stored stacks keyed" in f.read(), "no log line for the keyed stacks")
         # CPU kept exactly, also where it is not samples x period.
