@@ -26,7 +26,7 @@
 #define MAX_SEGS 8
 /* Rows per batch update: one syscall per 64k rows, not one per row. */
 #define LOAD_CHUNK 65536
-/* Tables loaded since the heap was last trimmed before it is trimmed again. */
+/* Tables built since the heap was last trimmed before it is trimmed again. */
 #define TRIM_AFTER_BYTES (1u << 20)
 
 /* Main thread only: the builder hands back `built` or `why`, and poll sets
@@ -86,7 +86,7 @@ struct unwinder {
     unsigned char *slot_used; /* CX_CFI_MAX_TABLES */
     unsigned next_slot;
     uint64_t bytes, rows, unsupported;
-    uint64_t loaded_since_trim; /* bytes */
+    uint64_t built_since_trim; /* bytes of rows */
     unsigned loaded, without, nprocs_bpf;
     bool procs_full_logged, slots_full_logged;
     struct binary *vdso; /* the kernel's vDSO image, as a file; NULL if not had */
@@ -330,7 +330,6 @@ static int table_load(struct unwinder *u, struct table *t)
     t->unsupported = unsupported_rows(&ct->stats);
     t->state = T_LOADED;
     u->bytes += bytes;
-    u->loaded_since_trim += bytes;
     u->rows += ct->n;
     u->unsupported += t->unsupported;
     u->loaded++;
@@ -522,6 +521,7 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
         u->pending--;
         pthread_mutex_unlock(&u->mu);
         if (t->built) {
+            u->built_since_trim += (uint64_t)t->built->n * sizeof(struct cx_cfi_row);
             log_table(t, t->built);
             if (table_load(u, t)) {
                 t->state = T_NONE;
@@ -550,11 +550,11 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
     pthread_mutex_lock(&u->mu);
     bool idle = u->unbuilt == 0 && !u->done;
     pthread_mutex_unlock(&u->mu);
-    if (idle && u->loaded_since_trim >= TRIM_AFTER_BYTES) {
+    if (idle && u->built_since_trim >= TRIM_AFTER_BYTES) {
 #ifdef __GLIBC__
         malloc_trim(0);
 #endif
-        u->loaded_since_trim = 0;
+        u->built_since_trim = 0;
     }
 }
 
