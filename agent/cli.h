@@ -15,8 +15,8 @@
 void cli__install_signals(void);
 bool cli__stopping(void);
 
-/* Applies --log-level and works out the host label. Returns 0, or 2 (usage)
- * after printing why. */
+/* Applies --log-level, raises the open-files limit to its hard cap and works
+ * out the host label. Returns 0, or 2 (usage) after printing why. */
 int cli__common_setup(struct config *c, char *host, size_t hostlen);
 
 struct unwinder_opts;

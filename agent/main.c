@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,6 +88,36 @@ static void usage(FILE *f)
                "Run 'codexray-node-agent record --help' for the one-shot mode.\n");
 }
 
+/* Open files the agent would like: it holds one per binary it has seen (the
+ * binary cache) and makes one BPF map per CFI table, so a node with a
+ * thousand distinct binaries passes the usual soft limit of 1024 (systemd's
+ * default) and then fails to read /proc, load tables or write profiles. */
+#define WANT_OPEN_FILES 16384
+
+/* Raises the soft limit of open files to the hard one (which systemd sets at
+ * 524288), and says so when that is still short of WANT_OPEN_FILES. */
+static void raise_open_files(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return;
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl))
+            rl.rlim_cur = was;
+    }
+    if (rl.rlim_cur < WANT_OPEN_FILES)
+        log_warn("limits: %llu open files at most (RLIMIT_NOFILE): the agent keeps one per "
+                 "binary, so a node with more binaries than that loses names and CFI tables; "
+                 "raise it (LimitNOFILE=, ulimit -n) to %u or more",
+                 (unsigned long long)rl.rlim_cur, WANT_OPEN_FILES);
+    else if (rl.rlim_cur != was)
+        log_debug("limits: open files raised from %llu to %llu", (unsigned long long)was,
+                  (unsigned long long)rl.rlim_cur);
+}
+
 int cli__common_setup(struct config *c, char *host, size_t hostlen)
 {
     enum log_level lvl;
@@ -96,6 +127,7 @@ int cli__common_setup(struct config *c, char *host, size_t hostlen)
         return 2;
     }
     log__set_level(lvl);
+    raise_open_files();
     const char *h = config__str(c, "host");
     if (h && *h)
         snprintf(host, hostlen, "%s", h);

@@ -165,7 +165,7 @@ $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles $(B)/bench/deep $(BROWSER_DEPS)
+       $(B)/bench/gen_profiles $(B)/bench/deep $(B)/bench/cfi_build $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/server_bench.py

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <malloc.h>
 #include <linux/types.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +26,8 @@
 #define MAX_SEGS 8
 /* Rows per batch update: one syscall per 64k rows, not one per row. */
 #define LOAD_CHUNK 65536
+/* Tables built since the heap was last trimmed before it is trimmed again. */
+#define TRIM_AFTER_BYTES (1u << 20)
 
 /* Main thread only: the builder hands back `built` or `why`, and poll sets
  * the state. */
@@ -83,6 +86,7 @@ struct unwinder {
     unsigned char *slot_used; /* CX_CFI_MAX_TABLES */
     unsigned next_slot;
     uint64_t bytes, rows, unsupported;
+    uint64_t built_since_trim; /* bytes of rows */
     unsigned loaded, without, nprocs_bpf;
     bool procs_full_logged, slots_full_logged;
     struct binary *vdso; /* the kernel's vDSO image, as a file; NULL if not had */
@@ -517,6 +521,7 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
         u->pending--;
         pthread_mutex_unlock(&u->mu);
         if (t->built) {
+            u->built_since_trim += (uint64_t)t->built->n * sizeof(struct cx_cfi_row);
             log_table(t, t->built);
             if (table_load(u, t)) {
                 t->state = T_NONE;
@@ -532,11 +537,24 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
             u->without++;
         any = true;
     }
-    if (any) {
-        for (unsigned b = 0; b < NBUCKETS; b++)
-            for (struct uproc *up = u->procs[b]; up; up = up->next)
-                if (up->waiting)
-                    uproc_sync(u, up);
+    if (!any)
+        return;
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct uproc *up = u->procs[b]; up; up = up->next)
+            if (up->waiting)
+                uproc_sync(u, up);
+    /* Building took several times a table's size in the builder's heap
+     * (the .eh_frame read in, libdw's state, the rows twice), all freed by
+     * now but kept by malloc: at the end of a burst (the first scan, a
+     * batch of new programs), hand it back. */
+    pthread_mutex_lock(&u->mu);
+    bool idle = u->unbuilt == 0 && !u->done;
+    pthread_mutex_unlock(&u->mu);
+    if (idle && u->built_since_trim >= TRIM_AFTER_BYTES) {
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+        u->built_since_trim = 0;
     }
 }
 
@@ -576,14 +594,19 @@ bool unwinder__settle(struct unwinder *u, int timeout_ms, uint64_t now_ns)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
-    pthread_mutex_lock(&u->mu);
-    while (u->unbuilt > 0 && !u->stopping)
-        if (pthread_cond_timedwait(&u->cv_done, &u->mu, &ts) == ETIMEDOUT)
-            break;
-    settled = u->unbuilt == 0;
-    pthread_mutex_unlock(&u->mu);
-    unwinder__poll(u, now_ns);
-    return settled;
+    /* Each table is loaded as it comes: built ones waiting for the end
+     * would all be in memory at once. */
+    for (;;) {
+        bool timed_out = false;
+        pthread_mutex_lock(&u->mu);
+        while (u->unbuilt > 0 && !u->done && !u->stopping && !timed_out)
+            timed_out = pthread_cond_timedwait(&u->cv_done, &u->mu, &ts) == ETIMEDOUT;
+        settled = u->unbuilt == 0;
+        pthread_mutex_unlock(&u->mu);
+        unwinder__poll(u, now_ns);
+        if (settled || timed_out || u->stopping)
+            return settled;
+    }
 }
 
 void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out)
