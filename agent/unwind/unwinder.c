@@ -73,8 +73,9 @@ struct uproc {
     uint32_t tgid;
     struct umap *m;
     unsigned n;
-    bool in_bpf;  /* has an entry in proc_unwind */
-    bool waiting; /* some of its tables are not loaded yet */
+    bool in_bpf;      /* has an entry in proc_unwind */
+    bool waiting;     /* some of its tables are not loaded yet */
+    bool over_logged; /* said once that it maps more binaries with tables than fit */
     struct uproc *next;
 };
 
@@ -394,15 +395,29 @@ static void uproc_sync(struct unwinder *u, struct uproc *up)
 
     memset(v, 0, sizeof(*v));
     up->waiting = false;
-    for (unsigned i = 0; i < up->n && v->n < CX_UNWIND_MAX_MAPS; i++) {
+    unsigned left_out = 0;
+    for (unsigned i = 0; i < up->n; i++) {
         struct umap *m = &up->m[i];
         uint64_t bias;
         if (m->t->state == T_QUEUED)
             up->waiting = true;
         if (m->t->state != T_LOADED || !map_bias(m, &bias))
             continue;
+        if (v->n == CX_UNWIND_MAX_MAPS) {
+            left_out++;
+            continue;
+        }
         v->maps[v->n++] =
             (struct cx_unwind_map){m->start, m->end, bias, (__u32)m->t->slot, m->t->blocks};
+    }
+    if (left_out && !up->over_logged) {
+        /* The walk's per-process list is fixed-size (BPF map values are);
+         * the lowest-addressed mappings are in it, the rest fall back. */
+        log_warn("unwind: pid=%u maps %u binaries with CFI tables (so far), more than the %d one "
+                 "process's "
+                 "walk holds: %u of them are walked by frame pointers",
+                 up->tgid, v->n + left_out, CX_UNWIND_MAX_MAPS, left_out);
+        up->over_logged = true;
     }
     if (v->n == 0) {
         if (up->in_bpf && bpf_map_delete_elem(u->procs_fd, &key) == 0) {
