@@ -524,7 +524,15 @@ def test_upload_identity_and_legacy_spool(tmp):
     check(q.get("service") == "cxtest-web" and q.get("systemd_unit") == "cxtest-web.service"
           and q.get("host") == "h 1", f"query {q}")
     check(all(p.path == "/api/v1/profiles" for p in queries), "path")
-    check(b[:2] == b"\x1f\x8b", "the body is not the gzipped profile")
+    # Shipped zstd-compressed: the zstd command inflates it, and Go's pprof
+    # reads what comes out.
+    check(b[:4] == b"\x28\xb5\x2f\xfd", f"the body is not zstd: {b[:8]!r}")
+    pb = subprocess.run(["zstd", "-d", "-q", "-c"], input=b, stdout=subprocess.PIPE,
+                        check=True).stdout
+    path = os.path.join(tmp, "shipped.pb")
+    with open(path, "wb") as f:
+        f.write(pb)
+    check("samples/count cpu/nanoseconds" in raw(path), "the shipped body is not a pprof")
     check(not os.listdir(os.path.join(data, "spool")), "spool not emptied")
     print(f"    {len(got)} uploads; cxtest-web's query: {queries[params.index(q)].query}")
 
