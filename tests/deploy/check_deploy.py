@@ -406,7 +406,7 @@ def test_dockerfile(tmp):
     # of the tests, the benchmarks and make run).
     test_only = {"clang-format", "libcmocka-dev", "golang-go", "g++", "python3", "linux-perf",
                  "bpftrace", "shellcheck", "python3-yaml", "systemd", "curl", "chromium",
-                 "nodejs", "openjdk-17-jdk-headless"}
+                 "nodejs", "openjdk-17-jdk-headless", "zstd"}
     missing = deps_packages() - test_only - apt_packages(build)
     check(not missing, f"the build stage lacks {sorted(missing)} (in tools/deps.sh)")
     runs = " ".join(a for i, a in build["instructions"] if i == "RUN")
