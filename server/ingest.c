@@ -520,10 +520,11 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         } else {
             if (e == -EBADMSG)
                 goto out;
-            /* at most one id a byte, and one frame each */
+            /* At most one id a byte; map_ids writes no more than max_depth
+             * of them, or than a short run's bytes. */
             size_t most = qend - q;
-            if (most > max_depth + 1)
-                most = max_depth + 1;
+            if (most > max_depth + SHORT_RUN + 1)
+                most = max_depth + SHORT_RUN + 1;
             if (reserve_frames(&w, most))
                 goto oom;
             uint64_t bad = 0;
