@@ -15,7 +15,19 @@
 #include "../common/log.h"
 #include "sampler.skel.h"
 
-#define RINGBUF_BYTES (8u << 20)
+/* The ring buffer: 1 MiB a CPU, 4 to 64 MiB. A record is a whole
+ * struct cx_sample (about 10 KiB) whatever its depth, so a CPU at 100 Hz
+ * puts ~1 MiB a second through it and the agent drains it every 100 ms
+ * (sooner when it is half full): a tenth of that is in use at a time. The
+ * kernel maps its pages twice into the agent, so its RSS counts twice the
+ * size: a fixed 8 MiB was 16 MiB of a 2-CPU node's ~60. */
+static unsigned ringbuf_bytes(int ncpus)
+{
+    unsigned want = (unsigned)(ncpus > 64 ? 64 : ncpus) << 20, bytes = 4u << 20;
+    while (bytes < want)
+        bytes <<= 1; /* a power of two, as BPF wants */
+    return bytes;
+}
 
 struct sampler {
     struct sampler_bpf *skel;
@@ -135,8 +147,8 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         goto fail;
     }
     s->skel->rodata->target_tgid = opts->only_tgid;
-    s->skel->rodata->ringbuf_wakeup_bytes = RINGBUF_BYTES / 2;
-    bpf_map__set_max_entries(s->skel->maps.events, RINGBUF_BYTES);
+    s->skel->rodata->ringbuf_wakeup_bytes = ringbuf_bytes(ncpus) / 2;
+    bpf_map__set_max_entries(s->skel->maps.events, ringbuf_bytes(ncpus));
     r = sampler_bpf__load(s->skel);
     if (r) {
         snprintf(err, errlen,
