@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 struct entry {
     const unsigned char *key;
@@ -25,10 +27,22 @@ struct hmap {
     struct chunk *chunks;
 };
 
+/* A seed drawn once per process: keys can come from outside (a profile's
+ * label indices at the server), and with a hash known in advance a sender
+ * could choose keys that all collide. Nothing keeps a hash beyond the
+ * process. */
+static uint64_t seed;
+
+__attribute__((constructor)) static void seed_init(void)
+{
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+        seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&seed;
+}
+
 uint64_t hmap__hash(const void *key, size_t len)
 {
     const unsigned char *p = key;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (len * 0xff51afd7ed558ccdull);
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ seed ^ (len * 0xff51afd7ed558ccdull);
     uint64_t w;
 
     while (len >= 8) {

@@ -460,10 +460,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                 snprintf(msg, sizeof(msg), "body larger than %zu bytes", h->opts.max_body);
                 return respond_error(h, c, 413, msg);
             }
-            /* Room for the whole body at once, rather than growing by
-             * doubling (a copy each time); a failure here just leaves it
-             * to grow. */
-            if (clen && buf__reserve(&rq->body, clen))
+            /* Room for the body at once, rather than growing by doubling
+             * (a copy each time), but at most 1 MiB before any of it has
+             * come: a header alone must not take --max-body of memory. A
+             * failure here just leaves it to grow. */
+            if (clen && buf__reserve(&rq->body, clen < (1u << 20) ? clen : (1u << 20)))
                 buf__reset(&rq->body);
         }
         return MHD_YES;

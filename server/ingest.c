@@ -16,13 +16,128 @@
 #define MAX_LABELS 64
 #define MAX_VALUES 64
 
+/* --- pprof ids -> array indices: an array indexed by id when the ids are
+ * dense (as every writer makes them: 1..n), else a sorted array searched
+ * by halving (no hash a sender could flood with colliding ids) --- */
+
+struct id_pair {
+    uint64_t id;
+    uint32_t idx;
+};
+
+struct id_index {
+    uint32_t *dense; /* index + 1 per id, or NULL when sparse */
+    struct id_pair *sparse;
+    size_t n;
+    uint64_t max_id;
+};
+
+static void id_free(struct id_index *x)
+{
+    free(x->dense);
+    free(x->sparse);
+}
+
+/* Room for n ids up to max_id. Returns 0 or -ENOMEM. */
+static int id_init(struct id_index *x, uint64_t max_id, size_t n)
+{
+    x->max_id = max_id;
+    if (max_id <= 4 * (uint64_t)n + 1024)
+        return (x->dense = calloc(max_id + 1, sizeof(uint32_t))) ? 0 : -ENOMEM;
+    return (x->sparse = malloc((n + 1) * sizeof(*x->sparse))) ? 0 : -ENOMEM;
+}
+
+/* Adds id -> idx (at most the n of id_init). Returns 0, or 1 when a dense
+ * index has the id already (a sparse one finds that in id_seal). */
+static int id_put(struct id_index *x, uint64_t id, uint32_t idx)
+{
+    if (x->dense) {
+        if (x->dense[id])
+            return 1;
+        x->dense[id] = idx + 1;
+        return 0;
+    }
+    x->sparse[x->n++] = (struct id_pair){id, idx};
+    return 0;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const struct id_pair *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Ready for id_find once every id is in. Returns 0, or 1 with *dup set to
+ * an id that is there twice. */
+static int id_seal(struct id_index *x, uint64_t *dup)
+{
+    if (x->dense)
+        return 0;
+    qsort(x->sparse, x->n, sizeof(*x->sparse), cmp_pair);
+    for (size_t i = 1; i < x->n; i++) {
+        if (x->sparse[i].id == x->sparse[i - 1].id) {
+            *dup = x->sparse[i].id;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Indexes a table's ids: n structs of `stride` bytes, each starting with
+ * its uint64_t id. Returns 0, -ENOMEM, or -EBADMSG with msg saying why (an
+ * id 0, an id twice). */
+static int id_index_table(struct id_index *x, const void *table, size_t n, size_t stride,
+                          const char *what, char *msg, size_t msglen)
+{
+    uint64_t max_id = 0, id, dup;
+
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&id, (const char *)table + i * stride, sizeof(id));
+        if (id == 0) {
+            snprintf(msg, msglen, "%s with id 0", what);
+            return -EBADMSG;
+        }
+        if (id > max_id)
+            max_id = id;
+    }
+    if (id_init(x, max_id, n))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&id, (const char *)table + i * stride, sizeof(id));
+        if (id_put(x, id, i)) {
+            snprintf(msg, msglen, "%s id %" PRIu64 " appears twice", what, id);
+            return -EBADMSG;
+        }
+    }
+    if (id_seal(x, &dup)) {
+        snprintf(msg, msglen, "%s id %" PRIu64 " appears twice", what, dup);
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+/* The index of id, or -1. */
+static inline long id_find(const struct id_index *x, uint64_t id)
+{
+    if (x->dense)
+        return id <= x->max_id && x->dense[id] ? (long)x->dense[id] - 1 : -1;
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->sparse[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < x->n && x->sparse[lo].id == id ? (long)x->sparse[lo].idx : -1;
+}
+
 /* Everything ingest allocates for one request, freed in one place. */
 struct work {
     struct pprof_reader r;
     struct buf raw;
-    struct hmap *loc_index, *fn_index; /* pprof id -> array index, when ids are sparse */
-    uint32_t *loc_by_id, *fn_by_id;    /* the same for dense ids: index + 1 */
-    uint32_t *loc_off, *loc_frames;    /* location i's function indices */
+    struct id_index fns, locs, maps; /* pprof ids -> array indices */
+    uint32_t *loc_off, *loc_frames;  /* location i's function indices */
     struct store_location *locations;
     struct loc_part *parts;     /* [i + 1]: location i's part of its stacks' keys */
     struct stack_strkey *skeys; /* string i's share of function keys; pc 0 until made */
@@ -37,18 +152,17 @@ struct work {
     struct store_label *labels;
     size_t nlabels, cap_labels;
     char *names; /* names made up for locations without lines */
-    size_t names_len, names_cap;
+    size_t names_len, names_cap, names_max;
 };
 
 static void work_free(struct work *w)
 {
     pprof_reader__free(&w->r);
     buf__free(&w->raw);
-    hmap__free(w->loc_index);
-    hmap__free(w->fn_index);
+    id_free(&w->fns);
+    id_free(&w->locs);
+    id_free(&w->maps);
     hmap__free(w->ls_index);
-    free(w->loc_by_id);
-    free(w->fn_by_id);
     free(w->loc_off);
     free(w->loc_frames);
     free(w->locations);
@@ -62,51 +176,6 @@ static void work_free(struct work *w)
     free(w->ls_pid);
     free(w->labels);
     free(w->names);
-}
-
-/* --- pprof ids -> array indices: an array when the ids are dense (as
- * every writer makes them: 1..n), a hash map otherwise --- */
-
-struct id_index {
-    uint32_t **dense; /* index + 1 per id, or NULL */
-    struct hmap **sparse;
-    uint64_t max_id;
-};
-
-/* Returns 0, 1 when the id is there twice, or -ENOMEM. */
-static int id_put(struct id_index *x, uint64_t id, uint32_t idx)
-{
-    if (*x->dense) {
-        if ((*x->dense)[id])
-            return 1;
-        (*x->dense)[id] = idx + 1;
-        return 0;
-    }
-    bool fresh;
-    long k = hmap__put(*x->sparse, &id, sizeof(id), &fresh);
-    if (k < 0)
-        return -ENOMEM;
-    if (!fresh)
-        return 1;
-    *hmap__val(*x->sparse, k) = idx;
-    return 0;
-}
-
-/* The index of id, or -1. */
-static inline long id_find(const struct id_index *x, uint64_t id)
-{
-    if (*x->dense)
-        return id <= x->max_id && (*x->dense)[id] ? (long)(*x->dense)[id] - 1 : -1;
-    long k = hmap__find(*x->sparse, &id, sizeof(id));
-    return k < 0 ? -1 : (long)*hmap__val(*x->sparse, k);
-}
-
-static int id_init(struct id_index *x, uint64_t max_id, size_t n)
-{
-    x->max_id = max_id;
-    if (max_id <= 4 * (uint64_t)n + 1024)
-        return (*x->dense = calloc(max_id + 1, sizeof(uint32_t))) ? 0 : -ENOMEM;
-    return (*x->sparse = hmap__new()) ? 0 : -ENOMEM;
 }
 
 /* Room for n more location indices. */
@@ -134,30 +203,32 @@ static long synth_function(struct work *w, const struct stack_hasher *h,
     uint64_t addr = loc->address;
     char name[512];
 
-    for (size_t i = 0; i < r->nmappings; i++) {
-        const struct pprof_rmapping *m = &r->mappings[i];
-        if (m->id == loc->mapping_id) {
-            const char *f = r->strings[m->filename];
-            if (*f) {
-                const char *slash = strrchr(f, '/');
-                file = slash ? slash + 1 : f;
-            }
-            if (addr >= m->memory_start)
-                addr = addr - m->memory_start + m->file_offset;
-            break;
+    long mi = loc->mapping_id ? id_find(&w->maps, loc->mapping_id) : -1;
+    if (mi >= 0) {
+        const struct pprof_rmapping *m = &r->mappings[mi];
+        const char *f = r->strings[m->filename];
+        if (*f) {
+            const char *slash = strrchr(f, '/');
+            file = slash ? slash + 1 : f;
         }
+        if (addr >= m->memory_start)
+            addr = addr - m->memory_start + m->file_offset;
     }
     int n = snprintf(name, sizeof(name), "%s+0x%" PRIx64, file, addr);
     if (n < 0 || (size_t)n >= sizeof(name))
         n = sizeof(name) - 1;
-    /* Names live in one growing buffer; fix up pointers once it is done. */
+    /* Names live in one growing buffer; fix up pointers once it is done.
+     * Up to 512 bytes from a location of a few: counted against the
+     * request's memory budget like the reader's tables. */
+    if (w->names_len + n + 1 > w->names_max)
+        return -E2BIG;
     if (w->names_len + n + 1 > w->names_cap) {
         size_t cap = w->names_cap ? w->names_cap * 2 : 4096;
         while (cap < w->names_len + n + 1)
             cap *= 2;
         char *nn = realloc(w->names, cap);
         if (!nn)
-            return -1;
+            return -ENOMEM;
         w->names = nn;
         w->names_cap = cap;
     }
@@ -310,6 +381,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             BAD("the body inflates past the limit (%zu bytes, or %zu times its size)",
                 lim->max_decompressed, lim->max_ratio);
         }
+        if (e == -ENOMEM)
+            goto oom;
         if (e)
             BAD("the body is not a whole gzip stream");
         data = (const uint8_t *)w.raw.data;
@@ -334,6 +407,7 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     size_t max_mem = dlen * 16 + (1u << 20);
     if (max_mem > lim->max_decompressed * 2)
         max_mem = lim->max_decompressed * 2;
+    w.names_max = max_mem;
     e = pprof_reader__read(&w.r, data, dlen, max_mem, msg, msglen);
     if (e == -E2BIG) {
         status = 413;
@@ -369,25 +443,26 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             ? r->period
             : 0;
 
+    /* --- ids of functions, locations and mappings -> their indices --- */
+    if ((e = id_index_table(&w.fns, r->functions, r->nfunctions, sizeof(*r->functions), "function",
+                            msg, msglen)) ||
+        (e = id_index_table(&w.locs, r->locations, r->nlocations, sizeof(*r->locations), "location",
+                            msg, msglen)) ||
+        (e = id_index_table(&w.maps, r->mappings, r->nmappings, sizeof(*r->mappings), "mapping",
+                            msg, msglen))) {
+        if (e == -ENOMEM)
+            goto oom;
+        goto out;
+    }
+
     /* --- functions --- */
-    uint64_t max_id = 0;
-    for (size_t i = 0; i < r->nfunctions; i++)
-        if (r->functions[i].id > max_id)
-            max_id = r->functions[i].id;
-    struct id_index fns = {&w.fn_by_id, &w.fn_index, 0};
     /* Room for every pprof function and one made-up name per location. */
     w.functions = malloc((r->nfunctions + r->nlocations + 1) * sizeof(*w.functions));
     w.skeys = calloc(r->nstrings, sizeof(*w.skeys));
-    if (id_init(&fns, max_id, r->nfunctions) || !w.functions || !w.skeys)
+    if (!w.functions || !w.skeys)
         goto oom;
     for (size_t i = 0; i < r->nfunctions; i++) {
         const struct pprof_rfunction *f = &r->functions[i];
-        if (f->id == 0)
-            BAD("function with id 0");
-        if ((e = id_put(&fns, f->id, i)) < 0)
-            goto oom;
-        if (e)
-            BAD("function id %" PRIu64 " appears twice", f->id);
         /* Each string hashed once, however many functions share it (a
          * file has many). */
         uint32_t si[2] = {f->name, f->filename};
@@ -401,37 +476,32 @@ int ingest__profile(struct store *st, const void *body, size_t len,
 
     /* --- locations: each expanded once into function indices --- */
     size_t extra_fns = 0, nloc_frames = 0;
-    max_id = 0;
-    for (size_t i = 0; i < r->nlocations; i++) {
+    for (size_t i = 0; i < r->nlocations; i++)
         nloc_frames += r->locations[i].nlines ? r->locations[i].nlines : 1;
-        if (r->locations[i].id > max_id)
-            max_id = r->locations[i].id;
-    }
-    struct id_index locs = {&w.loc_by_id, &w.loc_index, 0};
     w.loc_off = malloc((r->nlocations + 1) * sizeof(*w.loc_off));
     w.loc_frames = malloc((nloc_frames + 1) * sizeof(*w.loc_frames));
-    if (id_init(&locs, max_id, r->nlocations) || !w.loc_off || !w.loc_frames)
+    if (!w.loc_off || !w.loc_frames)
         goto oom;
     size_t lf = 0;
     for (size_t i = 0; i < r->nlocations; i++) {
         const struct pprof_rlocation *l = &r->locations[i];
-        if (l->id == 0)
-            BAD("location with id 0");
-        if ((e = id_put(&locs, l->id, i)) < 0)
-            goto oom;
-        if (e)
-            BAD("location id %" PRIu64 " appears twice", l->id);
         w.loc_off[i] = lf;
         /* pprof: a location's lines go innermost (inlined) first. */
         for (size_t j = 0; j < l->nlines; j++) {
             uint64_t fid = r->lines[l->line_off + j].function_id;
-            long fi = id_find(&fns, fid);
+            long fi = id_find(&w.fns, fid);
             if (fi < 0)
                 BAD("location %" PRIu64 ": function id %" PRIu64 " not defined", l->id, fid);
             w.loc_frames[lf++] = fi;
         }
         if (l->nlines == 0) {
             long f = synth_function(&w, h, l, &extra_fns);
+            if (f == -E2BIG) {
+                status = 413;
+                BAD("the names made for locations without lines pass the memory limit (%zu "
+                    "bytes)",
+                    w.names_max);
+            }
             if (f < 0)
                 goto oom;
             w.loc_frames[lf++] = f;
@@ -464,8 +534,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         w.parts[i + 1] = (struct loc_part){k.a, k.b, n, 0};
         w.locations[i] = (struct store_location){w.loc_frames + w.loc_off[i], n};
     }
-    bool dense_locs = w.loc_by_id != NULL;
-    struct id_map idm = {w.loc_by_id, w.parts, h->pow_a, h->pow_b, locs.max_id, max_depth};
+    bool dense_locs = w.locs.dense != NULL;
+    struct id_map idm = {w.locs.dense, w.parts, h->pow_a, h->pow_b, w.locs.max_id, max_depth};
 
     /* --- samples -> stacks of function indices, and distinct label sets --- */
     size_t nsamples = r->nsamples;
@@ -482,6 +552,7 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         w.sample_locs, 0, lim->max_stack_depth + 1, values, 0, MAX_VALUES, labels, 0, MAX_LABELS};
     uint32_t lkey[2 * MAX_LABELS], prev_key[2 * MAX_LABELS];
     size_t nsets = 0, prev_nk = SIZE_MAX;
+    int64_t total_samples = 0, total_cpu = 0;
     uint32_t prev_set = STORE_NO_LABELS;
     for (size_t i = 0; i < nsamples; i++) {
         /* The location ids, mapped as they are decoded where they are one
@@ -504,7 +575,7 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             if (reserve_frames(&w, s.nlocation_ids))
                 goto oom;
             for (size_t j = 0; j < s.nlocation_ids; j++) {
-                long li = id_find(&locs, s.location_ids[j]);
+                long li = id_find(&w.locs, s.location_ids[j]);
                 if (li < 0)
                     BAD("sample %zu: location id %" PRIu64 " not defined", i, s.location_ids[j]);
                 const struct loc_part *lp = &w.parts[li + 1];
@@ -596,10 +667,17 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         memcpy(prev_key, lkey, nk * sizeof(*lkey));
         prev_nk = nk;
         prev_set = set;
-        int64_t samples = values[samples_idx];
-        int64_t cpu = cpu_idx >= 0 ? values[cpu_idx] : samples * period_ns;
+        int64_t samples = values[samples_idx], cpu;
+        if (cpu_idx >= 0)
+            cpu = values[cpu_idx];
+        else if (__builtin_mul_overflow(samples, period_ns, &cpu))
+            BAD("sample %zu: samples x period past 64 bits", i);
         if (samples < 0 || cpu < 0)
             BAD("sample %zu: negative value", i);
+        /* The profile's totals must fit too (the store keeps them). */
+        if (__builtin_add_overflow(total_samples, samples, &total_samples) ||
+            __builtin_add_overflow(total_cpu, cpu, &total_cpu))
+            BAD("sample %zu: the profile's total samples or CPU past 64 bits", i);
         /* frames are an offset until the array is final */
         w.stacks[i] =
             (struct store_stack){(const uint32_t *)(uintptr_t)start, 0, set, key, samples, cpu};

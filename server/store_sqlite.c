@@ -84,8 +84,8 @@ struct sqlite_store {
     struct hmap *labelset_ids;
     struct stack_keymap *fn_ids, *stack_ids; /* function key, stack key -> id */
     struct stack_hasher hasher;
-    sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *ins_ls, *sel_ls, *ins_profile,
-        *ins_dirty;
+    sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *sel_frames, *ins_ls, *sel_ls,
+        *ins_profile, *ins_dirty;
     struct readers wr; /* the rollup builder's, on wdb */
     /* reader's statements */
     struct readers rd;
@@ -309,6 +309,10 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
     sqlite3_stmt *q = NULL, *up = NULL;
     uint64_t base[STACK_HASHER_BASES] = {0};
     struct stack_key *fkeys = NULL, *frame_keys = NULL;
+    struct {
+        int64_t id;
+        struct stack_key key;
+    } *todo = NULL;
     int got = 0, rc = -1, version = 0;
     bool has_key = false;
 
@@ -393,35 +397,58 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
         sqlite3_finalize(q);
         q = NULL;
     }
+    /* The index first: a key that another stack has already (the same
+     * frames stored twice by an earlier version) is then refused, and that
+     * row keeps no key: it is still read by id, and new profiles go to the
+     * other. */
+    if (sqlite3_exec(db, "CREATE UNIQUE INDEX IF NOT EXISTS stacks_key ON stacks(key)", NULL, NULL,
+                     NULL) != SQLITE_OK)
+        goto dberr;
+    /* Keys computed first, written after: a table is not updated while a
+     * statement still reads it. */
+    if (pending && !(todo = malloc(pending * sizeof(*todo)))) {
+        snprintf(err, errlen, "no memory to key %lld stored stacks", (long long)pending);
+        goto fail;
+    }
     if (sqlite3_prepare_v2(db, "SELECT id, frames FROM stacks WHERE key IS NULL", -1, &q, NULL) !=
             SQLITE_OK ||
         sqlite3_prepare_v2(db, "UPDATE stacks SET key = ? WHERE id = ?", -1, &up, NULL) !=
             SQLITE_OK)
         goto dberr;
-    int64_t keyed = 0;
-    while (pending && sqlite3_step(q) == SQLITE_ROW) {
+    int64_t keyed = 0, dups = 0, ntodo = 0;
+    while (ntodo < pending && sqlite3_step(q) == SQLITE_ROW) {
         const unsigned char *p = sqlite3_column_blob(q, 1);
         const unsigned char *end = p + sqlite3_column_bytes(q, 1);
         size_t n = 0;
         uint64_t fid;
         while (p && p < end && n < STACK_KEY_MAX_FRAMES && (p = get_varint(p, end, &fid)))
             frame_keys[n++] = fid <= (uint64_t)max_fn ? fkeys[fid] : (struct stack_key){0, 0};
+        todo[ntodo].id = sqlite3_column_int64(q, 0);
+        todo[ntodo++].key = stack_hasher__stack(&st->hasher, frame_keys, n);
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    for (int64_t i = 0; i < ntodo; i++) {
         unsigned char key[16];
-        stack_key__encode(stack_hasher__stack(&st->hasher, frame_keys, n), key);
+        stack_key__encode(todo[i].key, key);
         sqlite3_reset(up);
         sqlite3_bind_blob(up, 1, key, sizeof(key), SQLITE_STATIC);
-        sqlite3_bind_int64(up, 2, sqlite3_column_int64(q, 0));
-        if (sqlite3_step(up) != SQLITE_DONE)
+        sqlite3_bind_int64(up, 2, todo[i].id);
+        int rc2 = sqlite3_step(up);
+        if ((rc2 & 0xff) == SQLITE_CONSTRAINT) {
+            dups++;
+            continue;
+        }
+        if (rc2 != SQLITE_DONE)
             goto dberr;
         keyed++;
     }
-    if (sqlite3_exec(db, "CREATE UNIQUE INDEX IF NOT EXISTS stacks_key ON stacks(key)", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
         goto dberr;
-    if (keyed)
-        log_info("store: %lld stored stacks keyed (stack key version %d)", (long long)keyed,
-                 STACK_KEY_VERSION);
+    if (keyed || dups)
+        log_info("store: %lld stored stacks keyed (stack key version %d); %lld the same as "
+                 "another, left without a key",
+                 (long long)keyed, STACK_KEY_VERSION, (long long)dups);
     rc = 0;
     goto out;
 dberr:
@@ -433,6 +460,7 @@ out:
     sqlite3_finalize(up);
     free(fkeys);
     free(frame_keys);
+    free(todo);
     return rc;
 }
 
@@ -494,6 +522,7 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         prepare(st->wdb, "INSERT INTO stacks(frames, key) VALUES(?, ?)", &st->ins_stack, err,
                 errlen) ||
         prepare(st->wdb, "SELECT id FROM stacks WHERE key = ?", &st->sel_stack, err, errlen) ||
+        prepare(st->wdb, "SELECT id FROM stacks WHERE frames = ?", &st->sel_frames, err, errlen) ||
         prepare(st->wdb, "INSERT OR IGNORE INTO labelsets(text) VALUES(?)", &st->ins_ls, err,
                 errlen) ||
         prepare(st->wdb, "SELECT id FROM labelsets WHERE text = ?", &st->sel_ls, err, errlen) ||
@@ -520,11 +549,11 @@ fail:
 static void sqlite_close(struct store *s)
 {
     struct sqlite_store *st = S(s);
-    sqlite3_stmt *stmts[] = {st->ins_fn,      st->sel_fn,     st->ins_stack,   st->sel_stack,
-                             st->ins_ls,      st->sel_ls,     st->ins_profile, st->ins_dirty,
-                             st->wr.profiles, st->wr.rollups, st->wr.rollup,   st->rd.profiles,
-                             st->rd.rollups,  st->rd.rollup,  st->q_timeline,  st->q_stack,
-                             st->q_fn};
+    sqlite3_stmt *stmts[] = {st->ins_fn,      st->sel_fn,      st->ins_stack,  st->sel_stack,
+                             st->sel_frames,  st->ins_ls,      st->sel_ls,     st->ins_profile,
+                             st->ins_dirty,   st->wr.profiles, st->wr.rollups, st->wr.rollup,
+                             st->rd.profiles, st->rd.rollups,  st->rd.rollup,  st->q_timeline,
+                             st->q_stack,     st->q_fn};
 
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
         sqlite3_finalize(stmts[i]);
@@ -680,9 +709,21 @@ static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
     sqlite3_bind_blob(st->ins_stack, 1, frames->data ? frames->data : "", frames->len,
                       SQLITE_STATIC);
     sqlite3_bind_blob(st->ins_stack, 2, kb, sizeof(kb), SQLITE_STATIC);
-    if (sqlite3_step(st->ins_stack) != SQLITE_DONE)
+    rc = sqlite3_step(st->ins_stack);
+    sqlite3_reset(st->ins_stack);
+    if (rc == SQLITE_DONE)
+        return sqlite3_last_insert_rowid(st->wdb);
+    if ((rc & 0xff) != SQLITE_CONSTRAINT)
         return 0;
-    return sqlite3_last_insert_rowid(st->wdb);
+    /* A store from before keys keeps frames UNIQUE: the same frames under
+     * another key (a key from another version, say) are that row. */
+    sqlite3_reset(st->sel_frames);
+    sqlite3_bind_blob(st->sel_frames, 1, frames->data ? frames->data : "", frames->len,
+                      SQLITE_STATIC);
+    if (sqlite3_step(st->sel_frames) == SQLITE_ROW)
+        id = sqlite3_column_int64(st->sel_frames, 0);
+    sqlite3_reset(st->sel_frames);
+    return id;
 }
 
 static const struct stack_hasher *sqlite_hasher(struct store *s)
@@ -703,8 +744,10 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
     fn_ids = calloc(p->nfunctions + 1, sizeof(*fn_ids));
     ls_ids = malloc((p->nlabelsets + 1) * sizeof(*ls_ids));
     sids = malloc((p->nstacks + 1) * sizeof(*sids));
-    if (!fn_ids || !ls_ids || !sids || buf__reserve(&data, 11 + p->nstacks * BLOB_ROW_MAX)) {
-        snprintf(err, errlen, "out of memory");
+    int rr = buf__reserve(&data, 11 + p->nstacks * BLOB_ROW_MAX);
+    if (!fn_ids || !ls_ids || !sids || rr) {
+        snprintf(err, errlen, rr == -E2BIG ? "profile too large" : "out of memory");
+        ret = rr == -E2BIG ? -E2BIG : -ENOMEM;
         goto out_nolock;
     }
     pthread_mutex_lock(&st->wmu);
@@ -742,7 +785,9 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
         sids[i] = stack_keymap__get(st->stack_ids, p->stacks[i].key);
     }
     for (size_t i = 0; i < p->nstacks; i++) {
-        if (sids[i])
+        /* A stack twice in one profile (other labels) is in the cache by
+         * its second time. */
+        if (sids[i] || (sids[i] = stack_keymap__get(st->stack_ids, p->stacks[i].key)))
             continue;
         sids[i] = stack_row(st, p, &p->stacks[i], fn_ids, &frames);
         if (!sids[i])
@@ -880,8 +925,12 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
             idx = *hmap__val(a->stacks, i);
         }
     }
-    a->vals[idx].samples += samples;
-    a->vals[idx].cpu += cpu;
+    /* Saturating: ingest keeps each profile's totals in 64 bits, but many
+     * profiles summed could pass them. */
+    if (__builtin_add_overflow(a->vals[idx].samples, samples, &a->vals[idx].samples))
+        a->vals[idx].samples = INT64_MAX;
+    if (__builtin_add_overflow(a->vals[idx].cpu, cpu, &a->vals[idx].cpu))
+        a->vals[idx].cpu = INT64_MAX;
     return 0;
 }
 
@@ -1479,19 +1528,25 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
     /* The period the bucket's profiles had (CPU over samples), so its rows
      * keep their CPU in a byte or so too. */
     int64_t samples = 0, cpu = 0;
-    for (size_t i = 0; i < a.nvals; i++) {
-        samples += a.vals[i].samples;
-        cpu += a.vals[i].cpu;
-    }
-    int64_t period = samples > 0 ? cpu / samples : 0;
-    if ((err = buf__reserve(&data, 11 + a.nvals * BLOB_ROW_MAX)))
+    bool over = false;
+    for (size_t i = 0; i < a.nvals; i++)
+        over |= __builtin_add_overflow(samples, a.vals[i].samples, &samples) |
+                __builtin_add_overflow(cpu, a.vals[i].cpu, &cpu);
+    int64_t period = samples > 0 && !over ? cpu / samples : 0; /* 0: CPU kept whole */
+    /* Room as it goes, a block of rows at a time: a bucket of millions of
+     * stacks takes only what its rows need. */
+    if ((err = buf__reserve(&data, 11)))
         goto out;
-    unsigned char *d = blob_begin((unsigned char *)data.data, period);
+    data.len = blob_begin((unsigned char *)data.data, period) - (unsigned char *)data.data;
     for (size_t i = 0; i < a.nvals; i++) {
         const struct acc_val *v = &a.vals[i];
-        d = blob_put(d, period, v->sid, 0, v->samples, v->cpu);
+        if (data.cap - data.len < BLOB_ROW_MAX + 1 &&
+            (err = buf__reserve(&data, BLOB_ROW_MAX * 4096)) &&
+            (err = buf__reserve(&data, BLOB_ROW_MAX)))
+            goto out;
+        unsigned char *d = (unsigned char *)data.data + data.len;
+        data.len = blob_put(d, period, v->sid, 0, v->samples, v->cpu) - (unsigned char *)data.data;
     }
-    data.len = d - (unsigned char *)data.data;
     err = -EIO;
     const char *sql = profiles ? "INSERT OR REPLACE INTO rollups(app, level, bucket_ns, profiles,"
                                  " data) VALUES(?1, ?2, ?3, ?4, ?5)"

@@ -311,7 +311,9 @@ static int copy_strings(struct pprof_reader *r)
         memcpy(s, at[i].p, at[i].len);
         s[at[i].len] = '\0';
         r->strings[i] = s;
-        r->string_len[i] = at[i].len;
+        /* Its length as C sees it: everyone downstream (keys, the store)
+         * takes the string up to a NUL it may hold, and must agree. */
+        r->string_len[i] = strlen(r->strings[i]);
         s += at[i].len + 1;
     }
     return 0;
@@ -343,7 +345,9 @@ int pprof_reader__read(struct pprof_reader *r, const void *data, size_t len, siz
          * messages and strings, 7-10, 12 and 14 varints, 13 either:
          * comments may be packed). */
         bool len_field = f.num <= F_STRING_TABLE || f.num == F_PERIOD_TYPE;
-        if (f.num <= 14 && f.num != 13 && (f.wt == WT_LEN) != len_field)
+        if (f.num <= 14 && f.num != 13 && (len_field ? f.wt != WT_LEN : f.wt != WT_VARINT))
+            goto malformed;
+        if (f.num == 13 && f.wt != WT_VARINT && f.wt != WT_LEN) /* comments: packed or not */
             goto malformed;
         if (f.wt == WT_LEN) {
             switch (f.num) {

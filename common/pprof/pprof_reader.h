@@ -56,7 +56,7 @@ struct pprof_rlabel {
 
 struct pprof_reader {
     const char **strings; /* NUL-terminated copies (a string holding a NUL reads shorter) */
-    uint32_t *string_len;
+    uint32_t *string_len; /* strlen of each copy: up to such a NUL */
     size_t nstrings;
     struct pprof_rvaluetype *sample_types;
     size_t nsample_types;

@@ -263,6 +263,20 @@ def test_server_bad_input(tmp):
             ("stack deeper than 2048 frames",
              profile(["", "samples", "count", "f", "service", "s"], [(1, 2)],
                      [([1] * 3000, [1], [(4, 5)])], locations=[(1, 1)], functions=[(1, 3)]), 413),
+            ("time_nanos as fixed64", gzip.compress(
+                varint(9 << 3 | 1) + b"12345678" + good_profile("keep")), 400),
+            ("samples x period past 64 bits",
+             profile(["", "samples", "count", "cpu", "nanoseconds", "service", "s"], [(1, 2)],
+                     [([], [1 << 62], [(5, 6)])]) + field(11, field(1, 3) + field(2, 4)) +
+             field(12, 4), 400),
+            # 400,000 locations without lines, each named from a 480-byte file
+            # name: 200 MB of made-up names from a 3 MB body
+            ("names past the memory budget", gzip.compress(
+                field(3, field(1, 1) + field(5, 5)) +
+                b"".join(field(4, field(1, i) + field(2, 1) + field(3, i)) for i in range(1, 400001)) +
+                b"".join(field(6, x) for x in ["", "samples", "count", "service", "s",
+                                                "/" + "x" * 480]) +
+                field(1, field(1, 1) + field(2, 2))), 413),
         ]
         for name, body, want in bad:
             st, resp = srv.post("/api/v1/profiles", body)
@@ -290,7 +304,7 @@ def test_server_bad_input(tmp):
         again = srv.get("/api/v1/profile?app=keep&from=0&format=collapsed")[1]
         check(b"work 10" in again, f"a later profile not seen by a later query: {again}")
         st, m = srv.get("/metrics")
-        check(re.search(rb'rejected_total\{reason="too_large"\} 3', m), m)
+        check(re.search(rb'rejected_total\{reason="too_large"\} 4', m), m)
     finally:
         srv.stop()
 
@@ -587,6 +601,16 @@ def test_server_stack_keys(tmp):
         got = stacks_of(srv, "app=keys&from=now-10m")
         check(got == {"main;run;work": 18, "work;run;main": 7}, f"merged {got}")
         check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows for 2 stacks")
+        # A name holding a NUL is kept up to it, by the key as by the store:
+        # "nul\0A", "nul\0B" and "nul" are one function, one stack.
+        for name in ("nul\0A", "nul\0B", "nul"):
+            st, resp = srv.post("/api/v1/profiles?service=nuls", profile(
+                ["", "samples", "count", name], [(1, 2)], [([1], [1], [])],
+                locations=[(1, 1)], functions=[(1, 3)]))
+            check(st == 202, f"{name!r}: {st} {resp}")
+        got = stacks_of(srv, "app=nuls&from=now-10m")
+        check(got == {"nul": 3}, f"names with a NUL: {got}")
+        check(stack_rows(srv) == 3, f"{stack_rows(srv)} stack rows after the NUL names")
         # zstd: the same profile as gzip, counted alike.
         st, resp = srv.post("/api/v1/profiles", zstd(a))
         check(st == 202, f"zstd: {st} {resp}")
@@ -614,7 +638,7 @@ def test_server_stack_keys(tmp):
         db.execute("DROP INDEX stacks_key")
         db.execute("UPDATE stacks SET key = NULL")
         db.execute("DELETE FROM meta")
-        (s1,), (s2,) = db.execute("SELECT id FROM stacks ORDER BY id").fetchall()
+        (s1,), (s2,) = db.execute("SELECT id FROM stacks ORDER BY id LIMIT 2").fetchall()
         old = (varint(s1) + varint(0) + varint(3) + varint(30000000) +
                varint(s2) + varint(0) + varint(4) + varint(40000001))
         db.execute("INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
@@ -629,11 +653,11 @@ def test_server_stack_keys(tmp):
         check(st == 200, f"flame graph: {st}")
         st, resp = srv.post("/api/v1/profiles", b)
         check(st == 202, f"post after reopening: {st} {resp}")
-        check(stack_rows(srv) == 2, f"{stack_rows(srv)} stack rows after reopening")
+        check(stack_rows(srv) == 3, f"{stack_rows(srv)} stack rows after reopening")
         got = stacks_of(srv, "app=keys&from=now-10m")
         check(got == {"main;run;work": 36, "work;run;main": 11}, f"after reopening and a post {got}")
         with open(srv.log.name) as f:
-            check("2 stored stacks keyed" in f.read(), "no log line for the keyed stacks")
+            check("3 stored stacks keyed" in f.read(), "no log line for the keyed stacks")
         # CPU kept exactly, also where it is not samples x period.
         strs = ["", "samples", "count", "cpu", "nanoseconds", "service", "cpuexact", "f"]
         body = (field(9, time.time_ns()) + field(1, field(1, 1) + field(2, 2)) +
