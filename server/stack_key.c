@@ -238,6 +238,29 @@ int stack_keymap__put(struct stack_keymap *m, struct stack_key key, int64_t id)
     return 0;
 }
 
+void stack_keymap__del(struct stack_keymap *m, struct stack_key key)
+{
+    size_t i = slot_of(m, key);
+
+    while (m->slots[i].id && !(m->slots[i].a == key.a && m->slots[i].b == key.b))
+        i = (i + 1) & m->mask;
+    if (!m->slots[i].id)
+        return;
+    /* Backward shift: the entries after it in its run move up where their
+     * own slot allows, so no probe ever stops at a hole it should pass. */
+    for (size_t j = (i + 1) & m->mask; m->slots[j].id; j = (j + 1) & m->mask) {
+        struct stack_key k = {m->slots[j].a, m->slots[j].b};
+        size_t home = slot_of(m, k);
+        /* j may move to i when home is not in (i, j] (cyclically) */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
+    }
+    m->slots[i] = (struct slot){0, 0, 0};
+    m->n--;
+}
+
 size_t stack_keymap__len(const struct stack_keymap *m)
 {
     return m->n;

@@ -167,6 +167,9 @@ int64_t stack_keymap__get(const struct stack_keymap *m, struct stack_key key);
 /* Sets key's id (id > 0). Returns 0 or -ENOMEM (the table is then unchanged). */
 int stack_keymap__put(struct stack_keymap *m, struct stack_key key, int64_t id);
 
+/* Forgets key (nothing when absent). */
+void stack_keymap__del(struct stack_keymap *m, struct stack_key key);
+
 size_t stack_keymap__len(const struct stack_keymap *m);
 
 /* The 16 bytes a key is stored as (little-endian a, then b), and back. */

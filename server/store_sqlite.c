@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/hmap.h"
 #include "../common/log.h"
 #include "stack_key.h"
@@ -90,6 +91,13 @@ struct sqlite_store {
     /* reader's statements */
     struct readers rd;
     sqlite3_stmt *q_timeline, *q_stack, *q_fn;
+    /* Orphan collection (collect_orphans): while it runs, puts mark what
+     * they use, under wmu, so nothing it found unused but a put just took
+     * is deleted. */
+    bool gc_active, gc_oom;
+    struct bits *gc_stacks, *gc_fns, *gc_labelsets;
+    int64_t gc_last_ns; /* when it last ran, monotonic; 0 never */
+    int64_t gc_pending; /* profiles deleted since */
 };
 
 static struct sqlite_store *S(struct store *s)
@@ -146,6 +154,58 @@ static const unsigned char *get_varint(const unsigned char *p, const unsigned ch
         }
     }
     return NULL;
+}
+
+/* --- growable bit sets, for ids --- */
+
+struct bits {
+    uint64_t *w;
+    size_t nwords;
+};
+
+static void bits_free(struct bits *b)
+{
+    if (b)
+        free(b->w);
+    free(b);
+}
+
+/* Sets bit i. Returns 0 or -ENOMEM (then the set is unchanged). */
+static int bits_set(struct bits *b, uint64_t i)
+{
+    size_t w = i / 64;
+    if (w >= b->nwords) {
+        size_t n = b->nwords ? b->nwords : 64;
+        while (n <= w)
+            n *= 2;
+        uint64_t *nw = realloc(b->w, n * sizeof(*nw));
+        if (!nw)
+            return -ENOMEM;
+        memset(nw + b->nwords, 0, (n - b->nwords) * sizeof(*nw));
+        b->w = nw;
+        b->nwords = n;
+    }
+    b->w[w] |= 1ull << (i % 64);
+    return 0;
+}
+
+static bool bits_test(const struct bits *b, uint64_t i)
+{
+    return i / 64 < b->nwords && (b->w[i / 64] >> (i % 64) & 1);
+}
+
+/* Marks, under wmu, what a put uses while a collection runs. */
+static void gc_mark_put(struct sqlite_store *st, const int64_t *sids, size_t nsids,
+                        const int64_t *ls_ids, size_t nls)
+{
+    if (!st->gc_active)
+        return;
+    for (size_t i = 0; i < nsids; i++)
+        if (bits_set(st->gc_stacks, sids[i]))
+            st->gc_oom = true;
+    for (size_t i = 0; i < nls; i++)
+        if (bits_set(st->gc_labelsets, ls_ids[i]))
+            st->gc_oom = true;
 }
 
 /* --- open --- */
@@ -703,6 +763,8 @@ static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
             int64_t fid = function_id(st, p, l->functions[f], fn_ids);
             if (!fid || buf__append(frames, v, wr_varint(v, fid) - v))
                 return 0;
+            if (st->gc_active && bits_set(st->gc_fns, fid))
+                st->gc_oom = true;
         }
     }
     sqlite3_reset(st->ins_stack);
@@ -797,6 +859,7 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
             goto rollback;
         }
     }
+    gc_mark_put(st, sids, p->nstacks, ls_ids, p->nlabelsets);
     unsigned char *d = blob_begin((unsigned char *)data.data, p->period_ns);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
@@ -1690,6 +1753,226 @@ static int forget_rollups(struct sqlite_store *st, int64_t cutoff)
     return err;
 }
 
+/* --- orphans: stacks, functions and label sets that nothing refers to any
+ * more once retention has deleted the profiles and rollups that did --- */
+
+/* How often at most: the collection reads every stored profile. */
+#define GC_EVERY_NS (6ll * 3600 * 1000000000)
+#define GC_BATCH 1000
+
+/* Marks the function ids of a frames blob. */
+static int mark_frames(struct bits *b, const unsigned char *p, size_t len)
+{
+    const unsigned char *end = p + len;
+    uint64_t fid;
+
+    while (p && p < end && (p = get_varint(p, end, &fid)))
+        if (bits_set(b, fid))
+            return -ENOMEM;
+    return 0;
+}
+
+/* Marks the stacks and label sets every blob of `sql` (one column) refers to. */
+static int mark_blobs(sqlite3 *g, const char *sql, struct bits *stacks, struct bits *labelsets)
+{
+    sqlite3_stmt *q = NULL;
+    int err = 0, rc;
+
+    if (sqlite3_prepare_v2(g, sql, -1, &q, NULL) != SQLITE_OK)
+        return -EIO;
+    while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const unsigned char *p = sqlite3_column_blob(q, 0);
+        const unsigned char *end = p + sqlite3_column_bytes(q, 0);
+        uint64_t sid, ls, v;
+        if (p && p < end && p[0] == 0 && !(p = get_varint(p + 1, end, &v)))
+            break; /* a corrupt blob marks nothing more; merges say so */
+        while (!err && p && p < end) {
+            if (!(p = get_varint(p, end, &sid)) || !(p = get_varint(p, end, &ls)) ||
+                !(p = get_varint(p, end, &v)) || !(p = get_varint(p, end, &v)))
+                break;
+            err = bits_set(stacks, sid) || (ls && bits_set(labelsets, ls - 1)) ? -ENOMEM : 0;
+        }
+    }
+    if (!err && rc != SQLITE_DONE)
+        err = -EIO;
+    sqlite3_finalize(q);
+    return err;
+}
+
+/* One batch of deletes from `table`: the ids in cand[0..n) that no put has
+ * taken since the collection began. For a stack taken meanwhile, its
+ * functions are marked used instead. Drops the deleted rows' keys from the
+ * caches. Under wmu, in one write transaction. */
+static int delete_batch(struct sqlite_store *st, int which, const int64_t *cand, size_t n,
+                        struct bits *fns_used, int64_t *deleted)
+{
+    static const char *const sel[] = {"SELECT key, frames FROM stacks WHERE id = ?",
+                                      "SELECT name, file FROM functions WHERE id = ?",
+                                      "SELECT 1 FROM labelsets WHERE id = ?"};
+    static const char *const del[] = {"DELETE FROM stacks WHERE id = ?",
+                                      "DELETE FROM functions WHERE id = ?",
+                                      "DELETE FROM labelsets WHERE id = ?"};
+    struct bits *taken = which == 0 ? st->gc_stacks : which == 1 ? st->gc_fns : st->gc_labelsets;
+    sqlite3_stmt *s = NULL, *d = NULL;
+    int err = -EIO;
+
+    pthread_mutex_lock(&st->wmu);
+    if (st->gc_oom) {
+        err = -ENOMEM; /* a put could not mark what it took: delete nothing */
+        goto out;
+    }
+    if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        goto out;
+    if (sqlite3_prepare_v2(st->wdb, sel[which], -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->wdb, del[which], -1, &d, NULL) != SQLITE_OK)
+        goto rollback;
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, cand[i]);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            continue; /* gone already */
+        if (bits_test(taken, cand[i])) {
+            if (which == 0 &&
+                mark_frames(fns_used, sqlite3_column_blob(s, 1), sqlite3_column_bytes(s, 1))) {
+                err = -ENOMEM;
+                goto rollback;
+            }
+            continue;
+        }
+        if (which == 0 && sqlite3_column_bytes(s, 0) == 16) {
+            stack_keymap__del(st->stack_ids, stack_key__decode(sqlite3_column_blob(s, 0)));
+        } else if (which == 1) {
+            const char *name = (const char *)sqlite3_column_text(s, 0);
+            const char *file = (const char *)sqlite3_column_text(s, 1);
+            stack_keymap__del(st->fn_ids,
+                              stack_hasher__function(&st->hasher, name ? name : "",
+                                                     sqlite3_column_bytes(s, 0), file ? file : "",
+                                                     sqlite3_column_bytes(s, 1)));
+        }
+        sqlite3_reset(d);
+        sqlite3_bind_int64(d, 1, cand[i]);
+        if (sqlite3_step(d) != SQLITE_DONE)
+            goto rollback;
+        (*deleted)++;
+    }
+    sqlite3_reset(s);
+    if (sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        goto rollback;
+    if (which == 2) { /* label sets: a small cache, started over */
+        hmap__free(st->labelset_ids);
+        st->labelset_ids = hmap__new();
+    }
+    err = 0;
+    goto out;
+rollback:
+    sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+    /* the deletes are undone, but their keys left the caches: harmless,
+     * a cache miss asks the database */
+out:
+    sqlite3_finalize(s);
+    sqlite3_finalize(d);
+    pthread_mutex_unlock(&st->wmu);
+    return err;
+}
+
+/* Every id in 1..max not in used, deleted in batches. */
+static int sweep(struct sqlite_store *st, int which, int64_t max, const struct bits *used,
+                 struct bits *fns_used, int64_t *deleted)
+{
+    int64_t cand[GC_BATCH];
+    size_t n = 0;
+    int err = 0;
+
+    for (int64_t id = 1; id <= max && !err; id++) {
+        if (!bits_test(used, id))
+            cand[n++] = id;
+        if (n == GC_BATCH || (id == max && n)) {
+            err = delete_batch(st, which, cand, n, fns_used, deleted);
+            n = 0;
+        }
+    }
+    return err;
+}
+
+/* Deletes the stacks, functions and label sets no profile and no rollup
+ * refers to any more. It reads on a connection of its own, in one read
+ * transaction, while ingest and queries go on; then deletes in batches of
+ * GC_BATCH, each a short write transaction, sparing whatever a put took in
+ * the meantime (puts mark it while gc_active). Returns 0 or -errno. */
+static int collect_orphans(struct sqlite_store *st, int64_t counts[3])
+{
+    struct bits used_stacks = {0}, used_fns = {0}, used_ls = {0};
+    sqlite3 *g = NULL;
+    sqlite3_stmt *q = NULL;
+    int64_t max[3] = {0, 0, 0};
+    char err_msg[256];
+    int err = -ENOMEM;
+
+    counts[0] = counts[1] = counts[2] = 0;
+    pthread_mutex_lock(&st->wmu);
+    st->gc_stacks = calloc(1, sizeof(struct bits));
+    st->gc_fns = calloc(1, sizeof(struct bits));
+    st->gc_labelsets = calloc(1, sizeof(struct bits));
+    st->gc_oom = false;
+    st->gc_active = st->gc_stacks && st->gc_fns && st->gc_labelsets;
+    pthread_mutex_unlock(&st->wmu);
+    if (!st->gc_active)
+        goto out;
+    err = -EIO;
+    if (open_db(st->path, &g, err_msg, sizeof(err_msg)) ||
+        sqlite3_exec(g, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        goto out;
+    /* One snapshot: what exists and what refers to it, of one moment. */
+    if (sqlite3_prepare_v2(g,
+                           "SELECT (SELECT coalesce(max(id), 0) FROM stacks), "
+                           "(SELECT coalesce(max(id), 0) FROM functions), "
+                           "(SELECT coalesce(max(id), 0) FROM labelsets)",
+                           -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW)
+        goto out_read;
+    for (int i = 0; i < 3; i++)
+        max[i] = sqlite3_column_int64(q, i);
+    sqlite3_finalize(q);
+    q = NULL;
+    if ((err = mark_blobs(g, "SELECT data FROM profiles", &used_stacks, &used_ls)) ||
+        (err = mark_blobs(g, "SELECT data FROM rollups", &used_stacks, &used_ls)))
+        goto out_read;
+    err = -EIO;
+    if (sqlite3_prepare_v2(g, "SELECT id, frames FROM stacks", -1, &q, NULL) != SQLITE_OK)
+        goto out_read;
+    int rc;
+    err = 0;
+    while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        if (bits_test(&used_stacks, sqlite3_column_int64(q, 0)))
+            err = mark_frames(&used_fns, sqlite3_column_blob(q, 1), sqlite3_column_bytes(q, 1));
+    if (!err && rc != SQLITE_DONE)
+        err = -EIO;
+out_read:
+    sqlite3_finalize(q);
+    q = NULL;
+    sqlite3_exec(g, "COMMIT", NULL, NULL, NULL);
+    /* Stacks first: one a put took meanwhile marks its functions used. */
+    if (!err)
+        err = sweep(st, 0, max[0], &used_stacks, &used_fns, &counts[0]);
+    if (!err)
+        err = sweep(st, 1, max[1], &used_fns, NULL, &counts[1]);
+    if (!err)
+        err = sweep(st, 2, max[2], &used_ls, NULL, &counts[2]);
+out:
+    pthread_mutex_lock(&st->wmu);
+    st->gc_active = false;
+    bits_free(st->gc_stacks);
+    bits_free(st->gc_fns);
+    bits_free(st->gc_labelsets);
+    st->gc_stacks = st->gc_fns = st->gc_labelsets = NULL;
+    pthread_mutex_unlock(&st->wmu);
+    sqlite3_close(g);
+    free(used_stacks.w);
+    free(used_fns.w);
+    free(used_ls.w);
+    return err;
+}
+
 /* --- retention, size --- */
 
 static int sqlite_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
@@ -1725,6 +2008,22 @@ static int sqlite_retain(struct store *s, int64_t older_than_ns, int64_t *delete
     sqlite3_finalize(d);
     if (!err && *deleted)
         err = forget_rollups(st, older_than_ns);
+    /* What the deleted profiles alone used goes too, now and then. */
+    st->gc_pending += *deleted;
+    int64_t now = (int64_t)clock__mono_ns();
+    if (!err && st->gc_pending && (!st->gc_last_ns || now - st->gc_last_ns >= GC_EVERY_NS)) {
+        int64_t counts[3];
+        st->gc_last_ns = now;
+        st->gc_pending = 0;
+        int e = collect_orphans(st, counts);
+        if (e)
+            log_warn("store: collecting orphans failed: %s", strerror(-e));
+        else
+            log_info("store: orphans deleted: %lld stacks, %lld functions, %lld label sets "
+                     "(in %.0f ms)",
+                     (long long)counts[0], (long long)counts[1], (long long)counts[2],
+                     (clock__mono_ns() - now) / 1e6);
+    }
     return err;
 }
 

@@ -680,5 +680,68 @@ def test_server_stack_keys(tmp):
         srv.stop()
 
 
-TESTS = [test_server_stack_keys, test_server_rollups, test_server_labels, test_server_agent_to_query, test_server_bad_input, test_server_auth,
+def db_count(srv, table):
+    import sqlite3
+    db = sqlite3.connect(f"file:{srv.data}/profiles.db?mode=ro", uri=True)
+    try:
+        return db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_server_retention(tmp):
+    """Retention deletes profiles past --retention, and then the stacks,
+    functions and label sets only they used; what newer profiles use stays,
+    and queries over them answer as before."""
+    srv = Server(tmp, "--retention", "1h")
+    try:
+        strings = ["", "samples", "count", "service", "ret", "main", "old_only", "shared",
+                   "new_only", "pod", "gone", "kept"]
+        old_t, new_t = time.time_ns() - 2 * 3600 * 10**9, time.time_ns()
+
+        def prof(t, leaf, pod):
+            return profile(strings, [(1, 2)],
+                           [([1, 2], [3], [(3, 4), (9, pod)]), ([3, 2], [4], [(3, 4), (9, pod)])],
+                           locations=[(1, leaf), (2, 5), (3, 7)],
+                           functions=[(5, 5), (6, 6), (7, 7), (8, 8)], time_ns=t)
+        for t, leaf, pod in ((old_t, 6, 10), (new_t, 8, 11), (new_t, 8, 11)):
+            st, resp = srv.post("/api/v1/profiles", prof(t, leaf, pod))
+            check(st == 202, f"post: {st} {resp}")
+        check(db_count(srv, "stacks") == 3 and db_count(srv, "functions") == 4 and
+              db_count(srv, "labelsets") == 2, "before: stacks "
+              f"{db_count(srv, 'stacks')}, functions {db_count(srv, 'functions')}")
+        before = stacks_of(srv, "app=ret&from=now-10m")
+        check(before == {"main;new_only": 6, "main;shared": 8}, f"before {before}")
+        # Retention runs when the server starts, then every minute.
+        srv.stop()
+        srv.start()
+        deadline = time.time() + 30
+        while True:
+            with open(srv.log.name) as f:
+                log = f.read()
+            if "orphans deleted" in log:
+                break
+            check(time.time() < deadline, f"no orphan collection within 30 s: {log[-500:]}")
+            time.sleep(0.2)
+        m = re.search(r"orphans deleted: (\d+) stacks, (\d+) functions, (\d+) label sets", log)
+        check(m and m.groups() == ("1", "1", "1"), f"collected {m and m.groups()}: {log[-300:]}")
+        check(db_count(srv, "profiles") == 2, f"profiles left {db_count(srv, 'profiles')}")
+        check(db_count(srv, "stacks") == 2 and db_count(srv, "functions") == 3 and
+              db_count(srv, "labelsets") == 1, "after: stacks "
+              f"{db_count(srv, 'stacks')}, functions {db_count(srv, 'functions')}, label sets "
+              f"{db_count(srv, 'labelsets')}")
+        after = stacks_of(srv, "app=ret&from=now-10m")
+        check(after == before, f"the kept profiles changed: {after} != {before}")
+        check(stacks_of(srv, "app=ret&from=now-3h&to=now-1h") == {}, "old profiles still there")
+        # The deleted stack comes back when it is used again.
+        st, resp = srv.post("/api/v1/profiles", prof(time.time_ns(), 6, 10))
+        check(st == 202, f"post after collection: {st} {resp}")
+        got = stacks_of(srv, "app=ret&from=now-10m")
+        check(got == {"main;new_only": 6, "main;shared": 12, "main;old_only": 3}, f"then {got}")
+        print(f"    {m.group(0)}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_stack_keys, test_server_retention, test_server_rollups, test_server_labels, test_server_agent_to_query, test_server_bad_input, test_server_auth,
          test_server_durability, test_agent_outage]
