@@ -374,8 +374,11 @@ int ingest__profile(struct store *st, const void *body, size_t len,
 
     memset(&w, 0, sizeof(w));
     buf__init(&w.raw, lim->max_decompressed);
-    if (gz__is_gzip(body, len)) {
-        e = gz__decompress(body, len, &w.raw, lim->max_ratio);
+    /* Told apart by their magic bytes; anything else is read as pprof. */
+    bool gz = gz__is_gzip(body, len), zst = !gz && zst__is_zstd(body, len);
+    if (gz || zst) {
+        e = gz ? gz__decompress(body, len, &w.raw, lim->max_ratio)
+               : zst__decompress(body, len, &w.raw, lim->max_ratio);
         if (e == -E2BIG) {
             status = 413;
             BAD("the body inflates past the limit (%zu bytes, or %zu times its size)",
@@ -383,19 +386,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         }
         if (e == -ENOMEM)
             goto oom;
-        if (e)
+        if (e && gz)
             BAD("the body is not a whole gzip stream");
-        data = (const uint8_t *)w.raw.data;
-        dlen = w.raw.len;
-    } else if (zst__is_zstd(body, len)) {
-        e = zst__decompress(body, len, &w.raw, lim->max_ratio);
-        if (e == -E2BIG) {
-            status = 413;
-            BAD("the body inflates past the limit (%zu bytes, or %zu times its size)",
-                lim->max_decompressed, lim->max_ratio);
-        }
-        if (e == -ENOMEM)
-            goto oom;
         if (e)
             BAD("the body is not whole zstd frames (or asks for a window over %d MiB)",
                 1 << (ZST_WINDOW_LOG_MAX - 20));
