@@ -14,6 +14,7 @@ import concurrent.futures
 import gzip
 import http.client
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,16 @@ def main():
         zbodies = [subprocess.run(["zstd", "-q", "-3", "-c"], input=gzip.decompress(b),
                                   stdout=subprocess.PIPE, check=True).stdout for b in bodies]
         zin_bytes = sum(map(len, zbodies))
+        # The same ingest in-process, without HTTP (bench/ingest_bench.c),
+        # on the first 60 of them: what HTTP adds is the difference.
+        zdir = os.path.join(tmp, "zstd")
+        os.makedirs(zdir)
+        for i, b in enumerate(zbodies[:60]):
+            with open(os.path.join(zdir, f"{i:04d}.pb.zst"), "wb") as f:
+                f.write(b)
+        out = subprocess.run([os.path.join(B, "bench", "ingest_bench"), zdir, "3"], check=True,
+                             capture_output=True, text=True).stdout
+        inproc_ms = float(re.search(r"([\d.]+) ms each", out).group(1))
         srv = Server(tmp)
         try:
             url = srv.url + "/api/v1/profiles"
@@ -178,8 +189,9 @@ def main():
 | the same hour read raw (host filter: no rollups) | {raw_lat * 1000:.0f} ms / {raw_cpu_q * 1000:.0f} ms | |
 | merge {args.hours} hours into a flame graph | {day_lat * 1000:.0f} ms / {day_cpu_q * 1000:.0f} ms | |
 | ingest on one core: server CPU per profile, one client, zstd bodies ({zin_bytes / n / 1024:.0f} KiB, as the agent ships) | {hour_cpu / n * 1000:.2f} ms = {n / hour_cpu:.0f} profiles/s per core ({n / hour_wall:.0f}/s wall) | |
+| the same in-process, no HTTP (bench/ingest_bench.c, 60 profiles x 3 after a warm-up) | {inproc_ms:.2f} ms = {1000 / inproc_ms:.0f} profiles/s per core | |
 | the same, gzip bodies ({in_bytes / n / 1024:.0f} KiB) | {gz_cpu / n * 1000:.2f} ms = {n / gz_cpu:.0f} profiles/s per core ({n / gz_wall:.0f}/s wall) | |
-| ingest, 8 concurrent clients (the other {args.hours - 1} hours) | {(n_total - n) / day_ingest_s:.0f} profiles/s wall | |
+| ingest, 8 concurrent clients (the other {args.hours - 1} hours) | {n * (args.hours - 1) / day_ingest_s if args.hours > 1 else float('nan'):.0f} profiles/s wall | |
 | rollups still to build after the last post | {rollup_wait:.1f} s | |
 | bytes stored per profile / gzipped pprof in | {size / n_total / 1024:.1f} KiB / {in_bytes / n / 1024:.1f} KiB = {size / n_total / (in_bytes / n):.2f} | |
 

@@ -159,13 +159,19 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -lz -ldeflate -lzstd -lprotobuf-c -lpthread
 
+# The server's ingest in-process, without HTTP: `ingest_bench DIR [REPS]`.
+$(B)/bench/ingest_bench: bench/ingest_bench.c \
+    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c) $(PB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
+
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles $(B)/bench/deep $(B)/bench/cfi_build $(BROWSER_DEPS)
+       $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/server_bench.py
