@@ -154,9 +154,18 @@ def main():
                     codes = list(ex.map(lambda b: post(url, b), shifted))
                     assert all(c == 202 for c in codes), set(codes)
             day_ingest_s = time.time() - t0
+            # The rollup metrics are set at the end of each pass (every 5 s),
+            # so a 0 pending read now may predate the last posts: wait for a
+            # pass that rebuilt what they dirtied (the day's last hour is
+            # complete, so one builds something), then for none pending.
+            # Queries on half-built rollups read raw profiles, and a pass
+            # running meanwhile adds its CPU to theirs.
             t0 = time.time()
-            while metric(srv, "codexray_rollups_pending") > 0 or metric(srv, "codexray_rollups_built_total") == 0:
-                time.sleep(1)
+            built = metric(srv, "codexray_rollups_built_total")
+            while (metric(srv, "codexray_rollups_built_total") <= built and time.time() - t0 < 15
+                   or metric(srv, "codexray_rollups_pending") > 0
+                   or metric(srv, "codexray_rollups_built_total") == 0):
+                time.sleep(0.5)
             rollup_wait = time.time() - t0
             n_total = len(bodies) * (args.hours + 1) + len(warm)
             # The last hour, not on bucket edges (its ends are read raw), and the day.
@@ -165,6 +174,18 @@ def main():
             hour_lat, hour_cpu_q = timed(srv, q, args.reps)
             q = f"/api/v1/profile?app=benchapp&from={start}&to={end}&format=flamegraph"
             day_lat, day_cpu_q = timed(srv, q, args.reps)
+            # The hour again once the server has gone idle (its CPU under 2 %
+            # over 2 s): the first queries after a day's ingest run slower
+            # (up to 3x here), for a cause not found yet.
+            t1 = time.time()
+            while time.time() - t1 < 120:
+                c0 = proc_cpu(srv.p.pid)
+                time.sleep(2)
+                if proc_cpu(srv.p.pid) - c0 < 0.04:
+                    break
+            idle_wait = time.time() - t1
+            q = f"/api/v1/profile?app=benchapp&from={frm}&to={frm + 3600}&format=flamegraph"
+            idle_lat, idle_cpu_q = timed(srv, q, args.reps)
             # The same hour without rollups: a host filter reads raw profiles.
             q = (f"/api/v1/profile?app=benchapp&from={frm}&to={frm + 3600}&format=flamegraph"
                  "&host=bench-host")
@@ -186,6 +207,7 @@ def main():
 | measure | codexray-server | go tool pprof -proto (the hour's files) |
 |---|---|---|
 | merge an hour into a flame graph (median of {args.reps}, wall / server CPU; go: one run) | {hour_lat * 1000:.0f} ms / {hour_cpu_q * 1000:.0f} ms | {gl * 1000:.0f} ms |
+| the same, once the server is idle ({idle_wait:.0f} s later) | {idle_lat * 1000:.0f} ms / {idle_cpu_q * 1000:.0f} ms | |
 | the same hour read raw (host filter: no rollups) | {raw_lat * 1000:.0f} ms / {raw_cpu_q * 1000:.0f} ms | |
 | merge {args.hours} hours into a flame graph | {day_lat * 1000:.0f} ms / {day_cpu_q * 1000:.0f} ms | |
 | ingest on one core: server CPU per profile, one client, zstd bodies ({zin_bytes / n / 1024:.0f} KiB, as the agent ships) | {hour_cpu / n * 1000:.2f} ms = {n / hour_cpu:.0f} profiles/s per core ({n / hour_wall:.0f}/s wall) | |
