@@ -30,7 +30,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/symbolizer.c agent/symbolize/gopclntab.c \
              agent/symbolize/perfmap.c agent/symbolize/jvm.c \
              agent/unwind/cfi_table.c agent/unwind/unwinder.c \
-             agent/aggregate.c agent/profile.c agent/output.c
+             agent/runtimes/python/py_lines.c agent/aggregate.c agent/profile.c agent/output.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
 SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c
