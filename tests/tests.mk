@@ -71,6 +71,30 @@ $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 	@mkdir -p $(dir $@)
 	$(RUSTC) -O -o $@ $<
 
+# CPython line tables as each interpreter on the machine writes them
+# (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and
+# Debian's python3. Only those that exist; the test fails if there is none.
+# Named <pyenv version>.txt and debian-python3.txt (its version is inside).
+PYENV_ROOT ?= $(HOME)/.pyenv
+# 3.7.16 -> 3.7
+py_minor = $(word 1,$(subst ., ,$(1))).$(word 2,$(subst ., ,$(1)))
+PY_LINES_PYENV := $(filter-out 3.0.% 3.1.% 3.2.% 3.3.% 3.4.% 3.5.% 3.6.%,$(notdir \
+    $(wildcard $(PYENV_ROOT)/versions/3.*)))
+PY_LINES_PYENV := $(foreach v,$(PY_LINES_PYENV),$(if \
+    $(wildcard $(PYENV_ROOT)/versions/$(v)/bin/python$(call py_minor,$(v))),$(v)))
+PY_LINES_FIXTURES := $(patsubst %,$(B)/fixtures/py_lines/%.txt,$(PY_LINES_PYENV)) \
+    $(if $(wildcard /usr/bin/python3),$(B)/fixtures/py_lines/debian-python3.txt)
+PY_LINES_SOURCES := $(wildcard tests/unit/fixtures/py_lines_*.py)
+FIXTURES += $(PY_LINES_FIXTURES)
+$(B)/tests/test_py_lines: $(PY_LINES_FIXTURES)
+$(B)/fixtures/py_lines/debian-python3.txt: $(PY_LINES_SOURCES)
+	@mkdir -p $(dir $@)
+	/usr/bin/python3 tests/unit/fixtures/py_lines_dump.py > $@.tmp && mv $@.tmp $@
+$(B)/fixtures/py_lines/%.txt: $(PY_LINES_SOURCES)
+	@mkdir -p $(dir $@)
+	$(PYENV_ROOT)/versions/$*/bin/python$(call py_minor,$*) tests/unit/fixtures/py_lines_dump.py \
+	    > $@.tmp && mv $@.tmp $@
+
 # Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
 # CI without a home directory; no cgo, so Go's own linker lays out the file.
 GO ?= go
