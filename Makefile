@@ -28,9 +28,13 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/gopclntab.c \
-             agent/symbolize/perfmap.c agent/symbolize/jvm.c \
              agent/unwind/cfi_table.c agent/unwind/unwinder.c \
-             agent/runtimes/python/py_lines.c agent/aggregate.c agent/profile.c agent/output.c
+             agent/runtimes/runtimes.c \
+             agent/runtimes/jit/jit.c agent/runtimes/jit/perfmap.c agent/runtimes/jit/jvm_attach.c \
+             agent/runtimes/python/python.c agent/runtimes/python/py_detect.c \
+             agent/runtimes/python/py_layout.c agent/runtimes/python/py_layout_table.c \
+             agent/runtimes/python/py_code.c agent/runtimes/python/py_lines.c \
+             agent/aggregate.c agent/profile.c agent/output.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
 SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c
@@ -56,7 +60,8 @@ $(B)/vmlinux.h:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 $(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch_x86.bpf.h \
-                   agent/bpf/unwind.h agent/bpf/unwind.bpf.h $(B)/vmlinux.h
+                   agent/bpf/unwind.h agent/bpf/unwind.bpf.h agent/bpf/python.h \
+                   agent/bpf/python.bpf.h $(B)/vmlinux.h
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Iagent/bpf -Wall -Werror -c $< -o $@
 
 $(B)/sampler.skel.h: $(B)/sampler.bpf.o

@@ -31,8 +31,12 @@ static void proc_free(struct agg_proc *ap)
         free(ap->maps[i].name);
     }
     free(ap->maps);
+    for (size_t i = 0; i < ap->nobjs; i++)
+        rt_obj__put(ap->objs[i]);
+    free(ap->objs);
     hmap__free(ap->stacks);
     hmap__free(ap->map_index);
+    hmap__free(ap->obj_index);
     free(ap);
 }
 
@@ -72,7 +76,8 @@ struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
     }
     /* New, or an earlier try ran out of memory: make it now. */
     ap = calloc(1, sizeof(*ap));
-    if (!ap || !(ap->stacks = hmap__new()) || !(ap->map_index = hmap__new()))
+    if (!ap || !(ap->stacks = hmap__new()) || !(ap->map_index = hmap__new()) ||
+        !(ap->obj_index = hmap__new()))
         goto fail;
     if (w->nprocs == w->cap_procs) {
         size_t cap = w->cap_procs ? w->cap_procs * 2 : 64;
@@ -126,8 +131,56 @@ fail:
     return AGG_NO_MAP;
 }
 
+/* The index of obj in ap->objs, taking over the caller's reference (which
+ * is dropped when obj is there already). AGG_NO_MAP when out of memory. */
+static uint32_t obj_id(struct agg_proc *ap, struct rt_obj *obj)
+{
+    bool fresh;
+    long i = hmap__put(ap->obj_index, &obj, sizeof(obj), &fresh);
+
+    if (i < 0)
+        goto fail;
+    if (!fresh) {
+        rt_obj__put(obj);
+        return *hmap__val(ap->obj_index, i);
+    }
+    if (ap->nobjs == ap->cap_objs) {
+        size_t cap = ap->cap_objs ? ap->cap_objs * 2 : 64;
+        struct rt_obj **no = realloc(ap->objs, cap * sizeof(*no));
+        if (!no) {
+            /* The index entry stays: the object would be found, not held. */
+            *hmap__val(ap->obj_index, i) = AGG_NO_MAP;
+            goto fail;
+        }
+        ap->objs = no;
+        ap->cap_objs = cap;
+    }
+    ap->objs[ap->nobjs] = obj;
+    *hmap__val(ap->obj_index, i) = ap->nobjs;
+    return ap->nobjs++;
+fail:
+    rt_obj__put(obj);
+    return AGG_NO_MAP;
+}
+
+/* A frame of a runtime's kind into *a, through the hook. Returns false when
+ * the frame is to be left out (no runtime knows the kind). */
+static bool runtime_frame(struct agg_proc *ap, const struct proc *p, const struct cx_frame *f,
+                          const struct agg_frame_hook *hook, struct agg_frame *a)
+{
+    struct rt_frame_out out = {0};
+
+    if (!hook || hook->frame(hook->ctx, p, f, &out))
+        return false;
+    a->addr = out.addr;
+    a->flags = out.flags;
+    /* An object that could not be held leaves the frame unnamed, in place. */
+    a->map = out.obj ? obj_id(ap, out.obj) : AGG_NO_MAP;
+    return true;
+}
+
 int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
-                    const struct cx_sample *s, uint64_t now_ns)
+                    const struct cx_sample *s, uint64_t now_ns, const struct agg_frame_hook *hook)
 {
     struct {
         struct agg_stack h;
@@ -162,6 +215,12 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
         a->addr = f->addr;
         a->kind = f->kind;
         a->map = AGG_NO_MAP;
+        if (f->kind != CX_FRAME_NATIVE && f->kind != CX_FRAME_KERNEL &&
+            f->kind != CX_FRAME_TRUNCATED) {
+            if (runtime_frame(ap, p, f, hook, a))
+                n++;
+            continue;
+        }
         if (f->kind == CX_FRAME_TRUNCATED) {
             a->flags = f->aux & 0xff;
             a->addr = 0; /* where it stopped varies; the reason is what counts */

@@ -17,6 +17,7 @@
 
 #include "bpf/sample.h"
 #include "procs/procs.h"
+#include "runtimes/runtime.h"
 #include "unwind/unwinder.h"
 
 #define AGG_NO_MAP UINT32_MAX
@@ -26,7 +27,9 @@
 
 struct agg_frame {
     uint64_t addr;
-    uint32_t map;   /* index into agg_proc.maps, or AGG_NO_MAP */
+    /* Native frames: index into agg_proc.maps; a runtime's frames: into
+     * agg_proc.objs; AGG_NO_MAP for none. */
+    uint32_t map;
     uint16_t kind;  /* enum cx_frame_kind */
     uint16_t flags; /* AGG_F_*; for CX_FRAME_TRUNCATED the low byte holds the reason */
 };
@@ -58,6 +61,11 @@ struct agg_proc {
     struct hmap *map_index; /* (start, end, offset, bin) -> index into maps */
     struct agg_map *maps;
     size_t nmaps, cap_maps;
+    /* What the runtimes' frames are named with (runtime.h), one reference
+     * each, and rt_obj -> index into objs. */
+    struct rt_obj **objs;
+    size_t nobjs, cap_objs;
+    struct hmap *obj_index;
     /* The last mappings seen, so most frames skip the map_index lookup:
      * direct-mapped on the process table's proc_map address, valid for one
      * reading of the maps (maps_read_ns). */
@@ -88,11 +96,20 @@ void agg_window__free(struct agg_window *w);
 /* The window's entry for p, made on first use (identity copied from p). */
 struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p);
 
+/* How frames of kinds this module does not know (the runtimes') become
+ * window frames: runtimes__frame and its state. */
+struct agg_frame_hook {
+    int (*frame)(void *ctx, const struct proc *p, const struct cx_frame *f,
+                 struct rt_frame_out *out);
+    void *ctx;
+};
+
 /* Counts one sample. Resolves each user address to a mapping of p through
- * ps (which may read the maps again). Returns 0 or -ENOMEM (the sample is
- * then counted in dropped_oom). */
+ * ps (which may read the maps again), and each frame of another kind
+ * through hook (NULL: such frames are dropped). Returns 0 or -ENOMEM (the
+ * sample is then counted in dropped_oom). */
 int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
-                    const struct cx_sample *s, uint64_t now_ns);
+                    const struct cx_sample *s, uint64_t now_ns, const struct agg_frame_hook *hook);
 
 /* Records samples the BPF side lost for p's process. */
 void agg_window__add_lost(struct agg_window *w, const struct proc *p, uint64_t lost);

@@ -49,7 +49,8 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         if (p && p->disabled)
             c->skipped_samples++; /* in flight before the skip map had it */
         else if (p)
-            agg_window__add(c->win, c->procs, p, s, now);
+            agg_window__add(c->win, c->procs, p, s, now,
+                            &(struct agg_frame_hook){runtimes__frame, c->runtimes});
         else
             c->win->dropped_oom++;
         break;
@@ -74,12 +75,18 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
 
 static void on_maps_read(void *ctx, const struct proc *p, uint64_t now_ns)
 {
-    unwinder__proc_maps(((struct collector *)ctx)->unwinder, p, now_ns);
+    struct collector *c = ctx;
+
+    unwinder__proc_maps(c->unwinder, p, now_ns);
+    runtimes__proc_maps(c->runtimes, p, now_ns);
 }
 
 static void on_gone(void *ctx, uint32_t tgid, uint64_t now_ns)
 {
-    unwinder__proc_gone(((struct collector *)ctx)->unwinder, tgid, now_ns);
+    struct collector *c = ctx;
+
+    unwinder__proc_gone(c->unwinder, tgid, now_ns);
+    runtimes__proc_gone(c->runtimes, tgid, now_ns);
 }
 
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
@@ -103,8 +110,13 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
         c->unwinder = unwinder__new(tables_fd, procs_fd, uo, err, errlen);
         if (!c->unwinder)
             goto fail;
-        procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_gone, c});
     }
+    c->runtimes = runtimes__new(&(struct rt_env){"/proc", sampler__map_fd, c->sampler});
+    if (!c->runtimes) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_gone, c});
     c->win->start_ns = clock__real_ns();
     return 0;
 fail:
@@ -175,13 +187,15 @@ struct agg_window *collector__rotate(struct collector *c)
     unwinder__stats(c->unwinder, &w->unwind);
     procs__sweep(c->procs, now - EXIT_GRACE_NS);
     unwinder__sweep(c->unwinder, now);
+    runtimes__sweep(c->runtimes, now);
     binary_cache__sweep(c->bc, now > BINARY_GRACE_NS ? now - BINARY_GRACE_NS : 0);
     return w;
 }
 
 void collector__close(struct collector *c)
 {
-    /* Before the sampler: it owns the maps the unwinder empties. */
+    /* Before the sampler: it owns the maps they empty. */
+    runtimes__free(c->runtimes);
     unwinder__free(c->unwinder);
     sampler__free(c->sampler);
     agg_window__free(c->win);

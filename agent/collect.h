@@ -12,6 +12,7 @@
 #include "../common/clock.h"
 #include "aggregate.h"
 #include "procs/procs.h"
+#include "runtimes/runtimes.h"
 #include "sampler.h"
 #include "symbolize/binary.h"
 #include "unwind/unwinder.h"
@@ -22,6 +23,7 @@ struct collector {
     struct procs *procs;
     struct agg_window *win;
     struct unwinder *unwinder; /* NULL: frame pointers only */
+    struct runtimes *runtimes; /* the language runtimes' trackers */
     bool kernel_stacks;
     uint64_t prev_stats[CX_STAT__COUNT];
     uint64_t bad_records;     /* records too short for what they claim */
@@ -29,9 +31,9 @@ struct collector {
     bool skip_full_logged;
 };
 
-/* Opens the sampler and the tables; with uo, the CFI unwinder too (NULL:
- * user stacks are walked by frame pointers only). Returns 0, or -1 with err
- * filled. */
+/* Opens the sampler, the tables and the runtimes' trackers; with uo, the
+ * CFI unwinder too (NULL: user stacks are walked by frame pointers only).
+ * Returns 0, or -1 with err filled. */
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
                     const struct unwinder_opts *uo, char *err, size_t errlen);
 

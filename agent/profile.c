@@ -11,30 +11,9 @@
 #include "../common/clock.h"
 #include "../common/hmap.h"
 #include "../common/log.h"
-#include "symbolize/jvm.h"
+#include "runtimes/runtimes.h"
 
 #define KERNEL_START 0xffff800000000000ull
-/* How often a process's perf map is looked at again; it is read further
- * only when it grew. */
-#define JIT_RECHECK_NS (1000ull * 1000 * 1000)
-/* perfmap_cache__once keys */
-#define HINT_NODE 1
-#define HINT_JVM_FP 2
-#define JVM_GAVE_UP 3
-/* A JVM is asked for its perf map once it is this old (it handles SIGQUIT
- * only once it has started), then again at most this often while its
- * samples find code the map does not name yet. */
-#define JVM_MIN_AGE_MS 3000
-#define JVM_ATTACH_EVERY_NS (30ull * 1000 * 1000 * 1000)
-#define JVM_ATTACH_TIMEOUT_MS 3000
-
-/* A process's perf map, fetched on its first frame in anonymous code. */
-struct jit_state {
-    struct perfmap *pm;
-    bool tried;
-    bool missed; /* a frame in anonymous code had no perf map to name it */
-    const char *why;
-};
 
 struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
                                      uint64_t duration_ns)
@@ -114,125 +93,22 @@ static uint64_t add_mapping(struct pprof_writer *w, const struct profile_ctx *c,
     return pprof_writer__mapping(w, &mi);
 }
 
-/* Whether code in m (NULL: in no mapping) may be a JIT's: anonymous
- * executable memory, or a memfd (.NET maps its code twice, through one). */
-static bool maybe_jit(const struct agg_map *m)
-{
-    if (!m)
-        return true;
-    if (strncmp(m->name, "/memfd:", 7) == 0)
-        return true;
-    return !m->bin && (m->name[0] == '\0' || strncmp(m->name, "[anon", 5) == 0);
-}
-
-static bool all_digits(const char *s, const char *end)
-{
-    if (s == end)
-        return false;
-    for (; s < end; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-    }
-    return true;
-}
-
-/* A perf-map name as a pprof line. V8's, "JS:*hot_a /app/w.js:3:15" (the
- * kind, an optimization tier mark, the function, where it starts), becomes
- * hot_a in /app/w.js at line 3; HotSpot's interpreter stub is
- * [interpreter]; anything else is kept as written. fn and file are the
- * caller's buffers. */
-static struct pprof_line jit_line(const char *name, char *fn, size_t fnlen, char *file,
-                                  size_t filelen)
-{
-    static const char *const v8_kinds[] = {"JS:", "LazyCompile:", "Function:", "Script:", "Eval:"};
-    struct pprof_line l = {name, name, NULL, 0};
-
-    if (strcmp(name, "Interpreter") == 0) {
-        l.function = "[interpreter]";
-        return l;
-    }
-    for (size_t i = 0; i < sizeof(v8_kinds) / sizeof(v8_kinds[0]); i++) {
-        size_t kl = strlen(v8_kinds[i]);
-        if (strncmp(name, v8_kinds[i], kl) != 0)
-            continue;
-        const char *p = name + kl;
-        if (*p && strchr("*~^+-", *p))
-            p++;
-        const char *sp = strchr(p, ' ');
-        size_t n = sp ? (size_t)(sp - p) : strlen(p);
-        if (n == 0)
-            snprintf(fn, fnlen, "(anonymous)");
-        else
-            snprintf(fn, fnlen, "%.*s", (int)n, p);
-        l.function = fn;
-        if (sp && sp[1]) {
-            /* "file:line:col", the file may itself hold colons (a URL). */
-            const char *where = sp + 1, *end = where + strlen(where);
-            const char *c2 = strrchr(where, ':');
-            const char *c1 = NULL;
-            if (c2 && c2 > where) {
-                for (const char *q = c2 - 1; q >= where; q--) {
-                    if (*q == ':') {
-                        c1 = q;
-                        break;
-                    }
-                }
-            }
-            if (c1 && all_digits(c1 + 1, c2) && all_digits(c2 + 1, end)) {
-                snprintf(file, filelen, "%.*s", (int)(c1 - where), where);
-                l.line = strtoll(c1 + 1, NULL, 10);
-            } else {
-                snprintf(file, filelen, "%s", where);
-            }
-            l.file = file;
-        }
-        return l;
-    }
-    return l;
-}
-
-/* Names a frame in possible JIT code from the process's perf map. Returns
- * the location id, 0 when the map does not name it, UINT64_MAX when out of
- * memory. */
-static uint64_t jit_location(struct pprof_writer *w, const struct profile_ctx *c,
-                             const struct agg_proc *ap, struct jit_state *js, uint64_t map_id,
-                             uint64_t addr, bool *named)
-{
-    char fn[512], file[1024];
-    const char *name;
-
-    if (!js->tried) {
-        js->tried = true;
-        js->pm = perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, JIT_RECHECK_NS,
-                                    &js->why);
-    }
-    name = js->pm ? perfmap__lookup(js->pm, addr) : NULL;
-    if (!name) {
-        js->missed = !js->pm;
-        return 0;
-    }
-    struct pprof_line l = jit_line(name, fn, sizeof(fn), file, sizeof(file));
-    uint64_t id = pprof_writer__location(w, map_id, addr, &l, 1);
-    *named = id != 0;
-    return id ? id : UINT64_MAX;
-}
-
 /* Names one frame and interns its location. *named says whether it has a
- * real name, *entry whether it is where a stack starts. Returns the location
- * id, 0 when out of memory. */
+ * real name, *entry whether it is where a stack starts, *stat which
+ * runtime's count it adds to (-1: none). Returns the location id, 0 when out
+ * of memory. */
 static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx *c,
-                               const struct agg_proc *ap, struct jit_state *js,
-                               const struct agg_frame *f, uint64_t *kernel_map, bool *named,
-                               bool *entry, bool *jit)
+                               const struct agg_proc *ap, const struct agg_frame *f,
+                               uint64_t *kernel_map, bool *named, bool *entry, int *stat)
 {
     struct pprof_line lines[SYM_MAX_INLINE];
     char label[512];
-    bool ret = f->flags & AGG_F_RETURN;
-    uint64_t addr = ret ? f->addr - 1 : f->addr;
+    bool ret = f->flags & AGG_F_RETURN, unnamed;
+    uint64_t addr = ret ? f->addr - 1 : f->addr, id;
 
     *named = false;
     *entry = false;
-    *jit = false;
+    *stat = -1;
     if (f->kind == CX_FRAME_TRUNCATED) {
         /* Named for what it is: a marker, not a frame that lacks a name. */
         *named = true;
@@ -257,12 +133,24 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
         }
         return pprof_writer__location(w, *kernel_map, addr, lines, 1);
     }
+    if (f->kind != CX_FRAME_NATIVE) {
+        /* A runtime's own frame (a Python function). */
+        id = c->rt ? rt_namers__name(c->rt, f, 0, stat, &unnamed) : 0;
+        if (id) {
+            *named = !unnamed;
+            return id == UINT64_MAX ? 0 : id;
+        }
+        snprintf(label, sizeof(label), "[frame of kind %u]", f->kind);
+        lines[0] = (struct pprof_line){label, NULL, NULL, 0};
+        return pprof_writer__location(w, 0, 0, lines, 1);
+    }
 
     const struct agg_map *m = f->map == AGG_NO_MAP ? NULL : &ap->maps[f->map];
-    if (c->jit && maybe_jit(m)) {
-        uint64_t id = jit_location(w, c, ap, js, m ? add_mapping(w, c, m) : 0, addr, named);
+    if (c->rt) {
+        /* Code a runtime generated (JIT code in anonymous memory). */
+        id = rt_namers__name(c->rt, f, m ? add_mapping(w, c, m) : 0, stat, &unnamed);
         if (id) {
-            *jit = *named;
+            *named = !unnamed;
             return id == UINT64_MAX ? 0 : id;
         }
     }
@@ -297,81 +185,6 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     return pprof_writer__location(w, map_id, addr, lines, 1);
 }
 
-/* The executable is java, or a frame was in libjvm.so (a launcher of its
- * own that loads the JVM). */
-static bool is_jvm(const struct agg_proc *ap)
-{
-    if (strcmp(ap->exe, "java") == 0)
-        return true;
-    for (size_t i = 0; i < ap->nmaps; i++) {
-        const char *slash = ap->maps[i].name ? strrchr(ap->maps[i].name, '/') : NULL;
-        if (slash && strcmp(slash + 1, "libjvm.so") == 0)
-            return true;
-    }
-    return false;
-}
-
-/* A HotSpot JVM: the PreserveFramePointer hint once, and when its samples
- * hit JIT code its perf map does not name (none yet, or code compiled
- * since), it is asked to write the map (jvm.h), rate-limited, never while
- * it is starting, never when SIGQUIT would not reach its handler (-Xrs). */
-static void jvm_prepare(const struct profile_ctx *c, const struct agg_proc *ap,
-                        struct jit_state *js)
-{
-    static const char proc_root[] = "/proc";
-    char reply[256];
-    bool miss = false;
-
-    if (!c->jit || !is_jvm(ap))
-        return;
-    if (!jvm__has_arg(proc_root, ap->tgid, "-XX:+PreserveFramePointer") &&
-        perfmap_cache__once(c->jit, ap->tgid, ap->start_time, HINT_JVM_FP))
-        log_info("perfmap: pid=%u exe=%s service=%s: a JVM without -XX:+PreserveFramePointer: "
-                 "its stacks end at the first JIT-compiled frame; fix: start it with "
-                 "-XX:+PreserveFramePointer",
-                 ap->tgid, ap->exe, ap->id.service);
-    struct perfmap *pm =
-        perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, JIT_RECHECK_NS, NULL);
-    for (size_t i = 0; i < hmap__len(ap->stacks) && !miss; i++) {
-        const struct agg_stack *s = hmap__key(ap->stacks, i, NULL);
-        for (uint32_t j = 0; j < s->nframes && !miss; j++) {
-            const struct agg_frame *f = &s->frames[j];
-            if (f->kind != CX_FRAME_NATIVE || f->map == AGG_NO_MAP || !maybe_jit(&ap->maps[f->map]))
-                continue;
-            uint64_t addr = f->flags & AGG_F_RETURN ? f->addr - 1 : f->addr;
-            miss = !pm || !perfmap__lookup(pm, addr);
-        }
-    }
-    if (!miss || procs__age_ms(ap->start_time) < JVM_MIN_AGE_MS ||
-        perfmap_cache__seen(c->jit, ap->tgid, ap->start_time, JVM_GAVE_UP) ||
-        jvm__has_arg(proc_root, ap->tgid, "-Xrs") ||
-        jvm__has_arg(proc_root, ap->tgid, "-XX:+ReduceSignalUsage") ||
-        jvm__has_arg(proc_root, ap->tgid, "-XX:+DisableAttachMechanism") ||
-        !perfmap_cache__due(c->jit, ap->tgid, ap->start_time, c->now_ns, JVM_ATTACH_EVERY_NS))
-        return;
-    uint64_t t0 = clock__mono_ns();
-    int r = jvm__write_perfmap(proc_root, ap->tgid, JVM_ATTACH_TIMEOUT_MS, reply, sizeof(reply));
-    for (char *p = reply; *p; p++) {
-        if (*p == '\n')
-            *p = ' ';
-    }
-    if (r) {
-        /* Not again: each SIGQUIT a JVM does not take as an attach request
-         * prints a thread dump on its output. */
-        perfmap_cache__once(c->jit, ap->tgid, ap->start_time, JVM_GAVE_UP);
-        log_warn("perfmap: pid=%u exe=%s: the JVM did not write its perf map (Compiler.perfmap "
-                 "through its attach socket): %s %s; not asked again",
-                 ap->tgid, ap->exe, strerror(-r), reply);
-    } else
-        log_debug("perfmap: pid=%u exe=%s: Compiler.perfmap in %llu ms: %s", ap->tgid, ap->exe,
-                  (unsigned long long)((clock__mono_ns() - t0) / 1000000), reply);
-    /* Read what it wrote, whole (it rewrote the file in place), for this
-     * window already. */
-    perfmap_cache__invalidate(c->jit, ap->tgid, ap->start_time);
-    js->tried = true;
-    js->pm = perfmap_cache__get(c->jit, ap->tgid, ap->start_time, c->now_ns, 0, &js->why);
-}
-
 #define N_PLACE_LABELS 5
 
 /* The labels that say where the process runs, only those that apply (an
@@ -395,19 +208,25 @@ static size_t place_labels(const struct identity *id, struct pprof_label *out)
     return n;
 }
 
+/* The value kept per distinct frame: the location id, and what
+ * frame_location said of it. */
+#define V_NAMED (1ull << 63)
+#define V_ENTRY (1ull << 62)
+#define V_STAT_SHIFT 56 /* the runtime's count + 1, 4 bits; 0: none */
+#define V_ID(v) ((v) & ((1ull << V_STAT_SHIFT) - 1))
+
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st)
 {
     uint64_t locs[CX_MAX_FRAMES], kernel_map = 0;
     char pid[16], tid[16], thread[CX_COMM_LEN];
-    /* frame -> location id | named << 63 | entry << 62 | jit << 61 */
-    struct hmap *seen = hmap__new();
-    struct jit_state js = {0};
+    struct hmap *seen = hmap__new(); /* frame -> V_* value */
     int err = -ENOMEM;
 
     if (!seen)
         return -ENOMEM;
-    jvm_prepare(c, ap, &js);
+    if (c->rt)
+        rt_namers__proc_begin(c->rt, w, ap, c->now_ns);
     snprintf(pid, sizeof(pid), "%u", ap->tgid);
     /* pprof takes the first mapping for the main binary: put the
      * executable's first, whatever frame happens to be named first. */
@@ -430,22 +249,26 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                 goto out;
             uint64_t *v = hmap__val(seen, k);
             if (fresh) {
-                bool named, entry, jit;
+                bool named, entry;
+                int stat;
                 uint64_t id =
-                    frame_location(w, c, ap, &js, &s->frames[j], &kernel_map, &named, &entry, &jit);
+                    frame_location(w, c, ap, &s->frames[j], &kernel_map, &named, &entry, &stat);
                 if (!id)
                     goto out;
-                *v = id | (uint64_t)named << 63 | (uint64_t)entry << 62 | (uint64_t)jit << 61;
+                *v = id | (named ? V_NAMED : 0) | (entry ? V_ENTRY : 0) |
+                     (uint64_t)(stat + 1) << V_STAT_SHIFT;
             }
             if (s->frames[j].kind == CX_FRAME_TRUNCATED && prev_entry)
                 continue; /* the stack was whole after all */
-            prev_entry = (*v >> 62) & 1;
+            prev_entry = *v & V_ENTRY;
             last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED;
-            locs[nloc++] = *v & ~(7ull << 61);
+            locs[nloc++] = V_ID(*v);
             if (!last_truncated) {
+                unsigned stat = (*v >> V_STAT_SHIFT) & 15;
                 st->frames += count;
-                st->unnamed_frames += (*v >> 63) ? 0 : count;
-                st->jit_frames += (*v >> 61) & 1 ? count : 0;
+                st->unnamed_frames += *v & V_NAMED ? 0 : count;
+                if (stat && stat <= RT_MAX)
+                    st->runtime_frames[stat - 1] += count;
             }
         }
         st->samples += count;
@@ -480,14 +303,27 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
         if (!id || pprof_writer__add_sample(w, &id, 1, values, labels, nl))
             goto out;
     }
-    if (js.missed && strncmp(ap->exe, "node", 4) == 0 &&
-        perfmap_cache__once(c->jit, ap->tgid, ap->start_time, HINT_NODE))
-        log_info("perfmap: pid=%u exe=%s service=%s: JavaScript frames unnamed (shown as "
-                 "[anon]+0xADDR): %s; fix: start node with --perf-basic-prof (or "
-                 "--perf-basic-prof-only-functions)",
-                 ap->tgid, ap->exe, ap->id.service, js.why ? js.why : "no perf map");
     err = 0;
 out:
+    if (c->rt)
+        rt_namers__proc_end(c->rt);
     hmap__free(seen);
     return err;
+}
+
+void profile_stats__runtimes_str(const struct profile_stats *st, char *out, size_t len)
+{
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (int i = 0; i < RT_MAX && at < len; i++) {
+        const char *name = rt_namers__stat_name(i);
+        if (!name[0])
+            continue;
+        int n = snprintf(out + at, len - at, "%s%s=%.1f%%", at ? " " : "", name,
+                         st->frames ? 100.0 * st->runtime_frames[i] / st->frames : 0.0);
+        if (n < 0)
+            break;
+        at += (size_t)n;
+    }
 }

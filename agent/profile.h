@@ -7,8 +7,8 @@
 
 #include "../common/pprof/pprof_writer.h"
 #include "aggregate.h"
+#include "runtimes/runtimes.h"
 #include "symbolize/kallsyms.h"
-#include "symbolize/perfmap.h"
 #include "symbolize/symbolizer.h"
 
 struct profile_ctx {
@@ -16,10 +16,10 @@ struct profile_ctx {
     const struct kallsyms *ks; /* NULL: kernel frames shown as [kernel]+0xADDR */
     const char *host;
     uint64_t period_ns; /* CPU time one sample stands for */
-    /* Perf maps (/tmp/perf-PID.map) for frames in anonymous executable
-     * memory, JIT code; NULL: such frames shown as [anon]+0xADDR. */
-    struct perfmap_cache *jit;
-    uint64_t now_ns; /* monotonic, for the cache's rereads */
+    /* The runtimes' namers (runtimes.h): Python frames, JIT code; NULL:
+     * native frames only, JIT code shown as [anon]+0xADDR. */
+    struct rt_namers *rt;
+    uint64_t now_ns; /* monotonic */
 };
 
 struct profile_stats {
@@ -27,7 +27,8 @@ struct profile_stats {
     uint64_t unnamed_frames; /* of which had no name */
     uint64_t samples;
     uint64_t truncated_samples; /* samples whose stack ends in a [truncated] frame */
-    uint64_t jit_frames;        /* frames named from a perf map, counted once per sample */
+    /* Frames each runtime named (rt_namers__stat_name), once per sample. */
+    uint64_t runtime_frames[RT_MAX];
 };
 
 /* A writer with the sample types, period and time set. NULL when out of
@@ -35,13 +36,16 @@ struct profile_stats {
 struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
                                      uint64_t duration_ns);
 
-/* Adds every sample of ap to w, frames in anonymous executable memory (or
- * in no mapping) named from the process's perf map when it has one (a hint
- * logged once per process when a runtime that can write one did not), labelled pid, tid, thread,
- * comm, service and host, and container_id, pod, namespace, container and systemd_unit where they
- * apply; samples that were lost become one "[lost samples]" sample. Adds to *st. Returns 0 or
- * -ENOMEM. */
+/* Adds every sample of ap to w, the runtimes' frames named by their namers
+ * (Python functions; JIT code from perf maps), labelled pid, tid, thread,
+ * comm, service and host, and container_id, pod, namespace, container and
+ * systemd_unit where they apply; samples that were lost become one "[lost
+ * samples]" sample. Adds to *st. Returns 0 or -ENOMEM. */
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st);
+
+/* "jit_frames=N% python_frames=N%": each runtime's share of the frames, for
+ * the window's log line. */
+void profile_stats__runtimes_str(const struct profile_stats *st, char *out, size_t len);
 
 #endif

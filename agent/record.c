@@ -45,11 +45,11 @@ int cli__record(int argc, char **argv)
     struct config *c = config__new(record_opts, N_RECORD_OPTS);
     struct symbolizer *sym = NULL;
     struct kallsyms *ks = NULL;
-    struct perfmap_cache *jit = NULL;
+    struct rt_namers *rt = NULL;
     struct pprof_writer *pw = NULL;
     struct agg_window *w = NULL;
     struct collector col;
-    char err[1024], host[256];
+    char err[1024], host[256], rts[256];
     struct buf out;
     int ret = 1;
 
@@ -134,11 +134,11 @@ int cli__record(int argc, char **argv)
         if (!ks)
             log_warn("kallsyms: kernel frames will be unnamed: %s", why);
     }
-    jit = perfmap_cache__new("/proc");
+    rt = rt_namers__new("/proc");
     struct profile_ctx ctx = {
-        sym, ks, host, 1000000000ull / so.sample_rate_hz, jit, clock__mono_ns()};
+        sym, ks, host, 1000000000ull / so.sample_rate_hz, rt, clock__mono_ns()};
     struct profile_stats st = {0};
-    pw = sym && jit ? profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns) : NULL;
+    pw = sym && rt ? profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns) : NULL;
     if (!pw) {
         log_error("record: out of memory");
         goto out;
@@ -156,13 +156,13 @@ int cli__record(int argc, char **argv)
         log_error("record: cannot write %s: %s", path, strerror(-r));
         goto out;
     }
+    profile_stats__runtimes_str(&st, rts, sizeof(rts));
     log_info("record: wrote %s processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% jit_frames=%.1f%% bytes=%zu excluded_samples_seen=%llu "
+             "unnamed_frames=%.1f%% %s bytes=%zu excluded_samples_seen=%llu "
              "unwind_tables=%u unwind_table_bytes=%llu cfi_frames=%llu fp_frames=%llu",
              path, w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
-             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0,
-             st.frames ? 100.0 * st.jit_frames / st.frames : 0.0, out.len,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, rts, out.len,
              (unsigned long long)col.skipped_samples, w->unwind.tables,
              (unsigned long long)w->unwind.bytes,
              (unsigned long long)w->stats_delta[CX_STAT_CFI_FRAMES],
@@ -174,7 +174,7 @@ out:
     collector__close(&col);
     kallsyms__free(ks);
     symbolizer__free(sym);
-    perfmap_cache__free(jit);
+    rt_namers__free(rt);
     buf__free(&out);
     config__free(c);
     return ret;

@@ -291,6 +291,13 @@ void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd)
     *procs_fd = bpf_map__fd(s->skel->maps.proc_unwind);
 }
 
+int sampler__map_fd(const struct sampler *s, const char *name)
+{
+    struct bpf_map *m = s ? bpf_object__find_map_by_name(s->skel->obj, name) : NULL;
+
+    return m ? bpf_map__fd(m) : -ENOENT;
+}
+
 unsigned sampler__ncpus(const struct sampler *s)
 {
     return s->ncpus;

@@ -54,6 +54,11 @@ int sampler__skip(struct sampler *s, uint32_t tgid, bool skip);
  * until sampler__free. */
 void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd);
 
+/* A map of the BPF programs by its name in the source (a runtime's, such as
+ * "py_procs"): borrowed, valid until sampler__free. -ENOENT when there is
+ * none (or s is NULL). */
+int sampler__map_fd(const struct sampler *s, const char *name);
+
 unsigned sampler__ncpus(const struct sampler *s);
 
 /* The program's id, for bpftool and kernel.bpf_stats_enabled readers. */

@@ -17,8 +17,6 @@
 
 #define QUEUE_MAX 4
 #define PROFILE_MAX (256u << 20)
-/* A process's perf map is forgotten once it has had no sample this long. */
-#define PERFMAP_GRACE_NS (10ull * 60 * 1000 * 1000 * 1000)
 
 struct worker {
     struct worker_opts opts;
@@ -34,7 +32,7 @@ struct worker {
     struct zst_compressor *zst; /* uploads: zstd, 3.6x cheaper for the server to inflate */
     struct kallsyms *ks;
     bool ks_tried;
-    struct perfmap_cache *jit;
+    struct rt_namers *rt;
 };
 
 /* Names one window's frames, writes its profiles, logs its summary, frees
@@ -42,12 +40,12 @@ struct worker {
  * first can be many times the second. */
 static void process(struct worker *wk, struct agg_window *w)
 {
-    struct profile_ctx ctx = {wk->sym,         NULL, wk->opts.host, wk->opts.period_ns, wk->jit,
+    struct profile_ctx ctx = {wk->sym,         NULL, wk->opts.host, wk->opts.period_ns, wk->rt,
                               clock__mono_ns()};
     struct profile_stats st = {0};
     uint64_t t0 = clock__mono_ns(), c0 = clock__thread_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
-    char path[4096];
+    char path[4096], rts[256];
     struct buf raw, out;
 
     if (wk->opts.kernel_stacks && !wk->ks_tried) {
@@ -114,13 +112,13 @@ static void process(struct worker *wk, struct agg_window *w)
     buf__free(&raw);
     buf__free(&out);
     shipper__flush(wk->opts.shipper);
+    profile_stats__runtimes_str(&st, rts, sizeof(rts));
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% jit_frames=%.1f%% profiles=%u failed=%u bytes=%llu "
+             "unnamed_frames=%.1f%% %s profiles=%u failed=%u bytes=%llu "
              "took_ms=%llu cpu_ms=%llu unwind_tables=%u unwind_table_bytes=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
-             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0,
-             st.frames ? 100.0 * st.jit_frames / st.frames : 0.0, written, failed,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, rts, written, failed,
              (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
              (unsigned long long)((clock__thread_ns() - c0) / 1000000), w->unwind.tables,
              (unsigned long long)w->unwind.bytes);
@@ -146,8 +144,7 @@ static void process(struct worker *wk, struct agg_window *w)
                  (unsigned long long)w->stats_delta[CX_STAT_NO_USER_REGS]);
     agg_window__free(w);
     symbolizer__trim(wk->sym);
-    if (ctx.now_ns > PERFMAP_GRACE_NS)
-        perfmap_cache__sweep(wk->jit, ctx.now_ns - PERFMAP_GRACE_NS);
+    rt_namers__sweep(wk->rt, ctx.now_ns);
 }
 
 static void *run(void *arg)
@@ -182,12 +179,12 @@ struct worker *worker__start(const struct worker_opts *opts)
     wk->sym = symbolizer__new();
     wk->gz = gz_deflater__new();
     wk->zst = zst_compressor__new(3);
-    wk->jit = perfmap_cache__new("/proc");
-    if (!wk->sym || !wk->gz || !wk->zst || !wk->jit) {
+    wk->rt = rt_namers__new("/proc");
+    if (!wk->sym || !wk->gz || !wk->zst || !wk->rt) {
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
         zst_compressor__free(wk->zst);
-        perfmap_cache__free(wk->jit);
+        rt_namers__free(wk->rt);
         free(wk);
         errno = ENOMEM;
         return NULL;
@@ -199,7 +196,7 @@ struct worker *worker__start(const struct worker_opts *opts)
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
         zst_compressor__free(wk->zst);
-        perfmap_cache__free(wk->jit);
+        rt_namers__free(wk->rt);
         free(wk);
         errno = r;
         return NULL;
@@ -243,6 +240,6 @@ void worker__stop(struct worker *wk)
     gz_deflater__free(wk->gz);
     zst_compressor__free(wk->zst);
     kallsyms__free(wk->ks);
-    perfmap_cache__free(wk->jit);
+    rt_namers__free(wk->rt);
     free(wk);
 }

@@ -29,6 +29,13 @@ static __always_inline int cx_regs_user_mode(const struct pt_regs *r)
     return (cs & 3) == 3;
 }
 
+/* The thread pointer, which is where glibc and musl keep the thread's
+ * struct pthread: pthread_self(). */
+static __always_inline __u64 cx_task_tls_base(struct task_struct *task)
+{
+    return BPF_CORE_READ(task, thread.fsbase);
+}
+
 /* Where a CFI walk finds the caller on x86_64: `call` pushed the return
  * address just below the CFA. */
 #define CX_RA_CFA_OFF (-8)

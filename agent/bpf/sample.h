@@ -34,6 +34,11 @@ enum cx_frame_kind {
     CX_FRAME_NATIVE = 1,    /* user-space pc; the leaf is exact, callers are return addresses */
     CX_FRAME_KERNEL = 2,    /* kernel pc; the leaf is exact, callers are return addresses */
     CX_FRAME_TRUNCATED = 3, /* the walk stopped early; aux holds a cx_trunc_reason */
+    /* A CPython frame (python.h): addr is its code object, aux the
+     * instruction's offset as the version counts it (f_lasti up to 3.10,
+     * bytes into the bytecode from 3.11), tag the code object's fingerprint. */
+    CX_FRAME_PYTHON = 4,
+    CX_FRAME_PYTHON_ERR = 5, /* Python frames that could not be walked; aux: enum cx_py_err */
 };
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */
@@ -50,8 +55,9 @@ enum cx_trunc_reason {
 
 struct cx_frame {
     __u64 addr;
-    __u32 kind;
-    __u32 aux;
+    __u16 kind; /* enum cx_frame_kind */
+    __u16 tag;  /* per kind: a Python code object's fingerprint */
+    __u32 aux;  /* per kind, see above */
 };
 
 struct cx_record_hdr {
@@ -78,18 +84,21 @@ struct cx_proc_event {
 
 /* Per-CPU counters (the "stats" array map), summed by user space. */
 enum cx_stat {
-    CX_STAT_SAMPLES = 0,   /* perf events seen for a non-idle task */
-    CX_STAT_LOST_RINGBUF,  /* samples dropped: ring buffer full */
-    CX_STAT_LOST_EVENTS,   /* exec/exit events dropped: ring buffer full */
-    CX_STAT_TRUNC_FAULT,   /* user walks stopped by an unreadable frame */
-    CX_STAT_TRUNC_DEPTH,   /* user walks stopped by the depth limit */
-    CX_STAT_KSTACK_ERR,    /* kernel stacks that bpf_get_stack could not read */
-    CX_STAT_NO_USER_REGS,  /* user tasks whose registers could not be had */
-    CX_STAT_LOST_MAP_FULL, /* per-process loss counts that found the lost map full */
-    CX_STAT_CFI_WALKS,     /* user walks that had CFI tables for the process */
-    CX_STAT_CFI_FRAMES,    /* caller frames found through a CFI row */
-    CX_STAT_FP_FRAMES,     /* caller frames found through the frame pointer */
-    CX_STAT_TRUNC_CFI,     /* CFI walks stopped by an unsupported rule or a bad frame */
+    CX_STAT_SAMPLES = 0,     /* perf events seen for a non-idle task */
+    CX_STAT_LOST_RINGBUF,    /* samples dropped: ring buffer full */
+    CX_STAT_LOST_EVENTS,     /* exec/exit events dropped: ring buffer full */
+    CX_STAT_TRUNC_FAULT,     /* user walks stopped by an unreadable frame */
+    CX_STAT_TRUNC_DEPTH,     /* user walks stopped by the depth limit */
+    CX_STAT_KSTACK_ERR,      /* kernel stacks that bpf_get_stack could not read */
+    CX_STAT_NO_USER_REGS,    /* user tasks whose registers could not be had */
+    CX_STAT_LOST_MAP_FULL,   /* per-process loss counts that found the lost map full */
+    CX_STAT_CFI_WALKS,       /* user walks that had CFI tables for the process */
+    CX_STAT_CFI_FRAMES,      /* caller frames found through a CFI row */
+    CX_STAT_FP_FRAMES,       /* caller frames found through the frame pointer */
+    CX_STAT_TRUNC_CFI,       /* CFI walks stopped by an unsupported rule or a bad frame */
+    CX_STAT_PY_FRAMES,       /* Python frames shown */
+    CX_STAT_PY_TSTATE_WALKS, /* thread states looked for in the interpreters' lists */
+    CX_STAT_PY_ERRORS,       /* Python walks that gave up (CX_FRAME_PYTHON_ERR) */
     CX_STAT__COUNT,
 };
 

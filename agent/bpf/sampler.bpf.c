@@ -97,17 +97,37 @@ static __always_inline void count_lost(__u32 tgid)
     }
 }
 
-static __always_inline void put_frame(struct cx_sample *s, __u32 idx, __u64 addr, __u32 kind,
+static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
                                       __u32 aux)
 {
+    /* One 64-bit register, checked and used: clang may otherwise check one
+     * copy of the index and address with another, whose bound the verifier
+     * lost to a zero extension. */
+    __u64 idx = at;
+
+    asm volatile("" : "+r"(idx));
     if (idx >= CX_MAX_FRAMES)
         return;
     s->frames[idx].addr = addr;
     s->frames[idx].kind = kind;
+    s->frames[idx].tag = 0;
     s->frames[idx].aux = aux;
 }
 
+/* The task's thread id as its own process sees it (gettid() inside a
+ * container: the number in the deepest pid namespace, NSpid's last). */
+static __always_inline __u32 cx_task_ns_tid(struct task_struct *task)
+{
+    struct pid *pid = BPF_CORE_READ(task, thread_pid);
+    unsigned int level = BPF_CORE_READ(pid, level);
+    struct upid up = {};
+
+    bpf_probe_read_kernel(&up, sizeof(up), &pid->numbers[level & 31]);
+    return up.nr;
+}
+
 #include "unwind.bpf.h"
+#include "python.bpf.h"
 
 /* Walks the user stack by frame pointers from (pc, fp), appending frames at
  * s->frames[base...]: the walk for processes without CFI tables, all in one
@@ -200,8 +220,9 @@ static __always_inline void walk_stop(struct cx_sample *s, struct walk_state *st
     st->done = 1;
 }
 
-/* Up to FRAMES_PER_PROG frames of a walk, then on in a tail call of itself;
- * the record is sent when the walk ends or the tail calls run out. */
+/* Up to FRAMES_PER_PROG frames of a walk, native or Python, then on in a
+ * tail call of itself; the record is sent when the walk ends or the tail
+ * calls run out. */
 SEC("perf_event")
 int cx_walk_user(struct bpf_perf_event_data *ctx)
 {
@@ -221,6 +242,10 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
             walk_stop(s, st, CX_TRUNC_DEPTH);
             break;
         }
+        if (st->py_pending) {
+            cx_py_step(0);
+            continue;
+        }
         r = step(st, &reason, &cfi);
         if (r == STEP_END) {
             st->done = 1;
@@ -232,6 +257,8 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
             break;
         }
         stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
+        if (py_enter(st, st->pc, st->exact))
+            continue;
         put_frame(s, st->n, st->pc, CX_FRAME_NATIVE, st->exact ? CX_AUX_EXACT_PC : 0);
         st->n++;
     }
@@ -247,29 +274,45 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
 
 /* Starts the user walk from the registers: CFI (in cx_walk_user, which then
  * sends the record: a tail call taken never comes back) when the process has
- * tables, else frame pointers here. Returns the frames the frame-pointer walk
- * wrote. */
+ * tables or runs CPython, else frame pointers here. Returns the frames the
+ * frame-pointer walk wrote. */
 static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct cx_sample *s,
                                        __u32 tgid, __u32 nk, __u64 pc, __u64 sp, __u64 fp)
 {
     __u32 zero = 0;
     struct walk_state *st = NULL;
+    struct cx_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+    int cfi = bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL, python = py != NULL;
 
-    if (bpf_map_lookup_elem(&proc_unwind, &tgid))
+    /* Two opaque scalars: clang would otherwise OR the two pointers, which
+     * the verifier refuses. */
+    asm volatile("" : "+r"(cfi), "+r"(python));
+    if (cfi || python)
         st = bpf_map_lookup_elem(&wstate, &zero);
     if (!st)
         return walk_fp(s, nk, pc, fp);
-    stat_inc(CX_STAT_CFI_WALKS);
-    put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);
+    if (cfi)
+        stat_inc(CX_STAT_CFI_WALKS);
     st->pc = pc;
     st->sp = sp;
     st->fp = fp;
     st->tgid = tgid;
     st->nk = nk;
-    st->n = nk + 1;
+    st->n = nk;
     st->exact = 1;
     st->done = 0;
     st->m_start = st->m_end = 0;
+    st->py_state = PY_NONE;
+    st->py_pending = 0;
+    if (py) {
+        __builtin_memcpy(&st->py, py, sizeof(st->py));
+        st->py_state = PY_UNRESOLVED;
+        st->py_last_code = 0;
+    }
+    if (!py_enter(st, pc, 1)) {
+        put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);
+        st->n = nk + 1;
+    }
     bpf_tail_call(ctx, &walkers, 0);
     /* The tail call failed, which it cannot short of a bug: the leaf only. */
     put_frame(s, nk + 1, 0, CX_FRAME_TRUNCATED, CX_TRUNC_DEPTH);

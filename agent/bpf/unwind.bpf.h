@@ -8,6 +8,7 @@
 #ifndef CODEXRAY_AGENT_BPF_UNWIND_BPF_H
 #define CODEXRAY_AGENT_BPF_UNWIND_BPF_H
 
+#include "python.h"
 #include "unwind.h"
 
 /* The template of the per-binary tables: user space creates each with its
@@ -38,6 +39,14 @@ struct {
     __type(value, struct cx_proc_unwind);
 } proc_unwind SEC(".maps");
 
+/* Where the Python walk (python.bpf.h) is. */
+enum py_walk_state {
+    PY_NONE = 0,       /* the process runs no CPython we know */
+    PY_UNRESOLVED = 1, /* the thread's current frame is not looked up yet */
+    PY_READY = 2,      /* py_frame is the next frame to show */
+    PY_FAILED = 3,     /* given up for this sample: native frames only */
+};
+
 /* Where a walk is between one program and the next. */
 struct walk_state {
     __u64 pc, sp, fp;
@@ -50,6 +59,20 @@ struct walk_state {
      * binary, and a hit saves the process lookup and the mapping search. */
     __u64 m_start, m_end, m_bias;
     __u32 m_table, m_blocks;
+    /* The Python walk: the frames of one invocation of the evaluation
+     * function are shown while py_pending, in place of its native frame
+     * (py_eval_pc). */
+    __u64 py_frame;     /* the next Python frame */
+    __u64 py_eval_pc;   /* the native frame they stand for */
+    __u64 py_last_code; /* the last code object fingerprinted, and its tag */
+    __u32 py_state;     /* enum py_walk_state */
+    __u32 py_pending;
+    __u32 py_shown; /* frames shown for this invocation */
+    __u32 py_eval_exact;
+    __u16 py_last_tag;
+    __u16 py_pad[3];
+    struct cx_py_proc py; /* the process's entry (py_procs), copied at the start */
+    __u8 py_buf[CX_PY_FRAME_READ];
 };
 
 struct {

@@ -11,7 +11,7 @@
 /* Each kind of record is kept flat: interned through an hmap whose key is the
  * record itself (so its index is its id - 1), and unpacked at encode time. */
 struct func_key {
-    int64_t name, system_name, file;
+    int64_t name, system_name, file, start_line;
 };
 
 struct mapping_key {
@@ -194,6 +194,7 @@ static uint64_t function_id(struct pprof_writer *w, const struct pprof_line *l)
     k.name = str_id(w, l->function);
     k.system_name = l->system_name ? str_id(w, l->system_name) : k.name;
     k.file = str_id(w, l->file);
+    k.start_line = l->start_line;
     if (w->failed)
         return 0;
     idx = hmap__put(w->functions, &k, sizeof(k), NULL);
@@ -422,6 +423,7 @@ static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_
         e.f[i].name = k->name;
         e.f[i].system_name = k->system_name;
         e.f[i].filename = k->file;
+        e.f[i].start_line = k->start_line;
         e.fp[i] = &e.f[i];
     }
     p.n_function = nfun;

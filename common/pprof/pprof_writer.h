@@ -26,6 +26,7 @@ struct pprof_line {
     const char *system_name; /* the mangled name; NULL = same as function */
     const char *file;        /* NULL = "" */
     int64_t line;            /* 0 = unknown */
+    int64_t start_line;      /* the function's first line; 0 = unknown */
 };
 
 struct pprof_label {

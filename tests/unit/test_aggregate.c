@@ -37,12 +37,16 @@ static void fill(struct cx_sample *s, uint32_t tid, bool with_kernel)
     strcpy(s->comm, "worker-1");
     unsigned n = 0;
     if (with_kernel) {
-        s->frames[n++] = (struct cx_frame){0xffffffff81000100ull, CX_FRAME_KERNEL, 0};
+        s->frames[n++] =
+            (struct cx_frame){.addr = 0xffffffff81000100ull, .kind = CX_FRAME_KERNEL, .aux = 0};
         s->n_kernel = 1;
     }
-    s->frames[n++] = (struct cx_frame){(uint64_t)(uintptr_t)cx_test_leaf + 2, CX_FRAME_NATIVE, 0};
-    s->frames[n++] = (struct cx_frame){(uint64_t)(uintptr_t)cx_test_caller + 8, CX_FRAME_NATIVE, 0};
-    s->frames[n++] = (struct cx_frame){0, CX_FRAME_TRUNCATED, CX_TRUNC_DEPTH};
+    s->frames[n++] = (struct cx_frame){
+        .addr = (uint64_t)(uintptr_t)cx_test_leaf + 2, .kind = CX_FRAME_NATIVE, .aux = 0};
+    s->frames[n++] = (struct cx_frame){
+        .addr = (uint64_t)(uintptr_t)cx_test_caller + 8, .kind = CX_FRAME_NATIVE, .aux = 0};
+    s->frames[n++] =
+        (struct cx_frame){.addr = 0, .kind = CX_FRAME_TRUNCATED, .aux = CX_TRUNC_DEPTH};
     s->n_user = 3;
 }
 
@@ -67,9 +71,9 @@ static void test_window_to_pprof(void **state)
 
     fill(&s, 100, true);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+        assert_int_equal(agg_window__add(w, ps, p, &s, 2, NULL), 0);
     fill(&s, 101, false);
-    assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2, NULL), 0);
     agg_window__add_lost(w, p, 5);
     w->end_ns = w->start_ns + 60000000000ull;
 
@@ -162,7 +166,7 @@ static void test_kernel_frames_kept_when_asked(void **state)
     struct proc *p = procs__get(ps, getpid(), NULL, 1);
 
     fill(&s, 100, true);
-    assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2, NULL), 0);
     const struct agg_stack *st = hmap__key(w->procs[0]->stacks, 0, NULL);
     assert_int_equal(st->nframes, 4);
     assert_int_equal(st->frames[0].kind, CX_FRAME_KERNEL);
@@ -217,16 +221,20 @@ static void test_jit_frames_from_perf_map(void **state)
     s.hdr.kind = CX_REC_SAMPLE;
     s.hdr.tgid = getpid();
     s.hdr.tid = getpid();
-    s.frames[0] = (struct cx_frame){base + 0x140, CX_FRAME_NATIVE, 0};  /* hot_a */
-    s.frames[1] = (struct cx_frame){base + 0x2010, CX_FRAME_NATIVE, 0}; /* .NET's */
-    s.frames[2] = (struct cx_frame){base + 0x1080, CX_FRAME_NATIVE, 0}; /* interpreter */
-    s.frames[3] = (struct cx_frame){base + 0x3000, CX_FRAME_NATIVE, 0}; /* not in the map */
+    s.frames[0] =
+        (struct cx_frame){.addr = base + 0x140, .kind = CX_FRAME_NATIVE, .aux = 0}; /* hot_a */
+    s.frames[1] =
+        (struct cx_frame){.addr = base + 0x2010, .kind = CX_FRAME_NATIVE, .aux = 0}; /* .NET's */
+    s.frames[2] = (struct cx_frame){
+        .addr = base + 0x1080, .kind = CX_FRAME_NATIVE, .aux = 0}; /* interpreter */
+    s.frames[3] = (struct cx_frame){
+        .addr = base + 0x3000, .kind = CX_FRAME_NATIVE, .aux = 0}; /* not in the map */
     s.n_user = 4;
-    assert_int_equal(agg_window__add(w, ps, p, &s, 2), 0);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2, NULL), 0);
 
     struct symbolizer *sym = symbolizer__new();
-    struct perfmap_cache *jit = perfmap_cache__new("/proc");
-    struct profile_ctx ctx = {sym, NULL, "testhost", 10000000, jit, 1};
+    struct rt_namers *rt = rt_namers__new("/proc");
+    struct profile_ctx ctx = {sym, NULL, "testhost", 10000000, rt, 1};
     struct profile_stats pst = {0};
     struct pprof_writer *pw = profile__writer(&ctx, 0, 1);
     assert_int_equal(profile__add_proc(pw, &ctx, w->procs[0], &pst), 0);
@@ -249,7 +257,9 @@ static void test_jit_frames_from_perf_map(void **state)
     assert_string_equal(loc_fn(pp, sm, 1, &fn), "instance void [App] App.Worker::Run()[Optimized]");
     assert_string_equal(loc_fn(pp, sm, 2, &fn), "[interpreter]");
     assert_non_null(strstr(loc_fn(pp, sm, 3, &fn), "[anon]+0x"));
-    assert_int_equal(pst.jit_frames, 3);
+    char stats[128];
+    profile_stats__runtimes_str(&pst, stats, sizeof(stats));
+    assert_non_null(strstr(stats, "jit_frames=75.0%"));
     assert_int_equal(pst.unnamed_frames, 1);
 
     perftools__profiles__profile__free_unpacked(pp, NULL);
@@ -260,7 +270,7 @@ static void test_jit_frames_from_perf_map(void **state)
     procs__free(ps);
     binary_cache__free(bc);
     symbolizer__free(sym);
-    perfmap_cache__free(jit);
+    rt_namers__free(rt);
     unlink(path);
     munmap(code, 0x4000);
 }

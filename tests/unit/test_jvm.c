@@ -13,7 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../../agent/symbolize/jvm.h"
+#include "../../agent/runtimes/jit/jvm_attach.h"
 
 /* A pid no process can have (above pid_max's limit): the socket path is
  * ours alone, and no signal is sent as long as the socket is there. */

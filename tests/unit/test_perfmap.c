@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../agent/symbolize/perfmap.h"
+#include "../../agent/runtimes/jit/perfmap.h"
 
 static struct perfmap *parsed(const char *text)
 {

@@ -13,8 +13,8 @@
  * A perfmap_cache keeps one perfmap per process for the worker thread. Not
  * thread safe: one owner.
  */
-#ifndef CODEXRAY_AGENT_SYMBOLIZE_PERFMAP_H
-#define CODEXRAY_AGENT_SYMBOLIZE_PERFMAP_H
+#ifndef CODEXRAY_AGENT_RUNTIMES_JIT_PERFMAP_H
+#define CODEXRAY_AGENT_RUNTIMES_JIT_PERFMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

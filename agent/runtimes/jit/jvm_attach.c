@@ -1,4 +1,4 @@
-#include "jvm.h"
+#include "jvm_attach.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../common/buf.h"
+#include "../../../common/buf.h"
 
 #define CMDLINE_MAX (1u << 20)
 #define STATUS_MAX (16u << 10)

@@ -10,7 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../../common/buf.h"
+#include "../../../common/buf.h"
 
 /* How far back from the last entry starting at or below an address a lookup
  * looks for a later, overlapping one. */

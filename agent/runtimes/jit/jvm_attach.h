@@ -14,8 +14,8 @@
  * answers its own user (or root). Needs CAP_SYS_ADMIN and CAP_SYS_CHROOT
  * (setns into a mount namespace), CAP_SETUID and CAP_SETGID.
  */
-#ifndef CODEXRAY_AGENT_SYMBOLIZE_JVM_H
-#define CODEXRAY_AGENT_SYMBOLIZE_JVM_H
+#ifndef CODEXRAY_AGENT_RUNTIMES_JIT_JVM_ATTACH_H
+#define CODEXRAY_AGENT_RUNTIMES_JIT_JVM_ATTACH_H
 
 #include <stdbool.h>
 #include <stddef.h>

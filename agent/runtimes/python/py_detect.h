@@ -1,0 +1,57 @@
+/* Whether a binary is a CPython interpreter, and what the Python walk needs
+ * of it: the version and its layout (py_layout.h), where _PyRuntime is, and
+ * the address ranges of the frame-evaluation function.
+ *
+ * A binary is CPython when its dynamic symbols export _PyRuntime (3.7 on;
+ * older ones export _PyThreadState_Current and are named as too old):
+ * python3.X itself when it is linked statically (Debian's), libpython3.X.so
+ * otherwise, and any program embedding either (uwsgi, gunicorn's python). The
+ * version comes from Py_Version (3.11 on), the _Py_DebugOffsets in
+ * _PyRuntime's initial value (3.13 on), else the file's or its SONAME's
+ * name (libpython3.9.so.1.0, python3.9).
+ *
+ * The evaluation function is _PyEval_EvalFrameDefault, plus the parts gcc
+ * split off it (.cold): named in .symtab when the binary has one, else
+ * found as the unwind-table entry (FDE) most of its far jumps land in.
+ *
+ * Everything is read from the file; it may be hostile: sections are bounded
+ * by the file, symbol counts by the section sizes, reads are checked.
+ */
+#ifndef CODEXRAY_AGENT_RUNTIMES_PYTHON_PY_DETECT_H
+#define CODEXRAY_AGENT_RUNTIMES_PYTHON_PY_DETECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "py_layout.h"
+
+#define PY_DETECT_MAX_SEGS 8
+
+struct py_binary {
+    unsigned version; /* (major << 8) | minor; 0 when unknown */
+    bool usable;      /* version known, layout had, evaluation function found */
+    struct py_layout layout;
+    uint64_t runtime;   /* _PyRuntime's address in the ELF file's terms */
+    uint64_t code_type; /* PyCode_Type's, 0 when not exported */
+    uint64_t eval_start[CX_PY_MAX_EVAL], eval_end[CX_PY_MAX_EVAL];
+    unsigned n_eval;
+    bool cold_from_jumps; /* the .cold part was found by its jumps, not a symbol */
+    /* The executable PT_LOAD segments, to turn a mapping into a load bias. */
+    struct {
+        uint64_t offset, filesz, vaddr;
+    } segs[PY_DETECT_MAX_SEGS];
+    unsigned nsegs;
+    char why[192]; /* when not usable: why (for the log) */
+};
+
+/* Looks at the ELF file open at fd (path: its name, for the version and the
+ * log). Returns 1 when it is CPython (out filled; out->usable false with
+ * out->why when it cannot be walked), 0 when it is not, -1 when it is not
+ * an ELF file that can be read. Does not close fd. */
+int py_detect__elf(int fd, const char *path, struct py_binary *out);
+
+/* The version in a file name: "libpython3.11.so.1.0", "python3.9",
+ * "libpython3.7m.so" -> 0x030b, 0x0309, 0x0307; 0 when there is none. */
+unsigned py_detect__version_from_name(const char *name);
+
+#endif
