@@ -41,6 +41,8 @@ enum cx_py_model {
  * this; so is a code object's fingerprint: [co_base, co_base + co_len). */
 #define CX_PY_FRAME_READ 128
 #define CX_PY_CODE_READ 96
+/* Arenas of perf trampolines (-X perf, PYTHONPERFSUPPORT) a process has. */
+#define CX_PY_MAX_TRAMP 4
 /* Threads (and interpreters) looked at when a thread's state is not cached. */
 #define CX_PY_MAX_THREADS 256
 
@@ -76,6 +78,14 @@ struct cx_py_proc {
     __u64 eval_start[CX_PY_MAX_EVAL], eval_end[CX_PY_MAX_EVAL];
     __u32 n_eval;
     __u32 version; /* (major << 8) | minor, for user space's reading */
+    /* With -X perf, 3.12 on call each Python function through a copy of a
+     * small trampoline in anonymous memory (for perf to name it): no frame
+     * pointer, no CFI, and a known stack size. A pc in one of these ranges
+     * steps by tramp_cfa (CFA = sp + tramp_cfa, the return address below
+     * it); 0: none, or a trampoline that keeps a frame pointer. */
+    __u64 tramp_start[CX_PY_MAX_TRAMP], tramp_end[CX_PY_MAX_TRAMP];
+    __u32 n_tramp;
+    __u32 tramp_cfa;
     struct cx_py_offsets off;
 };
 

@@ -259,6 +259,10 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
         stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
         if (py_enter(st, st->pc, st->exact))
             continue;
+        /* A perf trampoline only calls the evaluation function, whose
+         * Python frames stand for it: not shown twice. */
+        if (in_py_tramp(st, st->pc - 1))
+            continue;
         put_frame(s, st->n, st->pc, CX_FRAME_NATIVE, st->exact ? CX_AUX_EXACT_PC : 0);
         st->n++;
     }

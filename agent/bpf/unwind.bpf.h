@@ -298,6 +298,37 @@ out:
     return st->pc ? STEP_NEXT : STEP_END;
 }
 
+/* Whether pc is in one of the process's CPython perf trampolines
+ * (python.h), which keep no frame pointer and have no CFI. */
+static __always_inline int in_py_tramp(const struct walk_state *st, __u64 pc)
+{
+    int i;
+
+    if (st->py_state == PY_NONE)
+        return 0;
+    for (i = 0; i < CX_PY_MAX_TRAMP; i++) {
+        if (i < st->py.n_tramp && pc >= st->py.tramp_start[i] && pc < st->py.tramp_end[i])
+            return 1;
+    }
+    return 0;
+}
+
+/* One frame up where CFA = sp + cfa and the return address is just below
+ * it; the frame pointer is left as it is. */
+static __always_inline int step_sp(struct walk_state *st, __u64 cfa, __u32 *reason)
+{
+    __u64 v;
+
+    if (bpf_probe_read_user(&v, sizeof(v), (void *)(st->sp + cfa + CX_RA_CFA_OFF))) {
+        *reason = CX_TRUNC_FAULT;
+        return STEP_TRUNC;
+    }
+    st->sp += cfa;
+    st->pc = v;
+    st->exact = 0;
+    return v ? STEP_NEXT : STEP_END;
+}
+
 /* One frame up, by CFI where the process has a table for the pc, else by
  * frame pointer. *cfi says which. */
 static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi)
@@ -307,8 +338,11 @@ static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi)
     __u64 pc = st->pc - (st->exact ? 0 : 1), packed;
 
     *cfi = 0;
-    if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc))
+    if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc)) {
+        if (st->py.tramp_cfa && in_py_tramp(st, pc))
+            return step_sp(st, st->py.tramp_cfa, reason);
         return step_fp(st, reason);
+    }
     packed = cx_cfi_find(st->m_table, st->m_blocks, (__u32)(pc - st->m_bias));
     if (packed == CX_CFI_NOT_FOUND)
         return step_fp(st, reason);

@@ -24,10 +24,14 @@ enum sym {
     S_CODE_TYPE,
     S_PY_VERSION,
     S_OLD_TSTATE,
+    S_TRAMP,
+    S_TRAMP_END,
     S__N,
 };
 static const char *const sym_names[S__N] = {
-    "_PyRuntime", "_PyEval_EvalFrameDefault", "PyCode_Type", "Py_Version", "_PyThreadState_Current",
+    "_PyRuntime",    "_PyEval_EvalFrameDefault",  "PyCode_Type",
+    "Py_Version",    "_PyThreadState_Current",    "_Py_trampoline_func_start",
+    "_Py_trampoline_func_end",
 };
 
 struct found {
@@ -291,6 +295,40 @@ static void cold_from_jumps(Elf *e, int fd, Dwarf_CFI *cfi, uint64_t start, uint
     free(code);
 }
 
+int py_detect__tramp_cfa(const uint8_t *code, size_t len)
+{
+    size_t i = 0;
+
+    if (len >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
+        i = 4; /* endbr64 */
+    if (len >= i + 4 && code[i] == 0x55 && code[i + 1] == 0x48 && code[i + 2] == 0x89 &&
+        code[i + 3] == 0xe5)
+        return 0; /* push %rbp; mov %rsp,%rbp */
+    /* sub $imm8,%rsp, then call *%reg (ff d0..d7) */
+    if (len >= i + 6 && code[i] == 0x48 && code[i + 1] == 0x83 && code[i + 2] == 0xec &&
+        code[i + 3] < 0x80 && (code[i + 3] & 7) == 0 && code[i + 4] == 0xff &&
+        (code[i + 5] & 0xf8) == 0xd0)
+        return code[i + 3] + 8;
+    return -1;
+}
+
+/* The perf trampoline's template and how its frame is walked. */
+static void read_tramp(Elf *e, int fd, const struct found *f, struct py_binary *out)
+{
+    if (!f->have[S_TRAMP] || !f->have[S_TRAMP_END] ||
+        f->sym[S_TRAMP_END].st_value <= f->sym[S_TRAMP].st_value)
+        return;
+    size_t len = f->sym[S_TRAMP_END].st_value - f->sym[S_TRAMP].st_value;
+    if (len > sizeof(out->tramp_code) ||
+        read_vaddr(e, fd, f->sym[S_TRAMP].st_value, out->tramp_code, len))
+        return;
+    int cfa = py_detect__tramp_cfa(out->tramp_code, len);
+    if (cfa < 0)
+        return;
+    out->tramp_len = (unsigned)len;
+    out->tramp_cfa = (unsigned)cfa;
+}
+
 static void read_segments(Elf *e, struct py_binary *out)
 {
     size_t n = 0;
@@ -348,6 +386,7 @@ int py_detect__elf(int fd, const char *path, struct py_binary *out)
     uint64_t es = f.sym[S_EVAL].st_value, ee = es + f.sym[S_EVAL].st_size;
     add_eval(out, es, ee);
     Dwarf_CFI *cfi = dwarf_getcfi_elf(e);
+    read_tramp(e, fd, &f, out);
     if (!cold_from_symtab(e, cfi, out))
         cold_from_jumps(e, fd, cfi, es, ee, out);
     /* dwarf_getcfi_elf's CFI is the caller's to end. */

@@ -41,6 +41,13 @@ struct py_binary {
         uint64_t offset, filesz, vaddr;
     } segs[PY_DETECT_MAX_SEGS];
     unsigned nsegs;
+    /* The perf trampoline's code (3.12 on, _Py_trampoline_func_start), which
+     * -X perf copies into anonymous memory for each Python function, and
+     * its stack size at the return address of its call: 0 when it keeps a
+     * frame pointer (walked by it) or is of a shape not known. */
+    uint8_t tramp_code[32];
+    unsigned tramp_len;
+    unsigned tramp_cfa;
     char why[192]; /* when not usable: why (for the log) */
 };
 
@@ -49,6 +56,12 @@ struct py_binary {
  * out->why when it cannot be walked), 0 when it is not, -1 when it is not
  * an ELF file that can be read. Does not close fd. */
 int py_detect__elf(int fd, const char *path, struct py_binary *out);
+
+/* The CFA offset (from sp, at the return address of its call) of a
+ * trampoline whose code is code[0..len): sub $N,%rsp; call *%reg gives N + 8;
+ * push %rbp; mov %rsp,%rbp gives 0 (it keeps a frame pointer); an endbr64
+ * first is skipped. -1 for any other shape. */
+int py_detect__tramp_cfa(const uint8_t *code, size_t len);
 
 /* The version in a file name: "libpython3.11.so.1.0", "python3.9",
  * "libpython3.7m.so" -> 0x030b, 0x0309, 0x0307; 0 when there is none. */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../../common/clock.h"
 #include "../../../common/log.h"
 #include "../../aggregate.h"
 #include "../../procs/procs.h"
@@ -82,7 +83,7 @@ struct py_tracker {
     struct interned *codes[NBUCKETS * 4];
     uint64_t code_bytes;
     bool full_logged;
-    uint64_t reads, read_failures;
+    uint64_t reads, read_failures, read_ns, cleared;
 };
 
 /* --- binaries --- */
@@ -177,6 +178,29 @@ static bool map_bias(const struct py_binary *info, const struct proc_map *m, uin
     return false;
 }
 
+/* The arenas of perf trampolines (-X perf): anonymous executable mappings
+ * that start with a copy of the interpreter's trampoline. */
+static void find_trampolines(const struct proc *p, const struct py_bin *pb, struct cx_py_proc *v)
+{
+    struct py_reader r = {py_reader__pid, (void *)(intptr_t)p->tgid};
+    uint8_t code[sizeof(pb->info.tramp_code)];
+
+    if (!pb->info.tramp_len)
+        return;
+    for (size_t i = 0; i < p->maps.n && v->n_tramp < CX_PY_MAX_TRAMP; i++) {
+        const struct proc_map *m = &p->map[i];
+        if (m->bin || (m->name && m->name[0] && strncmp(m->name, "[anon", 5) != 0))
+            continue;
+        if (r.read(r.ctx, m->start, code, pb->info.tramp_len) ||
+            memcmp(code, pb->info.tramp_code, pb->info.tramp_len) != 0)
+            continue;
+        v->tramp_start[v->n_tramp] = m->start;
+        v->tramp_end[v->n_tramp] = m->end;
+        v->n_tramp++;
+    }
+    v->tramp_cfa = pb->info.tramp_cfa;
+}
+
 static void proc_set(struct py_tracker *t, const struct proc *p, const struct py_bin *pb,
                      uint64_t bias)
 {
@@ -205,6 +229,7 @@ static void proc_set(struct py_tracker *t, const struct proc *p, const struct py
     }
     if (py_layout__to_bpf(&pb->info.layout, &v.off, why, sizeof(why)))
         return; /* py_detect__elf checked it already */
+    find_trampolines(p, pb, &v);
     __u32 key = p->tgid;
     if (t->procs_fd < 0)
         return;
@@ -315,6 +340,7 @@ static struct py_code *code_get(struct py_tracker *t, struct py_proc *pp, uint64
     if (!e) {
         if (pp->ncodes >= PY_PROC_MAX_CODES) {
             codes_clear(pp);
+            t->cleared++;
             ep = entry_slot(pp, addr);
         }
         e = calloc(1, sizeof(*e));
@@ -327,8 +353,10 @@ static struct py_code *code_get(struct py_tracker *t, struct py_proc *pp, uint64
         pp->ncodes++;
     }
     struct py_reader r = {py_reader__pid, (void *)(intptr_t)pp->tgid};
+    uint64_t t0 = clock__thread_ns();
     struct py_code *c =
         py_code__read(&r, &pp->pb->info.layout, pp->code_type, addr, tag, true, &reason);
+    t->read_ns += clock__thread_ns() - t0;
     t->reads++;
     rt_obj__put(e->c ? &e->c->obj : NULL);
     e->tag = tag;
@@ -405,9 +433,11 @@ static void py_tracker_sweep(void *tp, uint64_t now_ns)
     }
     if (t->code_bytes < PY_CODES_MAX_BYTES / 2)
         t->full_logged = false;
-    log_debug("python: code_objects=%u code_bytes=%llu reads=%llu read_failures=%llu", n,
-              (unsigned long long)held, (unsigned long long)t->reads,
-              (unsigned long long)t->read_failures);
+    log_debug("python: code_objects=%u code_bytes=%llu reads=%llu read_failures=%llu read_ms=%llu "
+              "caches_cleared=%llu",
+              n, (unsigned long long)held, (unsigned long long)t->reads,
+              (unsigned long long)t->read_failures, (unsigned long long)(t->read_ns / 1000000),
+              (unsigned long long)t->cleared);
 }
 
 static void *py_tracker_new(const struct rt_env *env, char *err, size_t errlen)
