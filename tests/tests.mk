@@ -198,6 +198,7 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
        $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/cfi_bench.py
+	@python3 bench/py_bench.py
 	@python3 bench/server_bench.py
 	@node bench/ui_bench.mjs
 
