@@ -151,8 +151,11 @@ $(B)/workloads/go_split: tests/workloads/go_split/main.go
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
 
+# The web UI's pure functions (frame kinds, packages, colours) in node.
+UNIT_JS := tests/browser/ui_unit.mjs
+
 unit: deps $(UNIT_BINS) $(FIXTURES)
-	@tests/run_unit.sh $(UNIT_BINS)
+	@tests/run_unit.sh $(UNIT_BINS) $(UNIT_JS)
 
 # The browser tests' driver: playwright-core from the npm registry, pinned by
 # tests/browser/package-lock.json; Chromium is Debian's (tools/deps.sh).

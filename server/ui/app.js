@@ -323,7 +323,9 @@ async function renderApp(parts, p) {
     const fg = new FlameGraph(fgBox, {
         onClick: (i) => update({ zoom: i === 0 ? null : pathOf(st.tree, i).join(';') }),
     });
-    const st = { key, fg, tree: null, base: null, diffRows: null, stats: null, apply: null, destroy: () => fg.destroy() };
+    // Until the tree is in, a change of search or zoom has nothing to apply: the
+    // view is applied from the URL as it is then.
+    const st = { key, fg, tree: null, base: null, diffRows: null, stats: null, apply: () => {}, destroy: () => fg.destroy() };
     page = st;
     cx.fg = fg;
     cx.mode = diff ? 'diff' : 'profile';
@@ -431,14 +433,16 @@ function legendOf(t, diff) {
     for (let i = 1; i < t.n; i++) {
         const nm = t.name[i];
         if (t.kind[nm] === KIND.OTHER || t.kind[nm] === KIND.ROOT) continue;
-        const g = t.kind[nm] === KIND.KERNEL ? 'kernel' : t.group[nm] || '(no package)';
-        const e = byGroup.get(g) || { self: 0, color: t.color[nm], kind: t.kind[nm] };
+        const kind = t.kind[nm], g = kind === KIND.KERNEL ? 'kernel' : t.group[nm] || '(no package)';
+        // A Python package and a native group of the same name are two entries.
+        const key = kind === KIND.PYTHON ? 'py\n' + g : g;
+        const e = byGroup.get(key) || { g, self: 0, color: t.color[nm], kind };
         e.self += t.self[i];
-        byGroup.set(g, e);
+        byGroup.set(key, e);
     }
-    return [...byGroup].sort((a, b) => b[1].self - a[1].self).slice(0, 8).map(([g, e]) =>
+    return [...byGroup.values()].sort((a, b) => b.self - a.self).slice(0, 8).map((e) =>
         h('span', { class: 'lg' }, h('i', { class: 'sw', style: `background:${e.color}` }),
-            g + (e.kind === KIND.UNNAMED ? ' (no symbols)' : '')));
+            e.g + (e.kind === KIND.UNNAMED ? ' (no symbols)' : e.kind === KIND.PYTHON ? ' (Python)' : '')));
 }
 
 // What only needs a redraw: search, zoom, table sort and filter.
@@ -519,7 +523,7 @@ function renderTable(st, p, ui) {
         table = h('table', { class: 'funcs' },
             h('caption', {}, `Functions (${idx.length}), click one to find it in the graph`),
             h('thead', {}, h('tr', {}, th('name', 'Function'), th('self', 'Self', 'num'), th('total', 'Total', 'num'))),
-            h('tbody', {}, idx.slice(0, st.rows || 200).map((i) => h('tr', { class: 'row' + (t.kind[i] === KIND.KERNEL ? ' kernel' : ''), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
+            h('tbody', {}, idx.slice(0, st.rows || 200).map((i) => h('tr', { class: 'row' + (t.kind[i] === KIND.KERNEL ? ' kernel' : t.kind[i] === KIND.PYTHON ? ' python' : ''), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
                 h('td', { class: 'fn' }, String(t.names[i])),
                 h('td', { class: 'num', title: fmtTime(self[i]) }, fmtPct(self[i] / root)),
                 h('td', { class: 'num', title: fmtTime(total[i]) }, fmtPct(total[i] / root))))));

@@ -1,13 +1,15 @@
 // The web UI in headless Chromium against a server the real agent filled
 // (tests/integration/browser_tests.py starts both and runs this):
-//   node tests/browser/ui_test.mjs URL OUTDIR APP T0 TMID T1
+//   node tests/browser/ui_test.mjs URL OUTDIR APP T0 TMID T1 [PYAPP PYPID]
 // T0..TMID and TMID..T1 (Unix seconds) are two ranges with profiles of APP,
-// whose hot function is hot_a. Exits 1 with what failed; screenshots in OUTDIR.
+// whose hot function is hot_a; PYAPP's process PYPID ran
+// tests/workloads/py_split.py in T0..T1. Exits 1 with what failed;
+// screenshots in OUTDIR.
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import path from 'node:path';
 
-const [url, out, app, t0, tmid, t1] = process.argv.slice(2);
+const [url, out, app, t0, tmid, t1, pyApp, pyPid] = process.argv.slice(2);
 fs.mkdirSync(out, { recursive: true });
 const problems = [];
 const check = (cond, msg) => { if (!cond) throw new Error(msg); };
@@ -116,7 +118,8 @@ try {
 
     // 6. A table row finds its function in the graph.
     await page.click('table.funcs tr.row:has(td.fn:text-is("hot_b"))');
-    await page.waitForFunction(() => /^1 function match/.test(window.__cx.search || ''));
+    await page.waitForFunction(() => document.querySelector('input[aria-label="search functions"]').value.includes('hot_b') &&
+        /^1 function match/.test(window.__cx.search || ''));
     log(`table row: ${await page.textContent('.search-info')}`);
 
     // 7. Diff of two ranges.
@@ -154,6 +157,77 @@ try {
     check((await page.textContent('.msg.empty')).toLowerCase().includes('is the agent running and pointed at this server'), 'empty front page says nothing useful');
     await shot('7-empty');
     log('empty states, downloads: ok');
+
+    // 10. A Python program: its frames named as Python names them, in
+    // Python's greens (hue family PY_HUE), grouped by package; native
+    // frames in other colours; the tooltip, legend and table say Python.
+    if (pyApp) {
+        await page.evaluate(() => { window.__cx.ready = false; }); // not the last page's
+        await page.goto(`${url}/#/app/${encodeURIComponent(pyApp)}?from=${t0}&to=${t1}&pid=${pyPid}`);
+        await ready('profile');
+        const py = await page.evaluate(async () => {
+            const { KIND, PY_HUE } = await import('/ui/flamegraph.js');
+            const fg = window.__cx.fg, t = fg.tree;
+            const c = fg.canvas, dpr = fg.dpr || 1, ctx = c.getContext('2d');
+            // The hue and saturation of a canvas pixel (CSS px), as HSL.
+            const hs = (x, y) => {
+                const [r, g, b] = ctx.getImageData(Math.floor(x * dpr), Math.floor(y * dpr), 1, 1).data;
+                const mx = Math.max(r, g, b), mn = Math.min(r, g, b), d = mx - mn, l = (mx + mn) / 510;
+                if (!d) return { h: 0, s: 0, rgb: [r, g, b] };
+                const h = mx === r ? ((g - b) / d) % 6 : mx === g ? (b - r) / d + 2 : (r - g) / d + 4;
+                return { h: Math.round((h * 60 + 360) % 360), s: Math.round((100 * d / 255) / (1 - Math.abs(2 * l - 1))), rgb: [r, g, b] };
+            };
+            const widest = (nm) => {
+                let best = -1;
+                for (let i = 0; i < t.n; i++) if (t.names[t.name[i]] === nm && (best < 0 || t.total[i] > t.total[best])) best = i;
+                if (best < 0) return null;
+                const b = fg.boxOf(best), k = t.name[best];
+                // The pixel inside the frame's top-left corner: fill, not label.
+                return { nm, share: t.total[best] / t.total[0], w: b.w, kind: t.kind[k], group: t.group[k], color: t.color[k], file: String(t.files[k]), px: hs(b.x + 1.5, b.y + 1.5) };
+            };
+            // Every name's colour: Python's in its hues, the others' (unless grey) not.
+            const hslOf = (s) => (/^hsl\((\d+),(\d+)%/.exec(s) || []).slice(1).map(Number);
+            let pyNames = 0, nativeNames = 0;
+            const wrong = [];
+            for (let i = 2; i < t.names.length; i++) {
+                const [h, s] = hslOf(t.color[i]);
+                if (t.kind[i] === KIND.PYTHON) {
+                    pyNames++;
+                    if (!(h >= PY_HUE[0] && h <= PY_HUE[1])) wrong.push(`${t.names[i]} ${t.color[i]}`);
+                } else {
+                    nativeNames++;
+                    if (s >= 20 && h >= PY_HUE[0] - 20 && h <= PY_HUE[1] + 20) wrong.push(`${t.names[i]} (kind ${t.kind[i]}) ${t.color[i]}`);
+                }
+            }
+            return { KIND_PYTHON: KIND.PYTHON, PY_HUE, pyNames, nativeNames, wrong,
+                hot: widest('Crunch.hot_py'), json: widest('_make_iterencode.<locals>._iterencode_list'),
+                lambda: widest('sort_py.<locals>.<lambda>'), main: widest('main') };
+        });
+        const inHue = (p) => p.s >= 20 && p.h >= py.PY_HUE[0] - 2 && p.h <= py.PY_HUE[1] + 2;
+        const hot = py.hot;
+        check(hot, `no Crunch.hot_py frame in ${pyApp}'s graph (pid ${pyPid})`);
+        check(hot.kind === py.KIND_PYTHON && hot.group === 'workloads' && hot.file.endsWith('tests/workloads/py_split.py'),
+            `Crunch.hot_py: kind ${hot.kind}, group ${hot.group}, file ${hot.file}`);
+        check(hot.share > 0.2 && hot.w > 100, `Crunch.hot_py holds ${hot.share} of the time, ${hot.w} px`);
+        check(inHue(hot.px), `Crunch.hot_py drawn in rgb(${hot.px.rgb}) = hue ${hot.px.h}, saturation ${hot.px.s}%, not Python's hues ${py.PY_HUE} (colour ${hot.color})`);
+        check(py.json && py.json.kind === py.KIND_PYTHON && py.json.group === 'json' && py.json.file.includes('/json/encoder.py'),
+            `the json encoder's frames: ${JSON.stringify(py.json)}`);
+        if (py.json.w > 3) check(inHue(py.json.px), `the json encoder drawn in hue ${py.json.px.h}: ${JSON.stringify(py.json)}`);
+        check(py.main && py.main.kind === py.KIND_PYTHON, `main: ${JSON.stringify(py.main)}`);
+        check(py.pyNames >= 5 && py.nativeNames >= 1, `${py.pyNames} Python names, ${py.nativeNames} others`);
+        check(py.wrong.length === 0, `colours outside their family: ${py.wrong.slice(0, 5).join('; ')}`);
+        // The function table marks Python rows; the legend names Python packages.
+        check(await page.locator('table.funcs tr.row.python td.fn:text-is("Crunch.hot_py")').count() === 1, 'Crunch.hot_py is not a Python row of the table');
+        const legend = await page.textContent('.legend');
+        check(/workloads \(Python\)/.test(legend), `legend: ${legend}`);
+        const hf = await frameAt('Crunch.hot_py');
+        await page.mouse.move(hf.x, hf.y);
+        await page.waitForSelector('.fg-tip:not([hidden])', { timeout: 5000 });
+        const ptip = await page.textContent('.fg-tip');
+        check(ptip.includes('py_split.py') && ptip.includes('Python: workloads'), `tooltip: ${ptip}`);
+        log(`python: ${pyApp} pid ${pyPid}: ${py.pyNames} Python names, ${py.nativeNames} native; Crunch.hot_py ${(hot.share * 100).toFixed(0)} %, drawn rgb(${hot.px.rgb}) hue ${hot.px.h}; json hue ${py.json.px.h}; legend: ${legend}`);
+        await shot('8-python');
+    }
     check(problems.length === 0, `script errors: ${problems.join('; ')}`);
 } catch (e) {
     failed = true;

@@ -1,29 +1,52 @@
 """The web UI in headless Chromium (tests/browser/ui_test.mjs, playwright-core)
-against the real server filled by the real agent profiling cpu_split."""
+against the real server filled by the real agent profiling cpu_split, and
+py_split under a real CPython at the same time."""
+import json
 import os
 import subprocess
 import time
+import urllib.parse
 
 import server_tests
 from server_tests import ROOT, WORK, Server, check, run_agent, stop_agent
 
 BROWSER = os.path.join(ROOT, "tests", "browser")
 OUT = os.path.join(ROOT, "build", "test-output", "browser")
+# A real interpreter: the pyenv shim "python3" on PATH forks one, so the
+# process the test knows would not be the one running the workload.
+PYTHON = "/usr/bin/python3"
+PY_SPLIT = os.path.join(ROOT, "tests", "workloads", "py_split.py")
+
+
+def app_of_pid(srv, pid, t0, t1):
+    """The application the server filed pid under."""
+    _, body = srv.get(f"/api/v1/applications?from={t0}&to={t1}")
+    for a in json.loads(body).get("applications", []):
+        q = urllib.parse.urlencode({"app": a["name"], "from": t0, "to": t1})
+        _, lb = srv.get(f"/api/v1/labels?{q}")
+        if str(pid) in map(str, json.loads(lb).get("pid", [])):
+            return a["name"]
+    return None
 
 
 def test_browser_ui(tmp):
     """Front page lists the app; its flame graph is drawn and the table names
-    hot_a; search, zoom and back, a diff of two ranges; no script errors."""
+    hot_a; search, zoom and back, a diff of two ranges; no script errors.
+    A Python program's graph: its frames named and in Python's greens."""
     check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
           "playwright-core missing: run 'make test' (npm ci in tests/browser)")
+    check(os.access(PYTHON, os.X_OK), f"{PYTHON} missing (Debian's python3)")
     srv = Server(tmp)
     try:
         a, log = run_agent(tmp, srv.url)
         try:
             time.sleep(1)
             t0 = int(time.time()) - 1
+            # The Python workload beside the first cpu_split: no time added.
+            py = subprocess.Popen([PYTHON, PY_SPLIT, "4"], stdout=subprocess.DEVNULL)
             subprocess.run([os.path.join(WORK, "cpu_split"), "4"], stdout=subprocess.DEVNULL,
                            timeout=30, check=True)
+            check(py.wait(timeout=30) == 0, f"py_split exited {py.returncode}")
             time.sleep(2.5)  # the 2 s window closes
             tmid = int(time.time())
             subprocess.run([os.path.join(WORK, "cpu_split"), "4"], stdout=subprocess.DEVNULL,
@@ -33,8 +56,10 @@ def test_browser_ui(tmp):
             rc, alog = stop_agent(a, log)
         check(rc == 0, f"agent exited {rc}: {alog[-500:]}")
         t1 = int(time.time()) + 1
+        py_app = app_of_pid(srv, py.pid, t0, t1)
+        check(py_app, f"no application has py_split's pid {py.pid}")
         p = subprocess.run(["node", os.path.join(BROWSER, "ui_test.mjs"), srv.url, OUT,
-                            "cpu_split", str(t0), str(tmid), str(t1)],
+                            "cpu_split", str(t0), str(tmid), str(t1), py_app, str(py.pid)],
                            capture_output=True, text=True, timeout=180)
         print(p.stdout, end="")
         check(p.returncode == 0, f"browser test failed (screenshots in {OUT}):\n{p.stderr[-3000:]}")
