@@ -2,7 +2,8 @@
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
-              test_cfi_table test_pprof_reader test_stack_key test_py_lines
+              test_cfi_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
+              test_py_detect test_py_code
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -75,7 +76,9 @@ $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 # (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and
 # Debian's python3. Only those that exist; the test fails if there is none.
 # Named <pyenv version>.txt and debian-python3.txt (its version is inside).
-PYENV_ROOT ?= $(HOME)/.pyenv
+# pyenv: $PYENV_ROOT, else $HOME/.pyenv, else /root/.pyenv (CI runs as root,
+# maybe without HOME); tests/unit/py_helpers.h looks in the same places.
+PYENV_ROOT ?= $(or $(wildcard $(if $(HOME),$(HOME)/.pyenv)),/root/.pyenv)
 # 3.7.16 -> 3.7
 py_minor = $(word 1,$(subst ., ,$(1))).$(word 2,$(subst ., ,$(1)))
 PY_LINES_PYENV := $(filter-out 3.0.% 3.1.% 3.2.% 3.3.% 3.4.% 3.5.% 3.6.%,$(notdir \
@@ -94,6 +97,25 @@ $(B)/fixtures/py_lines/%.txt: $(PY_LINES_SOURCES)
 	@mkdir -p $(dir $@)
 	$(PYENV_ROOT)/versions/$*/bin/python$(call py_minor,$*) tests/unit/fixtures/py_lines_dump.py \
 	    > $@.tmp && mv $@.tmp $@
+
+# CPython's layouts as each installed pyenv 3.7+ version's headers give them
+# (tools/python_layout.sh --one), for test_py_layout to compare with the
+# table (up to 3.12) and with what the interpreter's _Py_DebugOffsets says
+# (3.13 on). Named <pyenv version>.txt; the first line says where that
+# version lives. Not the free-threaded builds (3.13.0t), which the agent does
+# not walk. None without pyenv: the test then checks nothing of it.
+PY_LAYOUT_PYENV := $(filter-out 3.0.% 3.1.% 3.2.% 3.3.% 3.4.% 3.5.% 3.6.% %t,$(notdir \
+    $(wildcard $(PYENV_ROOT)/versions/3.*)))
+PY_LAYOUT_PYENV := $(foreach v,$(PY_LAYOUT_PYENV),$(if \
+    $(wildcard $(PYENV_ROOT)/versions/$(v)/include/python$(call py_minor,$(v))*/Python.h),$(v)))
+PY_LAYOUT_FIXTURES := $(patsubst %,$(B)/fixtures/py_layout/%.txt,$(PY_LAYOUT_PYENV))
+FIXTURES += $(PY_LAYOUT_FIXTURES)
+$(B)/tests/test_py_layout: $(PY_LAYOUT_FIXTURES)
+$(B)/fixtures/py_layout/%.txt: tools/python_layout.sh tools/python_layout/layout.c
+	@mkdir -p $(dir $@)
+	{ echo "# prefix $(PYENV_ROOT)/versions/$*"; tools/python_layout.sh --one \
+	    $(dir $(firstword $(wildcard $(PYENV_ROOT)/versions/$*/include/python$(call py_minor,$*)*/Python.h))); \
+	} > $@.tmp && mv $@.tmp $@
 
 # Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
 # CI without a home directory; no cgo, so Go's own linker lays out the file.
