@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -104,13 +105,91 @@ static int check_kernel(char *err, size_t errlen)
         snprintf(err, errlen, "the kernel has no BPF ring buffer (needs Linux 5.8 or newer)");
         return -1;
     }
-    if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) != 1) {
-        snprintf(err, errlen,
-                 "the kernel lacks bpf_task_pt_regs for perf_event programs (needs Linux 5.15 or "
-                 "newer)");
-        return -1;
-    }
     return 0;
+}
+
+/* Whether a perf_event program may use a hash map that is not
+ * preallocated (Linux 6.1 on: BPF's own allocator). Before, the verifier
+ * refuses the program: "perf_event programs can only use preallocated hash
+ * map". Probed with the smallest such program. */
+static bool nonprealloc_maps_ok(void)
+{
+    LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_NO_PREALLOC);
+    int map = bpf_map_create(BPF_MAP_TYPE_HASH, "cx_probe", 4, 4, 1, &mo), prog;
+    if (map < 0)
+        return false;
+    struct bpf_insn insns[] = {
+        /* *(u32 *)(fp - 4) = 0; r2 = fp - 4; r1 = map; call lookup; r0 = 0; exit */
+        {.code = BPF_ST | BPF_MEM | BPF_W, .dst_reg = BPF_REG_10, .off = -4, .imm = 0},
+        {.code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_10},
+        {.code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = BPF_REG_2, .imm = -4},
+        {.code = BPF_LD | BPF_DW | BPF_IMM,
+         .dst_reg = BPF_REG_1,
+         .src_reg = BPF_PSEUDO_MAP_FD,
+         .imm = map},
+        {.code = 0},
+        {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_map_lookup_elem},
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+        {.code = BPF_JMP | BPF_EXIT},
+    };
+    prog = bpf_prog_load(BPF_PROG_TYPE_PERF_EVENT, "cx_probe", "GPL", insns,
+                         sizeof(insns) / sizeof(insns[0]), NULL);
+    close(map);
+    if (prog < 0)
+        return false;
+    close(prog);
+    return true;
+}
+
+/* THREAD_SIZE, the kernel stack's size: 16 KiB on x86_64, twice that with
+ * KASAN (the kernel's config says, where it can be read). */
+static unsigned long kernel_thread_size(void)
+{
+    char path[256], line[256];
+    struct utsname u;
+    unsigned long size = 16384;
+    FILE *f;
+
+    if (uname(&u))
+        return size;
+    snprintf(path, sizeof(path), "/boot/config-%s", u.release);
+    f = fopen(path, "re");
+    if (!f)
+        return size;
+    while (fgets(line, sizeof(line), f)) {
+        if (strcmp(line, "CONFIG_KASAN=y\n") == 0)
+            size = 32768;
+    }
+    fclose(f);
+    return size;
+}
+
+/* Before Linux 6.1 the hash maps the sampler reads are preallocated: each
+ * entry's memory is taken at load, so they are made smaller. */
+#define OLD_KERNEL_UNWIND_PROCS 2048
+#define OLD_KERNEL_PY_PROCS 4096
+
+/* What the kernel does not have, and the path taken instead (logged). */
+static void adapt_to_kernel(struct sampler_bpf *skel)
+{
+    struct utsname u;
+    const char *release = uname(&u) ? "?" : u.release;
+
+    if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) != 1) {
+        skel->rodata->thread_size = kernel_thread_size();
+        log_info("sampler: kernel %s: no bpf_task_pt_regs (Linux 5.15): user registers read "
+                 "from the top of the task's kernel stack (%lu KiB)",
+                 release, (unsigned long)skel->rodata->thread_size >> 10);
+    }
+    if (!nonprealloc_maps_ok()) {
+        bpf_map__set_map_flags(skel->maps.proc_unwind, 0);
+        bpf_map__set_max_entries(skel->maps.proc_unwind, OLD_KERNEL_UNWIND_PROCS);
+        bpf_map__set_map_flags(skel->maps.py_procs, 0);
+        bpf_map__set_max_entries(skel->maps.py_procs, OLD_KERNEL_PY_PROCS);
+        log_info("sampler: kernel %s: perf_event programs take only preallocated hash maps "
+                 "(before Linux 6.1): CFI walks for %d processes at once, Python walks for %d",
+                 release, OLD_KERNEL_UNWIND_PROCS, OLD_KERNEL_PY_PROCS);
+    }
 }
 
 struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn fn, void *ctx,
@@ -147,6 +226,7 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         goto fail;
     }
     s->skel->rodata->target_tgid = opts->only_tgid;
+    adapt_to_kernel(s->skel);
     s->skel->rodata->ringbuf_wakeup_bytes = ringbuf_bytes(ncpus) / 2;
     bpf_map__set_max_entries(s->skel->maps.events, ringbuf_bytes(ncpus));
     r = sampler_bpf__load(s->skel);

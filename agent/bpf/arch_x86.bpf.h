@@ -29,6 +29,24 @@ static __always_inline int cx_regs_user_mode(const struct pt_regs *r)
     return (cs & 3) == 3;
 }
 
+/* The user registers where x86_64's task_pt_regs() finds them: the last
+ * struct pt_regs of the task's kernel stack (no padding above it before
+ * FRED, 6.9, which has bpf_task_pt_regs anyway). Returns 1, or -1. */
+static __always_inline int cx_stack_user_regs(void *stack, __u64 thread_size, __u64 *pc, __u64 *sp,
+                                              __u64 *fp)
+{
+    struct pt_regs *r;
+
+    if (!stack)
+        return -1;
+    r = (struct pt_regs *)((char *)stack + thread_size - bpf_core_type_size(struct pt_regs));
+    if (bpf_probe_read_kernel(pc, sizeof(*pc), &r->ip) ||
+        bpf_probe_read_kernel(sp, sizeof(*sp), &r->sp) ||
+        bpf_probe_read_kernel(fp, sizeof(*fp), &r->bp))
+        return -1;
+    return 1;
+}
+
 /* The thread pointer, which is where glibc and musl keep the thread's
  * struct pthread: pthread_self(). */
 static __always_inline __u64 cx_task_tls_base(struct task_struct *task)

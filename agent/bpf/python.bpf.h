@@ -67,10 +67,10 @@ __noinline __u64 cx_py_tstate(__u32 tid)
         /* gettid() as the process sees it: in a container, its own pid
          * namespace's number. */
         idoff = st->py.off.ts_native_tid;
-        want = cx_task_ns_tid(bpf_get_current_task_btf());
+        want = cx_task_ns_tid((struct task_struct *)bpf_get_current_task());
     } else {
         idoff = st->py.off.ts_thread_id;
-        want = cx_task_tls_base(bpf_get_current_task_btf());
+        want = cx_task_tls_base((struct task_struct *)bpf_get_current_task());
     }
     cached = bpf_map_lookup_elem(&py_threads, &key);
     if (cached && *cached && !py_read_ptr(&v, *cached + idoff) && v == want)

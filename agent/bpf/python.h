@@ -100,11 +100,14 @@ enum cx_py_err {
 /* The 16-bit fingerprint of a code object, in cx_frame.tag: its first line
  * and the addresses of its file and function names, folded. User space
  * computes the same from what it reads, to tell a code object from another
- * one later allocated at the same address. */
+ * one later allocated at the same address. Never 0: a tag of 0 says the BPF
+ * side could not read the code object. */
 static inline __u16 cx_py_fingerprint(__u32 firstlineno, __u64 filename, __u64 name)
 {
     __u64 h = (filename ^ (name << 7) ^ ((__u64)firstlineno << 32)) * 0x9E3779B97F4A7C15ull;
-    return (__u16)(h >> 48);
+    __u16 t = (__u16)(h >> 48);
+
+    return t ? t : 1;
 }
 
 #endif

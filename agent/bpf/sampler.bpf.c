@@ -19,6 +19,9 @@
 
 /* Filled by user space between open and load. 0 = every process. */
 const volatile __u32 target_tgid = 0;
+/* The kernel stack's size (THREAD_SIZE), where the user registers are on
+ * kernels without bpf_task_pt_regs (before 5.15). */
+const volatile __u64 thread_size = 16384;
 /* Samples wake user space only once this much is waiting (half the ring). */
 const volatile __u64 ringbuf_wakeup_bytes = 4 << 20;
 
@@ -323,17 +326,49 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     return 2;
 }
 
+/* The user registers of the current task, saved at the top of its kernel
+ * stack on entry to the kernel: by the timer interrupt itself when it came
+ * in user mode (the event's own registers then, the same values), by the
+ * syscall or fault that entered the kernel otherwise. Returns 1, 0 for a
+ * kernel thread (no user stack), -1 when they cannot be had. */
+static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp)
+{
+    if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+        /* 5.15 on: a trusted BTF pointer, direct loads. One source for
+         * both cases, so one walk: the verifier takes no load that reads
+         * both the context and a BTF pointer. */
+        struct task_struct *task = bpf_get_current_task_btf();
+        struct pt_regs *ur;
+
+        if (task->flags & PF_KTHREAD || !task->mm)
+            return 0;
+        ur = (struct pt_regs *)bpf_task_pt_regs(task);
+        if (!ur)
+            return -1;
+        *pc = cx_regs_pc(ur);
+        *sp = cx_regs_sp(ur);
+        *fp = cx_regs_fp(ur);
+        return 1;
+    }
+    /* Before: the same place, found as the kernel finds it (task_pt_regs),
+     * read with probe reads (this branch is all the verifier sees there). */
+    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+    if (BPF_CORE_READ(t, flags) & PF_KTHREAD || !BPF_CORE_READ(t, mm))
+        return 0;
+    return cx_stack_user_regs(BPF_CORE_READ(t, stack), thread_size, pc, sp, fp);
+}
+
 SEC("perf_event")
 int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0;
-    struct task_struct *task;
-    struct pt_regs *ur = NULL;
+    __u64 pc = 0, sp = 0, fp = 0;
     struct cx_sample *s;
     struct kstack *ks;
     long got;
-    int i;
+    int i, r;
 
     if (tid == 0)
         return 0; /* the idle task */
@@ -356,8 +391,6 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     s->kernel_err = 0;
     bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-    task = bpf_get_current_task_btf();
-
     if (!cx_regs_user_mode(&ctx->regs)) {
         got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
         if (got < 0) {
@@ -375,25 +408,14 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     if (nk > CX_MAX_KERNEL_FRAMES)
         nk = CX_MAX_KERNEL_FRAMES;
 
-    /* task is a trusted BTF pointer: direct loads, no probe reads. */
-    if (task->flags & PF_KTHREAD || !task->mm) {
-        nu = 0; /* a kernel thread: no user stack */
-    } else {
-        /* The user registers, saved at the top of the task's kernel stack on
-         * entry to the kernel: by the timer interrupt itself when it came in
-         * user mode (the event's own registers then, the same values), by
-         * the syscall or fault that entered the kernel otherwise. One
-         * source, so one walk: the verifier takes no load that reads both
-         * the context and a BTF pointer. */
-        ur = (struct pt_regs *)bpf_task_pt_regs(task);
-        if (!ur) {
-            stat_inc(CX_STAT_NO_USER_REGS);
-            put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
-            nu = 1;
-        } else {
-            nu = walk_user(ctx, s, tgid, nk, cx_regs_pc(ur), cx_regs_sp(ur), cx_regs_fp(ur));
-        }
-    }
+    r = user_regs(&pc, &sp, &fp);
+    if (r < 0) {
+        stat_inc(CX_STAT_NO_USER_REGS);
+        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
+        nu = 1;
+    } else if (r > 0) {
+        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp);
+    } /* else a kernel thread: no user stack */
     emit(s, tgid, nk, nk + nu);
     return 0;
 }
@@ -432,7 +454,7 @@ int cx_on_exec(void *ctx)
 SEC("tp_btf/sched_process_exit")
 int cx_on_exit(void *ctx)
 {
-    struct task_struct *task = bpf_get_current_task_btf();
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
     /* The tracepoint fires for every thread; the process is gone once the
      * last one has dropped the thread group's live count.

@@ -84,9 +84,11 @@ int py_code__read_str(const struct py_reader *r, const struct py_layout *l, uint
     if (outlen <= 4 || hlen > sizeof(head) || !addr)
         return -EINVAL;
     /* Header and first characters at once; a string near the end of a
-     * mapping may not have STR_FIRST bytes after it: then the header alone. */
+     * mapping may not have STR_FIRST bytes after it: then the header alone,
+     * the ASCII one (a short ASCII string is smaller than the compact
+     * header: reading that much could fail where the string does not end). */
     if (r->read(r->ctx, addr, head, hlen)) {
-        hlen = (size_t)l->unicode_compact_size;
+        hlen = (size_t)l->unicode_ascii_size;
         if ((err = r->read(r->ctx, addr, head, hlen)))
             return err;
     }

@@ -29,8 +29,12 @@ enum sym {
     S__N,
 };
 static const char *const sym_names[S__N] = {
-    "_PyRuntime",    "_PyEval_EvalFrameDefault",  "PyCode_Type",
-    "Py_Version",    "_PyThreadState_Current",    "_Py_trampoline_func_start",
+    "_PyRuntime",
+    "_PyEval_EvalFrameDefault",
+    "PyCode_Type",
+    "Py_Version",
+    "_PyThreadState_Current",
+    "_Py_trampoline_func_start",
     "_Py_trampoline_func_end",
 };
 
@@ -193,13 +197,24 @@ static bool fde_range(Dwarf_CFI *cfi, uint64_t addr, uint64_t *start, uint64_t *
     return en > s;
 }
 
+/* Whether [start, end) is non-empty and inside one executable segment. */
+static bool in_exec(const struct py_binary *out, uint64_t start, uint64_t end)
+{
+    for (unsigned i = 0; i < out->nsegs; i++) {
+        if (end > start && start >= out->segs[i].vaddr &&
+            end - out->segs[i].vaddr <= out->segs[i].filesz)
+            return true;
+    }
+    return false;
+}
+
 static void add_eval(struct py_binary *out, uint64_t start, uint64_t end)
 {
     for (unsigned i = 0; i < out->n_eval; i++) {
         if (out->eval_start[i] == start)
             return;
     }
-    if (out->n_eval < CX_PY_MAX_EVAL && end > start) {
+    if (out->n_eval < CX_PY_MAX_EVAL && in_exec(out, start, end)) {
         out->eval_start[out->n_eval] = start;
         out->eval_end[out->n_eval] = end;
         out->n_eval++;
@@ -384,6 +399,11 @@ int py_detect__elf(int fd, const char *path, struct py_binary *out)
         goto out;
     }
     uint64_t es = f.sym[S_EVAL].st_value, ee = es + f.sym[S_EVAL].st_size;
+    if (!in_exec(out, es, ee)) {
+        snprintf(out->why, sizeof(out->why),
+                 "_PyEval_EvalFrameDefault outside the executable segments");
+        goto out;
+    }
     add_eval(out, es, ee);
     Dwarf_CFI *cfi = dwarf_getcfi_elf(e);
     read_tramp(e, fd, &f, out);
