@@ -93,6 +93,9 @@ static void usage(FILE *f)
  * thousand distinct binaries passes the usual soft limit of 1024 (systemd's
  * default) and then fails to read /proc, load tables or write profiles. */
 #define WANT_OPEN_FILES 16384
+/* How long the daemon waits, at start, for the CFI tables of the processes
+ * already running before it counts samples. */
+#define STARTUP_TABLES_MS 5000
 
 /* Raises the soft limit of open files to the hard one (which systemd sets at
  * 524288), and says so when that is still short of WANT_OPEN_FILES. */
@@ -206,6 +209,20 @@ static int run_agent(int argc, char **argv)
     }
     cli__install_signals();
     unsigned nprocs = collector__scan(&col, 0);
+    /* The first window's stacks are walked with the tables of the processes
+     * already running, as record's are: their tables are built first (a
+     * node's worth takes 1-3 s), and what was sampled meanwhile (walked by
+     * frame pointers, or lost while the ring was not read) is dropped. */
+    if (col.unwinder) {
+        uint64_t t0 = clock__mono_ns();
+        if (!unwinder__settle(col.unwinder, STARTUP_TABLES_MS, t0))
+            log_warn("unwind: CFI tables still building after %d s: until they are loaded, the "
+                     "processes waiting for them are walked by frame pointers",
+                     STARTUP_TABLES_MS / 1000);
+        agg_window__free(collector__rotate(&col));
+        log_debug("unwind: tables of the running processes built in %llu ms",
+                  (unsigned long long)((clock__mono_ns() - t0) / 1000000));
+    }
 
     struct worker_opts wo = {dir, sh, host, 1000000000ull / so.sample_rate_hz, kstacks};
     wk = worker__start(&wo);
