@@ -443,11 +443,43 @@ static __always_inline void proc_event(__u32 kind)
     bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
+/* The process's entries for the CFI and Python walks describe the program
+ * it ran: gone with it (user space makes them anew from the new program's
+ * mappings, or forgets the process; an entry left behind would point a
+ * later process with the pid at another program's tables). */
+static __always_inline void drop_walk_entries(__u32 tgid)
+{
+    bpf_map_delete_elem(&proc_unwind, &tgid);
+    bpf_map_delete_elem(&py_procs, &tgid);
+}
+
 /* BTF-typed tracepoints (Linux 5.5): no tracefs mount needed. */
 SEC("tp_btf/sched_process_exec")
 int cx_on_exec(void *ctx)
 {
+    drop_walk_entries(bpf_get_current_pid_tgid() >> 32);
     proc_event(CX_REC_EXEC);
+    return 0;
+}
+
+/* A forked process runs its parent's program at the same addresses: it
+ * takes the parent's entries at once, so its first samples, taken before
+ * user space has heard of it (a pool's workers, a pre-fork server's), are
+ * walked as the parent's are. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(cx_on_fork, struct task_struct *parent, struct task_struct *child)
+{
+    __u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+    void *v;
+
+    if (ptgid == ctgid)
+        return 0; /* a thread */
+    v = bpf_map_lookup_elem(&proc_unwind, &ptgid);
+    if (v)
+        bpf_map_update_elem(&proc_unwind, &ctgid, v, BPF_NOEXIST);
+    v = bpf_map_lookup_elem(&py_procs, &ptgid);
+    if (v)
+        bpf_map_update_elem(&py_procs, &ctgid, v, BPF_NOEXIST);
     return 0;
 }
 
@@ -461,6 +493,7 @@ int cx_on_exit(void *ctx)
      */
     if (BPF_CORE_READ(task, signal, live.counter) != 0)
         return 0;
+    drop_walk_entries(bpf_get_current_pid_tgid() >> 32);
     proc_event(CX_REC_EXIT);
     return 0;
 }

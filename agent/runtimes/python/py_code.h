@@ -37,7 +37,8 @@ int py_reader__pid(void *ctx, uint64_t addr, void *buf, size_t len);
 struct py_code {
     struct rt_obj obj; /* first: a py_code is an rt_obj */
     unsigned version;  /* (major << 8) | minor */
-    uint16_t tag;      /* its fingerprint (python.h) */
+    uint16_t tag;      /* the fingerprint of the object it was read from (python.h); one
+                          shared by several processes keeps the first one's */
     int64_t firstlineno;
     const char *qualname; /* co_qualname from 3.11, else co_name */
     const char *name;     /* co_name */

@@ -369,8 +369,10 @@ static struct py_code *code_get(struct py_tracker *t, struct py_proc *pp, uint64
         *why = e->why;
         return NULL;
     }
+    /* The fingerprint of this process's object: an equal one interned from
+     * another process was fingerprinted from that process's pointers. */
+    e->tag = c->tag;
     e->c = intern(t, c);
-    e->tag = e->c->tag;
     e->why = 0;
     return (struct py_code *)rt_obj__get(&e->c->obj);
 }
@@ -499,8 +501,7 @@ static const char *unnamed_label(unsigned why)
 static const char *no_code_label(unsigned why)
 {
     switch (why) {
-    case PYU_NOT_CODE:
-        return "[python: not a code object]";
+    case PYU_NOT_CODE: /* its memory holds another object now */
     case PYU_CHANGED:
         return "[python: code object freed before it was read]";
     case PYU_FULL:
