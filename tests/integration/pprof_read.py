@@ -26,11 +26,14 @@ def split_line_frame(text):
     "fn" (no file), " (inline)" after it for an inlined one. Returns
     (frame, function, file, line), frame being what `-traces` alone prints
     (the function, " (inline)" kept). File names like "<frozen zipimport>"
-    (Python's frozen modules) have a space; a function whose name has one
-    and no file is misread (no test reads such frames with lines)."""
+    (Python's frozen modules) have a space; markers ("[python: ...]") have
+    no file; any other function whose name has a space and no file is
+    misread (no test reads such frames with lines)."""
     inline = text.endswith(" (inline)")
     if inline:
         text = text[:-len(" (inline)")]
+    if text.startswith("[") and text.endswith("]"):
+        return text, text, "", 0  # a marker: "[truncated: ...]", "[python: ...]"
     m = re.match(r"^(.+?) (<[^>]*>|\S+):(\d+)$", text)
     if m:
         fn, file, line = m.group(1), m.group(2), int(m.group(3))
