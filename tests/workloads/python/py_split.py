@@ -3,10 +3,13 @@
     python py_split.py SECONDS [cpu]
 
 hot_a and hot_b are the same loop over small ints (under 2^30: one-digit
-ints, so every iteration costs the same); dispatch gives hot_a twice the
-count it gives hot_b. Runs SECONDS of wall time, or with "cpu" until the
-process has used SECONDS of CPU time. Prints cpu_seconds= at the end.
+ints, so every iteration costs the same); each round gives hot_a twice
+the count it gives hot_b. The count varies from round to round (the same
+seeded sequence every run) so that the rounds do not keep step with the
+sampling clock. Runs SECONDS of wall time, or with "cpu" until the process
+has used SECONDS of CPU time. Prints cpu_seconds= at the end.
 """
+import random
 import sys
 import time
 
@@ -36,9 +39,11 @@ def dispatch(which, n):
 def run(seconds, clock):
     end = clock() + seconds
     x = 0
+    rng = random.Random(1)
     while clock() < end:
-        x ^= dispatch(0, 2 * N)
-        x ^= dispatch(1, N)
+        n = rng.randrange(N // 2, N * 3 // 2)
+        x ^= dispatch(0, 2 * n)
+        x ^= dispatch(1, n)
     return x
 
 
