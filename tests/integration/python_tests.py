@@ -302,8 +302,13 @@ def test_python_split_chain_line(tmp):
 
     - the split within 5 points. At 400 Hz: at 100 Hz a 3 s record has 300
       samples, a binomial spread of 2.7 points, and hot_a's share was
-      measured from 0.603 to 0.705 over 18 records; at 400 Hz, 0.650 to
-      0.683 over 31 (0.636 once, the 2 cores at a load of 20);
+      measured from 0.603 to 0.705 over 18 records; at 400 Hz (~1200
+      samples, a spread of 1.4 points) from 0.635 to 0.685 over ~60
+      records, once 0.603 (other sessions' work on the 2 cores). The
+      program's own CPU accounting (thread_time around each call, over the
+      record's window) says 0.660 to 0.668. So when a record is off by more
+      than 5 points, 3 s more are recorded and the split judged on both: a
+      real misattribution stays off, one unlucky record does not fail it;
     - >= 97 % of the hot samples with the Python frames hot_X -> dispatch
       -> run -> <module>, in order, native frames between them ignored: up
       to 3.10 each Python call goes through the interpreter's C code
@@ -332,9 +337,17 @@ def test_python_split_chain_line(tmp):
             ts, outs, logs = record_until(
                 tmp, w.pid, lambda ts: sum(split_figures(ts, path)["per"].values()) >= MIN_HOT,
                 "--sample-rate", SPLIT_HZ)
+            f = split_figures(ts, path)
+            a = f["per"]["hot_a"] / max(sum(f["per"].values()), 1)
+            if abs(a - SPLIT["hot_a"]) > 0.05 and len(outs) < 3:
+                print(f"    {label}: hot_a {a:.3f} in {len(outs)} record(s): 3 s more")
+                out, log = record(tmp, 3, "--pid", w.pid, "--sample-rate", SPLIT_HZ)
+                outs.append(out)
+                logs.append(log)
+                ts = of_pid(traces(*outs, lines=True), w.pid)
+                f = split_figures(ts, path)
         finally:
             stop(w)
-        f = split_figures(ts, path)
         try:
             check_split(label, exe, ts, f, outs, logs, path, body, header)
         except Failure as e:
@@ -636,49 +649,87 @@ def test_python_fork_pool_workers(tmp):
     check(not failures, " | ".join(failures))
 
 
-# --- 5. a short-lived process ------------------------------------------------------
+# --- 5. short-lived processes ------------------------------------------------------
+
+SHORT_RUNS = 3
+# The C function that runs the script file (3.10+, and before): samples
+# under it are in the script's own code, past the interpreter's start-up.
+SCRIPT_RUNNERS = ("_PyRun_SimpleFileObject", "PyRun_SimpleFileExFlags")
+
+
+def in_script_named(ts, path):
+    """Of the samples under the function that runs the script file: those
+    whose Python frames are all named, the outermost the script's <module>
+    (or that have no Python frame at all: the script being compiled), and
+    the others."""
+    good, bad = 0, []
+    for t in ts:
+        if not any(base(f) in SCRIPT_RUNNERS for f in t.frames):
+            continue
+        py = py_frames(t)
+        if not markers(t) and (not py or (py[-1][1], py[-1][2]) == ("<module>", path)):
+            good += t.count
+        else:
+            bad.append(t)
+    return good, bad
+
 
 def test_python_short_lived(tmp):
     """py_split.py for 0.6 s of CPU, then it exits, started 1 s into a
-    whole-machine record, in Debian's python3 and a pyenv build with
-    symbols: its hot functions named under dispatch -> run -> <module>
-    (>= 20 samples, >= 97 % of the hot ones whole), and >= 50 % of its
-    samples with a named hot function. The rest: the interpreter's start-up
-    (a few ms of native code), and the samples taken before the agent had
-    the process's CFI tables and interpreter in BPF, which have no Python
-    frame (cut stacks, walked by frame pointers): measured 1 to 13 of ~60
-    samples, up to 21 with a libpython the agent had not seen before."""
+    whole-machine record and run 3 times one after the other (a script run
+    again and again, as by cron), in Debian's python3 and a pyenv build
+    with symbols. Per process: its hot functions named under dispatch ->
+    run -> <module> (>= 20 samples, >= 97 % of the hot ones whole), and
+    >= 40 % of its samples with a named hot function. The rest: the
+    interpreter's start-up (a few ms of native code), and the samples
+    taken before the agent had the process's CFI tables and interpreter in
+    BPF, which have no Python frame (cut stacks, walked by frame pointers):
+    measured 0 to 13 of ~60 samples, up to 27 of 65 for the first process
+    of a libpython the agent had not seen before. And in every process,
+    every sample in the script's own code (under _PyRun_SimpleFileObject)
+    has its Python frames named, down to the script's <module>: the code
+    objects live as long as the process runs, and a sample handled after
+    the process exited must still be named from what was read while it
+    ran."""
     pys = two_pythons()
-    procs, rec = {}, None
+    procs, rec = {label: [] for label, _ in pys}, None
     try:
         rec = Recording(tmp, 60)
         time.sleep(1)
-        for label, exe in pys:
-            procs[label] = start_py(exe, SPLIT_PY, 0.6, "cpu")
-        outs = {label: p.communicate(timeout=60)[0] for label, p in procs.items()}
+        for _ in range(SHORT_RUNS):
+            now = [(label, start_py(exe, SPLIT_PY, 0.6, "cpu")) for label, exe in pys]
+            for label, p in now:
+                procs[label].append((p, p.communicate(timeout=60)[0]))
         time.sleep(0.3)
         out, log = rec.finish()
     finally:
         if rec:
             rec.kill()
-        for p in procs.values():
+        for p, _ in [x for runs in procs.values() for x in runs]:
             stop(p)
     ts = traces(out, lines=True)
+    path = os.path.join(PYWORK, SPLIT_PY)
     failures = []
     for label, _ in pys:
-        try:
-            mine = of_pid(ts, procs[label].pid)
-            f = split_figures(mine, os.path.join(PYWORK, SPLIT_PY))
-            hot = sum(f["per"].values())
-            print(f"    {label}: {f['total']} samples, {hot} in hot_a/hot_b ({f['per']}), "
-                  f"{f['chain']} of them whole, {f['no_py']} without a Python frame, "
-                  f"{f['marked']} with a marker ({outs[label].strip()})")
-            check(hot >= 20, f"only {hot} hot samples of {f['total']}: {top(mine)}")
-            check(f["chain"] >= 0.97 * hot, f"only {f['chain']}/{hot} whole: {top(f['bad'])}")
-            check(hot >= 0.5 * f["total"], f"only {hot}/{f['total']} named hot: {top(mine)}")
-        except Failure as e:
-            print(f"    {label}: FAIL: {e}")
-            failures.append(f"{label}: {e}")
+        for run, (p, pout) in enumerate(procs[label], 1):
+            try:
+                mine = of_pid(ts, p.pid)
+                f = split_figures(mine, path)
+                hot = sum(f["per"].values())
+                good, bad = in_script_named(mine, path)
+                nbad = sum(t.count for t in bad)
+                print(f"    {label} run {run}: {f['total']} samples, {hot} in hot_a/hot_b "
+                      f"({f['per']}), {f['chain']} of them whole, {f['no_py']} without a "
+                      f"Python frame, {f['marked']} with a marker; in the script's code "
+                      f"{good} named, {nbad} not ({pout.strip()})")
+                check(hot >= 20, f"only {hot} hot samples of {f['total']}: {top(mine)}")
+                check(f["chain"] >= 0.97 * hot, f"only {f['chain']}/{hot} whole: {top(f['bad'])}")
+                check(hot >= 0.4 * f["total"], f"only {hot}/{f['total']} named hot: {top(mine)}")
+                check(not bad, f"{nbad} samples in the script's code with Python frames not "
+                               f"named: {top(bad, depth=24)}")
+            except Failure as e:
+                print(f"    {label} run {run}: FAIL: {e}")
+                failures.append(f"{label} run {run}: {e}")
     share = python_share(log)
     check(share > 0, f"python_frames={share}%")
     check(not failures, " | ".join(failures))
