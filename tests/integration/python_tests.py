@@ -657,21 +657,32 @@ SHORT_RUNS = 3
 SCRIPT_RUNNERS = ("_PyRun_SimpleFileObject", "PyRun_SimpleFileExFlags")
 
 
+FREED = "[python: code object freed before it was read]"
+
+
 def in_script_named(ts, path):
     """Of the samples under the function that runs the script file: those
     whose Python frames are all named, the outermost the script's <module>
     (or that have no Python frame at all: the script being compiled), and
-    the others."""
-    good, bad = 0, []
+    the others. One marker is allowed, for code other than the script's:
+    a module's import-time code (its <module>), run once while the module
+    is imported and freed when the import is done, can be gone before the
+    agent reads it (it reads code objects as it takes samples from the
+    ring buffer, every 100 ms): that frame says so in place. Third: the
+    samples with such a frame."""
+    good, bad, freed = 0, [], 0
     for t in ts:
         if not any(base(f) in SCRIPT_RUNNERS for f in t.frames):
             continue
         py = py_frames(t)
-        if not markers(t) and (not py or (py[-1][1], py[-1][2]) == ("<module>", path)):
+        outer_ok = not py or (py[-1][1], py[-1][2]) == ("<module>", path)
+        others = [m for m in markers(t) if m != FREED]
+        if outer_ok and not others:
             good += t.count
+            freed += t.count if markers(t) else 0
         else:
             bad.append(t)
-    return good, bad
+    return good, bad, freed
 
 
 def test_python_short_lived(tmp):
@@ -690,7 +701,8 @@ def test_python_short_lived(tmp):
     has its Python frames named, down to the script's <module>: the code
     objects live as long as the process runs, and a sample handled after
     the process exited must still be named from what was read while it
-    ran."""
+    ran (an imported module's import-time code, freed when its import is
+    done, may say so in place instead: in_script_named)."""
     pys = two_pythons()
     procs, rec = {label: [] for label, _ in pys}, None
     try:
@@ -716,12 +728,13 @@ def test_python_short_lived(tmp):
                 mine = of_pid(ts, p.pid)
                 f = split_figures(mine, path)
                 hot = sum(f["per"].values())
-                good, bad = in_script_named(mine, path)
+                good, bad, freed = in_script_named(mine, path)
                 nbad = sum(t.count for t in bad)
                 print(f"    {label} run {run}: {f['total']} samples, {hot} in hot_a/hot_b "
                       f"({f['per']}), {f['chain']} of them whole, {f['no_py']} without a "
                       f"Python frame, {f['marked']} with a marker; in the script's code "
-                      f"{good} named, {nbad} not ({pout.strip()})")
+                      f"{good} named ({freed} through an imported module's freed code), "
+                      f"{nbad} not ({pout.strip()})")
                 check(hot >= 20, f"only {hot} hot samples of {f['total']}: {top(mine)}")
                 check(f["chain"] >= 0.97 * hot, f"only {f['chain']}/{hot} whole: {top(f['bad'])}")
                 check(hot >= 0.4 * f["total"], f"only {hot}/{f['total']} named hot: {top(mine)}")

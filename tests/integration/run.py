@@ -453,7 +453,9 @@ def test_profiling_disabled(tmp):
     on = start_workload_env("cpu_split", 8, CODEXRAY_PROFILING="enabled")
     try:
         time.sleep(0.5)
+        t0 = cpu_ticks(on.pid)
         out, log = record(tmp, "--duration", 3)
+        t1 = cpu_ticks(on.pid)
     finally:
         for w in (off, on):
             w.kill()
@@ -462,10 +464,14 @@ def test_profiling_disabled(tmp):
     n_off = sum(t.count for t in ts if t.labels.get("pid") == str(off.pid))
     n_on = sum(t.count for t in ts if t.labels.get("pid") == str(on.pid))
     seen = int(re.search(r"excluded_samples_seen=(\d+)", log).group(1))
-    print(f"    disabled: {n_off} samples, sibling: {n_on}; excluded samples that reached user "
-          f"space: {seen}")
+    # What the sibling ran while recorded, which a busy machine makes less
+    # than the 3 s asked: its CPU time over the whole record (the start-up
+    # included, so a little more than what was sampled).
+    expect = (t1 - t0) / 100 * HZ
+    print(f"    disabled: {n_off} samples, sibling: {n_on} (its CPU over the record: "
+          f"{expect:.0f} samples' worth); excluded samples that reached user space: {seen}")
     check(n_off == 0, f"{n_off} samples of the disabled process")
-    check(n_on >= 150, f"sibling only {n_on} samples")
+    check(n_on >= 50 and n_on >= 0.5 * expect, f"sibling only {n_on} samples for {expect:.0f}")
     lines = [l for l in log.splitlines() if f"pid={off.pid} " in l and "not profiled" in l]
     check(len(lines) == 1, f"want one exclusion line for {off.pid}: {lines}")
     # Put in the BPF skip map at start: BPF hands over none of its samples.

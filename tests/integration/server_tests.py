@@ -98,10 +98,24 @@ def collapsed_split(text):
 
 
 def run_agent(tmp, endpoint, *extra):
+    """The agent shipping to endpoint, once it has started counting samples
+    (after its BPF programs load and the tables of the running processes
+    are built: on a busy machine that can take seconds)."""
     log = open(os.path.join(tmp, "agent.log"), "w")
     a = subprocess.Popen([AGENT, "--interval", "2", "--endpoint", endpoint, "--data-dir",
                           os.path.join(tmp, "agent-data"), *extra], stderr=log)
+    wait_started(a, log.name)
     return a, log
+
+
+def wait_started(a, path, timeout=60):
+    """Waits until the agent's log (at path) says it started, or it exits."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and a.poll() is None:
+        with open(path) as f:
+            if " started: " in f.read():
+                return
+        time.sleep(0.1)
 
 
 def stop_agent(a, log):
