@@ -31,7 +31,8 @@ else
     root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
     incs=()
     for v in 3.7 3.8 3.9 3.10 3.11 3.12; do
-        d=$(ls -d "$root"/versions/$v.*/include/python$v* 2>/dev/null | sort -V | tail -1 || true)
+        d=$(find "$root"/versions -maxdepth 3 -path "*/versions/$v.*/include/python$v*" \
+            -type d 2>/dev/null | sort -V | tail -1)
         [ -n "$d" ] && incs+=("$d")
     done
 fi
