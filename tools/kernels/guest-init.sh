@@ -47,7 +47,7 @@ echo $fp > $R/fp.pid
 echo $cfi > $R/cfi.pid
 sleep 1
 s=$(cut -d' ' -f1 /proc/uptime)
-$AGENT record --duration $SECS --output $R/record.pb.gz 2> $R/record.log
+$AGENT record --duration "$SECS" --output $R/record.pb.gz 2> $R/record.log
 echo $? > $R/record.rc
 e=$(cut -d' ' -f1 /proc/uptime)
 echo "$s $e" > $R/record.time

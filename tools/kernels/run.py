@@ -62,7 +62,7 @@ def parse_args():
     p.add_argument("--out", default=os.path.join(ROOT, "build", "test-output", "kernels"))
     p.add_argument("--timeout", type=int, default=int(env("KERNELS_TIMEOUT", "300")),
                    help="seconds a guest may run before it is killed (env KERNELS_TIMEOUT)")
-    p.add_argument("--jobs", type=int, default=int(env("KERNELS_JOBS", "1")),
+    p.add_argument("--jobs", type=int, default=int(env("KERNELS_JOBS", "2")),
                    help="guests at once (env KERNELS_JOBS)")
     p.add_argument("--accel", default=env("KERNELS_ACCEL", "tcg"),
                    help="tcg, or kvm where /dev/kvm boots stock kernels (env KERNELS_ACCEL)")
@@ -191,7 +191,14 @@ def check_split(what, ts, pid):
     per, whole, total = split_of(ts, pid)
     hot = sum(per.values())
     if total < 100 or hot == 0:
-        return f"{total} samples", f"{what}: only {total} samples of pid {pid} ({hot} in hot_*)"
+        leaves = {}
+        for t in ts:
+            if t.labels.get("pid") == str(pid):
+                leaves[" <- ".join(t.frames[:3])] = leaves.get(" <- ".join(t.frames[:3]), 0) + t.count
+        top = sorted(leaves.items(), key=lambda kv: -kv[1])[:3]
+        return f"{total} samples, {hot} hot", (
+            f"{what}: {total} samples of pid {pid}, {hot} with hot_* as their leaf (want 100 or "
+            f"more, most of them hot); most seen: " + "; ".join(f"{n}x {k}" for k, n in top))
     shares = {k: v / hot for k, v in per.items()}
     cell = "/".join(f"{100 * shares[k]:.0f}" for k in SPLIT) + \
         f" whole {100 * whole / total:.1f}% n={total}"
