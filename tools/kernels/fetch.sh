@@ -95,9 +95,14 @@ newest_cached() {
     echo "$best"
 }
 
+fail() {
+    echo "fetch: $*" >&2
+    return 1
+}
+
 fetch_one() {
-    local series=$1 d="$cache/apt/$1" apt abi pkg ver dir tmp f
-    suites_of "$series" >/dev/null || { echo "fetch: unknown series '$series' (5.10 6.1 6.12 sid)" >&2; return 1; }
+    local series=$1 d="$cache/apt/$1" apt abi pkg ver dir
+    suites_of "$series" >/dev/null || fail "unknown series '$series' (5.10 6.1 6.12 sid)" || return
     apt_setup "$series" "$d"
     apt="env APT_CONFIG=$d/apt.conf"
     # sources.updated: the sources of the last good update, its time the
@@ -111,7 +116,8 @@ fetch_one() {
             local c
             c=$(newest_cached "$series")
             if [ -n "$c" ]; then
-                echo "fetch: $series: apt-get update failed ($(grep -m1 '^[EW]:' "$d"/update.log)); using the cached ${c%% *}" >&2
+                echo "fetch: $series: apt-get update failed" \
+                    "($(grep -m1 '^[EW]:' "$d"/update.log)); using the cached ${c%% *}" >&2
                 echo "$series $c"
                 return 0
             fi
@@ -123,8 +129,9 @@ fetch_one() {
     # Resolved again only after an update (parsing the lists takes seconds).
     if [ ! -s "$d"/resolved ]; then
         # linux-image-amd64 (the metapackage) depends on the newest ABI's image.
-        abi=$($apt apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1)
-        [ -n "$abi" ] || { echo "fetch: $series: linux-image-amd64 names no linux-image-*-amd64" >&2; return 1; }
+        abi=$($apt apt-cache depends linux-image-amd64 |
+            sed -n 's/^ *Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1)
+        [ -n "$abi" ] || fail "$series: linux-image-amd64 names no linux-image-*-amd64" || return
         # From trixie's successor on, vmlinuz is in linux-binary-ABI; before,
         # in linux-image-ABI itself.
         pkg=linux-image-$abi
@@ -137,32 +144,52 @@ fetch_one() {
     read -r abi pkg ver < "$d"/resolved
     case "$series:$abi" in
         sid:* | "$series:$series".*) ;;
-        *) echo "fetch: $series: the newest kernel of its suites is $abi, not $series" >&2; return 1 ;;
+        *) fail "$series: the newest kernel of its suites is $abi, not $series" || return ;;
     esac
+    [ -n "$ver" ] || fail "$series: no candidate version of $pkg" || return
     dir="$cache/kernels/$series/${abi}_$ver"
-    if [ ! -f "$dir/vmlinuz" ]; then
-        tmp=$(mktemp -d "$d/deb/XXXXXX")
-        echo "fetch: $series: downloading $pkg $ver" >&2
-        (cd "$tmp" && $apt apt-get download -qq "$pkg=$ver" >/dev/null)
-        mkdir -p "$tmp/x"
-        dpkg-deb -x "$tmp"/*.deb "$tmp/x"
-        f=$(find "$tmp/x" -type f \( -name 'vmlinuz' -o -name 'vmlinuz-*' \) | head -1)
-        [ -n "$f" ] || { echo "fetch: $series: no vmlinuz in $pkg $ver" >&2; rm -rf "$tmp"; return 1; }
-        mkdir -p "$dir"
-        cp "$f" "$dir/vmlinuz.tmp"
-        echo "$ver" > "$dir/version"
-        echo "$abi" > "$dir/abi"
-        echo "$pkg" > "$dir/package"
-        mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
-        rm -rf "$tmp"
-        # Older builds of the series are of no more use.
-        for old in "$cache"/kernels/"$series"/*/; do
-            [ "${old%/}" = "$dir" ] || rm -rf "$old"
-        done
+    if [ ! -f "$dir/vmlinuz" ] && ! download "$series" "$pkg" "$ver" "$abi" "$dir"; then
+        local c
+        c=$(newest_cached "$series")
+        [ -n "$c" ] || return 1
+        echo "fetch: $series: using the cached ${c%% *}" >&2
+        echo "$series $c"
+        return 0
     fi
     echo "$series $ver $dir/vmlinuz"
 }
 
+# The package's vmlinuz into DIR; older builds of the series are removed.
+download() {
+    local series=$1 pkg=$2 ver=$3 abi=$4 dir=$5 tmp f
+    local apt="env APT_CONFIG=$cache/apt/$series/apt.conf"
+    tmp=$(mktemp -d "$cache/apt/$series/deb/XXXXXX")
+    echo "fetch: $series: downloading $pkg $ver" >&2
+    if ! (cd "$tmp" && $apt apt-get download -qq "$pkg=$ver" >/dev/null) ||
+        ! mkdir -p "$tmp/x" || ! dpkg-deb -x "$tmp"/*.deb "$tmp/x"; then
+        rm -rf "$tmp"
+        fail "$series: cannot download and unpack $pkg $ver" || return
+    fi
+    f=$(find "$tmp/x" -type f \( -name 'vmlinuz' -o -name 'vmlinuz-*' \) | head -1)
+    if [ -z "$f" ]; then
+        rm -rf "$tmp"
+        fail "$series: no vmlinuz in $pkg $ver" || return
+    fi
+    if ! { mkdir -p "$dir" && cp "$f" "$dir/vmlinuz.tmp" && echo "$ver" > "$dir/version" &&
+        echo "$abi" > "$dir/abi" && echo "$pkg" > "$dir/package" &&
+        mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"; }; then
+        rm -rf "$tmp"
+        fail "$series: cannot write $dir" || return
+    fi
+    rm -rf "$tmp"
+    for old in "$cache"/kernels/"$series"/*/; do
+        [ "${old%/}" = "$dir" ] || rm -rf "$old"
+    done
+}
+
+# Each series on its own: one that cannot be had does not stop the others.
+rc=0
 for s in "$@"; do
-    fetch_one "$s"
+    fetch_one "$s" || rc=1
 done
+exit $rc

@@ -11,7 +11,7 @@ and read back what the guest sent through its second serial port:
               of its samples whole to main
   daemon      --output-dir --interval 2 --kernel-stacks for two windows:
               exits 0 on SIGTERM, a summary per window, cpu_split's profiles
-              with hot_a > hot_b > hot_c
+              with hot_a > hot_b > hot_c, kernel frames (do_syscall_64) named
   errors      no line at level error in the agent's logs
 
 When the agent does not load, its own message, its debug log's libbpf lines
@@ -194,7 +194,8 @@ def check_split(what, ts, pid):
         leaves = {}
         for t in ts:
             if t.labels.get("pid") == str(pid):
-                leaves[" <- ".join(t.frames[:3])] = leaves.get(" <- ".join(t.frames[:3]), 0) + t.count
+                k = " <- ".join(t.frames[:3])
+                leaves[k] = leaves.get(k, 0) + t.count
         top = sorted(leaves.items(), key=lambda kv: -kv[1])[:3]
         return f"{total} samples, {hot} hot", (
             f"{what}: {total} samples of pid {pid}, {hot} with hot_* as their leaf (want 100 or "
@@ -286,18 +287,28 @@ def analyze(series, version, d, secs, how):
     if rc != "0":
         errs = level_lines(dae_log, "error")
         row["daemon"] = f"exit {rc}"
-        row["failures"].append(f"daemon exited {rc}: " + (message(errs[0]) if errs else "no error line"))
+        row["failures"].append(f"daemon exited {rc}: " +
+                               (message(errs[0]) if errs else "no error line"))
     elif len(windows) < 2 or not mine:
         row["daemon"] = f"{len(windows)} windows, {len(mine)} profiles"
         row["failures"].append(f"daemon: {len(windows)} window summaries, {len(mine)} profiles of "
                                f"cpu_split (want 2 or more, 1 or more)")
     else:
         per, whole, total = split_of(traces(*mine), None)
+        # --kernel-stacks: system calls named under the user frames that made
+        # them (init's fork and exec of grep and sleep make some each window).
+        every = traces(*(os.path.join(ddir, f) for f in os.listdir(ddir)))
+        ksys = sum(t.count for t in every if "do_syscall_64" in t.frames)
         row["daemon"] = f"ok: {len(windows)} windows, {len(mine)} profiles, " + \
-            "/".join(str(per[k]) for k in SPLIT)
+            "/".join(str(per[k]) for k in SPLIT) + f", {ksys} in syscalls"
+        bad = []
         if not per["hot_a"] > per["hot_b"] > per["hot_c"] > 0:
+            bad.append(f"daemon: cpu_split's split {per}")
+        if ksys == 0:
+            bad.append("daemon: --kernel-stacks, yet no sample has do_syscall_64 among its frames")
+        if bad:
             row["daemon"] = row["daemon"].replace("ok: ", "")
-            row["failures"].append(f"daemon: cpu_split's split {per}")
+            row["failures"] += bad
     # errors: only where the agent ran (a refusal is reported as loads: no)
     errs = [message(l) for l in level_lines(dae_log, "error")] if rc == "0" else []
     if row["loads"] == "yes":
