@@ -39,14 +39,16 @@ nproc > $R/nproc
 # reads each one's samples by its pid label. On failure, again with the
 # debug log.
 say "record: --duration $SECS, cpu_split and cfi_split"
-$CX/cpu_split $((SECS + 60)) > $R/fp.workload &
+# Until killed: under TCG the agent's start alone can take a minute.
+$CX/cpu_split 100000 > $R/fp.workload &
 fp=$!
-$CX/cfi_split $((SECS + 60)) > $R/cfi.workload &
+$CX/cfi_split 100000 > $R/cfi.workload &
 cfi=$!
 echo $fp > $R/fp.pid
 echo $cfi > $R/cfi.pid
 sleep 1
 s=$(cut -d' ' -f1 /proc/uptime)
+date -u +%s > $R/record.launched
 $AGENT record --duration "$SECS" --output $R/record.pb.gz 2> $R/record.log
 echo $? > $R/record.rc
 e=$(cut -d' ' -f1 /proc/uptime)
@@ -60,18 +62,19 @@ kill $fp $cfi 2>/dev/null
 wait $fp $cfi 2>/dev/null
 say "record: done ($(cat $R/record.rc))"
 
-# Daemon mode: two windows of 2 s (two window lines, 90 s at most), then
+# Daemon mode: two windows of 2 s (two window lines, 120 s at most), then
 # SIGTERM, on which the agent writes its last window and exits 0.
 say "daemon: --output-dir --interval 2 --kernel-stacks"
 mkdir -p $R/daemon
-$CX/cpu_split 120 > $R/daemon.workload &
+$CX/cpu_split 100000 > $R/daemon.workload &
 w=$!
 echo $w > $R/daemon.pid
 s=$(cut -d' ' -f1 /proc/uptime)
+date -u +%s > $R/daemon.launched
 $AGENT --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
 a=$!
 n=0
-while [ $n -lt 180 ] && kill -0 $a 2>/dev/null; do
+while [ $n -lt 240 ] && kill -0 $a 2>/dev/null; do
     [ "$(grep -c ' window: processes=' $R/daemon.log)" -ge 2 ] && break
     sleep 0.5
     n=$((n + 1))

@@ -26,6 +26,7 @@ Exits 1 when any kernel fails, with "kernels: N passed, N failed" last.
 import argparse
 import base64
 import concurrent.futures
+import datetime
 import gzip
 import io
 import os
@@ -169,6 +170,19 @@ def message(line):
     return re.sub(r"^\S+Z \w+\s+", "", line)
 
 
+def started_after(r, mode, log):
+    """Seconds from the agent's launch to its line saying it samples (its
+    BPF loaded and attached), to the second: busybox's date has no %N."""
+    launched = read(os.path.join(r, f"{mode}.launched"))
+    pat = r" record: sample_rate_hz=" if mode == "record" else r" started: sample_rate_hz="
+    for line in log.splitlines():
+        if re.search(pat, line) and launched:
+            ts = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+            ts = ts.replace(tzinfo=datetime.timezone.utc).timestamp()
+            return max(0.0, ts - int(launched))
+    return None
+
+
 def split_of(ts, pid):
     per, whole, total = {k: 0 for k in SPLIT}, 0, 0
     for t in ts:
@@ -241,6 +255,7 @@ def verifier_tail(text, n=25):
 def analyze(series, version, d, secs, how):
     r = os.path.join(d, "results")
     row = {"series": series, "version": version, "secs": secs, "btf": "?", "loads": "-",
+           "start": "-",
            "fp": "-", "cfi": "-", "daemon": "-", "errors": "-", "failures": [], "details": []}
     if not unpack(d):
         con = read(os.path.join(d, "console.log"))
@@ -255,14 +270,17 @@ def analyze(series, version, d, secs, how):
     rec_log = read(os.path.join(r, "record.log"))
     dae_log = read(os.path.join(r, "daemon.log"))
     # loads: the record ran and wrote its profile
+    starts = [started_after(r, "record", rec_log), started_after(r, "daemon", dae_log)]
+    row["start"] = "/".join("-" if t is None else f"{t:.0f}" for t in starts)
     if read(os.path.join(r, "record.rc")) == "0":
         row["loads"] = "yes"
         ts = traces(os.path.join(r, "record.pb.gz"))
+        summary = [message(l) for l in rec_log.splitlines() if " record: wrote " in l]
         for key, name in (("fp", "cpu_split"), ("cfi", "cfi_split")):
             pid = read(os.path.join(r, f"{key}.pid"))
             row[key], fail = check_split(f"record {name}", ts, pid)
             if fail:
-                row["failures"].append(fail)
+                row["failures"].append(fail + (f" [{summary[0]}]" if summary else ""))
     else:
         errs = level_lines(rec_log, "error")
         why = message(errs[0]) if errs else (rec_log.splitlines() or ["no log"])[-1]
@@ -328,7 +346,7 @@ def analyze(series, version, d, secs, how):
 
 def table(rows):
     cols = [("kernel", "series"), ("version", "version"), ("time", "time"), ("BTF", "btf"),
-            ("loads", "loads_short"), ("cpu_split (fp) a/b/c %", "fp"),
+            ("loads", "loads_short"), ("agent start s", "start"), ("cpu_split (fp) a/b/c %", "fp"),
             ("cfi_split a/b/c %", "cfi"), ("daemon", "daemon"), ("errors", "errors"),
             ("result", "result")]
     for r in rows:
@@ -375,6 +393,7 @@ def main():
                 rows.append(futs[s].result())
             else:
                 rows.append({"series": s, "version": "-", "secs": 0, "btf": "-", "loads": "-",
+                             "start": "-",
                              "fp": "-", "cfi": "-", "daemon": "-", "errors": "-",
                              "failures": ["not fetched (see fetch's message above)"],
                              "details": []})
