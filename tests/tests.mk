@@ -213,5 +213,11 @@ bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
 # newest, each booted under qemu (tools/kernels/run.py); one with KERNELS=6.1.
 # Not part of `make test`.
 KERNELS ?= 5.10 6.1 6.12 sid
-test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/workloads/cfi_split
+test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/workloads/cfi_split \
+              $(B)/kernels/bpf_each
 	@KERNELS="$(KERNELS)" python3 tools/kernels/run.py
+
+# Each BPF program of an object loaded alone: every program's verifier log.
+$(B)/kernels/bpf_each: tools/kernels/bpf_each.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lbpf

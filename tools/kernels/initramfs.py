@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The test guest's whole root file system, as an initramfs (newc cpio,
-uncompressed): busybox, the agent, the workloads, bpftool, the agent's BPF
+uncompressed): busybox, the agent, the workloads, bpf_each, the agent's BPF
 object, and every shared library they load, copied from this machine at the
 paths its loader finds them. The guest runs tools/kernels/guest-init.sh as
 /init and needs no module, no disk and no network from the kernel under test.

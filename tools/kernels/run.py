@@ -15,8 +15,8 @@ and read back what the guest sent through its second serial port:
   errors      no line at level error in the agent's logs
 
 When the agent does not load, its own message, its debug log's libbpf lines
-and the verifier's last lines (bpftool prog loadall of the same object) are
-shown. Every guest's console log and results stay in
+and, for each BPF program loaded alone (tools/kernels/bpf_each.c), the
+verifier's last lines are shown. Every guest's console log and results stay in
 build/test-output/kernels/SERIES/.
 
     tools/kernels/run.py [--kernels "5.10 6.1 6.12 sid"] [--jobs N] ...
@@ -27,7 +27,6 @@ import argparse
 import base64
 import concurrent.futures
 import datetime
-import gzip
 import io
 import os
 import re
@@ -74,6 +73,7 @@ def parse_args():
                                           os.path.join(ROOT, "build", "codexray-node-agent")))
     p.add_argument("--bpf-obj", default=env("KERNELS_BPF_OBJ",
                                             os.path.join(ROOT, "build", "sampler.bpf.o")))
+    p.add_argument("--bpf-each", default=os.path.join(ROOT, "build", "kernels", "bpf_each"))
     a = p.parse_args()
     a.kernels = a.kernels.split()
     bad = [k for k in a.kernels if k not in SERIES]
@@ -98,7 +98,7 @@ def build_initramfs(args, path):
         "sampler.bpf.o": args.bpf_obj,
         "cpu_split": os.path.join(ROOT, "build", "workloads", "cpu_split"),
         "cfi_split": os.path.join(ROOT, "build", "workloads", "cfi_split"),
-        "bpftool": shutil.which("bpftool") or "/usr/sbin/bpftool",
+        "bpf_each": args.bpf_each,
     }
     subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), path,
                     os.path.join(HERE, "guest-init.sh"),
@@ -224,34 +224,6 @@ def check_split(what, ts, pid):
     return cell, (f"{what}: " + "; ".join(bad)) if bad else None
 
 
-def verifier_tail(text, n=25):
-    """From libbpf's output (bpftool -d or the agent's debug log): its error
-    lines, and the last n lines of each failed program's verifier log."""
-    out, block = [], None
-    for line in text.splitlines():
-        if "-- BEGIN PROG LOAD LOG --" in line:
-            block = []
-            out.append(line.strip())
-            continue
-        if block is not None:
-            if "-- END PROG LOAD LOG --" in line:
-                if len(block) > n:
-                    out.append(f"   ... {len(block) - n} lines before ...")
-                out.extend("   " + b for b in block[-n:])
-                out.append(line.strip())
-                block = None
-            else:
-                block.append(line.rstrip())
-            continue
-        if re.search(r"libbpf: .*(fail|error|Error|invalid|unknown|not supported)|^Error:",
-                     line):
-            out.append(line.strip())
-    if block:  # cut short, as the agent's 1 KiB log lines are
-        out.extend("   " + b for b in block[-n:])
-        out.append("   (log cut short here)")
-    return out
-
-
 def analyze(series, version, d, secs, how):
     r = os.path.join(d, "results")
     row = {"series": series, "version": version, "secs": secs, "btf": "?", "loads": "-",
@@ -287,7 +259,8 @@ def analyze(series, version, d, secs, how):
         row["loads"] = "no: " + why
         row["failures"].append(f"record exited {read(os.path.join(r, 'record.rc'))}: {why}")
         dbg = read(os.path.join(r, "record-debug.log"))
-        lib = [message(l) for l in dbg.splitlines() if " libbpf: " in l]
+        lib = [message(l).replace("libbpf: libbpf: ", "libbpf: ") for l in dbg.splitlines()
+               if " libbpf: " in l]
         if lib:
             row["details"].append("the agent's --log-level debug, libbpf's lines:")
             for l in lib[-12:]:
@@ -334,13 +307,11 @@ def analyze(series, version, d, secs, how):
     row["errors"] = str(len(errs))
     for e in errs:
         row["failures"].append(f"error line: {e}")
-    bt = os.path.join(r, "bpftool.log.gz")
-    if os.path.exists(bt):
-        with gzip.open(bt, "rt", errors="replace") as f:
-            tail = verifier_tail(f.read())
-        row["details"].append(f"bpftool prog loadall of the agent's BPF object (exit "
-                              f"{read(os.path.join(r, 'bpftool.rc'))}); the verifier's last lines:")
-        row["details"] += ["   " + l for l in tail] or ["   (no libbpf error line)"]
+    each = read(os.path.join(r, "bpf_each.log"))
+    if each:
+        row["details"].append("each BPF program loaded alone (tools/kernels/bpf_each.c), the "
+                              "verifier's last lines:")
+        row["details"] += ["   " + l for l in each.splitlines()]
     return row
 
 
