@@ -230,3 +230,16 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 # Only the web UI's part of the benchmark (about 30 s).
 bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
 	@node bench/ui_bench.mjs
+
+# --- the agent on other kernels: Debian's 5.10, 6.1, 6.12 and unstable's
+# newest, each booted under qemu (tools/kernels/run.py); one with KERNELS=6.1.
+# Not part of `make test`.
+KERNELS ?= 5.10 6.1 6.12 sid
+test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/workloads/cfi_split \
+              $(B)/kernels/bpf_each
+	@KERNELS="$(KERNELS)" python3 tools/kernels/run.py
+
+# Each BPF program of an object loaded alone: every program's verifier log.
+$(B)/kernels/bpf_each: tools/kernels/bpf_each.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lbpf

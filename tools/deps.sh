@@ -15,6 +15,7 @@ pkgs=(
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core
     openjdk-17-jdk-headless  # the Java (perf map) integration test
     rustc  # the CFI tests' Rust workload and fixture (Debian's, at /usr/bin/rustc)
+    qemu-system-x86 busybox-static  # make test-kernels: Debian's kernels under qemu, a busybox guest
 )
 
 missing=()

@@ -406,7 +406,8 @@ def test_dockerfile(tmp):
     # of the tests, the benchmarks and make run).
     test_only = {"clang-format", "libcmocka-dev", "golang-go", "g++", "python3", "linux-perf",
                  "bpftrace", "shellcheck", "python3-yaml", "systemd", "curl", "chromium",
-                 "nodejs", "openjdk-17-jdk-headless", "zstd"}
+                 "nodejs", "openjdk-17-jdk-headless", "zstd",
+                 "qemu-system-x86", "busybox-static"}  # make test-kernels
     missing = deps_packages() - test_only - apt_packages(build)
     check(not missing, f"the build stage lacks {sorted(missing)} (in tools/deps.sh)")
     runs = " ".join(a for i, a in build["instructions"] if i == "RUN")
@@ -552,7 +553,7 @@ def test_kubernetes_manifest(tmp):
 
 def test_shellcheck(tmp):
     scripts = sorted(set(glob.glob(os.path.join(ROOT, "deploy", "*.sh"))
-                         + glob.glob(os.path.join(ROOT, "tools", "*.sh"))
+                         + glob.glob(os.path.join(ROOT, "tools", "**", "*.sh"), recursive=True)
                          + glob.glob(os.path.join(ROOT, "tests", "**", "*.sh"), recursive=True)
                          + [os.path.join(ROOT, ".ci", "run")]))
     check(os.path.join(ROOT, "deploy", "install.sh") in scripts, "deploy/install.sh")

@@ -1,0 +1,114 @@
+#!/bin/sh
+# /init of the test guest (tools/kernels/run.py boots it): PID 1 in an
+# initramfs that holds busybox, the agent, its workloads and the shared
+# libraries they load. Runs the checks, sends what they left (profiles,
+# logs, exit codes) to the host as a base64 tar on the second serial port
+# (ttyS1), and powers off. The host reads the answers; nothing is judged here.
+#
+# The console (ttyS0) gets "cx:" progress lines among the kernel's messages.
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+/bin/busybox --install -s /bin
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
+hostname cx-guest
+
+CX=/opt/cx
+AGENT=$CX/codexray-node-agent
+R=/results
+mkdir -p $R
+SECS=$(sed -n 's/.*cx.secs=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$SECS" ] || SECS=5
+
+say() { echo "cx: $*" > /dev/console; }
+t0=$(cut -d' ' -f1 /proc/uptime)
+say "init at ${t0}s of uptime: $(uname -r)"
+uname -r > $R/uname
+cut -d' ' -f1 /proc/uptime > $R/boot_s
+if [ -r /sys/kernel/btf/vmlinux ]; then echo yes > $R/btf; else echo no > $R/btf; fi
+nproc > $R/nproc
+
+# record: one run of the agent for both workloads (each start costs 5 to 50
+# s of BPF verification under TCG), the frame-pointer cpu_split and the
+# same code without frame pointers, cfi_split, each on its own CPU; the host
+# reads each one's samples by its pid label. On failure, again with the
+# debug log.
+say "record: --duration $SECS, cpu_split and cfi_split"
+# Until killed: under TCG the agent's start alone can take a minute.
+$CX/cpu_split 100000 > $R/fp.workload &
+fp=$!
+$CX/cfi_split 100000 > $R/cfi.workload &
+cfi=$!
+echo $fp > $R/fp.pid
+echo $cfi > $R/cfi.pid
+sleep 1
+s=$(cut -d' ' -f1 /proc/uptime)
+date -u +%s > $R/record.launched
+$AGENT record --duration "$SECS" --output $R/record.pb.gz 2> $R/record.log
+echo $? > $R/record.rc
+e=$(cut -d' ' -f1 /proc/uptime)
+echo "$s $e" > $R/record.time
+if [ "$(cat $R/record.rc)" != 0 ]; then
+    say "record: failed ($(cat $R/record.rc)); again with --log-level debug"
+    $AGENT record --duration 1 --output $R/record-debug.pb.gz --log-level debug \
+        2> $R/record-debug.log
+fi
+kill $fp $cfi 2>/dev/null
+wait $fp $cfi 2>/dev/null
+say "record: done ($(cat $R/record.rc))"
+
+# Daemon mode: two windows of 2 s (two window lines, 120 s at most), then
+# SIGTERM, on which the agent writes its last window and exits 0.
+say "daemon: --output-dir --interval 2 --kernel-stacks"
+mkdir -p $R/daemon
+$CX/cpu_split 100000 > $R/daemon.workload &
+w=$!
+echo $w > $R/daemon.pid
+s=$(cut -d' ' -f1 /proc/uptime)
+date -u +%s > $R/daemon.launched
+$AGENT --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
+a=$!
+n=0
+while [ $n -lt 240 ] && kill -0 $a 2>/dev/null; do
+    [ "$(grep -c ' window: processes=' $R/daemon.log)" -ge 2 ] && break
+    sleep 0.5
+    n=$((n + 1))
+done
+kill -TERM $a 2>/dev/null
+wait $a
+echo $? > $R/daemon.rc
+e=$(cut -d' ' -f1 /proc/uptime)
+echo "$s $e" > $R/daemon.time
+kill $w 2>/dev/null
+wait $w 2>/dev/null
+say "daemon: done ($(cat $R/daemon.rc))"
+
+# The verifier's word on each BPF program when the agent did not load them:
+# each loaded alone (a load of the whole object stops at the first refused).
+if [ "$(cat $R/record.rc)" != 0 ] || [ "$(cat $R/daemon.rc)" != 0 ]; then
+    say "bpf_each: each program of the agent's BPF object on its own"
+    $CX/bpf_each $CX/sampler.bpf.o > $R/bpf_each.log 2>&1
+    echo $? > $R/bpf_each.rc
+fi
+
+dmesg > $R/dmesg.txt
+cut -d' ' -f1 /proc/uptime > $R/end_s
+say "sending results"
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+{
+    echo "==CX-RESULTS-BEGIN=="
+    tar -C $R -cz . | base64
+    echo "==CX-RESULTS-END=="
+} > /dev/ttyS1
+say "results sent; power off"
+sync
+poweroff -f
+# Should poweroff fail, the kernel panics when init exits, and qemu
+# (-no-reboot, panic=-1) stops.
+sleep 5
+exit 1

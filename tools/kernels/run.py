@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""make test-kernels: the agent on the kernels fleets run, each booted under
+qemu. For each kernel series (Debian 11's 5.10, 12's 6.1, 13's 6.12 and
+unstable's newest): fetch Debian's newest build (tools/kernels/fetch.sh),
+boot it with an initramfs that holds the agent, its workloads and their
+libraries (tools/kernels/initramfs.py, /init is tools/kernels/guest-init.sh),
+and read back what the guest sent through its second serial port:
+
+  record      cpu_split (frame pointers) and cfi_split (none) at once: each
+              one's hot_a/hot_b/hot_c split 3:2:1 within 5 points, >= 99 %
+              of its samples whole to main
+  daemon      --output-dir --interval 2 --kernel-stacks for two windows:
+              exits 0 on SIGTERM, a summary per window, cpu_split's profiles
+              with hot_a > hot_b > hot_c, kernel frames (do_syscall_64) named
+  errors      no line at level error in the agent's logs
+
+When the agent does not load, its own message, its debug log's libbpf lines
+and, for each BPF program loaded alone (tools/kernels/bpf_each.c), the
+verifier's last lines are shown. Every guest's console log and results stay in
+build/test-output/kernels/SERIES/.
+
+    tools/kernels/run.py [--kernels "5.10 6.1 6.12 sid"] [--jobs N] ...
+
+Exits 1 when any kernel fails, with "kernels: N passed, N failed" last.
+"""
+import argparse
+import base64
+import concurrent.futures
+import datetime
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+HERE = os.path.join(ROOT, "tools", "kernels")
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from pprof_read import traces  # noqa: E402
+
+SERIES = ["5.10", "6.1", "6.12", "sid"]
+SPLIT = {"hot_a": 3 / 6, "hot_b": 2 / 6, "hot_c": 1 / 6}
+SPLIT_TOL = 0.05
+WHOLE_MIN = 0.99
+BEGIN, END = b"==CX-RESULTS-BEGIN==", b"==CX-RESULTS-END=="
+
+
+def env(name, default):
+    v = os.environ.get(name, "")
+    return v if v else default
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kernels", default=env("KERNELS", " ".join(SERIES)),
+                   help="series to boot, of: " + " ".join(SERIES) + " (env KERNELS)")
+    p.add_argument("--cache", default=env("KERNELS_CACHE", "/var/cache/codexray-kernels"),
+                   help="apt state and kernels (env KERNELS_CACHE)")
+    p.add_argument("--out", default=os.path.join(ROOT, "build", "test-output", "kernels"))
+    p.add_argument("--timeout", type=int, default=int(env("KERNELS_TIMEOUT", "300")),
+                   help="seconds a guest may run before it is killed (env KERNELS_TIMEOUT)")
+    p.add_argument("--jobs", type=int, default=int(env("KERNELS_JOBS", "2")),
+                   help="guests at once (env KERNELS_JOBS)")
+    p.add_argument("--accel", default=env("KERNELS_ACCEL", "tcg"),
+                   help="tcg, or kvm where /dev/kvm boots stock kernels (env KERNELS_ACCEL)")
+    p.add_argument("--smp", type=int, default=2)
+    p.add_argument("--mem", type=int, default=1024, help="guest MiB")
+    p.add_argument("--secs", type=int, default=5, help="record's --duration")
+    p.add_argument("--agent", default=env("KERNELS_AGENT",
+                                          os.path.join(ROOT, "build", "codexray-node-agent")))
+    p.add_argument("--bpf-obj", default=env("KERNELS_BPF_OBJ",
+                                            os.path.join(ROOT, "build", "sampler.bpf.o")))
+    p.add_argument("--bpf-each", default=os.path.join(ROOT, "build", "kernels", "bpf_each"))
+    a = p.parse_args()
+    a.kernels = a.kernels.split()
+    bad = [k for k in a.kernels if k not in SERIES]
+    if bad or not a.kernels:
+        p.error(f"unknown kernel series {bad}: pick from {' '.join(SERIES)}")
+    return a
+
+
+def fetch(args):
+    p = subprocess.run([os.path.join(HERE, "fetch.sh"), args.cache, *args.kernels],
+                       stdout=subprocess.PIPE, text=True)
+    found = {}
+    for line in p.stdout.splitlines():
+        series, version, path = line.split(None, 2)
+        found[series] = (version, path)
+    return found, p.returncode
+
+
+def build_initramfs(args, path):
+    files = {
+        "codexray-node-agent": args.agent,
+        "sampler.bpf.o": args.bpf_obj,
+        "cpu_split": os.path.join(ROOT, "build", "workloads", "cpu_split"),
+        "cfi_split": os.path.join(ROOT, "build", "workloads", "cfi_split"),
+        "bpf_each": args.bpf_each,
+    }
+    subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), path,
+                    os.path.join(HERE, "guest-init.sh"),
+                    *(f"{k}={v}" for k, v in files.items())], check=True)
+
+
+def boot(args, series, vmlinuz, initramfs, d):
+    """Runs the guest; returns (seconds, how it ended)."""
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    console, serial = os.path.join(d, "console.log"), os.path.join(d, "results.serial")
+    accel = "tcg,thread=multi" if args.accel == "tcg" else args.accel
+    cpu = "max" if args.accel == "tcg" else "host"
+    cmd = ["qemu-system-x86_64", "-nodefaults", "-no-user-config", "-machine", "pc",
+           "-accel", accel, "-cpu", cpu, "-smp", str(args.smp), "-m", str(args.mem),
+           "-display", "none", "-nic", "none", "-no-reboot",
+           "-kernel", vmlinuz, "-initrd", initramfs,
+           "-append", f"console=ttyS0,115200 panic=-1 cx.secs={args.secs}",
+           "-chardev", f"file,id=c0,path={console}", "-serial", "chardev:c0",
+           "-chardev", f"file,id=c1,path={serial}", "-serial", "chardev:c1"]
+    with open(os.path.join(d, "qemu.cmd"), "w") as f:
+        f.write(" ".join(cmd) + "\n")
+    t0 = time.monotonic()
+    with open(os.path.join(d, "qemu.log"), "w") as log:
+        q = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            q.wait(timeout=args.timeout)
+            how = "exited" if q.returncode == 0 else f"qemu exited {q.returncode}"
+        except subprocess.TimeoutExpired:
+            q.kill()
+            q.wait()
+            how = f"TIMEOUT: guest killed after {args.timeout} s"
+    return time.monotonic() - t0, how
+
+
+def unpack(d):
+    """The guest's tar from the serial capture into d/results; False if none."""
+    try:
+        with open(os.path.join(d, "results.serial"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return False
+    i, j = raw.find(BEGIN), raw.find(END)
+    if i < 0 or j < 0:
+        return False
+    data = base64.b64decode(raw[i + len(BEGIN):j], validate=False)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+        try:
+            t.extractall(os.path.join(d, "results"), filter="data")
+        except TypeError:  # a Python without extraction filters
+            t.extractall(os.path.join(d, "results"))
+    return True
+
+
+def read(path, default=""):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def level_lines(log, level):
+    return [l for l in log.splitlines() if re.match(rf"^\S+Z {level}\s", l)]
+
+
+def message(line):
+    """'2026-...Z error sampler: X' -> 'sampler: X'."""
+    return re.sub(r"^\S+Z \w+\s+", "", line)
+
+
+def started_after(r, mode, log):
+    """Seconds from the agent's launch to its line saying it samples (its
+    BPF loaded and attached), to the second: busybox's date has no %N."""
+    launched = read(os.path.join(r, f"{mode}.launched"))
+    pat = r" record: sample_rate_hz=" if mode == "record" else r" started: sample_rate_hz="
+    for line in log.splitlines():
+        if re.search(pat, line) and launched:
+            ts = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+            ts = ts.replace(tzinfo=datetime.timezone.utc).timestamp()
+            return max(0.0, ts - int(launched))
+    return None
+
+
+def split_of(ts, pid):
+    per, whole, total = {k: 0 for k in SPLIT}, 0, 0
+    for t in ts:
+        if pid is not None and t.labels.get("pid") != str(pid):
+            continue
+        total += t.count
+        fr = [f.removesuffix(" (inline)") for f in t.frames]
+        if fr[0] in per:
+            per[fr[0]] += t.count
+        ok = not any(f.startswith("[truncated") for f in fr) and any(
+            fr[i] == "run" and fr[i + 1] in ("main", "thread_main") for i in range(len(fr) - 1))
+        if ok and fr[0] in per:
+            ok = fr[1:3] == ["dispatch", "run"]
+        whole += t.count if ok else 0
+    return per, whole, total
+
+
+def check_split(what, ts, pid):
+    """(cell text, failure or None)"""
+    per, whole, total = split_of(ts, pid)
+    hot = sum(per.values())
+    if total < 100 or hot == 0:
+        leaves = {}
+        for t in ts:
+            if t.labels.get("pid") == str(pid):
+                k = " <- ".join(t.frames[:3])
+                leaves[k] = leaves.get(k, 0) + t.count
+        top = sorted(leaves.items(), key=lambda kv: -kv[1])[:3]
+        return f"{total} samples, {hot} hot", (
+            f"{what}: {total} samples of pid {pid}, {hot} with hot_* as their leaf (want 100 or "
+            f"more, most of them hot); most seen: " + "; ".join(f"{n}x {k}" for k, n in top))
+    shares = {k: v / hot for k, v in per.items()}
+    cell = "/".join(f"{100 * shares[k]:.0f}" for k in SPLIT) + \
+        f" whole {100 * whole / total:.1f}% n={total}"
+    bad = [f"{k} {shares[k]:.3f} (want {w:.3f} +- {SPLIT_TOL})" for k, w in SPLIT.items()
+           if abs(shares[k] - w) > SPLIT_TOL]
+    if whole / total < WHOLE_MIN:
+        bad.append(f"only {whole}/{total} samples whole to main (want >= {100 * WHOLE_MIN:.0f} %)")
+    return cell, (f"{what}: " + "; ".join(bad)) if bad else None
+
+
+def analyze(series, version, d, secs, how):
+    r = os.path.join(d, "results")
+    row = {"series": series, "version": version, "secs": secs, "btf": "?", "loads": "-",
+           "start": "-",
+           "fp": "-", "cfi": "-", "daemon": "-", "errors": "-", "failures": [], "details": []}
+    if not unpack(d):
+        con = read(os.path.join(d, "console.log"))
+        row["failures"].append(f"no results from the guest ({how})")
+        row["details"].append("console's last lines:")
+        row["details"] += ["   " + l for l in con.splitlines()[-15:]]
+        return row
+    if how != "exited":
+        row["failures"].append(how)
+    row["boot"] = float(read(os.path.join(r, "boot_s"), "0") or 0)
+    row["btf"] = read(os.path.join(r, "btf"), "?")
+    rec_log = read(os.path.join(r, "record.log"))
+    dae_log = read(os.path.join(r, "daemon.log"))
+    # loads: the record ran and wrote its profile
+    starts = [started_after(r, "record", rec_log), started_after(r, "daemon", dae_log)]
+    row["start"] = "/".join("-" if t is None else f"{t:.0f}" for t in starts)
+    if read(os.path.join(r, "record.rc")) == "0":
+        row["loads"] = "yes"
+        ts = traces(os.path.join(r, "record.pb.gz"))
+        summary = [message(l) for l in rec_log.splitlines() if " record: wrote " in l]
+        for key, name in (("fp", "cpu_split"), ("cfi", "cfi_split")):
+            pid = read(os.path.join(r, f"{key}.pid"))
+            row[key], fail = check_split(f"record {name}", ts, pid)
+            if fail:
+                row["failures"].append(fail + (f" [{summary[0]}]" if summary else ""))
+    else:
+        errs = level_lines(rec_log, "error")
+        why = message(errs[0]) if errs else (rec_log.splitlines() or ["no log"])[-1]
+        row["loads"] = "no: " + why
+        row["failures"].append(f"record exited {read(os.path.join(r, 'record.rc'))}: {why}")
+        dbg = read(os.path.join(r, "record-debug.log"))
+        lib = [message(l).replace("libbpf: libbpf: ", "libbpf: ") for l in dbg.splitlines()
+               if " libbpf: " in l]
+        if lib:
+            row["details"].append("the agent's --log-level debug, libbpf's lines:")
+            for l in lib[-12:]:
+                row["details"].append("   " + l[:400] + (" ..." if len(l) > 400 else ""))
+        else:
+            row["details"].append("the agent's --log-level debug: no libbpf line "
+                                  "(it stopped before loading)")
+    # daemon
+    rc = read(os.path.join(r, "daemon.rc"))
+    windows = [l for l in dae_log.splitlines() if " window: processes=" in l]
+    pid = read(os.path.join(r, "daemon.pid"))
+    ddir = os.path.join(r, "daemon")
+    mine = sorted(os.path.join(ddir, f) for f in (os.listdir(ddir) if os.path.isdir(ddir) else [])
+                  if f.startswith(f"cpu_split.{pid}."))
+    if rc != "0":
+        errs = level_lines(dae_log, "error")
+        row["daemon"] = f"exit {rc}"
+        row["failures"].append(f"daemon exited {rc}: " +
+                               (message(errs[0]) if errs else "no error line"))
+    elif len(windows) < 2 or not mine:
+        row["daemon"] = f"{len(windows)} windows, {len(mine)} profiles"
+        row["failures"].append(f"daemon: {len(windows)} window summaries, {len(mine)} profiles of "
+                               f"cpu_split (want 2 or more, 1 or more)")
+    else:
+        per, whole, total = split_of(traces(*mine), None)
+        # --kernel-stacks: system calls named under the user frames that made
+        # them (init's fork and exec of grep and sleep make some each window).
+        every = traces(*(os.path.join(ddir, f) for f in os.listdir(ddir)))
+        ksys = sum(t.count for t in every if "do_syscall_64" in t.frames)
+        row["daemon"] = f"ok: {len(windows)} windows, {len(mine)} profiles, " + \
+            "/".join(str(per[k]) for k in SPLIT) + f", {ksys} in syscalls"
+        bad = []
+        if not per["hot_a"] > per["hot_b"] > per["hot_c"] > 0:
+            bad.append(f"daemon: cpu_split's split {per}")
+        if ksys == 0:
+            bad.append("daemon: --kernel-stacks, yet no sample has do_syscall_64 among its frames")
+        if bad:
+            row["daemon"] = row["daemon"].replace("ok: ", "")
+            row["failures"] += bad
+    # errors: only where the agent ran (a refusal is reported as loads: no)
+    errs = [message(l) for l in level_lines(dae_log, "error")] if rc == "0" else []
+    if row["loads"] == "yes":
+        errs += [message(l) for l in level_lines(rec_log, "error")]
+    row["errors"] = str(len(errs))
+    for e in errs:
+        row["failures"].append(f"error line: {e}")
+    each = read(os.path.join(r, "bpf_each.log"))
+    if each:
+        row["details"].append("each BPF program loaded alone (tools/kernels/bpf_each.c), the "
+                              "verifier's last lines:")
+        row["details"] += ["   " + l for l in each.splitlines()]
+    return row
+
+
+def table(rows):
+    cols = [("kernel", "series"), ("version", "version"), ("time", "time"), ("BTF", "btf"),
+            ("loads", "loads_short"), ("agent start s", "start"), ("cpu_split (fp) a/b/c %", "fp"),
+            ("cfi_split a/b/c %", "cfi"), ("daemon", "daemon"), ("errors", "errors"),
+            ("result", "result")]
+    for r in rows:
+        r["time"] = f"{r['secs']:.0f} s" + (f" (boot {r['boot']:.0f})" if "boot" in r else "")
+        r["loads_short"] = r["loads"] if len(r["loads"]) < 4 else "no"
+        r["result"] = "PASS" if not r["failures"] else "FAIL"
+    w = {k: max(len(h), *(len(str(r[k])) for r in rows)) for h, k in cols}
+    lines = ["  ".join(h.ljust(w[k]) for h, k in cols)]
+    lines.append("  ".join("-" * w[k] for h, k in cols))
+    for r in rows:
+        lines.append("  ".join(str(r[k]).ljust(w[k]) for h, k in cols))
+    return lines
+
+
+def main():
+    args = parse_args()
+    if not shutil.which("qemu-system-x86_64"):
+        print("test-kernels: no qemu-system-x86_64: run 'make deps'", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    found, rc = fetch(args)
+    t_fetch = time.monotonic() - t0
+    initramfs = os.path.join(args.out, "initramfs.cpio")
+    build_initramfs(args, initramfs)
+    print(f"kernels: fetched {', '.join(f'{s} {v[0]}' for s, v in found.items())} in "
+          f"{t_fetch:.0f} s (cache {args.cache}); initramfs {os.path.getsize(initramfs) >> 20} MiB;"
+          f" booting under {args.accel}, {args.jobs} at once", flush=True)
+
+    def one(series):
+        version, vmlinuz = found[series]
+        d = os.path.join(args.out, series)
+        secs, how = boot(args, series, vmlinuz, initramfs, d)
+        row = analyze(series, version, d, secs, how)
+        print(f"kernels: {series} ({version}): {'PASS' if not row['failures'] else 'FAIL'} in "
+              f"{secs:.0f} s", flush=True)
+        return row
+
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        futs = {s: ex.submit(one, s) for s in args.kernels if s in found}
+        for s in args.kernels:
+            if s in futs:
+                rows.append(futs[s].result())
+            else:
+                rows.append({"series": s, "version": "-", "secs": 0, "btf": "-", "loads": "-",
+                             "start": "-",
+                             "fp": "-", "cfi": "-", "daemon": "-", "errors": "-",
+                             "failures": ["not fetched (see fetch's message above)"],
+                             "details": []})
+    print()
+    for l in table(rows):
+        print(l)
+    for r in rows:
+        if r["failures"] or r["details"]:
+            print(f"\n{r['series']} ({r['version']}):")
+            for f in r["failures"]:
+                print(f"  FAIL {f}")
+            for l in r["details"]:
+                print(f"  {l}")
+    print(f"\nkernels: guest logs and results in {os.path.relpath(args.out, ROOT)}/SERIES/ "
+          f"(console.log, results/); whole run {time.monotonic() - t0:.0f} s")
+    passed = sum(1 for r in rows if not r["failures"])
+    print(f"kernels: {passed} passed, {len(rows) - passed} failed")
+    return 0 if passed == len(rows) and rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
