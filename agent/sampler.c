@@ -61,19 +61,30 @@ static bool have_cap(int cap)
 }
 
 /* libbpf prints through this; its warnings go to our log at debug level so a
- * failed load can be explained with --log-level debug. */
+ * failed load can be explained with --log-level debug. A verifier's log
+ * comes as one message of many lines, the reason at its end: its first and
+ * last lines are logged, each on its own. */
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-    char line[1024];
-    int n;
+    enum { HEAD = 8, TAIL = 40 };
+    char *text = NULL;
+    size_t nlines = 1, i = 0;
 
-    if (level == LIBBPF_DEBUG)
+    if (level == LIBBPF_DEBUG || vasprintf(&text, fmt, ap) < 0)
         return 0;
-    vsnprintf(line, sizeof(line), fmt, ap);
-    n = strlen(line);
-    if (n > 0 && line[n - 1] == '\n')
-        line[n - 1] = '\0';
-    log_debug("libbpf: %s", line);
+    for (const char *p = text; *p; p++)
+        nlines += *p == '\n' && p[1];
+    for (char *line = text; line && *line; i++) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (i < HEAD || i + TAIL >= nlines)
+            log_debug("libbpf: %s", line);
+        else if (i == HEAD)
+            log_debug("libbpf: [... %zu lines ...]", nlines - HEAD - TAIL);
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
     return 0;
 }
 
@@ -93,8 +104,24 @@ static int check_privileges(char *err, size_t errlen)
     return -1;
 }
 
+/* The oldest kernel the agent is tested on (make test-kernels). */
+#define KERNEL_FLOOR_MAJOR 5
+#define KERNEL_FLOOR_MINOR 10
+
 static int check_kernel(char *err, size_t errlen)
 {
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+
+    if (uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+        (major < KERNEL_FLOOR_MAJOR ||
+         (major == KERNEL_FLOOR_MAJOR && minor < KERNEL_FLOOR_MINOR))) {
+        snprintf(err, errlen,
+                 "Linux %u.%u is older than the oldest kernel the agent runs on, %d.%d (see the "
+                 "README's Requirements)",
+                 major, minor, KERNEL_FLOOR_MAJOR, KERNEL_FLOOR_MINOR);
+        return -1;
+    }
     if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
         snprintf(err, errlen,
                  "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): build it with "

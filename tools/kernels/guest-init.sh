@@ -33,9 +33,9 @@ cut -d' ' -f1 /proc/uptime > $R/boot_s
 if [ -r /sys/kernel/btf/vmlinux ]; then echo yes > $R/btf; else echo no > $R/btf; fi
 nproc > $R/nproc
 
-# record: one run of the agent for both workloads (each start costs 5 to 50
-# s of BPF verification under TCG), the frame-pointer cpu_split and the
-# same code without frame pointers, cfi_split, each on its own CPU; the host
+# record: one run of the agent for every workload (each start costs 5 to 50
+# s of BPF verification under TCG), the frame-pointer cpu_split, the same
+# code without frame pointers, cfi_split, and a Python 2:1 split; the host
 # reads each one's samples by its pid label. On failure, again with the
 # debug log.
 say "record: --duration $SECS, cpu_split and cfi_split"
@@ -44,8 +44,11 @@ $CX/cpu_split 100000 > $R/fp.workload &
 fp=$!
 $CX/cfi_split 100000 > $R/cfi.workload &
 cfi=$!
+python3 -S -I $CX/py_guest.py > $R/py.workload 2>&1 &
+py=$!
 echo $fp > $R/fp.pid
 echo $cfi > $R/cfi.pid
+echo $py > $R/py.pid
 sleep 1
 s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/record.launched
@@ -58,8 +61,8 @@ if [ "$(cat $R/record.rc)" != 0 ]; then
     $AGENT record --duration 1 --output $R/record-debug.pb.gz --log-level debug \
         2> $R/record-debug.log
 fi
-kill $fp $cfi 2>/dev/null
-wait $fp $cfi 2>/dev/null
+kill $fp $cfi $py 2>/dev/null
+wait $fp $cfi $py 2>/dev/null
 say "record: done ($(cat $R/record.rc))"
 
 # Daemon mode: two windows of 2 s (two window lines, 120 s at most), then

@@ -5,7 +5,13 @@ object, and every shared library they load, copied from this machine at the
 paths its loader finds them. The guest runs tools/kernels/guest-init.sh as
 /init and needs no module, no disk and no network from the kernel under test.
 
-    initramfs.py OUT INIT [NAME=FILE ...]     files land in /opt/cx/NAME
+    initramfs.py OUT INIT [--python /usr/bin/python3.X] [NAME=FILE ...]
+                                              files land in /opt/cx/NAME
+
+With --python, the interpreter at its own path and the few files of its
+standard library it reads to start with -S -I (encodings, codecs, io, abc),
+plus os.py where it looks for its prefix: the guest's Python workload runs
+on builtin modules only.
 """
 import os
 import re
@@ -81,12 +87,35 @@ def guest_path(p):
     return p
 
 
+PY_START = ("os.py", "codecs.py", "io.py", "abc.py", "encodings/__init__.py",
+            "encodings/aliases.py", "encodings/utf_8.py")
+
+
+def add_python(c, exe):
+    """The interpreter exe and its start-up files; returns its libraries."""
+    real = os.path.realpath(exe)
+    name = os.path.basename(real)  # python3.11
+    with open(real, "rb") as f:
+        c.file(guest_path(os.path.join("/usr/bin", name)), f.read(), 0o755)
+    c.symlink("usr/bin/python3", name)
+    lib = os.path.join("/usr/lib", name)
+    for rel in PY_START:
+        with open(os.path.join(lib, rel), "rb") as f:
+            c.file(os.path.join(lib, rel), f.read())
+    c.dir(os.path.join(lib, "lib-dynload"))  # the exec prefix's landmark
+    return libraries(real)
+
+
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    python = None
+    if len(args) >= 2 and args[0] == "--python":
+        python, args = args[1], args[2:]
+    if len(args) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    out, init = sys.argv[1], sys.argv[2]
-    files = dict(a.split("=", 1) for a in sys.argv[3:])
+    out, init = args[0], args[1]
+    files = dict(a.split("=", 1) for a in args[2:])
     c = Cpio(out + ".tmp")
     for d in ("proc", "sys", "dev", "tmp", "run", "root", "etc", "bin", "sbin", "usr/bin",
               "usr/sbin", "usr/lib", "usr/lib64", "opt/cx"):
@@ -105,7 +134,7 @@ def main():
     with open(BUSYBOX, "rb") as f:
         c.file("bin/busybox", f.read(), 0o755)
     c.symlink("bin/sh", "busybox")  # /init's interpreter; init installs the other applets
-    libs = set()
+    libs = set(add_python(c, python)) if python else set()
     for name, path in files.items():
         with open(path, "rb") as f:
             mode = 0o755 if os.access(path, os.X_OK) else 0o644
