@@ -176,7 +176,7 @@ def naming_part(args, tmp):
                          r".*?python_frames=([\d.]+)% .*?cpu_ms=(\d+)", log)
     codes = [tuple(int(x) for x in m) for m in
              re.findall(r"python: code_objects=(\d+) code_bytes=(\d+) reads=(\d+) "
-                        r"read_failures=(\d+)", log)]
+                        r"read_failures=(\d+) read_ms=(\d+)", log)]
     steady = windows[2:args.windows]
     samples = sum(int(w[1]) for w in steady)
     return {"procs": args.procs, "duty": duty, "interp": py, "windows": len(windows),
@@ -186,8 +186,8 @@ def naming_part(args, tmp):
             "python_frames": [float(w[3]) for w in windows],
             "unnamed": [float(w[2]) for w in windows],
             "worker_cpu_ms": [int(w[4]) for w in windows],
-            "codes": max(codes, default=(0, 0, 0, 0), key=lambda c: c[1]),
-            "reads": [c[2] for c in codes]}
+            "codes": max(codes, default=(0, 0, 0, 0, 0), key=lambda c: c[1]),
+            "reads": [c[2] for c in codes], "read_ms": [c[4] for c in codes]}
 
 
 # --- 3. perf on the same process --------------------------------------------------
@@ -249,6 +249,7 @@ def main():
     ap.add_argument("--depth", type=int, default=30)
     ap.add_argument("--procs", type=int, default=50)
     ap.add_argument("--windows", type=int, default=6, help="10 s windows of the naming part")
+    ap.add_argument("--parts", default="bpf,naming,perf", help="which parts to run")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root")
@@ -258,10 +259,11 @@ def main():
         f.write("1")
     try:
         with tempfile.TemporaryDirectory(prefix="cx-py-bench-") as tmp:
-            bpf = bpf_part(args, tmp)
-            naming = naming_part(args, tmp)
+            parts = args.parts.split(",")
+            bpf = bpf_part(args, tmp) if "bpf" in parts else []
+            naming = naming_part(args, tmp) if "naming" in parts else None
             print(f"naming: {naming}", file=sys.stderr, flush=True)
-            perf = perf_part(args, tmp)
+            perf = perf_part(args, tmp) if "perf" in parts else None
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(stats_was)
@@ -282,14 +284,16 @@ def main():
               f"{med([r['c']['frames'] for r in rs]):.0f} | {med(ratios):.2f} | "
               f"{min(ratios):.2f}-{max(ratios):.2f} |")
     n = naming
-    print(f"\nNaming: {n['procs']} processes of bench/py_mix.py ({os.path.basename(n['interp'])}, "
-          f"{100 * n['duty']:.0f} % CPU each), the agent on the whole node, 10 s windows: "
-          f"steady (windows 3 to {n['windows']}, {n['samples']} samples) agent CPU "
-          f"{n['cpu_us_per_sample']:.1f} µs per sample ({n['cpu_s']:.2f} s); RSS "
-          f"{n['rss_mib']:.1f} MiB (peak {n['peak_mib']:.1f}); python_frames "
-          f"{n['python_frames']} %, unnamed {n['unnamed']} %; code objects held at most "
-          f"{n['codes'][0]} ({n['codes'][1] / 1024:.0f} KiB; the cap is 64 MiB), read so far "
-          f"after each window {n['reads']}; the worker's CPU per window {n['worker_cpu_ms']} ms.")
+    if n:
+        print(f"\nNaming: {n['procs']} processes of bench/py_mix.py ({os.path.basename(n['interp'])}, "
+              f"{100 * n['duty']:.0f} % CPU each), the agent on the whole node, 10 s windows: "
+              f"steady (windows 3 to {n['windows']}, {n['samples']} samples) agent CPU "
+              f"{n['cpu_us_per_sample']:.1f} µs per sample ({n['cpu_s']:.2f} s); RSS "
+              f"{n['rss_mib']:.1f} MiB (peak {n['peak_mib']:.1f}); python_frames "
+              f"{n['python_frames']} %, unnamed {n['unnamed']} %; code objects held at most "
+              f"{n['codes'][0]} ({n['codes'][1] / 1024:.0f} KiB; the cap is 64 MiB), read so far "
+              f"after each window {n['reads']} taking {n['read_ms']} ms of CPU in all; the worker's "
+              f"CPU per window {n['worker_cpu_ms']} ms.")
     if perf:
         print("\nSide by side with perf on python3.12 -X perf, the same process at the same "
               "time: samples with the whole Python stack:\n")
