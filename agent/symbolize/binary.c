@@ -454,3 +454,37 @@ struct binary *binary__open_vdso(void)
     close(fd);
     return b;
 }
+
+unsigned binary__exec_segments(int fd, struct binary_seg *out, unsigned max)
+{
+    Elf *e;
+    size_t n = 0;
+    unsigned got = 0;
+
+    elf_version(EV_CURRENT);
+    e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e || elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &n)) {
+        elf_end(e);
+        return 0;
+    }
+    for (size_t i = 0; i < n && got < max; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            out[got++] = (struct binary_seg){ph.p_offset, ph.p_filesz, ph.p_vaddr};
+    }
+    elf_end(e);
+    return got;
+}
+
+bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start, uint64_t offset,
+                      uint64_t *bias)
+{
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t page_off = segs[i].offset & ~4095ull;
+        if (offset >= page_off && offset < segs[i].offset + segs[i].filesz) {
+            *bias = start - offset - (segs[i].vaddr - segs[i].offset);
+            return true;
+        }
+    }
+    return false;
+}

@@ -82,4 +82,22 @@ struct binary *binary__open_vdso(void);
  * bytes). Returns 0, or -1 when the file has none or is not ELF. */
 int binary__read_build_id(int fd, char *hex);
 
+/* An executable PT_LOAD segment: where its code is in the file, and at
+ * which address the ELF file puts it. */
+struct binary_seg {
+    uint64_t offset, filesz, vaddr;
+};
+
+/* The executable PT_LOAD segments of the ELF file open at fd, at most max.
+ * Returns how many, 0 when it has none or is not ELF. */
+unsigned binary__exec_segments(int fd, struct binary_seg *out, unsigned max);
+
+/* The load bias of a mapping starting at `start`, of file offset `offset`,
+ * of a binary with segments segs: an address in the process is the ELF
+ * address plus *bias. False when the mapping holds none of the segments.
+ * The kernel maps whole pages: a mapping's offset is its segment's rounded
+ * down. */
+bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start, uint64_t offset,
+                      uint64_t *bias);
+
 #endif

@@ -37,11 +37,6 @@ enum table_state {
     T_NONE,   /* no table: why[] says why */
 };
 
-/* An executable PT_LOAD segment: how file offsets become ELF addresses. */
-struct seg {
-    uint64_t offset, filesz, vaddr;
-};
-
 /* One binary's table. The builder thread writes only `built`, `segs`,
  * `nseg` and `why` of a table it was handed, before it puts the table in
  * the done list (under u->mu); the main thread reads them after taking it
@@ -50,7 +45,7 @@ struct table {
     struct binary *bin; /* a reference */
     enum table_state state;
     struct cfi_table *built;
-    struct seg segs[MAX_SEGS];
+    struct binary_seg segs[MAX_SEGS];
     unsigned nseg;
     uint64_t base;
     uint32_t rows, blocks;
@@ -108,27 +103,6 @@ struct unwinder {
 
 /* --- the builder thread --- */
 
-/* The executable PT_LOAD segments of the ELF file fd. */
-static int read_segments(int fd, struct table *t)
-{
-    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    size_t n = 0;
-    int err = -1;
-
-    if (!e || elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &n))
-        goto out;
-    t->nseg = 0;
-    for (size_t i = 0; i < n && t->nseg < MAX_SEGS; i++) {
-        GElf_Phdr ph;
-        if (gelf_getphdr(e, i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
-            t->segs[t->nseg++] = (struct seg){ph.p_offset, ph.p_filesz, ph.p_vaddr};
-    }
-    err = t->nseg ? 0 : -1;
-out:
-    elf_end(e);
-    return err;
-}
-
 static void build_one(struct unwinder *u, struct table *t)
 {
     struct cfi_table_opts co = {.max_rows = CX_CFI_MAX_ROWS};
@@ -138,7 +112,7 @@ static void build_one(struct unwinder *u, struct table *t)
 
     if (t->bin->fd < 0)
         snprintf(why, sizeof(why), "cannot open: %s", strerror(t->bin->open_err));
-    else if (read_segments(t->bin->fd, t))
+    else if (!(t->nseg = binary__exec_segments(t->bin->fd, t->segs, MAX_SEGS)))
         snprintf(why, sizeof(why), "no executable segment");
     else if (cfi_table__build(t->bin->fd, &co, &ct, why, sizeof(why)))
         ct = NULL;
@@ -371,20 +345,10 @@ static void drop_maps(struct unwinder *u, struct uproc *up, uint64_t now_ns)
 /* The row address of pc in mapping m: pc - bias. */
 static bool map_bias(const struct umap *m, uint64_t *bias)
 {
-    const struct table *t = m->t;
-
-    for (unsigned i = 0; i < t->nseg; i++) {
-        const struct seg *s = &t->segs[i];
-        /* The kernel maps whole pages: the mapping's offset is the segment's
-         * rounded down. */
-        uint64_t page_off = s->offset & ~4095ull;
-        if (m->offset >= page_off && m->offset < s->offset + s->filesz) {
-            /* vaddr = pc - start + offset + (vaddr - offset of the segment) */
-            *bias = m->start - m->offset - (s->vaddr - s->offset) + t->base;
-            return true;
-        }
-    }
-    return false;
+    if (!binary__map_bias(m->t->segs, m->t->nseg, m->start, m->offset, bias))
+        return false;
+    *bias += m->t->base;
+    return true;
 }
 
 /* Writes (or removes) up's entry in proc_unwind from its loaded tables. */

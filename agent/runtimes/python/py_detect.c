@@ -344,23 +344,6 @@ static void read_tramp(Elf *e, int fd, const struct found *f, struct py_binary *
     out->tramp_cfa = (unsigned)cfa;
 }
 
-static void read_segments(Elf *e, struct py_binary *out)
-{
-    size_t n = 0;
-
-    if (elf_getphdrnum(e, &n))
-        return;
-    for (size_t i = 0; i < n && out->nsegs < PY_DETECT_MAX_SEGS; i++) {
-        GElf_Phdr ph;
-        if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
-            out->segs[out->nsegs].offset = ph.p_offset;
-            out->segs[out->nsegs].filesz = ph.p_filesz;
-            out->segs[out->nsegs].vaddr = ph.p_vaddr;
-            out->nsegs++;
-        }
-    }
-}
-
 int py_detect__elf(int fd, const char *path, struct py_binary *out)
 {
     struct found f = {0};
@@ -391,7 +374,7 @@ int py_detect__elf(int fd, const char *path, struct py_binary *out)
     ret = 1;
     out->runtime = f.sym[S_RUNTIME].st_value;
     out->code_type = f.have[S_CODE_TYPE] ? f.sym[S_CODE_TYPE].st_value : 0;
-    read_segments(e, out);
+    out->nsegs = binary__exec_segments(fd, out->segs, PY_DETECT_MAX_SEGS);
     if (find_layout(e, fd, path, &f, out))
         goto out;
     if (!f.have[S_EVAL] || f.sym[S_EVAL].st_size == 0) {

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../../symbolize/binary.h"
 #include "py_layout.h"
 
 #define PY_DETECT_MAX_SEGS 8
@@ -37,9 +38,7 @@ struct py_binary {
     unsigned n_eval;
     bool cold_from_jumps; /* the .cold part was found by its jumps, not a symbol */
     /* The executable PT_LOAD segments, to turn a mapping into a load bias. */
-    struct {
-        uint64_t offset, filesz, vaddr;
-    } segs[PY_DETECT_MAX_SEGS];
+    struct binary_seg segs[PY_DETECT_MAX_SEGS];
     unsigned nsegs;
     /* The perf trampoline's code (3.12 on, _Py_trampoline_func_start), which
      * -X perf copies into anonymous memory for each Python function, and

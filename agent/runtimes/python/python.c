@@ -164,20 +164,6 @@ static void proc_drop(struct py_tracker *t, uint32_t tgid)
     free(pp);
 }
 
-/* The load bias of mapping m of a binary with segments info: address in
- * the process = address in the file + bias. */
-static bool map_bias(const struct py_binary *info, const struct proc_map *m, uint64_t *bias)
-{
-    for (unsigned i = 0; i < info->nsegs; i++) {
-        uint64_t page_off = info->segs[i].offset & ~4095ull;
-        if (m->offset >= page_off && m->offset < info->segs[i].offset + info->segs[i].filesz) {
-            *bias = m->start - m->offset - (info->segs[i].vaddr - info->segs[i].offset);
-            return true;
-        }
-    }
-    return false;
-}
-
 /* The arenas of perf trampolines (-X perf): anonymous executable mappings
  * that start with a copy of the interpreter's trampoline. */
 static void find_trampolines(const struct proc *p, const struct py_bin *pb, struct cx_py_proc *v)
@@ -253,7 +239,7 @@ static void py_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
         const struct py_bin *pb;
         uint64_t bias;
         if (!m->bin || !(pb = bin_get(t, m->bin)) || pb->found != 1 || !pb->info.usable ||
-            !map_bias(&pb->info, m, &bias))
+            !binary__map_bias(pb->info.segs, pb->info.nsegs, m->start, m->offset, &bias))
             continue;
         proc_set(t, p, pb, bias);
         return;
