@@ -17,6 +17,7 @@
 #include "../../common/log.h"
 #include "demangle.h"
 #include "gopclntab.h"
+#include "symtab.h"
 
 /* Results cached per binary before symbolizer__trim() starts over. */
 #define CACHE_MAX_ENTRIES 200000
@@ -36,6 +37,7 @@ struct binsyms {
     unsigned nseg;
     bool has_symtab, has_dwarf;
     int nsyms;
+    struct symtab *symtab;      /* the symbols by address (symtab.h) */
     char why[512];              /* "" when it has symbols */
     struct cu_range *cu_ranges; /* see find_cu */
     size_t ncu_ranges;
@@ -116,6 +118,7 @@ static void binsyms_free(void *p)
     if (bs->dwfl && !bs->broken)
         dwfl_end(bs->dwfl);
     gopclntab__free(bs->go);
+    symtab__free(bs->symtab); /* before dwfl_end: its names are libdwfl's */
     hmap__free(bs->strings);
     hmap__free(bs->cache);
     free(bs->results);
@@ -239,6 +242,8 @@ static void load(struct binsyms *bs, struct binary *b)
         bs->go = gopclntab__open_elf(elf);
     bs->has_symtab = main_has_symtab(elf);
     bs->nsyms = dwfl_module_getsymtab(bs->mod);
+    if (bs->nsyms > 0)
+        bs->symtab = symtab__build(bs->mod);
     Dwarf_Addr dbias;
     bs->has_dwarf = dwfl_module_getdwarf(bs->mod, &dbias) != NULL;
     const char *debugfile = NULL;
@@ -259,8 +264,10 @@ static void load(struct binsyms *bs, struct binary *b)
                  "it keeps only its exported symbols (.dynsym): internal functions have no name "
                  "and no debug file was found under /usr/lib/debug/.build-id/");
     }
-    log_debug("symbols: %s: loaded symbols=%d symtab=%d dwarf=%d debug_file=%s gopclntab=%s",
-              b->path, bs->nsyms, bs->has_symtab, bs->has_dwarf, debugfile ? debugfile : "none",
+    log_debug("symbols: %s: loaded symbols=%d table_bytes=%zu symtab=%d dwarf=%d debug_file=%s "
+              "gopclntab=%s",
+              b->path, bs->nsyms, symtab__bytes(bs->symtab), bs->has_symtab, bs->has_dwarf,
+              debugfile ? debugfile : "none",
               bs->go ? gopclntab__version(bs->go) : (is_go ? "unreadable" : "none"));
 }
 
@@ -526,7 +533,9 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
     GElf_Off off;
     GElf_Sym sym;
     const char *sysname = NULL;
-    if (bs->nsyms > 0)
+    if (bs->symtab)
+        sysname = symtab__lookup(bs->symtab, addr, NULL);
+    else if (bs->nsyms > 0) /* out of memory for the table: libdwfl's own search */
         sysname = dwfl_module_addrinfo(bs->mod, addr, &off, &sym, NULL, NULL, NULL);
     char *dem = sysname ? demangle(sysname) : NULL;
     const char *name = dem ? dem : sysname;
