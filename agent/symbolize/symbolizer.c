@@ -16,6 +16,7 @@
 #include "../../common/hmap.h"
 #include "../../common/log.h"
 #include "demangle.h"
+#include "dwarf_scopes.h"
 #include "gopclntab.h"
 #include "symtab.h"
 
@@ -40,6 +41,7 @@ struct binsyms {
     struct symtab *symtab;      /* the symbols by address (symtab.h) */
     char why[512];              /* "" when it has symbols */
     struct cu_range *cu_ranges; /* see find_cu */
+    struct hmap *cu_index;      /* a unit's DIE offset -> its struct cu_scopes * */
     size_t ncu_ranges;
     bool cu_ranges_built;
     Dwarf_Addr dwarf_bias;
@@ -119,6 +121,9 @@ static void binsyms_free(void *p)
         dwfl_end(bs->dwfl);
     gopclntab__free(bs->go);
     symtab__free(bs->symtab); /* before dwfl_end: its names are libdwfl's */
+    for (size_t i = 0; bs->cu_index && i < hmap__len(bs->cu_index); i++)
+        cu_scopes__free((struct cu_scopes *)(uintptr_t)*hmap__val(bs->cu_index, i));
+    hmap__free(bs->cu_index);
     hmap__free(bs->strings);
     hmap__free(bs->cache);
     free(bs->results);
@@ -421,6 +426,62 @@ static Dwarf_Die *find_cu(struct binsyms *bs, Dwarf_Addr addr, Dwarf_Addr *cubia
     return NULL;
 }
 
+/* The unit's index of functions and inlined calls (dwarf_scopes.h), built
+ * on first use; NULL when it cannot be. */
+static struct cu_scopes *cu_index(struct binsyms *bs, Dwarf_Die *cu)
+{
+    Dwarf_Off key = dwarf_dieoffset(cu);
+    bool fresh;
+    long i;
+
+    if (!bs->cu_index && !(bs->cu_index = hmap__new()))
+        return NULL;
+    i = hmap__put(bs->cu_index, &key, sizeof(key), &fresh);
+    if (i < 0)
+        return NULL;
+    if (fresh)
+        *hmap__val(bs->cu_index, i) = (uint64_t)(uintptr_t)cu_scopes__build(cu);
+    return (struct cu_scopes *)(uintptr_t)*hmap__val(bs->cu_index, i);
+}
+
+/* The scopes holding addr (the unit's address), innermost first, as DIEs
+ * in a new array *out (the caller frees it). Returns how many, or 0. The
+ * concrete chain of callers: an inlined call, the one it sits in... up to
+ * the function, as eu-addr2line -i names them. From the unit's index, else
+ * (a unit too big to index) from libdw, which walks the unit twice: once to
+ * find the innermost scope, once for its parents (dwarf_getscopes follows
+ * an inlined instance into its abstract definition). */
+static int scope_chain(struct binsyms *bs, Dwarf_Die *cu, Dwarf_Addr addr, Dwarf_Die **out)
+{
+    struct cu_scopes *sc = cu_index(bs, cu);
+    Dwarf_Off offs[SYM_MAX_INLINE * 2];
+    Dwarf *dw = dwarf_cu_getdwarf(cu->cu);
+    int n;
+
+    *out = NULL;
+    if (!sc || !dw) {
+        n = dwarf_getscopes(cu, addr, out);
+        if (n > 0) {
+            Dwarf_Die inner = (*out)[0];
+            free(*out);
+            *out = NULL;
+            n = dwarf_getscopes_die(&inner, out);
+        }
+        return n > 0 ? n : 0;
+    }
+    n = cu_scopes__chain(sc, addr, offs, SYM_MAX_INLINE * 2);
+    if (n <= 0 || !(*out = calloc((size_t)n, sizeof(**out))))
+        return 0;
+    for (int i = 0; i < n; i++) {
+        if (!dwarf_offdie(dw, offs[i], &(*out)[i])) {
+            free(*out);
+            *out = NULL;
+            return 0;
+        }
+    }
+    return n;
+}
+
 /* Fills r's lines from DWARF: the inlined frames at addr, innermost first,
  * then the function they were inlined into. */
 static void name_from_dwarf(struct binsyms *bs, Dwarf_Addr addr, struct sym_result *r,
@@ -440,16 +501,7 @@ static void name_from_dwarf(struct binsyms *bs, Dwarf_Addr addr, struct sym_resu
             file = f;
             dwarf_lineno(dl, &line);
         }
-        /* dwarf_getscopes follows an inlined instance into its abstract
-         * definition; the concrete chain of callers comes from the innermost
-         * scope's own parents, as eu-addr2line -i does. */
-        n = dwarf_getscopes(cu, addr - cubias, &scopes);
-        if (n > 0) {
-            Dwarf_Die inner = scopes[0];
-            free(scopes);
-            scopes = NULL;
-            n = dwarf_getscopes_die(&inner, &scopes);
-        }
+        n = scope_chain(bs, cu, addr - cubias, &scopes);
     }
     if (n <= 0) {
         r->lines[0] = (struct sym_line){intern(bs, elf_name), intern(bs, elf_sysname),
