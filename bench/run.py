@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -96,9 +97,17 @@ def run_agent(seconds, tmp):
     os.makedirs(outdir, exist_ok=True)
     a = subprocess.Popen([AGENT, "--interval", str(seconds), "--output-dir", outdir],
                          stderr=subprocess.PIPE, text=True)
-    line = a.stderr.readline()
-    m = re.search(r"bpf_prog_id=(\d+)", line)
+    m = None
+    while not m:  # log lines (tables built at start) come before the start line
+        line = a.stderr.readline()
+        if not line:
+            raise RuntimeError("the agent ended before it started")
+        m = re.search(r" started: .*bpf_prog_id=(\d+)", line)
     prog = int(m.group(1))
+    # The log goes on being written: drained, or the agent would block on it.
+    rest = []
+    drain = threading.Thread(target=lambda: rest.extend(a.stderr), daemon=True)
+    drain.start()
     time.sleep(seconds + seconds / 4)  # past the first window and its naming
     c0 = proc_cpu(a.pid)
     t0, n0 = bpf_prog_stats(prog)
@@ -107,7 +116,9 @@ def run_agent(seconds, tmp):
     t1, n1 = bpf_prog_stats(prog)
     hwm = proc_hwm_kib(a.pid)
     a.send_signal(signal.SIGTERM)
-    _, log = a.communicate(timeout=60)
+    a.wait(timeout=60)
+    drain.join(10)
+    log = "".join(rest)
     nprocs = max((int(x) for x in re.findall(r"window: processes=(\d+)", log)), default=0)
     samples = n1 - n0  # every run of the program is a sample (idle ones return at once)
     return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
