@@ -2,7 +2,7 @@
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
-              test_cfi_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
+              test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_detect test_py_code
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
@@ -51,6 +51,7 @@ endif
 FIXTURES += $(CFI_FIXTURES)
 $(B)/tests/test_cfi_table: $(CFI_FIXTURES)
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
+$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c
 $(B)/tests/test_dwarf_scopes: $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/cfi_cxx
 $(B)/fixtures/cfi_omit: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
@@ -138,7 +139,8 @@ $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 # no stack even with -fno-omit-frame-pointer, and a frame-pointer walk then
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
 FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
-WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split
+WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
+             $(B)/workloads/go_leaf $(B)/workloads/go_cgo
 # The CFI tests' workloads: built as distributions build, without frame
 # pointers (gcc -O2 -fomit-frame-pointer, g++, rustc -O), except qsort_cb,
 # which has them so that only libc's frames need CFI. No sibling calls, so
@@ -174,6 +176,15 @@ $(B)/workloads/%: tests/workloads/%.c
 $(B)/workloads/go_split: tests/workloads/go_split/main.go
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+# Hot leaf functions (no frame, no frame pointer): walked by .gopclntab.
+$(B)/workloads/go_leaf: tests/workloads/go_leaf/main.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+# cgo: Go calls C, C calls back into Go (gcc builds the C part).
+$(B)/workloads/go_cgo: tests/workloads/go_cgo/main.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o $(abspath $@) \
+	    $(notdir $<)
 
 # The web UI's pure functions (frame kinds, packages, colours) in node.
 UNIT_JS := tests/browser/ui_unit.mjs

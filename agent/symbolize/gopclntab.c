@@ -311,6 +311,77 @@ unsigned gopclntab__lookup(const struct gopclntab *g, uint64_t pc, struct gopcln
     return n + 1;
 }
 
+/* --- stack-pointer tables ------------------------------------------------ */
+
+/* The _func of function i: its entry, pcsp table and flag. */
+static bool func_at(const struct gopclntab *g, uint64_t i, struct gopclntab_func *out,
+                    uint32_t *pcsp)
+{
+    uint64_t funcoff, e;
+    uint32_t nameoff;
+
+    if (!functab_pc(g, i, &out->entry) || !functab_pc(g, i + 1, &out->end) ||
+        out->end <= out->entry ||
+        !rdword(g, g->functab + (2 * i + 1) * g->fieldsz, g->fieldsz, &funcoff))
+        return false;
+    uint64_t off = g->funcdata + funcoff;
+    if (g->ver >= L118) {
+        uint32_t e32;
+        if (!rd32(g, off, &e32))
+            return false;
+        e = g->text_start + e32;
+    } else if (!rdword(g, off, g->ptrsize, &e)) {
+        return false;
+    }
+    if (e != out->entry || !field(g, off, 1, &nameoff) || !field(g, off, 4, pcsp))
+        return false;
+    out->name = func_name(g, nameoff);
+    out->flag = 0;
+    if (g->ver >= L116) {
+        uint32_t packed;
+        /* funcID, flag, a pad byte, nfuncdata (flag is 0 in 1.16) */
+        if (!field(g, off, g->ver >= L120 ? 10 : 9, &packed))
+            return false;
+        out->flag = g->big ? (packed >> 16) & 0xff : (packed >> 8) & 0xff;
+    }
+    return true;
+}
+
+long gopclntab__each_sp(const struct gopclntab *g,
+                        int (*range)(void *ctx, const struct gopclntab_func *f, uint64_t lo,
+                                     uint64_t hi, int32_t sp),
+                        void *ctx)
+{
+    long visited = 0;
+
+    for (uint64_t i = 0; g && i < g->nfunc; i++) {
+        struct gopclntab_func f;
+        uint32_t pcsp;
+        if (!func_at(g, i, &f, &pcsp))
+            continue;
+        visited++;
+        if (!pcsp)
+            continue;
+        /* The table's pairs, as pcvalue reads them, each giving a range. */
+        uint64_t off = g->pctab + pcsp, pc = f.entry;
+        int32_t val = -1;
+        for (unsigned step = 0; step < MAX_STEPS && pc < f.end; step++) {
+            uint32_t uv, pcdelta;
+            if (!varint(g, &off, &uv) || (uv == 0 && step > 0) || !varint(g, &off, &pcdelta))
+                break;
+            int32_t delta = (uv & 1) ? (int32_t) ~(uv >> 1) : (int32_t)(uv >> 1);
+            val = (int32_t)((uint32_t)val + (uint32_t)delta);
+            uint64_t next = pc + (uint64_t)pcdelta * g->quantum;
+            if (next <= pc || next > f.end)
+                break; /* a table that goes nowhere, or past its function */
+            if (range(ctx, &f, pc, next, val))
+                return -1;
+            pc = next;
+        }
+    }
+    return visited;
+}
+
 /* --- opening ------------------------------------------------------------ */
 
 /* 1.18+: funcdata offsets count from moduledata.gofunc. moduledata is in the

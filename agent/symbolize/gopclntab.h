@@ -81,4 +81,27 @@ const char *gopclntab__version(const struct gopclntab *g);
 unsigned gopclntab__lookup(const struct gopclntab *g, uint64_t pc, struct gopclntab_frame *frames,
                            unsigned max);
 
+/* A function as the stack walk needs it. flag is the runtime's funcFlag
+ * (1.17 on; 0 before): GOPCLNTAB_TOPFRAME for where stacks start
+ * (runtime.goexit, mstart, rt0_go), GOPCLNTAB_SPWRITE for functions that
+ * move the stack pointer to another stack (systemstack, asmcgocall...). */
+#define GOPCLNTAB_TOPFRAME 1
+#define GOPCLNTAB_SPWRITE 2
+struct gopclntab_func {
+    uint64_t entry, end; /* [entry, end): the next function's entry */
+    const char *name;    /* NULL when unreadable */
+    uint8_t flag;
+};
+
+/* For every function, in address order, and every range of its pcsp table
+ * (the stack pointer's distance below where it was at the function's
+ * entry, in bytes, from pc lo to hi): range(ctx, f, lo, hi, sp). The ranges
+ * of one function are consecutive, from its entry. A function whose table
+ * is malformed gets no range. Returns the functions visited, or -1 when
+ * range returned non-zero (which stops the walk). */
+long gopclntab__each_sp(const struct gopclntab *g,
+                        int (*range)(void *ctx, const struct gopclntab_func *f, uint64_t lo,
+                                     uint64_t hi, int32_t sp),
+                        void *ctx);
+
 #endif

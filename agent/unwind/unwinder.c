@@ -18,6 +18,7 @@
 #include "../bpf/unwind.h"
 #include "../procs/procs.h"
 #include "cfi_table.h"
+#include "go_table.h"
 
 /* A table no process maps is kept this long: a binary run again and again
  * (a compiler in a build) is not rebuilt every time. */
@@ -119,6 +120,22 @@ static void build_one(struct unwinder *u, struct table *t)
     else if (ct->n < 2)
         snprintf(why, sizeof(why), "no CFI");
 
+    /* Go code has no CFI: its rows come from .gopclntab, beside cgo's C
+     * code's .eh_frame rows where it has some. */
+    struct cfi_table *gt = NULL;
+    char gwhy[64];
+    if (t->bin->fd >= 0 && t->nseg && go_table__build(t->bin->fd, &gt, gwhy, sizeof(gwhy)) == 0) {
+        if (ct && ct->n >= 2) {
+            struct cfi_table *m;
+            if (go_table__merge(ct, gt, &m) == 0)
+                ct = m;
+            else
+                ct = NULL; /* out of memory: both freed */
+        } else {
+            cfi_table__free(ct);
+            ct = gt;
+        }
+    }
     if (ct && ct->n >= 2) {
         t->built = ct;
         ct = NULL;

@@ -183,6 +183,72 @@ def test_go_stripped_split(tmp):
     check(unnamed <= 1.0, f"unnamed_frames={unnamed}% for a stripped Go binary")
 
 
+GO_LEAF_SPLIT = {"main.leafA": 2 / 3, "main.leafB": 1 / 3}
+
+
+def test_go_leaf_callers(tmp):
+    """Go's hot leaf functions (loops that call nothing: no stack frame, no
+    frame pointer pushed) in a stripped binary: the walk by .gopclntab's
+    pcsp tables finds their callers, >= 97 % of their samples under
+    main.dispatch -> main.run -> main.main (a frame-pointer walk finds none:
+    it skips main.dispatch); their split 2:1 within 10 points."""
+    w = start_workload("go_leaf", 12)
+    try:
+        time.sleep(1)
+        out, log = record(tmp, "--duration", 6, "--pid", w.pid)
+    finally:
+        w.kill()
+        w.wait()
+    ts = traces(out)
+    per, whole = {k: 0 for k in GO_LEAF_SPLIT}, 0
+    for t in ts:
+        leaf = t.frames[0]
+        if leaf in per:
+            per[leaf] += t.count
+            whole += t.count if t.frames[1:4] == ["main.dispatch", "main.run", "main.main"] else 0
+    hot = sum(per.values())
+    check(hot >= 100, f"only {hot} samples in the leaves: {ts[:3]}")
+    for fn, want in GO_LEAF_SPLIT.items():
+        print(f"    {fn}: {per[fn] / hot:.3f} (want {want:.3f})")
+        check(abs(per[fn] / hot - want) <= 0.10, f"{fn}: {per[fn] / hot:.3f}, want {want:.3f}")
+    print(f"    under main.dispatch -> main.run -> main.main: {whole}/{hot}")
+    check(whole >= 0.97 * hot, f"only {whole}/{hot} leaf samples under their callers")
+    check("gopclntab" in log, "no unwind table from .gopclntab in the log")
+
+
+def test_go_cgo_callback(tmp):
+    """Go calling C (cgo) that calls back into a Go leaf, stripped: the Go
+    leaf's samples run on through the callback machinery, the C function
+    and runtime.asmcgocall (which switch stacks) to main.dispatch ->
+    main.run -> main.main: >= 97 % of them, with the C call (crosscall2)
+    between."""
+    w = start_workload("go_cgo", 12)
+    try:
+        time.sleep(1)
+        out, log = record(tmp, "--duration", 6, "--pid", w.pid)
+    finally:
+        w.kill()
+        w.wait()
+    ts = traces(out)
+    leaf = whole = through_c = 0
+    for t in ts:
+        frames = [f.removesuffix(" (inline)") for f in t.frames]
+        if frames[0] != "main.goLeaf":
+            continue
+        leaf += t.count
+        if "crosscall2" in frames and "runtime.asmcgocall" in frames:
+            through_c += t.count
+        if frames[-5:] and "main.main" in frames and \
+                frames[frames.index("main.main") - 2:frames.index("main.main")] == \
+                ["main.dispatch", "main.run"]:
+            whole += t.count
+    check(leaf >= 100, f"only {leaf} samples in main.goLeaf: {ts[:3]}")
+    print(f"    main.goLeaf: {leaf} samples, {whole} on to main.main, {through_c} through "
+          f"crosscall2 and runtime.asmcgocall")
+    check(whole >= 0.97 * leaf, f"only {whole}/{leaf} reach main.dispatch -> main.run -> main.main")
+    check(through_c >= 0.97 * leaf, f"only {through_c}/{leaf} show the C call between")
+
+
 def test_record_whole_machine(tmp):
     """Without --pid every process is recorded, each sample labelled with its pid."""
     w = start_workload("cpu_split", 8)
@@ -728,7 +794,8 @@ def test_java_without_frame_pointer_hint(tmp):
 
 
 
-TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split,
+TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, test_go_leaf_callers,
+         test_go_cgo_callback,
          test_record_whole_machine, test_kernel_stacks,
          test_agent_windows, test_service_systemd_cgroup, test_short_lived_named,
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,

@@ -1,0 +1,194 @@
+/* go_table: unwind rows for Go code from .gopclntab's pcsp tables, on the
+ * stripped Go fixture (the addresses come from its unstripped twin, built
+ * from the same code), and their merge with a binary's CFI rows. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../agent/unwind/go_table.h"
+#include "elf_helpers.h"
+
+#define GO_FULL "build/fixtures/go_full"
+#define GO_STRIPPED "build/fixtures/go_stripped"
+
+static struct cfi_table *build(const char *path)
+{
+    char err[128] = "";
+    struct cfi_table *t = NULL;
+    int fd = open(path, O_RDONLY);
+
+    assert_true(fd >= 0);
+    int r = go_table__build(fd, &t, err, sizeof(err));
+    close(fd);
+    if (r)
+        print_message("    %s: %d %s\n", path, r, err);
+    return t;
+}
+
+/* The row covering ELF address a. */
+static struct cx_cfi_row row_at(const struct cfi_table *t, uint64_t a)
+{
+    uint32_t rel = (uint32_t)(a - t->base);
+    uint32_t i = 0;
+
+    while (i + 1 < t->n && t->rows[i + 1].pc <= rel)
+        i++;
+    return t->rows[i];
+}
+
+static uint64_t addr_of(const char *name, uint64_t *size)
+{
+    uint64_t v, off;
+
+    assert_int_equal(elf_symbol(GO_FULL, name, &v, size, &off), 0);
+    return v;
+}
+
+static void test_rules(void **state)
+{
+    (void)state;
+    struct cfi_table *t = build(GO_STRIPPED);
+    uint64_t size;
+
+    assert_non_null(t);
+    assert_int_equal(t->stats.source, CFI_SRC_GOPCLNTAB);
+    assert_true(t->n > 100 && t->stats.fdes > 100);
+    assert_int_equal(CX_CFI_CFA_TYPE(t->rows[t->n - 1].rule), CX_CFA_NONE);
+    for (uint32_t i = 1; i < t->n; i++)
+        assert_true(t->rows[i].pc > t->rows[i - 1].pc);
+
+    /* main.outer is a leaf without a frame: CFA = sp + 8 throughout, the
+     * frame pointer untouched. */
+    uint64_t outer = addr_of("main.outer", &size);
+    for (uint64_t a = outer; a < outer + size; a++) {
+        struct cx_cfi_row r = row_at(t, a);
+        assert_int_equal(CX_CFI_CFA_TYPE(r.rule), CX_CFA_SP);
+        assert_int_equal(r.cfa_off, 1);
+        assert_int_equal(CX_CFI_FP_TYPE(r.rule), CX_FP_SAME);
+    }
+    /* main.(*tally).add has a frame: at its entry sp + 8, then (after the
+     * prologue) more, with the caller's frame pointer below the return
+     * address. */
+    uint64_t add = addr_of("main.(*tally).add", &size);
+    struct cx_cfi_row r = row_at(t, add);
+    assert_int_equal(r.cfa_off, 1);
+    int framed = 0;
+    for (uint64_t a = add; a < add + size; a++) {
+        r = row_at(t, a);
+        if (CX_CFI_CFA_TYPE(r.rule) == CX_CFA_SP && r.cfa_off > 1) {
+            assert_int_equal(CX_CFI_FP_TYPE(r.rule), CX_FP_AT_CFA);
+            assert_int_equal(r.fp_off, -2);
+            framed++;
+        }
+    }
+    assert_true(framed > 0);
+    /* Goroutine stacks start in runtime.goexit: the walk ends there. */
+    uint64_t goexit = addr_of("runtime.goexit.abi0", &size); /* the symbol of assembly */
+    assert_int_equal(CX_CFI_CFA_TYPE(row_at(t, goexit + 1).rule), CX_CFA_END);
+    cfi_table__free(t);
+}
+
+static void test_not_go(void **state)
+{
+    (void)state;
+    char err[128];
+    struct cfi_table *t = NULL;
+    int fd = open("build/fixtures/fp_c", O_RDONLY);
+
+    assert_true(fd >= 0);
+    assert_int_equal(go_table__build(fd, &t, err, sizeof(err)), -ENOENT);
+    assert_null(t);
+    close(fd);
+}
+
+static struct cfi_table *table(uint64_t base, const struct cx_cfi_row *rows, uint32_t n)
+{
+    struct cfi_table *t = calloc(1, sizeof(*t));
+
+    assert_non_null(t);
+    t->rows = malloc(n * sizeof(*rows));
+    assert_non_null(t->rows);
+    memcpy(t->rows, rows, n * sizeof(*rows));
+    t->n = n;
+    t->base = base;
+    return t;
+}
+
+/* The C rows where they have a rule, the Go rows in their gaps. */
+static void test_merge(void **state)
+{
+    (void)state;
+    const struct cx_cfi_row none = {0, 0, CX_CFI_RULE(CX_CFA_NONE, 0), 0};
+    struct cx_cfi_row c[] = {{0, 1, CX_CFI_RULE(CX_CFA_SP, 0), 0}, none};
+    struct cx_cfi_row g[] = {{0, 2, CX_CFI_RULE(CX_CFA_SP, CX_FP_AT_CFA), -2}, none};
+    c[1].pc = 0x10; /* C: [0x1000, 0x1010) */
+    g[0].pc = 0x8;  /* Go: [0x1008, 0x1020) */
+    g[1].pc = 0x20;
+    struct cfi_table *m = NULL;
+
+    assert_int_equal(go_table__merge(table(0x1000, c, 2), table(0x1000, g, 2), &m), 0);
+    assert_non_null(m);
+    assert_int_equal(m->stats.source, CFI_SRC_EH_FRAME_GO);
+    assert_int_equal(m->n, 3);
+    assert_int_equal(m->rows[0].pc, 0);
+    assert_int_equal(m->rows[0].cfa_off, 1); /* C's, over Go's at 0x1008 */
+    assert_int_equal(m->rows[1].pc, 0x10);
+    assert_int_equal(m->rows[1].cfa_off, 2); /* Go's, where C has none */
+    assert_int_equal(m->rows[2].pc, 0x20);
+    assert_int_equal(CX_CFI_CFA_TYPE(m->rows[2].rule), CX_CFA_NONE);
+    cfi_table__free(m);
+}
+
+/* Cut copies of the binary: no crash, a table or a refusal. */
+static void test_truncated(void **state)
+{
+    (void)state;
+    int fd = open(GO_STRIPPED, O_RDONLY);
+    off_t size = lseek(fd, 0, SEEK_END);
+    char *buf = malloc((size_t)size), path[] = "/tmp/cx-go-table-XXXXXX";
+    unsigned tables = 0, refused = 0;
+
+    assert_non_null(buf);
+    assert_int_equal(pread(fd, buf, (size_t)size, 0), size);
+    close(fd);
+    int out = mkstemp(path);
+    assert_true(out >= 0);
+    for (int i = 1; i <= 40; i++) {
+        off_t cut = size * i / 41;
+        assert_int_equal(ftruncate(out, 0), 0);
+        assert_int_equal(pwrite(out, buf, (size_t)cut, 0), cut);
+        char err[128];
+        struct cfi_table *t = NULL;
+        if (go_table__build(out, &t, err, sizeof(err)) == 0) {
+            assert_non_null(t);
+            tables++;
+        } else {
+            assert_null(t);
+            refused++;
+        }
+        cfi_table__free(t);
+    }
+    print_message("    40 cuts: %u tables, %u refused\n", tables, refused);
+    close(out);
+    unlink(path);
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_not_go),
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_truncated),
+    };
+    return cmocka_run_group_tests_name("go_table", tests, NULL, NULL);
+}
