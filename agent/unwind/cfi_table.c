@@ -895,12 +895,11 @@ int cfi_table__stats_str(const struct cfi_table_stats *s, char *buf, size_t len)
 {
     int w =
         snprintf(buf, len, "%s: %u FDEs, %u rows (%u before merging), %" PRIu64 " bytes, %.1f ms",
-                 s->source == CFI_SRC_DEBUG_FRAME  ? "debug_frame"
-                 : s->source == CFI_SRC_GOPCLNTAB  ? "gopclntab"
+                 s->source == CFI_SRC_DEBUG_FRAME   ? "debug_frame"
+                 : s->source == CFI_SRC_GOPCLNTAB   ? "gopclntab"
                  : s->source == CFI_SRC_EH_FRAME_GO ? "eh_frame+gopclntab"
                                                     : "eh_frame",
-                 s->fdes, s->rows,
-                 s->rows_raw, s->bytes, (double)s->build_ns / 1e6);
+                 s->fdes, s->rows, s->rows_raw, s->bytes, (double)s->build_ns / 1e6);
     size_t at = w > 0 ? (size_t)w : 0;
 
     at = counts_str(buf, len, at, "; unsupported:", s->unsupported, CFI_UNSUP__N, unsup_name_int);
