@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code
+              test_py_detect test_py_code test_dither
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -40,14 +40,14 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 
 # The CFI table tests' binaries: gcc without and with frame pointers, g++
 # with exceptions, .debug_frame alone (plain and compressed), and rustc -O
-# with Debian's rustc (the test skips it where there is none).
-CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
-                $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z
-# Debian's rustc (tools/deps.sh installs it), not whatever is on PATH.
+# with Debian's rustc.
+# Debian's rustc (tools/deps.sh installs it), not whatever is on PATH. Not
+# tested for with $(wildcard) here: make reads this file before `make deps`
+# installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
-ifneq ($(wildcard $(RUSTC)),)
-CFI_FIXTURES += $(B)/fixtures/cfi_rust
-endif
+CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
+                $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
+                $(B)/fixtures/cfi_rust
 FIXTURES += $(CFI_FIXTURES)
 $(B)/tests/test_cfi_table: $(CFI_FIXTURES)
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
@@ -140,7 +140,7 @@ $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
 FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
-             $(B)/workloads/go_leaf $(B)/workloads/go_cgo
+             $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix
 # The CFI tests' workloads: built as distributions build, without frame
 # pointers (gcc -O2 -fomit-frame-pointer, g++, rustc -O), except qsort_cb,
 # which has them so that only libc's frames need CFI. No sibling calls, so
