@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../common/config.h"
 
@@ -23,6 +24,11 @@ struct unwinder_opts;
 /* Reads --unwind and --unwind-tables-max-mb into *uo; *out is uo for cfi,
  * NULL for fp. Returns 0, or 2 (usage) after printing why. */
 int cli__unwind_opts(struct config *c, struct unwinder_opts *uo, const struct unwinder_opts **out);
+
+struct sampler_opts;
+/* Reads --sample-rate and --sample-times into *so, for every process
+ * (only_tgid 0) or one. Returns 0, or 2 (usage) after printing why. */
+int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *so);
 
 /* `codexray-node-agent record ...` with the arguments after "record". */
 int cli__record(int argc, char **argv);

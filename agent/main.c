@@ -52,6 +52,8 @@ static const struct config_def agent_opts[] = {
     {"config", CONFIG_STRING, "/etc/codexray/agent.conf", 0, 0, "FILE",
      "config file of key = value lines"},
     {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
+    {"sample-times", CONFIG_STRING, "dithered", 0, 0, "MODE",
+     "dithered (periods drawn at random around 1/rate, never in step with the tick) or fixed"},
     {"interval", CONFIG_INT, "60", 1, 3600, "SECONDS",
      "collection window; one profile per process each"},
     {"output-dir", CONFIG_STRING, NULL, 0, 0, "DIR", "write each window's profiles into DIR"},
@@ -140,6 +142,20 @@ int cli__common_setup(struct config *c, char *host, size_t hostlen)
     return 0;
 }
 
+int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *so)
+{
+    const char *times = config__str(c, "sample-times");
+
+    so->sample_rate_hz = (unsigned)config__int(c, "sample-rate");
+    so->only_tgid = only_tgid;
+    so->fixed_period = strcmp(times, "fixed") == 0;
+    if (!so->fixed_period && strcmp(times, "dithered") != 0) {
+        fprintf(stderr, "codexray-node-agent: --sample-times must be dithered or fixed\n");
+        return 2;
+    }
+    return 0;
+}
+
 int cli__unwind_opts(struct config *c, struct unwinder_opts *uo, const struct unwinder_opts **out)
 {
     const char *mode = config__str(c, "unwind");
@@ -197,10 +213,10 @@ static int run_agent(int argc, char **argv)
                  "go nowhere");
 
     bool kstacks = config__bool(c, "kernel-stacks");
-    struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), 0};
+    struct sampler_opts so;
     struct unwinder_opts uo;
     const struct unwinder_opts *uop = NULL;
-    if ((ret = cli__unwind_opts(c, &uo, &uop)))
+    if ((ret = cli__sample_opts(c, 0, &so)) || (ret = cli__unwind_opts(c, &uo, &uop)))
         goto out;
     ret = 1;
     if (collector__open(&col, &so, kstacks, uop, err, sizeof(err))) {

@@ -18,6 +18,8 @@ static const struct config_def record_opts[] = {
     {"output", CONFIG_STRING, NULL, 0, 0, "FILE", "where to write the gzipped pprof (required)"},
     {"pid", CONFIG_INT, "0", 0, 4194304, "PID", "record only this process"},
     {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
+    {"sample-times", CONFIG_STRING, "dithered", 0, 0, "MODE",
+     "dithered (periods drawn at random around 1/rate, never in step with the tick) or fixed"},
     {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames"},
     {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
     {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
@@ -84,10 +86,10 @@ int cli__record(int argc, char **argv)
         }
     }
     bool kstacks = config__bool(c, "kernel-stacks");
-    struct sampler_opts so = {(unsigned)config__int(c, "sample-rate"), pid};
+    struct sampler_opts so;
     struct unwinder_opts uo;
     const struct unwinder_opts *uop = NULL;
-    if ((ret = cli__unwind_opts(c, &uo, &uop)))
+    if ((ret = cli__sample_opts(c, pid, &so)) || (ret = cli__unwind_opts(c, &uo, &uop)))
         goto out;
     ret = 1;
     if (collector__open(&col, &so, kstacks, uop, err, sizeof(err))) {

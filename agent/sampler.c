@@ -9,11 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../common/log.h"
+#include "dither.h"
 #include "sampler.skel.h"
 
 /* The ring buffer: 1 MiB a CPU, 4 to 64 MiB. A record is a whole
@@ -35,9 +39,13 @@ struct sampler {
     struct ring_buffer *rb;
     struct bpf_link **links;
     int *pfds;
+    unsigned npfds; /* possible CPUs: pfds[cpu], -1 for one not attached */
     unsigned ncpus;
     sampler_record_fn fn;
     void *ctx;
+    bool dithered;
+    struct dither dither;
+    uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
 };
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -239,6 +247,14 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
     s->fn = fn;
     s->ctx = ctx;
     s->ncpus = ncpus;
+    s->npfds = ncpus;
+    s->dithered = !opts->fixed_period;
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+        seed = clock__mono_ns() ^ ((uint64_t)getpid() << 32);
+    dither__init(&s->dither, opts->sample_rate_hz, seed);
+    s->segment_ns = dither__segment_ns(&s->dither);
+    s->segment_start_ns = clock__mono_ns();
     s->links = calloc(ncpus, sizeof(*s->links));
     s->pfds = malloc(ncpus * sizeof(*s->pfds));
     if (!s->links || !s->pfds)
@@ -278,9 +294,12 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         attr.size = sizeof(attr);
         attr.type = PERF_TYPE_SOFTWARE;
         attr.config = PERF_COUNT_SW_CPU_CLOCK;
-        /* A fixed period in nanoseconds, not a frequency: every sample then
-         * stands for exactly 1/rate seconds of CPU. */
-        attr.sample_period = 1000000000ull / opts->sample_rate_hz;
+        /* A period in nanoseconds, not a frequency (the kernel's frequency
+         * mode adjusts the period to the events counted, which for a clock
+         * is just noise): every sample stands for 1/rate seconds of CPU, on
+         * average when dithered. */
+        attr.sample_period = s->dithered ? dither__period(&s->dither, s->segment_ns)
+                                         : 1000000000ull / opts->sample_rate_hz;
         attr.freq = 0;
         int fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0) {
@@ -316,10 +335,34 @@ fail:
     return NULL;
 }
 
+/* Each CPU's period drawn again (dither.h). A failed ioctl leaves that CPU
+ * at its last period, which is still a sampling rate near the right one. */
+static void redraw_periods(struct sampler *s)
+{
+    uint64_t now = clock__mono_ns();
+
+    uint64_t want = dither__segment_ns(&s->dither);
+
+    if (!s->dithered || now - s->segment_start_ns < want)
+        return;
+    /* The next segment will last about as long as this one did (the poll's
+     * cadence), within bounds that keep a stalled caller's gap out. */
+    s->segment_ns = now - s->segment_start_ns;
+    if (s->segment_ns > 2 * want)
+        s->segment_ns = 2 * want;
+    s->segment_start_ns = now;
+    for (unsigned i = 0; i < s->npfds; i++) {
+        uint64_t period = dither__period(&s->dither, s->segment_ns);
+        if (s->pfds[i] >= 0 && ioctl(s->pfds[i], PERF_EVENT_IOC_PERIOD, &period) != 0)
+            log_debug("sampler: PERF_EVENT_IOC_PERIOD on cpu %u: %s", i, strerror(errno));
+    }
+}
+
 int sampler__poll(struct sampler *s, int timeout_ms)
 {
     int n = ring_buffer__poll(s->rb, timeout_ms);
 
+    redraw_periods(s);
     if (n < 0)
         return n;
     /* Samples do not wake the poll: after the wait, take whatever is there. */

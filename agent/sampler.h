@@ -16,6 +16,7 @@
 struct sampler_opts {
     unsigned sample_rate_hz; /* per CPU */
     uint32_t only_tgid;      /* 0 = every process */
+    bool fixed_period;       /* 1/rate exactly, not dithered (dither.h) */
 };
 
 /* Called for each record (a cx_sample or a cx_proc_event, by hdr.kind);
@@ -33,8 +34,10 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
 
 /* Waits up to timeout_ms for records and delivers them. Samples do not wake
  * the poll (only exec/exit events and a half-full ring do), so callers poll
- * with a short timeout and get the samples in batches. Returns how many, or
- * a negative errno (-EINTR when a signal came: not an error). */
+ * with a short timeout and get the samples in batches. Every
+ * DITHER_SEGMENT_NS it also draws each CPU's sampling period again (unless
+ * opts.fixed_period): call it at least every 100 ms. Returns how many
+ * records, or a negative errno (-EINTR when a signal came: not an error). */
 int sampler__poll(struct sampler *s, int timeout_ms);
 
 /* The BPF counters (enum cx_stat), summed over CPUs since open. */
