@@ -29,7 +29,7 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
-             agent/symbolize/gopclntab.c \
+             agent/symbolize/gopclntab.c agent/symbolize/plt.c \
              agent/unwind/cfi_table.c agent/unwind/go_table.c agent/unwind/unwinder.c \
              agent/runtimes/runtimes.c \
              agent/runtimes/jit/jit.c agent/runtimes/jit/perfmap.c agent/runtimes/jit/jvm_attach.c \

@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither
+              test_py_detect test_py_code test_dither test_plt
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -50,6 +50,16 @@ CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cx
                 $(B)/fixtures/cfi_rust
 FIXTURES += $(CFI_FIXTURES)
 $(B)/tests/test_cfi_table: $(CFI_FIXTURES)
+$(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
+FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
+# gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
+# .plt.sec as Ubuntu's and Fedora's defaults build them.
+$(B)/fixtures/plt_c: tests/unit/fixtures/plt.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -o $@ $<
+$(B)/fixtures/plt_ibt: tests/unit/fixtures/plt.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -fcf-protection=full -Wl,-z,ibtplt -o $@ $<
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
 $(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c
 $(B)/tests/test_dwarf_scopes: $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/cfi_cxx

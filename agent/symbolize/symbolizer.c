@@ -18,6 +18,7 @@
 #include "demangle.h"
 #include "dwarf_scopes.h"
 #include "gopclntab.h"
+#include "plt.h"
 #include "symtab.h"
 
 /* Results cached per binary before symbolizer__trim() starts over. */
@@ -39,6 +40,7 @@ struct binsyms {
     bool has_symtab, has_dwarf;
     int nsyms;
     struct symtab *symtab;      /* the symbols by address (symtab.h) */
+    struct plt *plt;            /* PLT stubs' names (plt.h) */
     char why[512];              /* "" when it has symbols */
     struct cu_range *cu_ranges; /* see find_cu */
     struct hmap *cu_index;      /* a unit's DIE offset -> its struct cu_scopes * */
@@ -121,6 +123,7 @@ static void binsyms_free(void *p)
         dwfl_end(bs->dwfl);
     gopclntab__free(bs->go);
     symtab__free(bs->symtab); /* before dwfl_end: its names are libdwfl's */
+    plt__free(bs->plt);
     for (size_t i = 0; bs->cu_index && i < hmap__len(bs->cu_index); i++)
         cu_scopes__free((struct cu_scopes *)(uintptr_t)*hmap__val(bs->cu_index, i));
     hmap__free(bs->cu_index);
@@ -249,6 +252,7 @@ static void load(struct binsyms *bs, struct binary *b)
     bs->nsyms = dwfl_module_getsymtab(bs->mod);
     if (bs->nsyms > 0)
         bs->symtab = symtab__build(bs->mod);
+    bs->plt = plt__build(elf);
     Dwarf_Addr dbias;
     bs->has_dwarf = dwfl_module_getdwarf(bs->mod, &dbias) != NULL;
     const char *debugfile = NULL;
@@ -581,6 +585,15 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
             return;
         }
     }
+    /* A PLT stub: no symbol covers it, its GOT slot's relocation names it. */
+    const char *stub = plt__lookup(bs->plt, vaddr, NULL);
+    if (stub) {
+        const char *n = intern(bs, stub);
+        r->lines[0] = (struct sym_line){n, n, "", 0};
+        r->n = 1;
+        r->named = true;
+        return;
+    }
     Dwarf_Addr addr = vaddr + bs->bias;
     GElf_Off off;
     GElf_Sym sym;
@@ -646,13 +659,21 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     *hmap__val(bs->cache, i) = bs->nresults++;
     if (!r->named && !bs->logged) {
         bs->logged = true;
-        if (!bs->why[0])
+        /* load() says why where symbols or debug information are missing:
+         * a debug package is then the fix. Otherwise the binary has all it
+         * can have (its .symtab or a debug file) and the address is in code
+         * no symbol covers: no package would name it. */
+        bool missing = bs->why[0] != '\0';
+        if (!missing)
             snprintf(bs->why, sizeof(bs->why),
-                     "some of its code lies outside every symbol it has (stripped, or "
-                     "generated code)");
-        log_warn("symbols: %s%s%s: frames unnamed, shown as %s+0xADDR: %s; fix: install its debug "
-                 "package (-dbgsym/-dbg) or build with -g and do not strip --strip-all",
-                 b->path, b->build_id[0] ? " build_id=" : "", b->build_id, b->name, bs->why);
+                     "some of its code lies outside every symbol it has (ELF address 0x%llx: "
+                     "generated code, padding or a stub)",
+                     (unsigned long long)r->elf_addr);
+        log_warn("symbols: %s%s%s: frames unnamed, shown as %s+0xADDR: %s%s", b->path,
+                 b->build_id[0] ? " build_id=" : "", b->build_id, b->name, bs->why,
+                 missing ? "; fix: install its debug package (-dbgsym/-dbg) or build with -g and "
+                           "do not strip --strip-all"
+                         : "");
     }
     return r;
 }
