@@ -29,6 +29,10 @@ static void sync_skip(struct collector *c, struct proc *p)
     }
 }
 
+/* ld.so maps a program's libraries within a few milliseconds of its exec. */
+#define EXEC_REREAD_NS (10ull * 1000 * 1000)
+#define BUILDING_POLL_MS 5
+
 static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
 {
     struct collector *c = ctx;
@@ -59,6 +63,11 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         const struct cx_proc_event *e = (const void *)h;
         procs__exec(c->procs, h->tgid, now);
         sync_skip(c, procs__get(c->procs, h->tgid, size >= sizeof(*e) ? e->comm : NULL, now));
+        if (c->exec_n < COLLECT_EXEC_PENDING) {
+            unsigned at = (c->exec_head + c->exec_n++) % COLLECT_EXEC_PENDING;
+            c->exec_tgid[at] = h->tgid;
+            c->exec_due[at] = now + EXEC_REREAD_NS;
+        }
         break;
     }
     case CX_REC_EXIT: {
@@ -101,13 +110,17 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    c->sampler = sampler__open(o, on_record, c, err, errlen);
+    struct sampler_opts so = *o;
+    so.cfi = uo != NULL;
+    c->sampler = sampler__open(&so, on_record, c, err, errlen);
     if (!c->sampler)
         goto fail;
     if (uo) {
         int tables_fd, procs_fd;
         sampler__unwind_fds(c->sampler, &tables_fd, &procs_fd);
-        c->unwinder = unwinder__new(tables_fd, procs_fd, uo, err, errlen);
+        int files_fd =
+            sampler__vma_fallback(c->sampler) ? sampler__map_fd(c->sampler, "file_unwind") : -1;
+        c->unwinder = unwinder__new(tables_fd, procs_fd, files_fd, uo, err, errlen);
         if (!c->unwinder)
             goto fail;
     }
@@ -146,11 +159,38 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
     return n;
 }
 
+/* Reads again the maps of processes exec'd EXEC_REREAD_NS ago: their
+ * libraries' tables are then queued (first, see unwinder.h) and found by
+ * file by the walk, for this process and every later one. */
+static void reread_execs(struct collector *c, uint64_t now)
+{
+    while (c->exec_n && c->exec_due[c->exec_head] <= now) {
+        uint32_t tgid = c->exec_tgid[c->exec_head];
+        c->exec_head = (c->exec_head + 1) % COLLECT_EXEC_PENDING;
+        c->exec_n--;
+        procs__reread(c->procs, tgid, now);
+    }
+}
+
 int collector__poll(struct collector *c, int timeout_ms)
 {
+    uint64_t now = clock__mono_ns();
+
+    if (c->exec_n) {
+        uint64_t due = c->exec_due[c->exec_head];
+        int ms = due <= now ? 0 : (int)((due - now + 999999) / 1000000);
+        if (ms < timeout_ms)
+            timeout_ms = ms;
+    }
+    /* A table being built is loaded the moment it is done: a new process's
+     * samples are walked by frame pointers until then. */
+    if (timeout_ms > BUILDING_POLL_MS && unwinder__building(c->unwinder))
+        timeout_ms = BUILDING_POLL_MS;
     int r = sampler__poll(c->sampler, timeout_ms);
 
-    unwinder__poll(c->unwinder, clock__mono_ns());
+    now = clock__mono_ns();
+    reread_execs(c, now);
+    unwinder__poll(c->unwinder, now);
     return r;
 }
 

@@ -17,6 +17,8 @@
 #include "symbolize/binary.h"
 #include "unwind/unwinder.h"
 
+#define COLLECT_EXEC_PENDING 256
+
 struct collector {
     struct sampler *sampler;
     struct binary_cache *bc;
@@ -29,6 +31,13 @@ struct collector {
     uint64_t bad_records;     /* records too short for what they claim */
     uint64_t skipped_samples; /* of excluded processes, reaching user space anyway */
     bool skip_full_logged;
+    /* Processes exec'd lately whose maps are read again once ld.so has
+     * mapped their libraries (a ring, oldest first): read at the exec,
+     * they hold only the executable and ld.so, and a process gone within a
+     * poll would never be read again. */
+    uint32_t exec_tgid[COLLECT_EXEC_PENDING];
+    uint64_t exec_due[COLLECT_EXEC_PENDING];
+    unsigned exec_head, exec_n;
 };
 
 /* Opens the sampler, the tables and the runtimes' trackers; with uo, the
@@ -42,7 +51,8 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
  * many were read. */
 unsigned collector__scan(struct collector *c, uint32_t only_tgid);
 
-/* Delivers what the ring buffer holds, waiting up to timeout_ms. Returns as
+/* Delivers what the ring buffer holds, waiting up to timeout_ms (less when
+ * a new process's maps are due to be read again). Returns as
  * sampler__poll. */
 int collector__poll(struct collector *c, int timeout_ms);
 

@@ -161,14 +161,17 @@ int cli__record(int argc, char **argv)
     profile_stats__runtimes_str(&st, rts, sizeof(rts));
     log_info("record: wrote %s processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
              "unnamed_frames=%.1f%% %s bytes=%zu excluded_samples_seen=%llu "
-             "unwind_tables=%u unwind_table_bytes=%llu cfi_frames=%llu fp_frames=%llu",
+             "unwind_tables=%u unwind_table_bytes=%llu cfi_frames=%llu fp_frames=%llu "
+             "vma_lookups=%llu vma_tables=%llu",
              path, w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, rts, out.len,
              (unsigned long long)col.skipped_samples, w->unwind.tables,
              (unsigned long long)w->unwind.bytes,
              (unsigned long long)w->stats_delta[CX_STAT_CFI_FRAMES],
-             (unsigned long long)w->stats_delta[CX_STAT_FP_FRAMES]);
+             (unsigned long long)w->stats_delta[CX_STAT_FP_FRAMES],
+             (unsigned long long)w->stats_delta[CX_STAT_VMA_LOOKUPS],
+             (unsigned long long)w->stats_delta[CX_STAT_VMA_TABLES]);
     ret = 0;
 out:
     pprof_writer__free(pw);

@@ -43,7 +43,7 @@ struct sampler {
     unsigned ncpus;
     sampler_record_fn fn;
     void *ctx;
-    bool dithered;
+    bool dithered, vma;
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
 };
@@ -270,6 +270,19 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
     }
     s->skel->rodata->target_tgid = opts->only_tgid;
     adapt_to_kernel(s->skel);
+    /* One of the two walkers is loaded: with bpf_find_vma where the kernel
+     * has it (and CFI is on), else without, which every kernel takes. */
+    s->vma = opts->cfi &&
+             libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_find_vma, NULL) == 1;
+    s->skel->rodata->use_vma = s->vma;
+    bpf_program__set_autoload(s->skel->progs.cx_walk_user, !s->vma);
+    bpf_program__set_autoload(s->skel->progs.cx_walk_user_vma, s->vma);
+    bpf_program__set_autoload(s->skel->progs.cx_on_exec, !s->vma);
+    bpf_program__set_autoload(s->skel->progs.cx_on_exec_vma, s->vma);
+    if (!s->vma) {
+        bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
+        bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
+    }
     s->skel->rodata->ringbuf_wakeup_bytes = ringbuf_bytes(ncpus) / 2;
     bpf_map__set_max_entries(s->skel->maps.events, ringbuf_bytes(ncpus));
     r = sampler_bpf__load(s->skel);
@@ -278,6 +291,14 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
                  "the kernel refused the BPF programs (%s); run with --log-level debug for the "
                  "verifier's log",
                  strerror(-r));
+        goto fail;
+    }
+
+    __u32 zero = 0;
+    int walker =
+        bpf_program__fd(s->vma ? s->skel->progs.cx_walk_user_vma : s->skel->progs.cx_walk_user);
+    if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.walkers), &zero, &walker, BPF_ANY)) {
+        snprintf(err, errlen, "cannot put the walker in its program array: %s", strerror(errno));
         goto fail;
     }
 
@@ -439,6 +460,11 @@ void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd)
 {
     *tables_fd = bpf_map__fd(s->skel->maps.cfi_tables);
     *procs_fd = bpf_map__fd(s->skel->maps.proc_unwind);
+}
+
+bool sampler__vma_fallback(const struct sampler *s)
+{
+    return s && s->vma;
 }
 
 int sampler__map_fd(const struct sampler *s, const char *name)

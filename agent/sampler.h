@@ -17,6 +17,7 @@ struct sampler_opts {
     unsigned sample_rate_hz; /* per CPU */
     uint32_t only_tgid;      /* 0 = every process */
     bool fixed_period;       /* 1/rate exactly, not dithered (dither.h) */
+    bool cfi;                /* CFI walks: with bpf_find_vma's fallback where the kernel has it */
 };
 
 /* Called for each record (a cx_sample or a cx_proc_event, by hdr.kind);
@@ -56,6 +57,10 @@ int sampler__skip(struct sampler *s, uint32_t tgid, bool skip);
 /* The maps of the CFI walk (bpf/unwind.h), for the unwinder: borrowed, valid
  * until sampler__free. */
 void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd);
+
+/* Whether walks find a new process's tables by file (the "file_unwind" map,
+ * bpf/unwind.h): opts.cfi and a kernel with bpf_find_vma. */
+bool sampler__vma_fallback(const struct sampler *s);
 
 /* A map of the BPF programs by its name in the source (a runtime's, such as
  * "py_procs"): borrowed, valid until sampler__free. -ENOENT when there is

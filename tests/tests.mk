@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt
+              test_py_detect test_py_code test_dither test_plt test_file_unwind
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 

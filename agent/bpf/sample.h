@@ -99,6 +99,8 @@ enum cx_stat {
     CX_STAT_PY_FRAMES,       /* Python frames shown */
     CX_STAT_PY_TSTATE_WALKS, /* thread states looked for in the interpreters' lists */
     CX_STAT_PY_ERRORS,       /* Python walks that gave up (CX_FRAME_PYTHON_ERR) */
+    CX_STAT_VMA_LOOKUPS,     /* pcs looked up with bpf_find_vma (no entry for them) */
+    CX_STAT_VMA_TABLES,      /* of those, in a file with a table (file_unwind) */
     CX_STAT__COUNT,
 };
 

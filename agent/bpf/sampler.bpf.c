@@ -22,6 +22,10 @@ const volatile __u32 target_tgid = 0;
 /* The kernel stack's size (THREAD_SIZE), where the user registers are on
  * kernels without bpf_task_pt_regs (before 5.15). */
 const volatile __u64 thread_size = 16384;
+/* 1 where the kernel has bpf_find_vma (5.17): cx_walk_user_vma is loaded
+ * instead of cx_walk_user, and every user stack goes through the CFI walk
+ * (a process without an entry yet finds its tables by file). */
+const volatile __u32 use_vma = 0;
 /* Samples wake user space only once this much is waiting (half the ring). */
 const volatile __u64 ringbuf_wakeup_bytes = 4 << 20;
 
@@ -203,17 +207,14 @@ static __always_inline void emit(struct cx_sample *s, __u32 tgid, __u32 nk, __u3
  * 33 * 16 = 528 >= CX_MAX_USER_FRAMES. */
 #define FRAMES_PER_PROG 16
 
-int cx_walk_user(struct bpf_perf_event_data *ctx);
-
-/* The CFI walk continues in another run of cx_walk_user (slot 0). */
+/* The CFI walk continues in another run of the walker (slot 0): user space
+ * puts cx_walk_user or cx_walk_user_vma there, whichever it loaded. */
 struct {
     __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __array(values, int(void *));
-} walkers SEC(".maps") = {
-    .values = {[0] = (void *)&cx_walk_user},
-};
+    __type(value, __u32);
+} walkers SEC(".maps");
 
 /* Appends the truncation marker and ends the walk. */
 static __always_inline void walk_stop(struct cx_sample *s, struct walk_state *st, __u32 reason)
@@ -226,8 +227,7 @@ static __always_inline void walk_stop(struct cx_sample *s, struct walk_state *st
 /* Up to FRAMES_PER_PROG frames of a walk, native or Python, then on in a
  * tail call of itself; the record is sent when the walk ends or the tail
  * calls run out. */
-SEC("perf_event")
-int cx_walk_user(struct bpf_perf_event_data *ctx)
+static __always_inline int walk_body(struct bpf_perf_event_data *ctx, const int vma)
 {
     __u32 zero = 0, reason = 0, limit;
     struct walk_state *st;
@@ -249,7 +249,7 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
             cx_py_step(0);
             continue;
         }
-        r = step(st, &reason, &cfi);
+        r = step(st, &reason, &cfi, vma);
         if (r == STEP_END) {
             st->done = 1;
             break;
@@ -279,6 +279,21 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
     return 0;
 }
 
+SEC("perf_event")
+int cx_walk_user(struct bpf_perf_event_data *ctx)
+{
+    return walk_body(ctx, 0);
+}
+
+/* The same walk, with the fallback through bpf_find_vma: a separate program
+ * so that kernels without the helper (or without callbacks, before 5.13)
+ * never see it. */
+SEC("perf_event")
+int cx_walk_user_vma(struct bpf_perf_event_data *ctx)
+{
+    return walk_body(ctx, 1);
+}
+
 /* Starts the user walk from the registers: CFI (in cx_walk_user, which then
  * sends the record: a tail call taken never comes back) when the process has
  * tables or runs CPython, else frame pointers here. Returns the frames the
@@ -289,7 +304,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     __u32 zero = 0;
     struct walk_state *st = NULL;
     struct cx_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
-    int cfi = bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL, python = py != NULL;
+    int cfi = use_vma || bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL, python = py != NULL;
 
     /* Two opaque scalars: clang would otherwise OR the two pointers, which
      * the verifier refuses. */
@@ -309,6 +324,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     st->exact = 1;
     st->done = 0;
     st->m_start = st->m_end = 0;
+    st->vma_lookups = 0;
     st->py_state = PY_NONE;
     st->py_pending = 0;
     if (py) {
@@ -462,6 +478,28 @@ int cx_on_exec(void *ctx)
     return 0;
 }
 
+/* The same, and the new executable's code learned for the walk (unwind.h)
+ * while bpf_find_vma is free to be called (not in an interrupt): its first
+ * samples then need their one lookup for a library only. Loaded instead of
+ * cx_on_exec where the kernel has bpf_find_vma. */
+SEC("tp_btf/sched_process_exec")
+int cx_on_exec_vma(void *ctx)
+{
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct vma_found found = {};
+
+    drop_walk_entries(tgid);
+    proc_event(CX_REC_EXEC);
+    if (bpf_find_vma(task, BPF_CORE_READ(task, mm, start_code), cx_vma_cb, &found, 0) == 0 &&
+        found.blocks) {
+        struct cx_vma_learned_map m = {found.start, found.end,    found.bias,
+                                       found.table, found.blocks, bpf_ktime_get_ns()};
+        learn(tgid, &m);
+    }
+    return 0;
+}
+
 /* A forked process runs its parent's program at the same addresses: it
  * takes the parent's entries at once, so its first samples, taken before
  * user space has heard of it (a pool's workers, a pre-fork server's), are
@@ -493,7 +531,9 @@ int cx_on_exit(void *ctx)
      */
     if (BPF_CORE_READ(task, signal, live.counter) != 0)
         return 0;
-    drop_walk_entries(bpf_get_current_pid_tgid() >> 32);
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    drop_walk_entries(tgid);
+    bpf_map_delete_elem(&vma_learned, &tgid);
     proc_event(CX_REC_EXIT);
     return 0;
 }

@@ -39,6 +39,30 @@ struct {
     __type(value, struct cx_proc_unwind);
 } proc_unwind SEC(".maps");
 
+/* Tables by file, for processes the agent has no entry for yet (unwind.h). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CX_FILE_UNWIND_MAX);
+    __type(key, struct cx_file_key);
+    __type(value, struct cx_file_unwind);
+} file_unwind SEC(".maps");
+
+/* Mappings found by bpf_find_vma, per process (unwind.h). */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, CX_VMA_LEARNED_PROCS);
+    __type(key, __u32);
+    __type(value, struct cx_vma_learned);
+} vma_learned SEC(".maps");
+
+/* An empty entry to insert from: 400 bytes would not fit on the stack. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct cx_vma_learned);
+} vma_learned_empty SEC(".maps");
+
 /* Where the Python walk (python.bpf.h) is. */
 enum py_walk_state {
     PY_NONE = 0,       /* the process runs no CPython we know */
@@ -59,6 +83,8 @@ struct walk_state {
      * binary, and a hit saves the process lookup and the mapping search. */
     __u64 m_start, m_end, m_bias;
     __u32 m_table, m_blocks;
+    __u32 vma_lookups; /* bpf_find_vma calls in this walk (one can succeed) */
+    __u32 vma_pad;
     /* The Python walk: the frames of one invocation of the evaluation
      * function are shown while py_pending, in place of its native frame
      * (py_eval_pc). */
@@ -166,6 +192,146 @@ __noinline int cx_find_map(__u32 tgid, __u64 pc)
     st->m_bias = m->bias;
     st->m_table = m->table;
     st->m_blocks = m->blocks;
+    return 1;
+}
+
+/* What bpf_find_vma's callback found for a pc. */
+struct vma_found {
+    __u64 start, end, bias;
+    __u32 table, blocks;
+};
+
+/* The callback of bpf_find_vma: the mapping's range, and its table from
+ * file_unwind (blocks 0 when it has none: anonymous memory, JIT code, a
+ * binary without a table yet), so later frames in it need no lookup. */
+static long cx_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+    struct vma_found *out = data;
+    struct cx_file_key key = {};
+    const struct cx_file_unwind *fu;
+    struct file *f = BPF_CORE_READ(vma, vm_file);
+    __u64 off = BPF_CORE_READ(vma, vm_pgoff) << 12;
+    int i;
+
+    out->start = BPF_CORE_READ(vma, vm_start);
+    out->end = BPF_CORE_READ(vma, vm_end);
+    out->blocks = 0;
+    if (!f)
+        return 0;
+    key.ino = BPF_CORE_READ(f, f_inode, i_ino);
+    key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+    fu = bpf_map_lookup_elem(&file_unwind, &key);
+    if (!fu)
+        return 0;
+    for (i = 0; i < CX_FILE_MAX_SEGS; i++) {
+        if (i >= fu->nseg)
+            break;
+        if (off >= fu->seg[i].page_off && off < fu->seg[i].end_off) {
+            out->bias = out->start - off - fu->seg[i].delta;
+            out->table = fu->table;
+            out->blocks = fu->blocks;
+            break;
+        }
+    }
+    return 0;
+}
+
+static __always_inline void use_learned(struct walk_state *st, const struct cx_vma_learned_map *m)
+{
+    st->m_start = m->start;
+    st->m_end = m->end;
+    st->m_bias = m->bias;
+    st->m_table = m->table;
+    st->m_blocks = m->blocks;
+}
+
+static __always_inline __u64 current_mm(void)
+{
+    return (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
+}
+
+/* Adds m to what is learned of process tgid (unwind.h). */
+static __always_inline void learn(__u32 tgid, const struct cx_vma_learned_map *m)
+{
+    struct cx_vma_learned *l = bpf_map_lookup_elem(&vma_learned, &tgid);
+    __u64 mm = current_mm();
+    __u32 zero = 0, at;
+
+    if (!l) {
+        const struct cx_vma_learned *empty = bpf_map_lookup_elem(&vma_learned_empty, &zero);
+        if (!empty)
+            return;
+        bpf_map_update_elem(&vma_learned, &tgid, empty, BPF_NOEXIST);
+        l = bpf_map_lookup_elem(&vma_learned, &tgid);
+        if (!l)
+            return;
+    }
+    if (l->mm != mm) { /* a new image since (exec): start over */
+        l->mm = mm;
+        l->n = 0;
+    }
+    /* A ring: n counts every mapping learned, the latest MAX are kept. */
+    at = l->n % CX_VMA_LEARNED_MAX;
+    if (at < CX_VMA_LEARNED_MAX)
+        l->m[at] = *m;
+    l->n++;
+}
+
+/* The learned mapping of process tgid holding pc, newest first, or NULL. */
+static __always_inline const struct cx_vma_learned_map *learned(__u32 tgid, __u64 pc, __u64 now)
+{
+    struct cx_vma_learned *l = bpf_map_lookup_elem(&vma_learned, &tgid);
+    __u32 i, at, n;
+
+    if (!l || l->mm != current_mm())
+        return NULL;
+    n = l->n < CX_VMA_LEARNED_MAX ? l->n : CX_VMA_LEARNED_MAX;
+    for (i = 0; i < CX_VMA_LEARNED_MAX; i++) {
+        if (i >= n)
+            break;
+        at = (l->n - 1 - i) % CX_VMA_LEARNED_MAX;
+        if (at >= CX_VMA_LEARNED_MAX)
+            break;
+        if (pc >= l->m[at].start && pc < l->m[at].end && now - l->m[at].at_ns < CX_VMA_LEARNED_NS)
+            return &l->m[at];
+    }
+    return NULL;
+}
+
+/* Finds pc's mapping among those learned for the process, else through the
+ * kernel's own list (bpf_find_vma, once a sample: unwind.h), and puts it in
+ * this CPU's walk state (m_*), with its table where file_unwind has one.
+ * Returns 1 when pc is in a mapping, 0 when not known. Only in
+ * cx_walk_user_vma, which is loaded on kernels with bpf_find_vma (5.17). */
+__noinline int cx_find_vma(__u32 tgid, __u64 pc)
+{
+    struct vma_found found = {};
+    const struct cx_vma_learned_map *hit;
+    struct walk_state *st;
+    __u64 now = bpf_ktime_get_ns();
+    __u32 zero = 0;
+
+    st = bpf_map_lookup_elem(&wstate, &zero);
+    if (!st)
+        return 0;
+    hit = learned(tgid, pc, now);
+    if (hit) {
+        use_learned(st, hit);
+
+        return 1;
+    }
+    if (st->vma_lookups)
+        return 0;
+    st->vma_lookups++;
+    stat_inc(CX_STAT_VMA_LOOKUPS);
+    if (bpf_find_vma(bpf_get_current_task_btf(), pc, cx_vma_cb, &found, 0) || !found.end)
+        return 0;
+    if (found.blocks)
+        stat_inc(CX_STAT_VMA_TABLES);
+    struct cx_vma_learned_map m = {found.start, found.end,    found.bias,
+                                   found.table, found.blocks, now};
+    use_learned(st, &m);
+    learn(tgid, &m);
     return 1;
 }
 
@@ -330,15 +496,18 @@ static __always_inline int step_sp(struct walk_state *st, __u64 cfa, __u32 *reas
 }
 
 /* One frame up, by CFI where the process has a table for the pc, else by
- * frame pointer. *cfi says which. */
-static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi)
+ * frame pointer. *cfi says which. vma: look the pc's mapping up with
+ * bpf_find_vma where the process's entry has none (a constant: the two
+ * walker programs, with and without). */
+static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi, const int vma)
 {
     /* A return address belongs to the call before it: the next instruction
      * may already be another function's (a call to a noreturn function). */
     __u64 pc = st->pc - (st->exact ? 0 : 1), packed;
 
     *cfi = 0;
-    if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc)) {
+    if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc) &&
+        !(vma && cx_find_vma(st->tgid, pc))) {
         if (st->py.tramp_cfa && in_py_tramp(st, pc))
             return step_sp(st, st->py.tramp_cfa, reason);
         return step_fp(st, reason);

@@ -82,6 +82,67 @@ struct cx_unwind_map {
     __u32 blocks;     /* blocks in that table */
 };
 
+/* The "file_unwind" hash map: a binary's table by the file the kernel maps
+ * (its device, in the kernel's encoding major << 20 | minor, as
+ * /proc/PID/maps shows it, and its inode). Where a process has no entry
+ * yet, or none for the pc (it was just exec'd, or loaded a library since
+ * user space read its maps), the walk finds the pc's mapping itself
+ * (bpf_find_vma, Linux 5.17) and its table here, so a new process of a
+ * binary the agent knows is walked whole from its first sample. */
+#define CX_FILE_UNWIND_MAX 16384
+#define CX_FILE_MAX_SEGS 4
+
+struct cx_file_key {
+    __u64 ino;
+    __u32 dev;
+    __u32 pad;
+};
+
+struct cx_file_seg {
+    /* A mapping whose file offset is in [page_off, end_off) holds this
+     * segment; row pc = pc - (vma start - its file offset - delta), where
+     * delta = p_vaddr - p_offset - the table's base. */
+    __u64 page_off, end_off, delta;
+};
+
+struct cx_file_unwind {
+    __u32 table; /* index in cfi_tables */
+    __u32 blocks;
+    __u32 nseg;
+    __u32 pad;
+    struct cx_file_seg seg[CX_FILE_MAX_SEGS];
+};
+
+/* bpf_find_vma works once per sample: in the timer's interrupt the mmap
+ * lock is released by an irq_work, one per CPU, which stays busy until the
+ * interrupt ends, and a second lookup fails (-EBUSY). So what a lookup finds
+ * is kept per process ("vma_learned", an LRU hash by tgid) for the walk's
+ * later frames and later samples, each sample adding one mapping; the exec
+ * tracepoint, where lookups are free, puts the new executable's code there
+ * first. (Learning every mmap as it is made would need fexit or kprobes,
+ * which kernels without ftrace lack, or the syscall tracepoints, which slow
+ * every syscall on the machine.) Entries carry the address space they were
+ * learned in (exec makes a new one: the old image's are ignored) and are
+ * trusted for CX_VMA_LEARNED_NS only (a library unmapped and another mapped
+ * at its place must not be walked with the first one's table); by then user
+ * space has read the process's maps. */
+#define CX_VMA_LEARNED_MAX 16
+#define CX_VMA_LEARNED_NS 2000000000ull
+#define CX_VMA_LEARNED_PROCS 4096
+
+struct cx_vma_learned_map {
+    __u64 start, end, bias;
+    __u32 table, blocks; /* blocks 0: no table (anonymous memory, no CFI) */
+    __u64 at_ns;         /* bpf_ktime_get_ns() when learned */
+};
+
+struct cx_vma_learned {
+    __u64 mm; /* the address space (struct mm_struct *) they belong to */
+    __u32 n;  /* mappings learned so far; the latest CX_VMA_LEARNED_MAX are kept */
+    __u32 pad;
+    struct cx_vma_learned_map m[CX_VMA_LEARNED_MAX];
+};
+
 /* The "proc_unwind" hash map: key __u32 tgid. */
 struct cx_proc_unwind {
     __u32 n;

@@ -314,6 +314,14 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
     return e ? &p->map[e - p->maps.e] : NULL;
 }
 
+void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+{
+    struct proc *p = *slot(ps, tgid);
+
+    if (p && !p->exited)
+        read_maps(ps, p, now_ns);
+}
+
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);

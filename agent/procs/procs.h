@@ -69,6 +69,10 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
 
 /* Exec: the maps are read again on the next sample. */
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+
+/* Reads the maps of process tgid again now, if it is in the table and has
+ * not exited: the listener hears of it as of any read. */
+void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns);
 /* Exit: forgotten by procs__sweep once it has been gone for a while.
  * Returns the process (valid until the next sweep), or NULL if unknown. */
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);

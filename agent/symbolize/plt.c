@@ -231,8 +231,7 @@ struct plt *plt__build(Elf *e)
     struct gather g = {0};
     struct plt *p = NULL;
 
-    if (!e || !gelf_getehdr(e, &eh) || eh.e_machine != EM_X86_64 ||
-        elf_getshdrstrndx(e, &shstr))
+    if (!e || !gelf_getehdr(e, &eh) || eh.e_machine != EM_X86_64 || elf_getshdrstrndx(e, &shstr))
         return NULL;
     for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
         GElf_Shdr sh;
@@ -244,9 +243,8 @@ struct plt *plt__build(Elf *e)
     qsort(g.slots, g.nslots, sizeof(*g.slots), cmp_slot);
     for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
         GElf_Shdr sh;
-        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
-            (sh.sh_flags & SHF_EXECINSTR) && is_plt_name(elf_strptr(e, shstr, sh.sh_name)) &&
-            read_stubs(&g, scn, &sh))
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && (sh.sh_flags & SHF_EXECINSTR) &&
+            is_plt_name(elf_strptr(e, shstr, sh.sh_name)) && read_stubs(&g, scn, &sh))
             goto out;
     }
     if (!g.nstubs || !(p = malloc(sizeof(*p))))

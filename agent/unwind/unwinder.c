@@ -18,8 +18,11 @@
 #include "../bpf/unwind.h"
 #include "../procs/procs.h"
 #include "cfi_table.h"
+#include "file_unwind.h"
 #include "go_table.h"
 
+/* Files one table is registered under in file_unwind, at most. */
+#define TABLE_MAX_FILES 8
 /* A table no process maps is kept this long: a binary run again and again
  * (a compiler in a build) is not rebuilt every time. */
 #define UNUSED_GRACE_NS (30ull * 1000 * 1000 * 1000)
@@ -55,6 +58,10 @@ struct table {
     unsigned users; /* processes whose list holds it */
     uint64_t unused_since_ns;
     char why[160];
+    /* The files (device, inode) processes map it from, for file_unwind:
+     * usually one; copies in containers' own layers add more. */
+    struct cx_file_key keys[TABLE_MAX_FILES];
+    unsigned nkeys;
     struct table *hnext; /* hash chain */
     struct table *qnext; /* builder queue or done list */
 };
@@ -76,7 +83,9 @@ struct uproc {
 };
 
 struct unwinder {
-    int tables_fd, procs_fd;
+    int tables_fd, procs_fd, files_fd;
+    bool settled; /* the start-up's tables are built: new ones go first */
+    bool files_full_logged;
     struct unwinder_opts o;
     struct table *tables[NBUCKETS];
     struct uproc *procs[NBUCKETS];
@@ -199,8 +208,15 @@ static struct table *table_get(struct unwinder *u, struct binary *b)
     t->hnext = *pp;
     *pp = t;
     pthread_mutex_lock(&u->mu);
-    *u->queue_tail = t;
-    u->queue_tail = &t->qnext;
+    if (u->settled && u->queue) {
+        /* After start-up a binary is asked for because a process just
+         * started: its samples are coming now, before any of the queue's. */
+        t->qnext = u->queue;
+        u->queue = t;
+    } else {
+        *u->queue_tail = t;
+        u->queue_tail = &t->qnext;
+    }
     u->pending++;
     u->unbuilt++;
     pthread_cond_signal(&u->cv_work);
@@ -208,10 +224,42 @@ static struct table *table_get(struct unwinder *u, struct binary *b)
     return t;
 }
 
+/* Puts t under every file it is mapped from in file_unwind. */
+static void table_put_files(struct unwinder *u, const struct table *t)
+{
+    struct cx_file_unwind v;
+
+    if (u->files_fd < 0 || t->state != T_LOADED ||
+        !file_unwind__value((uint32_t)t->slot, t->blocks, t->base, t->segs, t->nseg, &v))
+        return;
+    for (unsigned i = 0; i < t->nkeys; i++) {
+        if (bpf_map_update_elem(u->files_fd, &t->keys[i], &v, BPF_ANY) && !u->files_full_logged) {
+            log_warn("unwind: cannot add %s to file_unwind (%s): its new processes are walked "
+                     "by frame pointers until their maps are read",
+                     t->bin->path, strerror(errno));
+            u->files_full_logged = true;
+        }
+    }
+}
+
+/* A mapping of t from file k: registered (and put in BPF if t is loaded). */
+static void table_add_file(struct unwinder *u, struct table *t, const struct cx_file_key *k)
+{
+    for (unsigned i = 0; i < t->nkeys; i++)
+        if (t->keys[i].ino == k->ino && t->keys[i].dev == k->dev)
+            return;
+    if (t->nkeys == TABLE_MAX_FILES)
+        return; /* those processes use proc_unwind once their maps are read */
+    t->keys[t->nkeys++] = *k;
+    table_put_files(u, t);
+}
+
 static void table_unload(struct unwinder *u, struct table *t)
 {
     if (t->state != T_LOADED)
         return;
+    for (unsigned i = 0; u->files_fd >= 0 && i < t->nkeys; i++)
+        bpf_map_delete_elem(u->files_fd, &t->keys[i]);
     __u32 key = t->slot;
     if (bpf_map_delete_elem(u->tables_fd, &key) && errno != ENOENT)
         log_warn("unwind: cannot drop the table of %s: %s", t->bin->path, strerror(errno));
@@ -447,6 +495,11 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
             bin = u->vdso;
         if (!bin || !(t = table_get(u, bin)))
             continue;
+        if (p->maps.e[i].inode) {
+            const struct maps_entry *e = &p->maps.e[i];
+            struct cx_file_key k = file_unwind__key(e->dev_major, e->dev_minor, e->inode);
+            table_add_file(u, t, &k);
+        }
         t->users++;
         m[n++] = (struct umap){pm->start, pm->end, pm->offset, t};
     }
@@ -522,6 +575,8 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
             if (table_load(u, t)) {
                 t->state = T_NONE;
                 log_warn("unwind: %s: no table: %s", t->bin->path, t->why);
+            } else {
+                table_put_files(u, t);
             }
             cfi_table__free(t->built);
             t->built = NULL;
@@ -552,6 +607,18 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
 #endif
         u->built_since_trim = 0;
     }
+}
+
+bool unwinder__building(const struct unwinder *u)
+{
+    bool busy;
+
+    if (!u)
+        return false;
+    pthread_mutex_lock((pthread_mutex_t *)&u->mu);
+    busy = u->pending > 0;
+    pthread_mutex_unlock((pthread_mutex_t *)&u->mu);
+    return busy;
 }
 
 void unwinder__sweep(struct unwinder *u, uint64_t now_ns)
@@ -600,8 +667,10 @@ bool unwinder__settle(struct unwinder *u, int timeout_ms, uint64_t now_ns)
         settled = u->unbuilt == 0;
         pthread_mutex_unlock(&u->mu);
         unwinder__poll(u, now_ns);
-        if (settled || timed_out || u->stopping)
+        if (settled || timed_out || u->stopping) {
+            u->settled = true;
             return settled;
+        }
     }
 }
 
@@ -622,8 +691,8 @@ void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out)
     pthread_mutex_unlock((pthread_mutex_t *)&u->mu);
 }
 
-struct unwinder *unwinder__new(int tables_fd, int procs_fd, const struct unwinder_opts *o,
-                               char *err, size_t errlen)
+struct unwinder *unwinder__new(int tables_fd, int procs_fd, int files_fd,
+                               const struct unwinder_opts *o, char *err, size_t errlen)
 {
     struct unwinder *u = calloc(1, sizeof(*u));
 
@@ -631,6 +700,7 @@ struct unwinder *unwinder__new(int tables_fd, int procs_fd, const struct unwinde
         goto oom;
     u->tables_fd = tables_fd;
     u->procs_fd = procs_fd;
+    u->files_fd = files_fd;
     u->o = *o;
     u->queue_tail = &u->queue;
     pthread_mutex_init(&u->mu, NULL);

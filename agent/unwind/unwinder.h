@@ -36,11 +36,14 @@ struct unwinder_stats {
 
 struct unwinder;
 
-/* tables_fd and procs_fd are the sampler's "cfi_tables" and "proc_unwind"
- * maps (borrowed: they must outlive the unwinder). Starts the builder
- * thread. Returns NULL with a reason in err. */
-struct unwinder *unwinder__new(int tables_fd, int procs_fd, const struct unwinder_opts *o,
-                               char *err, size_t errlen);
+/* tables_fd, procs_fd and files_fd are the sampler's "cfi_tables",
+ * "proc_unwind" and "file_unwind" maps (borrowed: they must outlive the
+ * unwinder; files_fd -1 where the walk has no bpf_find_vma fallback).
+ * Starts the builder thread. Once unwinder__settle has returned, tables are
+ * built newest first (a new process's samples are coming). Returns NULL
+ * with a reason in err. */
+struct unwinder *unwinder__new(int tables_fd, int procs_fd, int files_fd,
+                               const struct unwinder_opts *o, char *err, size_t errlen);
 
 /* Stops the builder and frees every table and entry (the BPF maps are left
  * empty). u may be NULL. */
@@ -57,6 +60,10 @@ void unwinder__proc_gone(struct unwinder *u, uint32_t tgid, uint64_t now_ns);
  * processes waiting for them. Cheap when there is nothing to do: call it
  * from the main loop. */
 void unwinder__poll(struct unwinder *u, uint64_t now_ns);
+
+/* Whether tables are being built: the caller then polls often (a few ms),
+ * so that each is loaded as soon as it is done, not at the next 100 ms. */
+bool unwinder__building(const struct unwinder *u);
 
 /* Frees the tables no process has mapped for a while (once a window). */
 void unwinder__sweep(struct unwinder *u, uint64_t now_ns);

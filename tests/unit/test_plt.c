@@ -68,8 +68,8 @@ static size_t against_objdump(const char *path, struct plt *p)
             assert_non_null(got);
             assert_int_equal(start, addr);
             char want[600];
-            snprintf(cmd, sizeof(cmd), "nm -D '%s' | grep -qE '^0*%llx i %.*s(@.*)?$'", path, resolver,
-                     (int)(strlen(got) - 4), got);
+            snprintf(cmd, sizeof(cmd), "nm -D '%s' | grep -qE '^0*%llx i %.*s(@.*)?$'", path,
+                     resolver, (int)(strlen(got) - 4), got);
             snprintf(want, sizeof(want), "%s", got);
             if (system(cmd) != 0)
                 print_message("    %s: 0x%llx %s: ours %s, not an IFUNC at 0x%llx\n", path, addr,
@@ -91,8 +91,8 @@ static size_t against_objdump(const char *path, struct plt *p)
         named++;
     }
     pclose(f);
-    print_message("    %s: %zu stubs named as objdump names them (of %zu it labels)\n", path,
-                  named, n);
+    print_message("    %s: %zu stubs named as objdump names them (of %zu it labels)\n", path, named,
+                  n);
     assert_int_equal(plt__count(p), named);
     return named;
 }
