@@ -1,7 +1,7 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
+              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_detect test_py_code
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
