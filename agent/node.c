@@ -1,5 +1,6 @@
 #include "node.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -63,27 +64,78 @@ static int same_ns(const char *a, const char *b)
            sa.st_dev == sb.st_dev;
 }
 
+/* Whether <proc_root>/<pid>/root opens as a directory; then its path is
+ * written to out. */
+static int root_of(const char *proc_root, unsigned pid, char *out, size_t len)
+{
+    char path[PATH_LEN];
+
+    snprintf(path, sizeof(path), "%s/%u/root", proc_root, pid);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || strlen(path) >= len) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    close(fd);
+    str__copy(out, len, path);
+    return 1;
+}
+
+/* How many /proc entries are looked at for a process in the initial mount
+ * namespace: the first user-space processes of a host are the boot's. */
+#define HOST_ROOT_SCAN_MAX 4096
+
+/* A user-space process (kernel threads have an empty command line) in the
+ * mount namespace of the file init_mnt, whose root opens. */
+static int root_in_ns(const char *proc_root, const char *init_mnt, char *out, size_t len)
+{
+    char path[PATH_LEN], cmd[2];
+    DIR *d = opendir(proc_root);
+    struct dirent *de;
+    int found = 0;
+    unsigned seen = 0;
+
+    if (!d)
+        return 0;
+    while (!found && seen++ < HOST_ROOT_SCAN_MAX && (de = readdir(d))) {
+        char *end;
+        unsigned long pid = strtoul(de->d_name, &end, 10);
+        if (*end || pid <= 2)
+            continue;
+        snprintf(path, sizeof(path), "%s/%lu/cmdline", proc_root, pid);
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(cmd, 1, sizeof(cmd), f) : 0;
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof(path), "%s/%lu/ns/mnt", proc_root, pid);
+        found = n > 0 && same_ns(path, init_mnt) && root_of(proc_root, (unsigned)pid, out, len);
+    }
+    closedir(d);
+    return found;
+}
+
 void node__host_root(const char *proc_root, char *out, size_t len)
 {
-    char self[PATH_LEN], pid1[PATH_LEN];
+    char self[PATH_LEN], other[PATH_LEN];
     struct stat st;
 
     str__copy(out, len, "");
     snprintf(self, sizeof(self), "%s/self/ns/mnt", proc_root);
-    snprintf(pid1, sizeof(pid1), "%s/1/ns/mnt", proc_root);
-    if (stat(pid1, &st) || same_ns(self, pid1))
-        return;
-    snprintf(pid1, sizeof(pid1), "%s/1/root", proc_root);
-    int fd = open(pid1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        log_debug("node: cannot open %s (%s): the host's container metadata is read from the "
-                  "agent's own root",
-                  pid1, strerror(errno));
-        return;
+    snprintf(other, sizeof(other), "%s/1/ns/mnt", proc_root);
+    if (stat(other, &st) == 0) {
+        if (same_ns(self, other) || root_of(proc_root, 1, out, len))
+            return;
     }
-    close(fd);
-    if (strlen(pid1) < len)
-        str__copy(out, len, pid1);
+    /* PID 1 hidden (some sandboxes' init refuses even root): the initial
+     * mount namespace is kthreadd's (pid 2), and a process in it lends its
+     * root. */
+    snprintf(other, sizeof(other), "%s/2/ns/mnt", proc_root);
+    if (stat(other, &st) || same_ns(self, other))
+        return;
+    if (!root_in_ns(proc_root, other, out, len))
+        log_debug("node: no process of the host's mount namespace lends its root: container "
+                  "names are read under the agent's own root");
 }
 
 struct uts_query {
@@ -104,15 +156,16 @@ static void *uts_thread(void *arg)
     return NULL;
 }
 
-/* The host's name from PID 1's UTS namespace. */
-static int hostname_from_pid1(const char *proc_root, char *out, size_t len)
+/* The host's name from the UTS namespace of pid (1, or kthreadd's, 2: the
+ * initial one). */
+static int hostname_from_ns(const char *proc_root, unsigned pid, char *out, size_t len)
 {
     char self[PATH_LEN], pid1[PATH_LEN];
     struct uts_query q = {-1, {0}, 0};
     pthread_t t;
 
     snprintf(self, sizeof(self), "%s/self/ns/uts", proc_root);
-    snprintf(pid1, sizeof(pid1), "%s/1/ns/uts", proc_root);
+    snprintf(pid1, sizeof(pid1), "%s/%u/ns/uts", proc_root, pid);
     if (same_ns(self, pid1))
         return gethostname(out, len) == 0;
     q.fd = open(pid1, O_RDONLY | O_CLOEXEC);
@@ -153,7 +206,10 @@ void node__hostname(const char *proc_root, char *out, size_t len)
 {
     if (len == 0)
         return;
-    if (hostname_from_pid1(proc_root, out, len) || hostname_from_file(proc_root, out, len))
+    /* PID 1 may be hidden (some sandboxes' init refuses even root): the
+     * initial UTS namespace is also kthreadd's. */
+    if (hostname_from_ns(proc_root, 1, out, len) || hostname_from_ns(proc_root, 2, out, len) ||
+        hostname_from_file(proc_root, out, len))
         return;
     if (gethostname(out, len))
         str__copy(out, len, "unknown");

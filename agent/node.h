@@ -27,13 +27,15 @@ int node__is_init_pid_ns(const char *link);
  * node: "" when the agent shares PID 1's mount namespace, or cannot tell;
  * "<proc_root>/1/root" when it has a mount namespace of its own (a
  * container, a systemd unit with ProtectSystem=) and that root can be
- * opened. Writes at most len bytes, NUL included. */
+ * opened; where PID 1 cannot be looked at, the root of the first user-space
+ * process in the initial mount namespace (kthreadd's), "<proc_root>/PID/root".
+ * Writes at most len bytes, NUL included. */
 void node__host_root(const char *proc_root, char *out, size_t len);
 
 /* The host's name, whatever the agent's UTS namespace: PID 1's, read by a
  * short-lived thread that joins PID 1's UTS namespace (setns needs
- * CAP_SYS_ADMIN); else the first line of the host's /etc/hostname; else the
- * agent's own (gethostname); "unknown" when none answers. Writes at most
+ * CAP_SYS_ADMIN), or kthreadd's where PID 1 is hidden; else the first line of the host's
+ * /etc/hostname; else the agent's own (gethostname); "unknown" when none answers. Writes at most
  * len bytes, NUL included. */
 void node__hostname(const char *proc_root, char *out, size_t len);
 

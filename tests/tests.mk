@@ -209,6 +209,13 @@ deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 test: unit integration deploy-check
 
+# The README's installs run for real (tests/install/run.py): Docker and Podman
+# images built and run, a systemd-nspawn machine with install.sh, the
+# Kubernetes manifest typed and its agent container run. Root; not part of
+# `make test` (about 6 minutes). Debian's python3: yaml and kubernetes.
+test-install: deps $(B)/codexray-node-agent $(B)/codexray-server $(B)/workloads/cpu_split
+	@/usr/bin/python3 tests/install/run.py
+
 # --- benchmark: a report, not a pass/fail test ---
 $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
