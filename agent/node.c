@@ -40,6 +40,13 @@ int node__check_pid_ns(const char *proc_root, char *err, size_t errlen)
 
     snprintf(path, sizeof(path), "%s/1/ns/pid", proc_root);
     read_ns_link(path, pid1, sizeof(pid1));
+    if (!pid1[0]) {
+        /* PID 1 hidden (some sandboxes' init refuses even root): pid 2 is
+         * kthreadd in the host's /proc, a process of the container in a
+         * container's; either tells whose /proc it is. */
+        snprintf(path, sizeof(path), "%s/2/ns/pid", proc_root);
+        read_ns_link(path, pid1, sizeof(pid1));
+    }
     snprintf(path, sizeof(path), "%s/self/ns/pid", proc_root);
     read_ns_link(path, self, sizeof(self));
     if (node__is_init_pid_ns(pid1) || (!pid1[0] && (!self[0] || node__is_init_pid_ns(self))))

@@ -102,8 +102,10 @@ def minbase_tar():
     os.makedirs(CACHE, exist_ok=True)
     tar = os.path.join(CACHE, "bookworm-minbase.tar")
     if not os.path.exists(tar):
-        run(["mmdebstrap", "--variant=minbase", "--quiet", "bookworm", tar + ".tmp"], timeout=600)
-        os.rename(tar + ".tmp", tar)
+        # mmdebstrap takes the format from the name's end: keep it .tar.
+        tmp = tar[:-4] + ".partial.tar"
+        run(["mmdebstrap", "--variant=minbase", "--quiet", "bookworm", tmp], timeout=600)
+        os.rename(tmp, tar)
     return tar
 
 

@@ -151,9 +151,10 @@ def engine_part(tmp, name):
         for b in cmds["build"]:
             eng(*b, cwd=ROOT, timeout=400)
         print(f"    {name}: images built in {time.time() - t0:.0f}s", flush=True)
+        # Torn down in reverse: the containers, then the volume they used.
+        td.add("volume", lambda: eng("volume", "rm", "-f", "codexray-data", check_rc=False))
         for c in ("codexray-server", "codexray-node-agent", "web-1", "cx-ds-agent"):
             td.add(f"container {c}", lambda c=c: eng("rm", "-f", c, check_rc=False))
-        td.add("volume", lambda: eng("volume", "rm", "-f", "codexray-data", check_rc=False))
         eng(*cmds["server"])
         wait_for("the server's /healthz", lambda: run(
             ["curl", "-sf", f"http://127.0.0.1:{port}/healthz"], check_rc=False).returncode == 0,

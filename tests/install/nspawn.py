@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from common import (CACHE, HOSTNAME, ROOT, Teardown, apps, check, collapsed,
+from common import (CACHE, HOSTNAME, ROOT, Failure, Teardown, apps, check, collapsed,
                     free_port, labels, run, stop_proc, wait_for)
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # the host's (make deps), bound read-only
@@ -23,9 +23,11 @@ def rootfs_tar():
     stamp = tar + ".packages"
     if not (os.path.exists(tar) and os.path.exists(stamp) and open(stamp).read() == PACKAGES):
         os.makedirs(CACHE, exist_ok=True)
+        # mmdebstrap takes the format from the name's end: keep it .tar.
+        tmp = tar[:-4] + ".partial.tar"
         run(["mmdebstrap", "--variant=minbase", "--quiet", f"--include={PACKAGES}", "bookworm",
-             tar + ".tmp"], timeout=600)
-        os.rename(tar + ".tmp", tar)
+             tmp], timeout=600)
+        os.rename(tmp, tar)
         with open(stamp, "w") as f:
             f.write(PACKAGES)
     return tar
@@ -112,15 +114,22 @@ def test_systemd_machine(tmp):
              f"systemd-run --unit cx-java {JAVA_HOME}/bin/java -XX:+PreserveFramePointer "
              "-cp /opt/cx JitSplit 600")
         m.sh("systemctl restart codexray-node-agent")
-        wait_for("cx-work and cx-java at the server",
-                 lambda: {"cx-work", "cx-java"} <= set(apps(port)), 120)
+        try:
+            wait_for("cx-work and cx-java at the server",
+                     lambda: {"cx-work", "cx-java"} <= set(apps(port)), 120)
+        except Failure as e:
+            raise Failure(f"{e}; the agent's journal: {m.journal('codexray-node-agent')[-2500:]}")
         lab = labels(port, "cx-work")
         check(lab.get("systemd_unit") == ["cx-work.service"] and lab.get("host") == [HOSTNAME],
               f"cx-work's labels: {lab}")
         check("hot_a" in collapsed(port, "cx-work"), "cx-work's functions unnamed")
-        java = wait_for("JIT-compiled Java methods named",
-                        lambda: "JitSplit.hotA" in collapsed(port, "cx-java") and
-                        collapsed(port, "cx-java"), 90)
+        try:
+            java = wait_for("JIT-compiled Java methods named",
+                            lambda: "JitSplit.hotA" in collapsed(port, "cx-java") and
+                            collapsed(port, "cx-java"), 90)
+        except Failure as e:
+            log = [ln for ln in m.journal("codexray-node-agent").splitlines() if "perfmap" in ln]
+            raise Failure(f"{e}; cx-java: {collapsed(port, 'cx-java')[:600]}; the agent: {log[-6:]}")
         check("JitSplit.hotB" in java, f"cx-java: {java[:800]}")
         log = m.journal("codexray-node-agent")
         check("did not write its perf map" not in log, f"the JVM attach under the unit: "

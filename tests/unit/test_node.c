@@ -78,11 +78,16 @@ static void test_check_pid_ns(void **state)
     assert_non_null(strstr(err, "--pid host"));
     assert_non_null(strstr(err, "hostPID: true"));
 
-    /* PID 1 cannot be looked at: the agent's own namespace decides. */
+    /* PID 1 cannot be looked at: pid 2 (kthreadd in the host's /proc)
+     * tells, else the agent's own namespace decides. */
     char path[256];
     snprintf(path, sizeof(path), "%s/1/ns/pid", root);
     unlink(path);
     assert_int_equal(node__check_pid_ns(root, err, sizeof(err)), -1);
+    fake_ns("2", "pid", "pid:[4026531836]");
+    assert_int_equal(node__check_pid_ns(root, err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/2/ns/pid", root);
+    unlink(path);
     fake_ns("self", "pid", "pid:[4026531836]");
     assert_int_equal(node__check_pid_ns(root, err, sizeof(err)), 0);
 }
