@@ -1,6 +1,7 @@
 # CodeXray build. Everything lands in build/.
 #   make          build the agent (installs missing Debian packages first)
 #   make test     unit tests, integration tests (root, real BPF), then the deploy checks
+#   make test-install   Docker, Podman, systemd (nspawn) and the Kubernetes manifest, for real
 #   make test-kernels   the agent under qemu on Debian's kernels (KERNELS="5.10 6.1 6.12 sid")
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
@@ -27,6 +28,7 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
               common/json.c common/pprof/pprof_writer.c common/pprof/pprof_reader.c \
               common/zst.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
+             agent/procs/json_scan.c agent/procs/podman_meta.c agent/node.c agent/preflight.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
              agent/symbolize/gopclntab.c agent/symbolize/plt.c \
@@ -46,7 +48,7 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps run test unit integration deploy-check test-kernels bench bench-ui format format-check clean
+.PHONY: all deps run test unit integration deploy-check test-install test-kernels bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:

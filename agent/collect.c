@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "../common/log.h"
+#include "node.h"
 
 /* How long an exited process is kept for samples still in flight. */
 #define EXIT_GRACE_NS (2ull * 1000 * 1000 * 1000)
@@ -101,10 +102,23 @@ static void on_gone(void *ctx, uint32_t tgid, uint64_t now_ns)
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
                     const struct unwinder_opts *uo, char *err, size_t errlen)
 {
+    char host_root[256], paths[5 * 300];
+    struct identity_roots roots;
+
     memset(c, 0, sizeof(*c));
     c->kernel_stacks = kernel_stacks;
+    /* A container's /proc would give pids that match nothing BPF reports. */
+    if (node__check_pid_ns("/proc", err, errlen))
+        return -1;
+    /* In a container (or a unit with its own mounts) the runtimes' metadata
+     * is read through the host's root. */
+    node__host_root("/proc", host_root, sizeof(host_root));
+    if (host_root[0])
+        log_info("procs: container names read under %s (the host's root)", host_root);
     c->bc = binary_cache__new("/proc");
-    c->procs = c->bc ? procs__new(c->bc, "/proc", NULL) : NULL;
+    c->procs = c->bc && identity__roots_under(host_root, &roots, paths, sizeof(paths))
+                   ? procs__new(c->bc, "/proc", &roots)
+                   : NULL;
     c->win = agg_window__new(clock__real_ns(), kernel_stacks);
     if (!c->bc || !c->procs || !c->win) {
         snprintf(err, errlen, "out of memory");

@@ -21,6 +21,7 @@
 #include "../common/log.h"
 #include "cli.h"
 #include "collect.h"
+#include "node.h"
 #include "ship.h"
 #include "worker.h"
 
@@ -136,8 +137,8 @@ int cli__common_setup(struct config *c, char *host, size_t hostlen)
     const char *h = config__str(c, "host");
     if (h && *h)
         snprintf(host, hostlen, "%s", h);
-    else if (gethostname(host, hostlen))
-        snprintf(host, hostlen, "unknown");
+    else
+        node__hostname("/proc", host, hostlen); /* the host's, not a container's */
     host[hostlen - 1] = '\0';
     return 0;
 }

@@ -17,7 +17,9 @@
 
 #include "../common/clock.h"
 #include "../common/log.h"
+#include "caps.h"
 #include "dither.h"
+#include "preflight.h"
 #include "sampler.skel.h"
 
 /* The ring buffer: 1 MiB a CPU, 4 to 64 MiB. A record is a whole
@@ -57,17 +59,6 @@ static int on_record(void *ctx, void *data, size_t size)
     return s->fn(s->ctx, data, size);
 }
 
-static bool have_cap(int cap)
-{
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct d[2];
-
-    memset(d, 0, sizeof(d));
-    if (syscall(SYS_capget, &h, d))
-        return false;
-    return d[cap / 32].effective & (1u << (cap % 32));
-}
-
 /* libbpf prints through this; its warnings go to our log at debug level so a
  * failed load can be explained with --log-level debug. A verifier's log
  * comes as one message of many lines, the reason at its end: its first and
@@ -99,8 +90,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 static int check_privileges(char *err, size_t errlen)
 {
     /* CAP_BPF and CAP_PERFMON (5.8+) or, before them, CAP_SYS_ADMIN. */
-    bool bpf = have_cap(CAP_BPF) || have_cap(CAP_SYS_ADMIN);
-    bool perf = have_cap(CAP_PERFMON) || have_cap(CAP_SYS_ADMIN);
+    bool bpf = caps__have(CAP_BPF) || caps__have(CAP_SYS_ADMIN);
+    bool perf = caps__have(CAP_PERFMON) || caps__have(CAP_SYS_ADMIN);
 
     if (bpf && perf)
         return 0;
@@ -234,7 +225,10 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
     int r, ncpus;
 
     libbpf_set_print(libbpf_print);
-    if (check_privileges(err, errlen) || check_kernel(err, errlen))
+    /* A refused bpf() or perf_event_open() is explained as such (seccomp,
+     * capabilities, paranoid, lockdown), not as a kernel lacking a feature. */
+    if (check_privileges(err, errlen) || preflight__bpf(err, errlen) ||
+        preflight__perf_event(err, errlen) || check_kernel(err, errlen))
         return NULL;
     ncpus = libbpf_num_possible_cpus();
     if (ncpus <= 0) {

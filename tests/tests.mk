@@ -1,7 +1,7 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
+              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_detect test_py_code test_dither test_plt test_file_unwind
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
@@ -218,6 +218,13 @@ deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 	@/usr/bin/python3 tests/deploy/check_deploy.py
 
 test: unit integration deploy-check
+
+# The README's installs run for real (tests/install/run.py): Docker and Podman
+# images built and run, a systemd-nspawn machine with install.sh, the
+# Kubernetes manifest typed and its agent container run. Root; not part of
+# `make test` (about 6 minutes). Debian's python3: yaml and kubernetes.
+test-install: deps $(B)/codexray-node-agent $(B)/codexray-server $(B)/workloads/cpu_split
+	@/usr/bin/python3 tests/install/run.py
 
 # --- benchmark: a report, not a pass/fail test ---
 $(B)/bench/many: bench/many.c

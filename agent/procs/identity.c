@@ -9,6 +9,8 @@
 
 #include "../../common/buf.h"
 #include "../../common/str.h"
+#include "json_scan.h"
+#include "podman_meta.h"
 
 /* Docker's config.v2.json holds the container's environment too; past this
  * the name is looked for in what was read, and the short id used if absent. */
@@ -22,7 +24,11 @@
  * util/rand SafeEncodeString): no vowels, no 0, 1 or 3. */
 static const char k8s_alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
 
-enum kind { KIND_NONE, KIND_SYSTEMD, KIND_DOCKER, KIND_K8S };
+/* Ranked: the most specific wins. */
+enum kind { KIND_NONE, KIND_SYSTEMD, KIND_DOCKER, KIND_PODMAN, KIND_K8S };
+
+/* Which runtime a container id's path component names. */
+enum cid_from { CID_PLAIN, CID_DOCKER_SCOPE, CID_LIBPOD };
 
 /* What one cgroup path says, before any file is read. */
 struct parsed {
@@ -30,6 +36,7 @@ struct parsed {
     char unit[IDENTITY_NAME_MAX]; /* the last *.service component */
     char cid[IDENTITY_ID_MAX];    /* container id, 64 hex */
     char pod_uid[80];             /* with dashes, as the kubelet's directories have it */
+    long user;                    /* the uid of a user@UID.service above it, or -1 */
 };
 
 static bool is_hex(const char *s, size_t n)
@@ -55,27 +62,52 @@ static bool starts_with(const char *s, size_t n, const char *prefix)
 }
 
 /* A container id in one path component: "<64hex>", "cri-containerd-<64hex>.scope",
- * "crio-<64hex>.scope" (or without .scope, cgroupfs), "docker-<64hex>.scope". */
-static bool component_cid(const char *c, size_t n, char out[IDENTITY_ID_MAX], bool *docker_scope)
+ * "crio-<64hex>.scope" (or without .scope, cgroupfs), "docker-<64hex>.scope",
+ * Podman's "libpod-<64hex>[.scope]". */
+static bool component_cid(const char *c, size_t n, char out[IDENTITY_ID_MAX], enum cid_from *from)
 {
-    static const char *const prefixes[] = {"cri-containerd-", "crio-", "docker-", "containerd-"};
-    *docker_scope = false;
+    static const struct {
+        const char *prefix;
+        enum cid_from from;
+    } prefixes[] = {{"cri-containerd-", CID_PLAIN},
+                    {"crio-", CID_PLAIN},
+                    {"docker-", CID_DOCKER_SCOPE},
+                    {"containerd-", CID_PLAIN},
+                    {"libpod-", CID_LIBPOD}};
+    *from = CID_PLAIN;
     if (ends_with(c, n, ".scope"))
         n -= 6;
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
-        if (starts_with(c, n, prefixes[i])) {
-            size_t k = strlen(prefixes[i]);
-            *docker_scope = i == 2;
+        if (starts_with(c, n, prefixes[i].prefix)) {
+            size_t k = strlen(prefixes[i].prefix);
+            *from = prefixes[i].from;
             c += k;
             n -= k;
             break;
         }
     }
+    /* crio-conmon-<id> and libpod-conmon-<id> (the monitors, not the
+     * containers) land here too. */
     if (n != 64 || !is_hex(c, n))
-        return false; /* crio-conmon-<id> (the monitor, not the container) lands here too */
+        return false;
     memcpy(out, c, 64);
     out[64] = '\0';
     return true;
+}
+
+/* The uid of a user manager's unit, "user@1000.service", or -1. */
+static long component_user(const char *c, size_t n)
+{
+    long uid = 0;
+
+    if (!starts_with(c, n, "user@") || !ends_with(c, n, ".service") || n <= 13 || n > 23)
+        return -1;
+    for (size_t i = 5; i < n - 8; i++) {
+        if (c[i] < '0' || c[i] > '9')
+            return -1;
+        uid = uid * 10 + (c[i] - '0');
+    }
+    return uid;
 }
 
 /* The pod uid of a kubepods component: "pod<uid>" (cgroupfs) or
@@ -115,13 +147,14 @@ static void parse_path(const char *path, size_t len, struct parsed *p)
     bool kube = false, after_docker = false;
 
     memset(p, 0, sizeof(*p));
+    p->user = -1;
     for (size_t i = 0; i < len;) {
         size_t j = i;
         while (j < len && path[j] != '/')
             j++;
         const char *c = path + i;
         size_t n = j - i;
-        bool docker_scope;
+        enum cid_from from;
         char cid[IDENTITY_ID_MAX];
 
         if (n > 0) {
@@ -129,10 +162,17 @@ static void parse_path(const char *path, size_t len, struct parsed *p)
                 kube = true;
             if (kube && !p->pod_uid[0])
                 component_pod_uid(c, n, p->pod_uid, sizeof(p->pod_uid));
-            if (component_cid(c, n, cid, &docker_scope)) {
+            if (component_user(c, n) >= 0)
+                p->user = component_user(c, n);
+            if (component_cid(c, n, cid, &from)) {
                 if (kube && p->pod_uid[0]) {
                     memcpy(p->cid, cid, sizeof(cid));
-                } else if (after_docker || docker_scope) {
+                } else if (from == CID_LIBPOD) {
+                    /* /libpod_parent/libpod-<id> (cgroupfs), machine.slice/
+                     * libpod-<id>.scope, user@UID.service/.../libpod-<id>.scope */
+                    memcpy(p->cid, cid, sizeof(cid));
+                    p->kind = KIND_PODMAN;
+                } else if (after_docker || from == CID_DOCKER_SCOPE) {
                     /* /docker/<id> (cgroupfs) or docker-<id>.scope (systemd);
                      * the innermost wins for a container in a container. */
                     memcpy(p->cid, cid, sizeof(cid));
@@ -150,69 +190,13 @@ static void parse_path(const char *path, size_t len, struct parsed *p)
     if (kube && p->pod_uid[0]) {
         p->kind = KIND_K8S;
         p->unit[0] = '\0'; /* a unit above kubepods (kubelet.service) is not the pod's */
-    } else if (p->kind == KIND_DOCKER) {
-        p->unit[0] = '\0';
+    } else if (p->kind == KIND_DOCKER || p->kind == KIND_PODMAN) {
+        p->unit[0] = '\0'; /* user@UID.service is the rootless container's manager */
     } else {
         p->cid[0] = '\0';
         if (p->unit[0])
             p->kind = KIND_SYSTEMD;
     }
-}
-
-/* The string value of `key` in the top-level object of a JSON text, decoded
- * (escapes other than ASCII \uXXXX become '?'). Depth-aware: "Name" inside
- * MountPoints is not the container's. */
-static bool json_top_string(const char *s, size_t n, const char *key, char *out, size_t outlen)
-{
-    size_t klen = strlen(key);
-    int depth = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '{' || c == '[') {
-            depth++;
-        } else if (c == '}' || c == ']') {
-            depth--;
-        } else if (c == '"') {
-            size_t start = ++i;
-            while (i < n && s[i] != '"')
-                i += s[i] == '\\' ? 2 : 1;
-            if (i >= n)
-                return false;
-            size_t end = i, k = i + 1;
-            while (k < n && (s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r'))
-                k++;
-            if (depth != 1 || k >= n || s[k] != ':' || end - start != klen ||
-                memcmp(s + start, key, klen) != 0)
-                continue;
-            for (k++; k < n && (s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r');)
-                k++;
-            if (k >= n || s[k] != '"')
-                return false;
-            size_t o = 0;
-            for (k++; k < n && s[k] != '"' && o + 1 < outlen; k++) {
-                char ch = s[k];
-                if (ch == '\\' && k + 1 < n) {
-                    ch = s[++k];
-                    if (ch == 'u') {
-                        unsigned v = 0;
-                        if (k + 4 >= n || sscanf(s + k + 1, "%4x", &v) != 1)
-                            return false;
-                        k += 4;
-                        ch = v >= 0x20 && v < 0x7f ? (char)v : '?';
-                    } else if (ch != '"' && ch != '\\' && ch != '/') {
-                        ch = '?'; /* \n, \t and friends: not in a name */
-                    }
-                } else if ((unsigned char)ch < 0x20) {
-                    ch = '?';
-                }
-                out[o++] = ch;
-            }
-            out[o] = '\0';
-            return k < n && s[k] == '"';
-        }
-    }
-    return false;
 }
 
 static void docker_names(const char *root, const struct parsed *p, struct identity *out)
@@ -229,7 +213,7 @@ static void docker_names(const char *root, const struct parsed *p, struct identi
     buf__init(&b, DOCKER_CONFIG_MAX);
     int r = buf__read_file(&b, AT_FDCWD, path);
     if ((r == 0 || r == -E2BIG) && b.data &&
-        json_top_string(b.data, b.len, "Name", name, sizeof(name))) {
+        json_scan__top_string(b.data, b.len, "Name", name, sizeof(name))) {
         const char *nm = name[0] == '/' ? name + 1 : name;
         if (*nm) {
             str__copy(out->container, sizeof(out->container), nm);
@@ -237,6 +221,27 @@ static void docker_names(const char *root, const struct parsed *p, struct identi
         }
     }
     buf__free(&b);
+}
+
+/* A Podman container: its name from the storage of root's containers, or
+ * of the user's whose manager (user@UID.service) it runs under. */
+static void podman_names(const struct identity_roots *r, const struct parsed *p,
+                         struct identity *out)
+{
+    char storage[PATH_MAX_LEN], name[IDENTITY_NAME_MAX];
+    bool found;
+
+    str__copy(out->container_id, sizeof(out->container_id), p->cid);
+    snprintf(out->service, sizeof(out->service), "%.12s", p->cid);
+    if (p->user > 0)
+        found = podman_meta__user_storage(r->host, (unsigned)p->user, storage, sizeof(storage)) &&
+                podman_meta__name(storage, p->cid, name, sizeof(name));
+    else
+        found = podman_meta__name(r->containers, p->cid, name, sizeof(name));
+    if (found) {
+        str__copy(out->container, sizeof(out->container), name);
+        str__copy(out->service, sizeof(out->service), name);
+    }
 }
 
 /* Calls fn for each entry of dir (not . or ..) until it returns true.
@@ -378,10 +383,32 @@ static int line_rank(const char *hier, size_t hl, const char *ctl, size_t cl)
     return 2;
 }
 
+bool identity__roots_under(const char *prefix, struct identity_roots *out, char *storage,
+                           size_t len)
+{
+    static const char *const paths[] = {"/var/lib/docker", "/var/log", "/var/lib/kubelet",
+                                        "/var/lib/containers/storage", ""};
+    const char **slots[] = {&out->docker, &out->log, &out->kubelet, &out->containers, &out->host};
+    size_t used = 0;
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        int n = snprintf(storage + used, len - used, "%s%s", prefix, paths[i]);
+        if (n < 0 || (size_t)n >= len - used) {
+            memset(out, 0, sizeof(*out));
+            return false;
+        }
+        *slots[i] = storage + used;
+        used += n + 1;
+    }
+    return true;
+}
+
 void identity__resolve(const char *cgroup, size_t len, const struct identity_roots *roots,
                        const char *exe, struct identity *out)
 {
-    struct identity_roots r = {"/var/lib/docker", "/var/log", "/var/lib/kubelet"};
+    struct identity_roots r = {"/var/lib/docker", "/var/log", "/var/lib/kubelet",
+                               "/var/lib/containers/storage", ""};
     struct parsed best, cur;
     int best_rank = 3;
 
@@ -389,6 +416,8 @@ void identity__resolve(const char *cgroup, size_t len, const struct identity_roo
         r.docker = roots->docker ? roots->docker : r.docker;
         r.log = roots->log ? roots->log : r.log;
         r.kubelet = roots->kubelet ? roots->kubelet : r.kubelet;
+        r.containers = roots->containers ? roots->containers : r.containers;
+        r.host = roots->host ? roots->host : r.host;
     }
     memset(out, 0, sizeof(*out));
     memset(&best, 0, sizeof(best));
@@ -416,6 +445,9 @@ void identity__resolve(const char *cgroup, size_t len, const struct identity_roo
         break;
     case KIND_DOCKER:
         docker_names(r.docker, &best, out);
+        break;
+    case KIND_PODMAN:
+        podman_names(&r, &best, out);
         break;
     case KIND_SYSTEMD: {
         str__copy(out->systemd_unit, sizeof(out->systemd_unit), best.unit);

@@ -34,8 +34,8 @@
 struct procs {
     struct binary_cache *bc;
     char *proc_root;
-    char *docker_root, *log_root, *kubelet_root; /* NULL: identity.h's defaults */
-    struct buf scratch;                          /* cgroup and environ text, reused */
+    char *docker_root, *log_root, *kubelet_root, *containers_root, *host_root; /* NULL: defaults */
+    struct buf scratch; /* cgroup and environ text, reused */
     struct proc *buckets[NBUCKETS];
     unsigned count;
     struct procs_listener listener;
@@ -60,7 +60,9 @@ struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
     ps->proc_root = strdup(proc_root);
     if (!ps->proc_root || !dup_opt(&ps->docker_root, roots ? roots->docker : NULL) ||
         !dup_opt(&ps->log_root, roots ? roots->log : NULL) ||
-        !dup_opt(&ps->kubelet_root, roots ? roots->kubelet : NULL)) {
+        !dup_opt(&ps->kubelet_root, roots ? roots->kubelet : NULL) ||
+        !dup_opt(&ps->containers_root, roots ? roots->containers : NULL) ||
+        !dup_opt(&ps->host_root, roots ? roots->host : NULL)) {
         procs__free(ps);
         return NULL;
     }
@@ -99,6 +101,8 @@ void procs__free(struct procs *ps)
     free(ps->docker_root);
     free(ps->log_root);
     free(ps->kubelet_root);
+    free(ps->containers_root);
+    free(ps->host_root);
     buf__free(&ps->scratch);
     free(ps);
 }
@@ -169,7 +173,8 @@ long long procs__age_ms(uint64_t start_ticks)
  * cgroup before it execs (systemd, runc), and exec brings a new environment. */
 static void read_service(struct procs *ps, struct proc *p)
 {
-    struct identity_roots roots = {ps->docker_root, ps->log_root, ps->kubelet_root};
+    struct identity_roots roots = {ps->docker_root, ps->log_root, ps->kubelet_root,
+                                   ps->containers_root, ps->host_root};
     bool was_disabled = p->disabled;
     size_t n;
 

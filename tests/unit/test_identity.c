@@ -16,13 +16,14 @@
 #include "../../agent/procs/identity.h"
 
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define CID3 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define CID2 "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 #define UID "5f1c2e3a-7b8d-4c9e-a1b2-c3d4e5f60718"
 #define UID_ "5f1c2e3a_7b8d_4c9e_a1b2_c3d4e5f60718"
 
 static char root[256];
 static struct identity_roots roots;
-static char docker_root[300], log_root[300], kubelet_root[300];
+static char docker_root[300], log_root[300], kubelet_root[300], containers_root[300];
 
 static void mkdirs(const char *rel)
 {
@@ -58,7 +59,9 @@ static int setup(void **state)
     snprintf(docker_root, sizeof(docker_root), "%s/docker", root);
     snprintf(log_root, sizeof(log_root), "%s/log", root);
     snprintf(kubelet_root, sizeof(kubelet_root), "%s/kubelet", root);
-    roots = (struct identity_roots){docker_root, log_root, kubelet_root};
+    snprintf(containers_root, sizeof(containers_root), "%s/containers", root);
+    /* The host's root is the temporary directory: /etc/passwd and homes. */
+    roots = (struct identity_roots){docker_root, log_root, kubelet_root, containers_root, root};
     return 0;
 }
 
@@ -169,6 +172,95 @@ static void test_docker(void **state)
     resolve("0::/docker/../../etc\n", "sh", &id);
     assert_string_equal(id.service, "sh");
     assert_string_equal(id.container_id, "");
+}
+
+/* containers/storage's containers.json, as Podman 4 writes it (compact,
+ * the name also inside the "metadata" string). */
+#define PODMAN_JSON(id, name)                                                                      \
+    "{\"id\":\"" id "\",\"names\":[\"" name "\"],\"image\":\"6074\",\"layer\":\"7540\","           \
+    "\"metadata\":\"{\\\"image-name\\\":\\\"localhost/debian:12\\\",\\\"name\\\":\\\"" name        \
+    "\\\"}\",\"created\":\"2026-12-05T20:50:22Z\",\"flags\":{\"MountLabel\":\"\"}}"
+
+static void test_podman(void **state)
+{
+    struct identity id;
+
+    (void)state;
+    mkdirs("containers/overlay-containers");
+    put("containers/overlay-containers/containers.json",
+        "[" PODMAN_JSON(CID2, "db") "," PODMAN_JSON(CID, "web-2") "]");
+
+    /* Rootful, cgroupfs manager (no systemd): /libpod_parent/libpod-<id>. */
+    resolve("4:memory:/libpod_parent/libpod-" CID "\n0::/libpod_parent/libpod-" CID "\n", "sh",
+            &id);
+    assert_string_equal(id.service, "web-2");
+    assert_string_equal(id.container, "web-2");
+    assert_string_equal(id.container_id, CID);
+    assert_string_equal(id.systemd_unit, "");
+    /* Rootful, systemd manager. */
+    resolve("0::/machine.slice/libpod-" CID2 ".scope\n", "postgres", &id);
+    assert_string_equal(id.service, "db");
+    assert_string_equal(id.container_id, CID2);
+    /* conmon, the container's monitor, is not the container. */
+    resolve("0::/machine.slice/libpod-conmon-" CID ".scope\n", "conmon", &id);
+    assert_string_equal(id.service, "conmon");
+    assert_string_equal(id.container_id, "");
+    resolve("0::/libpod_parent/conmon\n", "conmon", &id);
+    assert_string_equal(id.container_id, "");
+
+    /* Rootless: the user's storage under the home that /etc/passwd gives,
+     * not root's (where the same id is named otherwise). */
+    mkdirs("etc");
+    put("etc/passwd", "root:x:0:0:root:/root:/bin/bash\n"
+                      "bad:x:1001:1001::../../etc:/bin/sh\n"
+                      "alice:x:1000:1000:Alice,,,:/home/alice:/bin/bash\n");
+    mkdirs("home/alice/.local/share/containers/storage/overlay-containers");
+    put("home/alice/.local/share/containers/storage/overlay-containers/containers.json",
+        "[" PODMAN_JSON(CID, "alices-web") "]");
+    resolve("0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" CID ".scope\n",
+            "node", &id);
+    assert_string_equal(id.service, "alices-web");
+    assert_string_equal(id.container, "alices-web");
+    assert_string_equal(id.systemd_unit, "");
+    /* A user without a usable home, an unknown user: the short id. */
+    resolve("0::/user.slice/user-1001.slice/user@1001.service/user.slice/libpod-" CID ".scope\n",
+            "node", &id);
+    assert_string_equal(id.service, "0123456789ab");
+    assert_string_equal(id.container, "");
+    resolve("0::/user.slice/user-1002.slice/user@1002.service/user.slice/libpod-" CID ".scope\n",
+            "node", &id);
+    assert_string_equal(id.service, "0123456789ab");
+
+    /* An id the storage does not list: the short id. */
+    resolve("0::/libpod_parent/libpod-" CID3 "\n", "sh", &id);
+    assert_string_equal(id.service, "aaaaaaaaaaaa");
+    assert_string_equal(id.container_id, CID3);
+
+    /* A Podman container inside a Kubernetes pod is the pod's. */
+    resolve("0::/kubepods/burstable/pod" UID "/libpod-" CID "\n", "x", &id);
+    assert_string_equal(id.container_id, CID);
+    assert_string_equal(id.service, "x");
+}
+
+static void test_roots_under(void **state)
+{
+    struct identity_roots r;
+    char storage[5 * 64], tiny[40];
+
+    (void)state;
+    assert_true(identity__roots_under("/proc/1/root", &r, storage, sizeof(storage)));
+    assert_string_equal(r.docker, "/proc/1/root/var/lib/docker");
+    assert_string_equal(r.log, "/proc/1/root/var/log");
+    assert_string_equal(r.kubelet, "/proc/1/root/var/lib/kubelet");
+    assert_string_equal(r.containers, "/proc/1/root/var/lib/containers/storage");
+    assert_string_equal(r.host, "/proc/1/root");
+    assert_true(identity__roots_under("", &r, storage, sizeof(storage)));
+    assert_string_equal(r.docker, "/var/lib/docker");
+    assert_string_equal(r.host, "");
+    /* Too small: the defaults (NULL members), not cut paths. */
+    assert_false(identity__roots_under("/proc/1/root", &r, tiny, sizeof(tiny)));
+    assert_null(r.docker);
+    assert_null(r.host);
 }
 
 static void k8s_layout(void)
@@ -351,6 +443,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_systemd),
         cmocka_unit_test(test_docker),
+        cmocka_unit_test(test_podman),
+        cmocka_unit_test(test_roots_under),
         cmocka_unit_test(test_kubernetes),
         cmocka_unit_test(test_pod_owner),
         cmocka_unit_test(test_profiling_disabled),

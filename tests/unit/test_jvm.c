@@ -138,6 +138,10 @@ static void test_has_arg(void **state)
     assert_false(jvm__has_arg(dir, 77, "-XX:+Preserve"));
     assert_false(jvm__has_arg(dir, 77, "-Xrs"));
     assert_false(jvm__has_arg(dir, 78, "java"));
+    /* Told apart: read and absent, read and present, not readable (gone). */
+    assert_int_equal(jvm__arg_state(dir, 77, "-Xrs"), 0);
+    assert_int_equal(jvm__arg_state(dir, 77, "-XX:+PreserveFramePointer"), 1);
+    assert_int_equal(jvm__arg_state(dir, 78, "-XX:+PreserveFramePointer"), -1);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }

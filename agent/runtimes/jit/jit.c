@@ -171,7 +171,9 @@ static void jvm_prepare(struct jit_namer *jn, const struct agg_proc *ap, uint64_
 
     if (!is_jvm(ap))
         return;
-    if (!jvm__has_arg(root, ap->tgid, "-XX:+PreserveFramePointer") &&
+    /* Only a live JVM whose command line was read: one that has exited by
+     * now (its window is named after it) says nothing either way. */
+    if (jvm__arg_state(root, ap->tgid, "-XX:+PreserveFramePointer") == 0 &&
         perfmap_cache__once(jn->cache, ap->tgid, ap->start_time, HINT_JVM_FP))
         log_info("perfmap: pid=%u exe=%s service=%s: a JVM without -XX:+PreserveFramePointer: "
                  "its stacks end at the first JIT-compiled frame; fix: start it with "

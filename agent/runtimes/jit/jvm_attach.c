@@ -227,23 +227,29 @@ out:
     return err;
 }
 
-bool jvm__has_arg(const char *proc_root, uint32_t pid, const char *flag)
+int jvm__arg_state(const char *proc_root, uint32_t pid, const char *flag)
 {
     char path[128];
     struct buf b;
-    bool found = false;
+    int state = -1;
 
     snprintf(path, sizeof(path), "%s/%u/cmdline", proc_root, pid);
     buf__init(&b, CMDLINE_MAX);
     int r = buf__read_file(&b, AT_FDCWD, path);
-    if (r == 0 || r == -E2BIG) {
+    if ((r == 0 || r == -E2BIG) && b.len > 0) {
+        state = 0;
         for (size_t i = 0; i < b.len; i += strlen(b.data + i) + 1) {
             if (strcmp(b.data + i, flag) == 0) {
-                found = true;
+                state = 1;
                 break;
             }
         }
     }
     buf__free(&b);
-    return found;
+    return state;
+}
+
+bool jvm__has_arg(const char *proc_root, uint32_t pid, const char *flag)
+{
+    return jvm__arg_state(proc_root, pid, flag) == 1;
 }

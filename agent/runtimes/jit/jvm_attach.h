@@ -34,4 +34,9 @@ int jvm__write_perfmap(const char *proc_root, uint32_t pid, int timeout_ms, char
  * from <proc_root>/PID/cmdline, capped at 1 MiB). */
 bool jvm__has_arg(const char *proc_root, uint32_t pid, const char *flag);
 
+/* Like jvm__has_arg, told apart from not knowing: 1 when the command line
+ * holds `flag`, 0 when it was read and does not, -1 when it cannot be read
+ * or is empty (the process has exited, or is a zombie). */
+int jvm__arg_state(const char *proc_root, uint32_t pid, const char *flag);
+
 #endif
