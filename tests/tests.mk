@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code
+              test_py_detect test_py_code test_query
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -15,6 +15,12 @@ $(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
 $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
+	    $(LDLIBS) -lcmocka
+
+# The server's queries: time ranges and the flame-graph tree.
+$(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,server/query.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query.c) \
 	    $(LDLIBS) -lcmocka
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
