@@ -39,7 +39,8 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/aggregate.c agent/profile.c agent/output.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
-SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c
+SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c \
+              server/text.c
 SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -16,6 +16,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "query.h"
+#include "text.h"
 #include "ui_assets.h"
 
 enum reject {
@@ -167,8 +168,12 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
     int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
                                  &h->opts.limits, msg, sizeof(msg));
     if (status != 202) {
+        /* Both come from the request (msg quotes the body's labels): one
+         * escaped value cannot forge a line of the log. */
+        char svc[256], why[1024];
         log_warn("ingest: refused %zu bytes from service=%s: %d %s", rq->body.len,
-                 id.service ? id.service : "-", status, msg);
+                 text__escape(svc, sizeof(svc), id.service), status,
+                 text__escape(why, sizeof(why), msg));
         return respond_error(h, c, status, msg);
     }
     count(&h->m.profiles, 1);

@@ -11,10 +11,24 @@
 #include "../common/hmap.h"
 #include "../common/zst.h"
 #include "../common/pprof/pprof_reader.h"
+#include "text.h"
 
 /* Labels kept per sample (the rest are ignored) and values read per sample. */
 #define MAX_LABELS 64
 #define MAX_VALUES 64
+
+/* What a profile may claim. Its CPU: at most what MAX_CORES cores give over
+ * its duration (8,192 is the most CPUs a distribution's kernel supports,
+ * NR_CPUS; doubled for headroom), and at most one sample per microsecond a
+ * core (perf allows 100 kHz). Its duration: at most a day; a profile
+ * without one is taken to span UNTIMED_NS. Its start: from 1970 to 2100.
+ * With these, one profile's totals are at most 1.4e18 ns: several still
+ * pass 64 bits, which every sum in the store and the queries saturates. */
+#define MAX_CORES 16384
+#define SAMPLES_PER_CORE_NS 1000
+#define MAX_DURATION_NS (86400ll * 1000000000ll)
+#define UNTIMED_NS (3600ll * 1000000000ll)
+#define MAX_TIME_NS (4102444800ll * 1000000000ll)
 
 /* --- pprof ids -> array indices: an array indexed by id when the ids are
  * dense (as every writer makes them: 1..n), else a sorted array searched
@@ -674,6 +688,17 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         w.stacks[i] =
             (struct store_stack){(const uint32_t *)(uintptr_t)start, 0, set, key, samples, cpu};
     }
+    if (r->time_nanos < 0 || r->time_nanos > MAX_TIME_NS)
+        BAD("time_nanos %" PRId64 " is not between 1970 and 2100", r->time_nanos);
+    if (r->duration_nanos < 0 || r->duration_nanos > MAX_DURATION_NS)
+        BAD("duration_nanos %" PRId64 " is not between 0 and a day", r->duration_nanos);
+    int64_t window = r->duration_nanos ? r->duration_nanos : UNTIMED_NS;
+    if ((__int128)total_cpu > (__int128)window * MAX_CORES)
+        BAD("%" PRId64 " ns of CPU in %" PRId64 " ns: more than %d cores can use", total_cpu,
+            window, MAX_CORES);
+    if ((__int128)total_samples * SAMPLES_PER_CORE_NS > (__int128)window * MAX_CORES)
+        BAD("%" PRId64 " samples in %" PRId64 " ns: more than one a microsecond on %d cores",
+            total_samples, window, MAX_CORES);
     /* frames, labels and names are final now: point into them */
     for (size_t i = 0; i < nsamples; i++) {
         size_t off = (uintptr_t)w.stacks[i].locations;
@@ -695,9 +720,17 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     const char *app = id->service && *id->service ? id->service : label_in(ls0, "service");
     if (!app || !*app)
         BAD("no service: give ?service=NAME or a 'service' sample label");
-    if (strlen(app) > lim->max_label_bytes)
-        BAD("service longer than %zu bytes", lim->max_label_bytes);
     const char *host = id->host && *id->host ? id->host : label_in(ls0, "host");
+    /* The rules of every identity label (below): they are listed, logged
+     * and matched by value. */
+    const char *what = "service", *why = text__label_problem(app, lim->max_label_bytes);
+    if (!why) {
+        what = "host";
+        why = text__label_problem(host, lim->max_label_bytes);
+    }
+    if (why)
+        BAD("%s %s (at most %zu bytes of UTF-8 without control characters)", what, why,
+            lim->max_label_bytes);
     int64_t pid = id->pid;
     if (!pid && nsamples) {
         /* A profile whose samples carry different pids spans processes. */
@@ -735,11 +768,9 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     for (int i = 0; i < STORE_N_IDENTITY; i++) {
         const char *v = id->identity[i] && *id->identity[i] ? id->identity[i]
                                                             : label_in(ls0, store_identity_keys[i]);
-        if (v && strlen(v) > lim->max_label_bytes)
-            BAD("%s longer than %zu bytes", store_identity_keys[i], lim->max_label_bytes);
-        for (const char *c = v; c && *c; c++)
-            if ((unsigned char)*c < 0x20)
-                BAD("%s holds a control character", store_identity_keys[i]);
+        if ((why = text__label_problem(v, lim->max_label_bytes)))
+            BAD("%s %s (at most %zu bytes of UTF-8 without control characters)",
+                store_identity_keys[i], why, lim->max_label_bytes);
         sp.identity[i] = v;
     }
     char serr[512];

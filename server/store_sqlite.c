@@ -46,8 +46,10 @@
 #include "../common/clock.h"
 #include "../common/hmap.h"
 #include "../common/log.h"
+#include "sat.h"
 #include "stack_key.h"
 #include "store.h"
+#include "text.h"
 
 /* Entries in each id cache before it is dropped and refilled from the
  * database: the caches are a speed-up, never the truth. */
@@ -866,8 +868,8 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
         d = blob_put(d, p->period_ns, sids[i],
                      k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1, k->samples,
                      k->cpu_ns);
-        total_samples += k->samples;
-        total_cpu += k->cpu_ns;
+        sat__acc(&total_samples, k->samples);
+        sat__acc(&total_cpu, k->cpu_ns);
     }
     data.len = d - (unsigned char *)data.data;
     sqlite3_stmt *ip = st->ins_profile;
@@ -990,10 +992,8 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
     }
     /* Saturating: ingest keeps each profile's totals in 64 bits, but many
      * profiles summed could pass them. */
-    if (__builtin_add_overflow(a->vals[idx].samples, samples, &a->vals[idx].samples))
-        a->vals[idx].samples = INT64_MAX;
-    if (__builtin_add_overflow(a->vals[idx].cpu, cpu, &a->vals[idx].cpu))
-        a->vals[idx].cpu = INT64_MAX;
+    sat__acc(&a->vals[idx].samples, samples);
+    sat__acc(&a->vals[idx].cpu, cpu);
     return 0;
 }
 
@@ -1012,7 +1012,10 @@ static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
             return -EBADMSG;
         if (delta) /* unzigzag, then add samples x period back, wrapping as it was taken */
             cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
-        int r = acc_add(a, sid, samples, cpu);
+        /* Ingest stores counts in [0, INT64_MAX]: anything else is a blob
+         * damaged since, held to that range rather than summed negative. */
+        int r = acc_add(a, sid, samples > INT64_MAX ? INT64_MAX : (int64_t)samples,
+                        cpu > INT64_MAX ? 0 : (int64_t)cpu);
         if (r)
             return r;
     }
@@ -1378,10 +1381,11 @@ static int sqlite_applications(struct store *s, int64_t from_ns, int64_t to_ns,
     *out = NULL;
     *n = 0;
     pthread_mutex_lock(&st->rmu);
-    if (sqlite3_prepare_v2(st->rdb,
-                           "SELECT app, host, MAX(time_ns + duration_ns), SUM(cpu_ns) FROM profiles"
-                           " WHERE time_ns >= ? AND time_ns < ? GROUP BY app, host ORDER BY app",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            st->rdb,
+            "SELECT app, host, MAX(time_ns + duration_ns), TOTAL(cpu_ns) FROM profiles"
+            " WHERE time_ns >= ? AND time_ns < ? GROUP BY app, host ORDER BY app",
+            -1, &q, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_int64(q, 1, from_ns);
     sqlite3_bind_int64(q, 2, to_ns);
@@ -1420,7 +1424,11 @@ static int sqlite_applications(struct store *s, int64_t from_ns, int64_t to_ns,
         int64_t last = sqlite3_column_int64(q, 2);
         if (last > a->last_seen_ns)
             a->last_seen_ns = last;
-        a->cpu_ns += sqlite3_column_int64(q, 3);
+        /* TOTAL, not SUM: SQLite's SUM fails the whole query ("integer
+         * overflow") once a sum passes 64 bits; TOTAL is a double, held to
+         * int64 here. */
+        double cpu = sqlite3_column_double(q, 3);
+        sat__acc(&a->cpu_ns, cpu >= 9.2e18 ? INT64_MAX : cpu > 0 ? (int64_t)cpu : 0);
     }
     if (rc != SQLITE_DONE)
         goto out;
@@ -1463,7 +1471,7 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         size_t i = (sqlite3_column_int64(q, 0) - qq->from_ns) / step_ns;
         if (i < n)
-            v[i] += sqlite3_column_int64(q, 1);
+            sat__acc(&v[i], sqlite3_column_int64(q, 1));
     }
     if (rc == SQLITE_DONE)
         err = 0;
@@ -1685,7 +1693,9 @@ static int sqlite_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_
             }
             pthread_mutex_unlock(&st->wmu);
             if (err) {
-                log_error("rollup: app=%s level=%d bucket=%lld: %s", app, l, (long long)bucket,
+                char esc[256]; /* a name stored before ingest checked names */
+                log_error("rollup: app=%s level=%d bucket=%lld: %s",
+                          text__escape(esc, sizeof(esc), app), l, (long long)bucket,
                           strerror(-err));
                 break;
             }

@@ -1,0 +1,157 @@
+"""The server under hostile input (issue 16): sums past 64 bits, identity
+labels that are not text, forged log lines, NaN times. Over real HTTP with
+a real SQLite file, like server_tests."""
+import gzip
+import json
+import math
+import re
+import time
+import urllib.parse
+
+from server_tests import Server, check, field, profile
+
+INT64_MAX = (1 << 63) - 1
+NS = 10**9
+
+
+def cpu_profile(service, cpu_ns, duration_ns, time_ns=None):
+    """One sample of one stack with the given CPU, over duration_ns."""
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "work", "service", service]
+    body = profile(strings, [(1, 2), (3, 4)], [([1], [1, cpu_ns], [(6, 7)])],
+                   locations=[(1, 1)], functions=[(1, 5)], time_ns=time_ns)
+    return gzip.compress(body + field(10, duration_ns))
+
+
+def test_server_hostile_sums(tmp):
+    """A profile may claim no more CPU than 16,384 cores give over its
+    duration (400 past it); profiles at that bound whose sum passes 64 bits
+    leave every read working: the applications list, the flame graph's
+    total (held at INT64_MAX) and the timeline (never negative)."""
+    srv = Server(tmp)
+    try:
+        st, resp = srv.post("/api/v1/profiles", cpu_profile("big", 5 * 10**18, 60 * NS))
+        check(st == 400 and b"cores" in resp, f"5e18 ns of CPU in a minute: {st} {resp[:200]}")
+        st, resp = srv.post("/api/v1/profiles", cpu_profile("big", 1000, 400 * 86400 * NS))
+        check(st == 400 and b"duration" in resp, f"a 400-day profile: {st} {resp[:200]}")
+        before_1970 = (1 << 64) - 5  # -5 as protobuf writes an int64
+        st, resp = srv.post("/api/v1/profiles", cpu_profile("big", 1000, NS, time_ns=before_1970))
+        check(st == 400 and b"time" in resp, f"a profile before 1970: {st} {resp[:200]}")
+        # A day on 16,000 cores, seven times: 9.7e18 ns, past int64.
+        day = 86400 * NS
+        t0 = (int(time.time()) // 86400 - 3) * day
+        for i in range(7):
+            st, resp = srv.post("/api/v1/profiles",
+                                cpu_profile("big", 16000 * day, day, time_ns=t0 + i * 600 * NS))
+            check(st == 202, f"profile {i} at the bound: {st} {resp[:200]}")
+        rng = f"from={t0 // NS - 3600}&to={t0 // NS + 7200}"
+        st, resp = srv.get(f"/api/v1/applications?{rng}")
+        check(st == 200, f"applications: {st} {resp[:200]}")
+        apps = json.loads(resp)["applications"]
+        check([a["name"] for a in apps] == ["big"] and apps[0]["cpu_cores"] > 0
+              and math.isfinite(apps[0]["cpu_cores"]), f"applications: {apps}")
+        st, resp = srv.get(f"/api/v1/profile?app=big&{rng}&format=flamegraph")
+        check(st == 200, f"flame graph: {st} {resp[:200]}")
+        g = json.loads(resp)
+        check(g["total"] == INT64_MAX and g["nodes"][1] == INT64_MAX,
+              f"flame graph total {g['total']}, root {g['nodes'][1]}, want {INT64_MAX}")
+        check(all(v >= 0 for v in g["nodes"]), f"a negative node: {g['nodes']}")
+        st, resp = srv.get(f"/api/v1/timeline?app=big&{rng}&step=3h")
+        check(st == 200, f"timeline: {st} {resp[:200]}")
+        cores = json.loads(resp)["cpu_cores"]
+        check(all(c >= 0 for c in cores) and max(cores) > 0, f"timeline: {cores}")
+        # The pprof export holds the saturated count too.
+        st, _ = srv.get(f"/api/v1/profile?app=big&{rng}&format=pprof")
+        check(st == 200, f"pprof: {st}")
+    finally:
+        srv.stop()
+
+
+def test_server_hostile_identity(tmp):
+    """service and host meet the rules of the other identity labels: at most
+    4 KiB of valid UTF-8 without control characters (C0, DEL, C1); 400
+    otherwise, and nothing of them is stored or listed."""
+    srv = Server(tmp)
+    try:
+        body = gzip.compress(profile(["", "samples", "count", "work"], [(1, 2)],
+                                     [([1], [3], [])], locations=[(1, 1)], functions=[(1, 3)]))
+        bad = [
+            ("service=ev%0Ail%1B[31m", "control"),
+            ("service=ok&host=" + "h" * 30000, "longer"),
+            ("service=caf%FF", "UTF-8"),
+            ("service=%C0%AE", "UTF-8"),  # an overlong '.'
+            ("service=csi%C2%9B31m", "control"),  # U+009B, a terminal's CSI
+            ("service=del%7F", "control"),
+            ("service=ok&host=h%0D", "control"),
+            ("service=ok&pod=p%ED%A0%80", "UTF-8"),  # a surrogate
+        ]
+        for q, why in bad:
+            st, resp = srv.post(f"/api/v1/profiles?{q}", body)
+            check(st == 400 and why.encode() in resp, f"{q[:60]}: {st} {resp[:200]}")
+        # From the sample labels, the same rules.
+        lab = gzip.compress(profile(["", "samples", "count", "work", "service", "a\x1b[2Jb"],
+                                    [(1, 2)], [([1], [3], [(4, 5)])], locations=[(1, 1)],
+                                    functions=[(1, 3)]))
+        st, resp = srv.post("/api/v1/profiles", lab)
+        check(st == 400 and b"control" in resp, f"service label with ESC: {st} {resp[:200]}")
+        q = "service=" + urllib.parse.quote("café-☕") + "&host=" + urllib.parse.quote("hôte")
+        st, resp = srv.post(f"/api/v1/profiles?{q}", body)
+        check(st == 202, f"UTF-8 names: {st} {resp[:200]}")
+        st, resp = srv.get("/api/v1/applications?from=now-1h")
+        apps = json.loads(resp)["applications"]
+        check([(a["name"], a["hosts"]) for a in apps] == [("café-☕", ["hôte"])],
+              f"listed: {apps}")
+    finally:
+        srv.stop()
+
+
+LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (debug|info |warn |error) ")
+
+
+def test_server_hostile_log(tmp):
+    """A refused upload's values are escaped in the log: no request can
+    write a line of its own."""
+    srv = Server(tmp)
+    try:
+        forged = "x\n2026-12-05T00:00:00.000Z error FORGED"
+        st, _ = srv.post("/api/v1/profiles?service=" + urllib.parse.quote(forged), b"\x01junk")
+        check(st == 400, f"junk: {st}")
+        # A label too long: the refusal quotes its key.
+        key = "k\n2026-12-05T00:00:00.000Z error FORGED2"
+        lab = gzip.compress(profile(["", "samples", "count", key, "y" * 5000], [(1, 2)],
+                                    [([], [1], [(3, 4)])]))
+        st, _ = srv.post("/api/v1/profiles", lab)
+        check(st == 400, f"long label: {st}")
+    finally:
+        srv.stop()
+    with open(srv.log.name, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
+    bad = [l for l in lines if not LINE.match(l)]
+    check(not bad, f"log lines not written by the server: {bad[:3]}")
+    forged = [l for l in lines if l.startswith("2026-12-05T00:00:00.000Z")]
+    check(not forged, f"forged lines: {forged}")
+    for want in ("service=x\\x0a2026-12-05T00:00:00.000Z error FORGED:",
+                 "k\\x0a2026-12-05T00:00:00.000Z error FORGED2"):
+        check(any(want in l for l in lines), f"the refusal not logged escaped ({want}): {lines}")
+
+
+def test_server_hostile_numbers(tmp):
+    """NaN and infinities are no times, durations or steps: 400, not 500."""
+    srv = Server(tmp)
+    try:
+        st, _ = srv.post("/api/v1/profiles?service=keep", cpu_profile("keep", 1000, NS))
+        check(st == 202, f"a good profile: {st}")
+        for q in ("/api/v1/profile?app=keep&from=nan", "/api/v1/profile?app=keep&from=now-nan",
+                  "/api/v1/profile?app=keep&to=inf", "/api/v1/profile?app=keep&from=-inf",
+                  "/api/v1/profile?app=keep&from=now-infm", "/api/v1/timeline?app=keep&step=nan",
+                  "/api/v1/timeline?app=keep&step=inf", "/api/v1/applications?from=NaN",
+                  "/api/v1/labels?app=keep&from=now-nanh"):
+            st, resp = srv.get(q)
+            check(st == 400, f"{q}: {st}, want 400: {resp[:200]}")
+        check(srv.get("/api/v1/profile?app=keep&from=now-1h&format=collapsed")[0] == 200,
+              "a good query after them")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_hostile_sums, test_server_hostile_identity, test_server_hostile_log,
+         test_server_hostile_numbers]
