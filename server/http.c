@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +41,12 @@ struct http {
     struct http_opts opts;
     struct store *st;
     struct MHD_Daemon *d;
-    struct metrics m; /* updated with __atomic builtins */
+    struct metrics m;   /* updated with __atomic builtins */
+    sem_t ingest_slots; /* opts.ingest_concurrency: bodies decoded at once */
 };
+
+/* How long an upload waits for a slot before a 503: the agent retries. */
+#define INGEST_WAIT_S 30
 
 struct request {
     struct buf body;
@@ -165,8 +170,18 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
         id.identity[i] = arg(c, store_identity_keys[i]);
     if (parse_pid(arg(c, "pid"), &id.pid))
         return respond_error(h, c, 400, "pid: not a process id");
+    /* At most ingest_concurrency bodies decoded at once, each within
+     * limits.max_memory: what uploads take is bounded whatever comes in. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += INGEST_WAIT_S;
+    while (sem_timedwait(&h->ingest_slots, &until)) {
+        if (errno != EINTR)
+            return respond_error(h, c, 503, "busy: too many uploads at once, try again");
+    }
     int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
                                  &h->opts.limits, msg, sizeof(msg));
+    sem_post(&h->ingest_slots);
     if (status != 202) {
         /* Both come from the request (msg quotes the body's labels): one
          * escaped value cannot forge a line of the log. */
@@ -579,6 +594,11 @@ struct http *http__start(const struct http_opts *opts, struct store *st, char *e
     }
     h->opts = *opts;
     h->st = st;
+    if (sem_init(&h->ingest_slots, 0, opts->ingest_concurrency ? opts->ingest_concurrency : 2)) {
+        snprintf(err, errlen, "sem_init: %s", strerror(errno));
+        free(h);
+        return NULL;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
@@ -595,6 +615,7 @@ struct http *http__start(const struct http_opts *opts, struct store *st, char *e
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s (address in use, or not this machine's)",
                  opts->listen);
+        sem_destroy(&h->ingest_slots);
         free(h);
         return NULL;
     }
@@ -606,6 +627,7 @@ void http__stop(struct http *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    sem_destroy(&h->ingest_slots);
     free(h);
 }
 

@@ -14,6 +14,7 @@ struct http_opts {
     size_t max_body;     /* compressed request body */
     struct ingest_limits limits;
     unsigned threads;
+    unsigned ingest_concurrency; /* bodies decoded at once; the rest wait */
 };
 
 struct http;

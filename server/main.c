@@ -35,6 +35,10 @@ static const struct config_def server_opts[] = {
     {"max-decompressed", CONFIG_INT, "268435456", 1024, 1l << 34, "BYTES",
      "largest body once gunzipped"},
     {"max-ratio", CONFIG_INT, "100", 1, 100000, "N", "largest gunzip expansion ratio"},
+    {"max-ingest-memory", CONFIG_INT, "536870912", 1l << 20, 1l << 36, "BYTES",
+     "most memory one upload may take once received (inflated body, tables, arrays)"},
+    {"ingest-concurrency", CONFIG_INT, "2", 1, 256, "N",
+     "uploads decoded at once (the rest wait): memory is at most N x --max-ingest-memory"},
     {"threads", CONFIG_INT, "4", 1, 256, "N", "HTTP worker threads"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
 };
@@ -171,6 +175,7 @@ int main(int argc, char **argv)
         .max_body = config__int(c, "max-body"),
         .limits =
             {
+                .max_memory = config__int(c, "max-ingest-memory"),
                 .max_decompressed = config__int(c, "max-decompressed"),
                 .max_ratio = config__int(c, "max-ratio"),
                 .max_label_bytes = 4096,
@@ -179,6 +184,7 @@ int main(int argc, char **argv)
                 .max_frames = 64000000,
             },
         .threads = config__int(c, "threads"),
+        .ingest_concurrency = config__int(c, "ingest-concurrency"),
     };
     h = http__start(&ho, st, err, sizeof(err));
     if (!h) {

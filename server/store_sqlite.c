@@ -937,6 +937,16 @@ out_nolock:
     return ret;
 }
 
+/* What sqlite_put allocates: ids per function, label set and stack, the
+ * blob's rows reserved at their longest, and its three 1 MiB-capped
+ * buffers (a stack's frames, a label set's text, the identity). */
+static size_t sqlite_put_mem(struct store *s, const struct store_profile *p)
+{
+    (void)s;
+    return (p->nfunctions + p->nlabelsets + p->nstacks + 3) * sizeof(int64_t) + 11 +
+           p->nstacks * BLOB_ROW_MAX + 3 * ((1u << 20) + 1);
+}
+
 /* --- merge --- */
 
 /* Sums by stack id. Stack ids are rowids, dense from 1: up to DENSE_MAX
@@ -2055,6 +2065,7 @@ static int64_t sqlite_size_bytes(struct store *s)
 static const struct store_ops sqlite_ops = {
     .hasher = sqlite_hasher,
     .put = sqlite_put,
+    .put_mem = sqlite_put_mem,
     .merge = sqlite_merge,
     .applications = sqlite_applications,
     .values = sqlite_values,

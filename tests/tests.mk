@@ -229,7 +229,8 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 
 # The server's ingest in-process, without HTTP: `ingest_bench DIR [REPS]`.
 $(B)/bench/ingest_bench: bench/ingest_bench.c \
-    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c server/text.c) \
+    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c server/text.c \
+      server/budget.c server/pprof_ids.c) \
     $(PB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)

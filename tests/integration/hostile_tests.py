@@ -4,7 +4,10 @@ a real SQLite file, like server_tests."""
 import gzip
 import json
 import math
+import os
+import random
 import re
+import sqlite3
 import time
 import urllib.parse
 
@@ -153,5 +156,74 @@ def test_server_hostile_numbers(tmp):
         srv.stop()
 
 
+
+
+def many_samples(n, service):
+    """n samples drawn at random from 64 stacks x 4 CPU values (random, so
+    the body compresses as a real one does, not past --max-ratio), gzipped."""
+    strings = ["", "samples", "count", "cpu", "nanoseconds"] + [f"fn{i}" for i in range(64)]
+    head = field(1, field(1, 1) + field(2, 2)) + field(1, field(1, 3) + field(2, 4))
+    head += field(9, time.time_ns() - 120 * NS) + field(10, 60 * NS)
+    variants = [field(2, field(1, 1 + v % 64) + field(2, 1) + field(2, (1 + v // 64) * 10**7))
+                for v in range(256)]
+    tail = b"".join(field(4, field(1, i) + field(4, field(1, i))) for i in range(1, 65))
+    tail += b"".join(field(5, field(1, i) + field(2, 4 + i)) for i in range(1, 65))
+    tail += b"".join(field(6, x) for x in strings)
+    pick = random.Random(16).randbytes(n)
+    return gzip.compress(head + b"".join(map(variants.__getitem__, pick)) + tail, 6), pick
+
+
+def hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+
+
+def test_server_hostile_memory(tmp):
+    """4 million samples of 64 stacks (a 9 MB gzip body, legal): stored as
+    64 rows (identical samples merged as read), their counts exact, and the
+    server's peak memory grows by less than 200 MB (it grew by 470 MB when
+    every sample took its own rows in five arrays). With --max-ingest-memory
+    8M, a body whose tables need more is refused with 413, and a small one
+    still goes in."""
+    body, pick = many_samples(4_000_000, "many")
+    srv = Server(tmp)
+    try:
+        before = hwm_kib(srv.p.pid)
+        st, resp = srv.post("/api/v1/profiles?service=many", body)
+        check(st == 202, f"4M samples: {st} {resp[:200]}")
+        grew = (hwm_kib(srv.p.pid) - before) / 1024
+        print(f"    {len(body) / 2**20:.1f} MiB body: peak memory grew by {grew:.0f} MiB")
+        check(grew < 200, f"peak memory grew by {grew:.0f} MiB for one upload")
+        db = sqlite3.connect(os.path.join(srv.data, "profiles.db"))
+        try:
+            (blob,), = db.execute("SELECT length(data) FROM profiles").fetchall()
+        finally:
+            db.close()
+        check(blob < 64 * 40, f"a blob of {blob} bytes for 64 distinct stacks")
+        st, text = srv.get("/api/v1/profile?app=many&from=now-1h&format=collapsed")
+        got = {l.rsplit(" ", 1)[0]: int(l.rsplit(" ", 1)[1]) for l in text.decode().splitlines()}
+        want = {}
+        for b in pick:
+            want[f"fn{b % 64}"] = want.get(f"fn{b % 64}", 0) + 1
+        check(got == want, f"merged counts differ: {sorted(got.items())[:4]} vs "
+              f"{sorted(want.items())[:4]}")
+    finally:
+        srv.stop()
+    srv = Server(tmp, "--max-ingest-memory", str(8 << 20), port=None)
+    try:
+        # 200,000 distinct stacks of 2 frames: tens of MB of tables and rows
+        strings = ["", "samples", "count"] + [f"f{i}" for i in range(1, 501)]
+        samples = [([1 + i % 500, 1 + i // 500], [1], []) for i in range(200_000)]
+        big = gzip.compress(profile(strings, [(1, 2)], samples,
+                                    locations=[(i, i) for i in range(1, 501)],
+                                    functions=[(i, 2 + i) for i in range(1, 501)]))
+        st, resp = srv.post("/api/v1/profiles?service=wide", big)
+        check(st == 413 and b"memory" in resp, f"past --max-ingest-memory: {st} {resp[:200]}")
+        st, resp = srv.post("/api/v1/profiles?service=small", cpu_profile("small", 1000, NS))
+        check(st == 202, f"a small profile after it: {st} {resp[:200]}")
+    finally:
+        srv.stop()
+
+
 TESTS = [test_server_hostile_sums, test_server_hostile_identity, test_server_hostile_log,
-         test_server_hostile_numbers]
+         test_server_hostile_numbers, test_server_hostile_memory]
