@@ -7,6 +7,8 @@ import math
 import os
 import random
 import re
+import resource
+import socket
 import sqlite3
 import time
 import urllib.parse
@@ -227,3 +229,100 @@ def test_server_hostile_memory(tmp):
 
 TESTS = [test_server_hostile_sums, test_server_hostile_identity, test_server_hostile_log,
          test_server_hostile_numbers, test_server_hostile_memory]
+
+
+def raw_request(port, data, source="127.0.0.1", timeout=10):
+    """Sends data on a new connection from source; the answer's first line,
+    or the error that came instead."""
+    s = socket.socket()
+    s.settimeout(timeout)
+    try:
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(data)
+        return s.recv(4096).split(b"\r\n", 1)[0]
+    except OSError as e:
+        return repr(e).encode()
+    finally:
+        s.close()
+
+
+def test_server_hostile_requests(tmp):
+    """A query string of hundreds of parameters: 414 at once (it hung until
+    the timeout); "%00" in a path or value: 400 (/ui/index.html%00.js served
+    index.html); the Bearer scheme in any case."""
+    srv = Server(tmp, "--api-key", "k3y")
+    try:
+        for n in (500, 5000):
+            q = "&".join(f"p{i}={i}" for i in range(n))
+            line = raw_request(srv.port, f"GET /api/v1/labels?app=x&{q} HTTP/1.1\r\nHost: x\r\n\r\n"
+                               .encode())
+            check(line.startswith(b"HTTP/1.1 414"), f"{n} parameters: {line}")
+        for path in ("/ui/index.html%00.js", "/api/v1/labels?app=a%00b", "/%00"):
+            st, resp = srv.get(path)
+            check(st == 400 and b"NUL" in resp, f"{path}: {st} {resp[:100]}")
+        check(srv.get("/ui/app.js")[0] == 200, "the UI after them")
+        body = cpu_profile("auth", 1000, NS)
+        for auth in ("bearer k3y", "BEARER k3y", "Bearer  k3y"):
+            st, _ = srv.post("/api/v1/profiles", body, {"Authorization": auth})
+            check(st == 202, f"Authorization: {auth}: {st}")
+        for auth in ("Bearer k3", "Basic k3y", "Bearerk3y", "bearer"):
+            st, _ = srv.post("/api/v1/profiles", body, {"Authorization": auth})
+            check(st == 401, f"Authorization: {auth}: {st}, want 401")
+    finally:
+        srv.stop()
+
+
+def test_server_hostile_connections(tmp):
+    """One client holding 1,100 idle sockets (past the server's limit of
+    1,000) cannot keep another from /healthz: a client may hold 64."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    srv = Server(tmp)  # inherits the limit: room for its 1,000 connections
+    held = []
+    try:
+        for _ in range(1100):
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                s.connect(("127.0.0.1", srv.port))
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers never end
+            except OSError:
+                pass
+            held.append(s)
+        line = raw_request(srv.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "127.0.0.2")
+        check(line.startswith(b"HTTP/1.1 200"), f"/healthz from another client: {line}")
+    finally:
+        for s in held:
+            s.close()
+        srv.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_server_read_key(tmp):
+    """With --read-api-key every read API and /metrics need it; /healthz,
+    the UI's files and ingest (its own key) do not."""
+    srv = Server(tmp, "--api-key", "ingest", "--read-api-key", "r34d")
+    try:
+        st, _ = srv.post("/api/v1/profiles", cpu_profile("rk", 1000, NS),
+                         {"Authorization": "Bearer ingest"})
+        check(st == 202, f"ingest with its key: {st}")
+        reads = ["/api/v1/applications", "/api/v1/profile?app=rk&format=collapsed",
+                 "/api/v1/timeline?app=rk", "/api/v1/labels?app=rk", "/metrics"]
+        for path in reads:
+            for hdr in (None, "Bearer ingest", "Bearer r34"):
+                st, resp = srv.get(path, {"Authorization": hdr} if hdr else None)
+                check(st == 401, f"{path} with {hdr}: {st}, want 401")
+            st, resp = srv.get(path, {"Authorization": "bearer r34d"})
+            check(st == 200, f"{path} with the read key: {st} {resp[:100]}")
+        for path in ("/healthz", "/", "/ui/app.js"):
+            check(srv.get(path)[0] == 200, f"{path} without a key")
+        st, _ = srv.post("/api/v1/profiles", cpu_profile("rk", 1000, NS),
+                         {"Authorization": "Bearer r34d"})
+        check(st == 401, f"ingest with the read key: {st}")
+    finally:
+        srv.stop()
+
+
+TESTS += [test_server_hostile_requests, test_server_hostile_connections, test_server_read_key]
