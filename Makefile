@@ -46,7 +46,8 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps run test unit integration deploy-check test-kernels bench bench-ui format format-check clean
+.PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check test-kernels bench \
+        bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:

@@ -91,10 +91,12 @@ static void work_free(struct work *w)
     free(w->names);
 }
 
-/* Room for n more location indices. Returns 0, -E2BIG or -ENOMEM. */
+/* Room for n more location indices. Returns 0, -E2BIG or -ENOMEM. Always
+ * room for one more: frames is never NULL once a sample is read (samples
+ * without locations index it too, and NULL + 0 is undefined). */
 static int reserve_frames(struct work *w, size_t n)
 {
-    return budget__grow(&w->mem, (void **)&w->frames, &w->cap_frames, w->nframes + n,
+    return budget__grow(&w->mem, (void **)&w->frames, &w->cap_frames, w->nframes + n + 1,
                         sizeof(*w->frames), 65536);
 }
 

@@ -479,8 +479,8 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
         goto dberr;
     int64_t keyed = 0, dups = 0, ntodo = 0;
     while (ntodo < pending && sqlite3_step(q) == SQLITE_ROW) {
-        const unsigned char *p = sqlite3_column_blob(q, 1);
-        const unsigned char *end = p + sqlite3_column_bytes(q, 1);
+        const unsigned char *p = sqlite3_column_blob(q, 1); /* NULL when empty */
+        const unsigned char *end = p ? p + sqlite3_column_bytes(q, 1) : p;
         size_t n = 0;
         uint64_t fid;
         while (p && p < end && n < STACK_KEY_MAX_FRAMES && (p = get_varint(p, end, &fid)))
@@ -1010,7 +1010,7 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
 /* Sums one profile's data blob into a. -EBADMSG for a corrupt blob. */
 static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
 {
-    const unsigned char *end = p + len;
+    const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
     uint64_t sid, ls, samples, cpu, period = 0;
     bool delta = len && p[0] == 0; /* a stack id is never 0: the newer form */
 
@@ -1247,8 +1247,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
                 vi = *hmap__val(a.stacks, k);
             else
                 continue;
-            p = sqlite3_column_blob(scan, 1);
-            end = p + sqlite3_column_bytes(scan, 1);
+            p = sqlite3_column_blob(scan, 1); /* NULL for a stack of no frames */
+            end = p ? p + sqlite3_column_bytes(scan, 1) : p;
         } else {
             if (next >= a.nvals)
                 break;
@@ -1259,8 +1259,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
                 sqlite3_reset(st->q_stack);
                 continue; /* deleted since: counts without a stack are dropped */
             }
-            p = sqlite3_column_blob(st->q_stack, 0);
-            end = p + sqlite3_column_bytes(st->q_stack, 0);
+            p = sqlite3_column_blob(st->q_stack, 0); /* NULL for a stack of no frames */
+            end = p ? p + sqlite3_column_bytes(st->q_stack, 0) : p;
         }
         int64_t v[2] = {a.vals[vi].samples, a.vals[vi].cpu};
         struct store_merged_stack *ms = &m->stacks[m->nstacks];
@@ -1610,9 +1610,10 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
      * keep their CPU in a byte or so too. */
     int64_t samples = 0, cpu = 0;
     bool over = false;
-    for (size_t i = 0; i < a.nvals; i++)
-        over |= __builtin_add_overflow(samples, a.vals[i].samples, &samples) |
-                __builtin_add_overflow(cpu, a.vals[i].cpu, &cpu);
+    for (size_t i = 0; i < a.nvals; i++) {
+        over |= __builtin_add_overflow(samples, a.vals[i].samples, &samples);
+        over |= __builtin_add_overflow(cpu, a.vals[i].cpu, &cpu);
+    }
     int64_t period = samples > 0 && !over ? cpu / samples : 0; /* 0: CPU kept whole */
     /* Room as it goes, a block of rows at a time: a bucket of millions of
      * stacks takes only what its rows need. */
@@ -1783,7 +1784,7 @@ static int forget_rollups(struct sqlite_store *st, int64_t cutoff)
 /* Marks the function ids of a frames blob. */
 static int mark_frames(struct bits *b, const unsigned char *p, size_t len)
 {
-    const unsigned char *end = p + len;
+    const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
     uint64_t fid;
 
     while (p && p < end && (p = get_varint(p, end, &fid)))
@@ -1801,8 +1802,8 @@ static int mark_blobs(sqlite3 *g, const char *sql, struct bits *stacks, struct b
     if (sqlite3_prepare_v2(g, sql, -1, &q, NULL) != SQLITE_OK)
         return -EIO;
     while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-        const unsigned char *p = sqlite3_column_blob(q, 0);
-        const unsigned char *end = p + sqlite3_column_bytes(q, 0);
+        const unsigned char *p = sqlite3_column_blob(q, 0); /* NULL when empty */
+        const unsigned char *end = p ? p + sqlite3_column_bytes(q, 0) : p;
         uint64_t sid, ls, v;
         if (p && p < end && p[0] == 0 && !(p = get_varint(p + 1, end, &v)))
             break; /* a corrupt blob marks nothing more; merges say so */

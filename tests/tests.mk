@@ -213,7 +213,53 @@ integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B
 deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 	@/usr/bin/python3 tests/deploy/check_deploy.py
 
-test: unit integration deploy-check
+test: unit sanitize integration deploy-check fuzz-check
+
+# --- ASan and UBSan: the server's and common/'s unit tests, and the fuzz
+# target of the ingest path (libFuzzer, Debian's clang). Objects of their own
+# under build/san/.
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer
+# clang's -Wstring-concatenation takes SQL split over lines for a missing comma.
+SAN_CFLAGS := -std=gnu11 $(WARN) -Wno-string-concatenation -D_GNU_SOURCE -pthread \
+              -fno-strict-aliasing -I$(B) -I$(B)/gen
+SAN_SRC := $(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c server/text.c \
+           server/budget.c server/pprof_ids.c server/query.c
+SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
+SAN_LIBS := -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+$(B)/san/obj/%.o: %.c $(B)/gen/profile.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $(SAN_CFLAGS) -c $< -o $@
+$(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
+
+SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap
+SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
+$(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
+	    $(SAN_OBJ) $(SAN_LIBS) -lcmocka
+
+sanitize: $(SAN_BINS)
+	@tests/run_unit.sh $(SAN_BINS)
+
+$(B)/fuzz/fuzz_ingest: tests/fuzz/fuzz_ingest.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
+
+# make fuzz FUZZ_TIME=600: the ingest path fuzzed for that long from the seed
+# corpus (tests/fuzz/corpus, written by tests/fuzz/make_corpus.py); what it
+# finds grows build/fuzz/corpus, a crash is saved as build/fuzz/crash-*.
+FUZZ_TIME ?= 300
+fuzz: $(B)/fuzz/fuzz_ingest
+	@mkdir -p $(B)/fuzz/corpus
+	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=30 \
+	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
+
+# make test's share: a minute.
+fuzz-check:
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 
 # --- benchmark: a report, not a pass/fail test ---
 $(B)/bench/many: bench/many.c
