@@ -42,13 +42,15 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/aggregate.c agent/profile.c agent/output.c agent/dither.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
-SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c
+SERVER_SRC := server/store_sqlite.c server/stack_key.c server/ingest.c server/query.c server/http.c \
+              server/text.c server/budget.c server/pprof_ids.c
 SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps run test unit integration deploy-check test-install test-kernels bench bench-ui format format-check clean
+.PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check test-install \
+        test-kernels bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:

@@ -63,7 +63,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    struct ingest_limits lim = {256u << 20, 100, 4096, 10000000, 2048, 64000000};
+    struct ingest_limits lim = {512u << 20, 256u << 20, 100, 4096, 10000000, 2048, 64000000};
     struct ingest_identity id = {0};
     double t0 = 0;
     for (int r = 0; r <= reps; r++) {

@@ -8,6 +8,12 @@ its day: the same hour posted again at each hour (a second gzip member sets
 the time), 28,800 profiles.
 
     python3 bench/server_bench.py [--procs 20] [--hours 24] [--stacks 5000] [--skip-go]
+    python3 bench/server_bench.py --shapes-only   (the tree-shape cases alone, a minute)
+
+Tree shapes: the flame-graph query on a wide tree (one profile whose root
+has 10,000 and 100,000 children) and a deep one (1,000 stacks 2,048 frames
+deep, each its own root: 2 million nodes) with and without max_nodes; the
+query's CPU should grow with the nodes (n log n), not with their square.
 """
 import argparse
 import concurrent.futures
@@ -26,7 +32,7 @@ import urllib.parse
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 B = os.path.join(ROOT, "build")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from server_tests import Server, metric, varint  # noqa: E402
+from server_tests import Server, field, metric, packed, varint  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run import proc_cpu  # noqa: E402  (bench/run.py: schedstat ns, not 10 ms ticks)
 
@@ -86,6 +92,62 @@ def timed(srv, q, reps):
     return statistics.median(lat), statistics.median(cpu)
 
 
+def shape_profile(stacks, service):
+    """A gzipped pprof of the given stacks (lists of function ids, leaf
+    first; one location per function, the same id), one sample each, their
+    CPU in no order (sorted already, siblings would be a sort's best case)."""
+    nfn = max(max(st) for st in stacks)
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "service", service]
+    fn0 = len(strings)
+    strings += [f"fn_{i}" for i in range(1, nfn + 1)]
+    out = [field(1, field(1, 1) + field(2, 2)), field(1, field(1, 3) + field(2, 4))]
+    lab = field(3, field(1, 5) + field(2, 6))
+    for i, st in enumerate(stacks):
+        out.append(field(2, packed(1, st) + packed(2, [1, 10000000 + i * 7919 % 1000003]) + lab))
+    for i in range(1, nfn + 1):
+        out.append(field(4, field(1, i) + field(4, field(1, i))))
+        out.append(field(5, field(1, i) + field(2, fn0 + i - 1)))
+    out += [field(6, x) for x in strings]
+    out.append(field(9, time.time_ns() - 60 * 10**9))
+    return gzip.compress(b"".join(out), 6)
+
+
+def shape_cases(tmp, reps):
+    """Server CPU of the flame-graph query on wide and deep trees."""
+    srv = Server(tmp)
+    res = {}
+    try:
+        cases = {
+            "wide10k": [[i] for i in range(1, 10001)],
+            "wide100k": [[i] for i in range(1, 100001)],
+            # 2,047 frames shared below a root of its own: every node distinct
+            "deep": [list(range(1, 2048)) + [2048 + s] for s in range(1000)],
+        }
+        for name, stacks in cases.items():
+            st, body = srv.post(f"/api/v1/profiles?service={name}", shape_profile(stacks, name))
+            assert st == 202, (name, st, body[:200])
+        q = "/api/v1/profile?app={}&from=now-1h&format=flamegraph{}"
+        res["wide10k"] = timed(srv, q.format("wide10k", ""), reps)[1]
+        res["wide100k"] = timed(srv, q.format("wide100k", ""), reps)[1]
+        res["deep"] = timed(srv, q.format("deep", ""), reps)[1]
+        res["deep_max"] = timed(srv, q.format("deep", "&max_nodes=100000"), reps)[1]
+    finally:
+        srv.stop()
+    return res
+
+
+def shape_report(r):
+    return f"""# server bench: tree shapes (flame-graph query, server CPU, median)
+
+| tree | CPU | ratio |
+|---|---|---|
+| 10,000 children of the root | {r['wide10k'] * 1000:.0f} ms | |
+| 100,000 children of the root | {r['wide100k'] * 1000:.0f} ms | {r['wide100k'] / r['wide10k']:.1f}x for 10x the nodes (linear: 10x, quadratic: 100x) |
+| 1,000 stacks 2,048 deep, each its own root | {r['deep'] * 1000:.0f} ms | |
+| the same with max_nodes=100000 (the UI's) | {r['deep_max'] * 1000:.0f} ms | {r['deep_max'] / r['deep']:.1f}x the unfolded query |
+"""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--procs", type=int, default=20)
@@ -93,7 +155,13 @@ def main():
     ap.add_argument("--hours", type=int, default=24, help="the day: the hour's profiles again at each hour")
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--skip-go", action="store_true", help="leave out the go tool pprof peer")
+    ap.add_argument("--shapes-only", action="store_true", help="only the tree-shape cases")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cx-shapes-") as tmp:
+        shapes = shape_report(shape_cases(tmp, 3 if args.shapes_only else 5))
+    if args.shapes_only:
+        print(shapes)
+        return
     minutes = 60
     with tempfile.TemporaryDirectory(prefix="cx-sbench-") as tmp:
         gen = os.path.join(tmp, "profiles")
@@ -219,7 +287,8 @@ def main():
 
 - merge: go tool pprof / codexray for the hour = {gl / hour_lat:.0f}x (targets: an hour in at most 100 ms, 24 hours in at most 1 s)
 - ingest target: at least 1,000 profiles a second on one core
-"""
+
+{shapes}"""
     os.makedirs(os.path.join(B, "bench"), exist_ok=True)
     with open(os.path.join(B, "bench", "server_report.md"), "w") as f:
         f.write(report)

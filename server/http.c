@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -16,6 +18,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "query.h"
+#include "text.h"
 #include "ui_assets.h"
 
 enum reject {
@@ -39,13 +42,59 @@ struct http {
     struct http_opts opts;
     struct store *st;
     struct MHD_Daemon *d;
-    struct metrics m; /* updated with __atomic builtins */
+    struct metrics m;   /* updated with __atomic builtins */
+    sem_t ingest_slots; /* opts.ingest_concurrency: bodies decoded at once */
 };
+
+/* How long an upload waits for a slot before a 503: the agent retries. */
+#define INGEST_WAIT_S 30
 
 struct request {
     struct buf body;
+    bool started; /* the handler has seen it */
     bool too_big;
+    bool nul;      /* "%00" in the URI: a name or value would be cut short */
+    bool too_many; /* more query parameters than MAX_PARAMS */
 };
+
+/* Query parameters a request may have: the API takes a dozen. */
+#define MAX_PARAMS 64
+/* Connections in all; one client address may hold opts.per_client of
+ * them, so that no client can take all and keep everyone else out. */
+#define MAX_CONNECTIONS 1000
+/* Seconds a connection may sit idle, a slow header included. */
+#define IDLE_TIMEOUT_S 15
+
+/* Called with the raw URI before libmicrohttpd splits it: the request's
+ * state starts here (the handler's *con_cls). Two things are caught here
+ * because by the handler they are gone or too late: a "%00", which
+ * decodes to a NUL that would cut a name short (/ui/index.html%00.js would
+ * serve index.html), and a query string of hundreds of parameters, which
+ * overflows libmicrohttpd's 32 KiB connection pool as it stores them
+ * (0.9.75 then hangs the request until the timeout). For the latter the
+ * query string is cut here, in the request line buffer that libmicrohttpd
+ * hands over and parses next (the text after '?' ends at once), and the
+ * handler answers 414. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct http *h = cls;
+    struct request *rq = calloc(1, sizeof(*rq));
+
+    (void)c;
+    if (!rq)
+        return NULL; /* the handler tries again */
+    buf__init(&rq->body, h->opts.max_body);
+    rq->nul = strstr(uri, "%00") != NULL;
+    char *q = strchr(uri, '?');
+    size_t params = q ? 1 : 0;
+    for (const char *p = q; p && *p; p++)
+        params += *p == '&' || *p == ';';
+    if (params > MAX_PARAMS) {
+        rq->too_many = true;
+        q[1] = '\0';
+    }
+    return rq;
+}
 
 static void count(uint64_t *c, uint64_t v)
 {
@@ -72,7 +121,7 @@ static enum MHD_Result respond_error(struct http *h, struct MHD_Connection *c, u
 {
     struct buf b;
     enum reject rj = status == 401                    ? REJ_UNAUTHORIZED
-                     : status == 413                  ? REJ_TOO_LARGE
+                     : status == 413 || status == 414 ? REJ_TOO_LARGE
                      : status == 404 || status == 405 ? REJ_NOT_FOUND
                      : status >= 500                  ? REJ_INTERNAL
                                                       : REJ_BAD_REQUEST;
@@ -109,12 +158,24 @@ static bool key_matches(const char *given, const char *want)
     return diff == 0;
 }
 
-static bool authorized(struct http *h, struct MHD_Connection *c)
+/* Whether the request carries key (Authorization: Bearer KEY); any request
+ * does when key is NULL or empty. */
+static bool has_key(struct MHD_Connection *c, const char *key)
 {
-    if (!h->opts.api_key || !*h->opts.api_key)
+    if (!key || !*key)
         return true;
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return a && strncmp(a, "Bearer ", 7) == 0 && key_matches(a + 7, h->opts.api_key);
+    /* The scheme is case-insensitive (RFC 9110 11.1), then one or more spaces. */
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+        return false;
+    for (a += 7; *a == ' ';)
+        a++;
+    return key_matches(a, key);
+}
+
+static bool authorized(struct http *h, struct MHD_Connection *c)
+{
+    return has_key(c, h->opts.api_key);
 }
 
 static int parse_range(struct MHD_Connection *c, int64_t *from, int64_t *to, char *msg, size_t n)
@@ -164,11 +225,25 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
         id.identity[i] = arg(c, store_identity_keys[i]);
     if (parse_pid(arg(c, "pid"), &id.pid))
         return respond_error(h, c, 400, "pid: not a process id");
+    /* At most ingest_concurrency bodies decoded at once, each within
+     * limits.max_memory: what uploads take is bounded whatever comes in. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += INGEST_WAIT_S;
+    while (sem_timedwait(&h->ingest_slots, &until)) {
+        if (errno != EINTR)
+            return respond_error(h, c, 503, "busy: too many uploads at once, try again");
+    }
     int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
                                  &h->opts.limits, msg, sizeof(msg));
+    sem_post(&h->ingest_slots);
     if (status != 202) {
+        /* Both come from the request (msg quotes the body's labels): one
+         * escaped value cannot forge a line of the log. */
+        char svc[256], why[1024];
         log_warn("ingest: refused %zu bytes from service=%s: %d %s", rq->body.len,
-                 id.service ? id.service : "-", status, msg);
+                 text__escape(svc, sizeof(svc), id.service), status,
+                 text__escape(why, sizeof(why), msg));
         return respond_error(h, c, status, msg);
     }
     count(&h->m.profiles, 1);
@@ -447,6 +522,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             return MHD_NO;
         buf__init(&rq->body, h->opts.max_body);
         *con_cls = rq;
+    }
+    if (!rq->started) {
+        rq->started = true;
+        if (rq->too_many) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "more than %d query parameters", MAX_PARAMS);
+            return respond_error(h, c, 414, msg);
+        }
+        if (rq->nul)
+            return respond_error(h, c, 400, "a NUL (%00) in the URI");
         if (post && strcmp(url, "/api/v1/profiles") == 0) {
             /* Refuse before reading a byte when we can. */
             if (!authorized(h, c))
@@ -491,6 +576,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return respond_error(h, c, 405, "only GET here");
     if (strcmp(url, "/healthz") == 0)
         return respond(c, 200, "text/plain", "ok\n", 3, false);
+    /* Everything else that reads data: the read key when there is one (the
+     * UI's files stay open; its data calls send the key). */
+    bool reads = strncmp(url, "/api/", 5) == 0 || strcmp(url, "/metrics") == 0;
+    if (reads && !has_key(c, h->opts.read_api_key))
+        return respond_error(h, c, 401,
+                             "missing or wrong read API key: send Authorization: Bearer KEY "
+                             "(--read-api-key)");
     if (strcmp(url, "/api/v1/applications") == 0)
         return h_applications(h, c);
     if (strcmp(url, "/api/v1/profile") == 0)
@@ -574,22 +666,31 @@ struct http *http__start(const struct http_opts *opts, struct store *st, char *e
     }
     h->opts = *opts;
     h->st = st;
+    if (sem_init(&h->ingest_slots, 0, opts->ingest_concurrency ? opts->ingest_concurrency : 2)) {
+        snprintf(err, errlen, "sem_init: %s", strerror(errno));
+        free(h);
+        return NULL;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(
         flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)(opts->threads ? opts->threads : 4), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        (unsigned)(opts->threads ? opts->threads : 4), MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)IDLE_TIMEOUT_S,
         /* Per connection: headers and the read buffer bodies stream
          * through. libmicrohttpd's default, 32 KiB: it clears the pool for
          * each request, and maps a larger one anew for each connection
          * (mmap, then munmap with a TLB flush on every CPU: at 256 KiB
          * that was over 1 ms of CPU a connection). */
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(32 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)(opts->per_client ? opts->per_client : 64), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(32 * 1024), MHD_OPTION_URI_LOG_CALLBACK, uri_seen, h, MHD_OPTION_NOTIFY_COMPLETED,
+        completed, NULL, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s (address in use, or not this machine's)",
                  opts->listen);
+        sem_destroy(&h->ingest_slots);
         free(h);
         return NULL;
     }
@@ -601,6 +702,7 @@ void http__stop(struct http *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    sem_destroy(&h->ingest_slots);
     free(h);
 }
 

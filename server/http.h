@@ -9,11 +9,14 @@
 #include "store.h"
 
 struct http_opts {
-    const char *listen;  /* "ADDR:PORT", "[v6]:PORT" */
-    const char *api_key; /* NULL = no auth */
-    size_t max_body;     /* compressed request body */
+    const char *listen;       /* "ADDR:PORT", "[v6]:PORT" */
+    const char *api_key;      /* ingest's; NULL = no auth */
+    const char *read_api_key; /* read APIs' and /metrics'; NULL = open */
+    size_t max_body;          /* compressed request body */
     struct ingest_limits limits;
     unsigned threads;
+    unsigned ingest_concurrency; /* bodies decoded at once; the rest wait */
+    unsigned per_client;         /* connections one client address may hold */
 };
 
 struct http;

@@ -11,129 +11,37 @@
 #include "../common/hmap.h"
 #include "../common/zst.h"
 #include "../common/pprof/pprof_reader.h"
+#include "budget.h"
+#include "pprof_ids.h"
+#include "sat.h"
+#include "text.h"
 
 /* Labels kept per sample (the rest are ignored) and values read per sample. */
 #define MAX_LABELS 64
 #define MAX_VALUES 64
 
-/* --- pprof ids -> array indices: an array indexed by id when the ids are
- * dense (as every writer makes them: 1..n), else a sorted array searched
- * by halving (no hash a sender could flood with colliding ids) --- */
+/* What a profile may claim. Its CPU: at most what MAX_CORES cores give over
+ * its duration (8,192 is the most CPUs a distribution's kernel supports,
+ * NR_CPUS; doubled for headroom), and at most one sample per microsecond a
+ * core (perf allows 100 kHz). Its duration: at most a day; a profile
+ * without one is taken to span UNTIMED_NS. Its start: from 1970 to 2100.
+ * With these, one profile's totals are at most 1.4e18 ns: several still
+ * pass 64 bits, which every sum in the store and the queries saturates. */
+#define MAX_CORES 16384
+#define SAMPLES_PER_CORE_NS 1000
+#define MAX_DURATION_NS (86400ll * 1000000000ll)
+#define UNTIMED_NS (3600ll * 1000000000ll)
+#define MAX_TIME_NS (4102444800ll * 1000000000ll)
 
-struct id_pair {
-    uint64_t id;
-    uint32_t idx;
-};
+/* An upper bound of what the label set index (a hmap) takes a set, beyond
+ * its key: its entry (32 bytes, up to twice over as the array doubles), its
+ * slots (up to 4 a set, 4 bytes each) and the key's rounding. */
+#define LS_INDEX_BYTES 96
 
-struct id_index {
-    uint32_t *dense; /* index + 1 per id, or NULL when sparse */
-    struct id_pair *sparse;
-    size_t n;
-    uint64_t max_id;
-};
-
-static void id_free(struct id_index *x)
-{
-    free(x->dense);
-    free(x->sparse);
-}
-
-/* Room for n ids up to max_id. Returns 0 or -ENOMEM. */
-static int id_init(struct id_index *x, uint64_t max_id, size_t n)
-{
-    x->max_id = max_id;
-    if (max_id <= 4 * (uint64_t)n + 1024)
-        return (x->dense = calloc(max_id + 1, sizeof(uint32_t))) ? 0 : -ENOMEM;
-    return (x->sparse = malloc((n + 1) * sizeof(*x->sparse))) ? 0 : -ENOMEM;
-}
-
-/* Adds id -> idx (at most the n of id_init). Returns 0, or 1 when a dense
- * index has the id already (a sparse one finds that in id_seal). */
-static int id_put(struct id_index *x, uint64_t id, uint32_t idx)
-{
-    if (x->dense) {
-        if (x->dense[id])
-            return 1;
-        x->dense[id] = idx + 1;
-        return 0;
-    }
-    x->sparse[x->n++] = (struct id_pair){id, idx};
-    return 0;
-}
-
-static int cmp_pair(const void *a, const void *b)
-{
-    const struct id_pair *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* Ready for id_find once every id is in. Returns 0, or 1 with *dup set to
- * an id that is there twice. */
-static int id_seal(struct id_index *x, uint64_t *dup)
-{
-    if (x->dense)
-        return 0;
-    qsort(x->sparse, x->n, sizeof(*x->sparse), cmp_pair);
-    for (size_t i = 1; i < x->n; i++) {
-        if (x->sparse[i].id == x->sparse[i - 1].id) {
-            *dup = x->sparse[i].id;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Indexes a table's ids: n structs of `stride` bytes, each starting with
- * its uint64_t id. Returns 0, -ENOMEM, or -EBADMSG with msg saying why (an
- * id 0, an id twice). */
-static int id_index_table(struct id_index *x, const void *table, size_t n, size_t stride,
-                          const char *what, char *msg, size_t msglen)
-{
-    uint64_t max_id = 0, id, dup;
-
-    for (size_t i = 0; i < n; i++) {
-        memcpy(&id, (const char *)table + i * stride, sizeof(id));
-        if (id == 0) {
-            snprintf(msg, msglen, "%s with id 0", what);
-            return -EBADMSG;
-        }
-        if (id > max_id)
-            max_id = id;
-    }
-    if (id_init(x, max_id, n))
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        memcpy(&id, (const char *)table + i * stride, sizeof(id));
-        if (id_put(x, id, i)) {
-            snprintf(msg, msglen, "%s id %" PRIu64 " appears twice", what, id);
-            return -EBADMSG;
-        }
-    }
-    if (id_seal(x, &dup)) {
-        snprintf(msg, msglen, "%s id %" PRIu64 " appears twice", what, dup);
-        return -EBADMSG;
-    }
-    return 0;
-}
-
-/* The index of id, or -1. */
-static inline long id_find(const struct id_index *x, uint64_t id)
-{
-    if (x->dense)
-        return id <= x->max_id && x->dense[id] ? (long)x->dense[id] - 1 : -1;
-    size_t lo = 0, hi = x->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (x->sparse[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < x->n && x->sparse[lo].id == id ? (long)x->sparse[lo].idx : -1;
-}
-
-/* Everything ingest allocates for one request, freed in one place. */
+/* Everything ingest allocates for one request, freed in one place, and
+ * counted against one budget (mem). */
 struct work {
+    struct budget mem;
     struct pprof_reader r;
     struct buf raw;
     struct id_index fns, locs, maps; /* pprof ids -> array indices */
@@ -146,11 +54,15 @@ struct work {
     struct store_put_function *functions;
     uint32_t *frames; /* the samples' location indices, one after another */
     size_t nframes, cap_frames, total_depth;
-    struct store_stack *stacks;
+    struct store_stack *stacks; /* one per distinct (stack, label set): samples merged */
+    size_t nstacks, cap_stacks;
+    uint32_t *merge; /* (stack key, label set) -> index into stacks + 1; 0 empty */
+    size_t nmerge;   /* slots: a power of two, at least twice nstacks */
     struct store_labelset *labelsets;
     uint32_t *ls_pid; /* each label set's pid label (a string index), or UINT32_MAX */
+    size_t cap_sets, cap_pids;
     struct store_label *labels;
-    size_t nlabels, cap_labels;
+    size_t nsets, nlabels, cap_labels;
     char *names; /* names made up for locations without lines */
     size_t names_len, names_cap, names_max;
 };
@@ -159,9 +71,9 @@ static void work_free(struct work *w)
 {
     pprof_reader__free(&w->r);
     buf__free(&w->raw);
-    id_free(&w->fns);
-    id_free(&w->locs);
-    id_free(&w->maps);
+    id_index__free(&w->fns);
+    id_index__free(&w->locs);
+    id_index__free(&w->maps);
     hmap__free(w->ls_index);
     free(w->loc_off);
     free(w->loc_frames);
@@ -172,29 +84,83 @@ static void work_free(struct work *w)
     free(w->functions);
     free(w->frames);
     free(w->stacks);
+    free(w->merge);
     free(w->labelsets);
     free(w->ls_pid);
     free(w->labels);
     free(w->names);
 }
 
-/* Room for n more location indices. */
+/* Room for n more location indices. Returns 0, -E2BIG or -ENOMEM. Always
+ * room for one more: frames is never NULL once a sample is read (samples
+ * without locations index it too, and NULL + 0 is undefined). */
 static int reserve_frames(struct work *w, size_t n)
 {
-    if (w->nframes + n > w->cap_frames) {
-        size_t cap = w->cap_frames ? w->cap_frames * 2 : 65536;
-        while (cap < w->nframes + n)
-            cap *= 2;
-        uint32_t *nf = realloc(w->frames, cap * sizeof(*nf));
-        if (!nf)
-            return -ENOMEM;
-        w->frames = nf;
-        w->cap_frames = cap;
+    return budget__grow(&w->mem, (void **)&w->frames, &w->cap_frames, w->nframes + n + 1,
+                        sizeof(*w->frames), 65536);
+}
+
+static size_t merge_slot(const struct work *w, struct stack_key key, uint32_t set)
+{
+    /* The key is a hash with the store's secret bases: uniform, and no
+     * sender can choose keys that collide. */
+    return (size_t)(key.a ^ (key.b << 7) ^ (set * 0x9e3779b97f4a7c15ull)) & (w->nmerge - 1);
+}
+
+/* Doubles the merge table (8 slots at first) and places every stack again.
+ * Returns 0, -E2BIG or -ENOMEM. */
+static int merge_grow(struct work *w)
+{
+    size_t n = w->nmerge ? w->nmerge * 2 : 8;
+    uint32_t *slots = budget__calloc(&w->mem, n, sizeof(*slots));
+
+    if (!slots)
+        return w->mem.over ? -E2BIG : -ENOMEM;
+    free(w->merge);
+    w->merge = slots;
+    w->nmerge = n;
+    for (size_t i = 0; i < w->nstacks; i++) {
+        size_t j = merge_slot(w, w->stacks[i].key, w->stacks[i].labelset);
+        while (w->merge[j])
+            j = (j + 1) & (n - 1);
+        w->merge[j] = i + 1;
     }
     return 0;
 }
 
-/* A name for a location pprof gives no line for: never a bare address. */
+/* The stack of (key, set) so far, else a new one (*fresh set), its counts
+ * 0 and its frames at `start` (an offset until the frames are final):
+ * identical samples become one stack as they are read, so a body of
+ * millions of samples of a few stacks takes memory for a few. Returns its
+ * index, or -E2BIG / -ENOMEM. */
+static long merge_stack(struct work *w, struct stack_key key, uint32_t set, size_t start,
+                        bool *fresh)
+{
+    int e;
+
+    if ((w->nstacks + 1) * 2 > w->nmerge && (e = merge_grow(w)))
+        return e;
+    size_t j = merge_slot(w, key, set);
+    for (; w->merge[j]; j = (j + 1) & (w->nmerge - 1)) {
+        const struct store_stack *k = &w->stacks[w->merge[j] - 1];
+        if (k->key.a == key.a && k->key.b == key.b && k->labelset == set) {
+            *fresh = false;
+            return w->merge[j] - 1;
+        }
+    }
+    if ((e = budget__grow(&w->mem, (void **)&w->stacks, &w->cap_stacks, w->nstacks + 1,
+                          sizeof(*w->stacks), 1024)))
+        return e;
+    w->stacks[w->nstacks] =
+        (struct store_stack){(const uint32_t *)(uintptr_t)start, 0, set, key, 0, 0};
+    w->merge[j] = w->nstacks + 1;
+    *fresh = true;
+    return w->nstacks++;
+}
+
+/* A name for a location pprof gives no line for: never a bare address.
+ * Returns its function index; -EOVERFLOW past names_max, -E2BIG past the
+ * budget, -ENOMEM. */
 static long synth_function(struct work *w, const struct stack_hasher *h,
                            const struct pprof_rlocation *loc, size_t *extra_fns)
 {
@@ -203,7 +169,7 @@ static long synth_function(struct work *w, const struct stack_hasher *h,
     uint64_t addr = loc->address;
     char name[512];
 
-    long mi = loc->mapping_id ? id_find(&w->maps, loc->mapping_id) : -1;
+    long mi = loc->mapping_id ? id_index__find(&w->maps, loc->mapping_id) : -1;
     if (mi >= 0) {
         const struct pprof_rmapping *m = &r->mappings[mi];
         const char *f = r->strings[m->filename];
@@ -221,17 +187,10 @@ static long synth_function(struct work *w, const struct stack_hasher *h,
      * Up to 512 bytes from a location of a few: counted against the
      * request's memory budget like the reader's tables. */
     if (w->names_len + n + 1 > w->names_max)
-        return -E2BIG;
-    if (w->names_len + n + 1 > w->names_cap) {
-        size_t cap = w->names_cap ? w->names_cap * 2 : 4096;
-        while (cap < w->names_len + n + 1)
-            cap *= 2;
-        char *nn = realloc(w->names, cap);
-        if (!nn)
-            return -ENOMEM;
-        w->names = nn;
-        w->names_cap = cap;
-    }
+        return -EOVERFLOW;
+    int e = budget__grow(&w->mem, (void **)&w->names, &w->names_cap, w->names_len + n + 1, 1, 4096);
+    if (e)
+        return e;
     memcpy(w->names + w->names_len, name, n);
     w->names[w->names_len + n] = '\0';
     long idx = r->nfunctions + (*extra_fns)++;
@@ -352,6 +311,51 @@ static const char *label_in(const struct store_labelset *ls, const char *key)
     return NULL;
 }
 
+/* The label set of a sample's (key, str) string index pairs lkey[0..nk),
+ * made when it is new: label sets repeat across samples, each is kept
+ * once. Returns its index; -EBADMSG for a label past max_bytes (*bad: its
+ * key's string index), -E2BIG past the budget, -ENOMEM. */
+static long label_set(struct work *w, const uint32_t *lkey, size_t nk, size_t max_bytes,
+                      uint32_t *bad)
+{
+    const struct pprof_reader *r = &w->r;
+    size_t n = nk / 2, set = w->nsets;
+    bool fresh;
+    int e;
+
+    long k = hmap__find(w->ls_index, lkey, nk * sizeof(*lkey));
+    if (k >= 0)
+        return *hmap__val(w->ls_index, k);
+    for (size_t j = 0; j < nk; j++) {
+        if (r->string_len[lkey[j]] > max_bytes) {
+            *bad = lkey[j & ~(size_t)1];
+            return -EBADMSG;
+        }
+    }
+    if (!budget__take(&w->mem, 1, nk * sizeof(*lkey) + LS_INDEX_BYTES))
+        return -E2BIG;
+    if ((k = hmap__put(w->ls_index, lkey, nk * sizeof(*lkey), &fresh)) < 0)
+        return -ENOMEM;
+    if ((e = budget__grow(&w->mem, (void **)&w->labels, &w->cap_labels, w->nlabels + n,
+                          sizeof(*w->labels), 1024)) ||
+        (e = budget__grow(&w->mem, (void **)&w->labelsets, &w->cap_sets, set + 1,
+                          sizeof(*w->labelsets), 64)) ||
+        (e = budget__grow(&w->mem, (void **)&w->ls_pid, &w->cap_pids, set + 1, sizeof(*w->ls_pid),
+                          64)))
+        return e;
+    w->labelsets[set].labels = (void *)(uintptr_t)w->nlabels; /* fixed up once final */
+    w->labelsets[set].n = n;
+    w->ls_pid[set] = UINT32_MAX;
+    for (size_t j = 0; j < nk; j += 2) {
+        const char *key = r->strings[lkey[j]];
+        w->labels[w->nlabels++] = (struct store_label){key, r->strings[lkey[j + 1]]};
+        if (strcmp(key, "pid") == 0 && w->ls_pid[set] == UINT32_MAX)
+            w->ls_pid[set] = lkey[j + 1];
+    }
+    *hmap__val(w->ls_index, k) = set;
+    return w->nsets++;
+}
+
 #define BAD(...)                                                                                   \
     do {                                                                                           \
         snprintf(msg, msglen, __VA_ARGS__);                                                        \
@@ -373,7 +377,9 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     int status = 400, e;
 
     memset(&w, 0, sizeof(w));
-    buf__init(&w.raw, lim->max_decompressed);
+    budget__init(&w.mem, lim->max_memory);
+    buf__init(&w.raw,
+              lim->max_decompressed < lim->max_memory ? lim->max_decompressed : lim->max_memory);
     /* Told apart by their magic bytes; anything else is read as pprof. */
     bool gz = gz__is_gzip(body, len), zst = !gz && zst__is_zstd(body, len);
     if (gz || zst) {
@@ -381,8 +387,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
                : zst__decompress(body, len, &w.raw, lim->max_ratio);
         if (e == -E2BIG) {
             status = 413;
-            BAD("the body inflates past the limit (%zu bytes, or %zu times its size)",
-                lim->max_decompressed, lim->max_ratio);
+            BAD("the body inflates past the limit (%zu bytes, or %zu times its size)", w.raw.max,
+                lim->max_ratio);
         }
         if (e == -ENOMEM)
             goto oom;
@@ -393,19 +399,18 @@ int ingest__profile(struct store *st, const void *body, size_t len,
                 1 << (ZST_WINDOW_LOG_MAX - 20));
         data = (const uint8_t *)w.raw.data;
         dlen = w.raw.len;
+        if (!budget__take(&w.mem, w.raw.cap, 1))
+            goto oom; /* a 413: the inflated body alone fills the budget */
     }
-    /* The reader's tables: a real profile needs 1-3 times its encoded
-     * size; a body of empty messages needs up to 24 times. */
-    size_t max_mem = dlen * 16 + (1u << 20);
-    if (max_mem > lim->max_decompressed * 2)
-        max_mem = lim->max_decompressed * 2;
-    w.names_max = max_mem;
-    e = pprof_reader__read(&w.r, data, dlen, max_mem, msg, msglen);
-    if (e == -E2BIG) {
-        status = 413;
-        BAD("the profile decodes past the memory limit (%zu bytes)", max_mem);
-    }
-    if (e == -ENOMEM)
+    /* The reader's tables get what the inflated body left of the budget (a
+     * real profile needs 1-3 times its encoded size; a body of empty
+     * messages up to 24 times). Names made for locations without lines, up
+     * to 512 bytes from a location of a few, at most 16 times the body. */
+    w.names_max = dlen * 16 + (1u << 20);
+    e = pprof_reader__read(&w.r, data, dlen, w.mem.max - w.mem.used, msg, msglen);
+    if (e == -E2BIG)
+        w.mem.over = true;
+    if (e == -ENOMEM || e == -E2BIG || !budget__take(&w.mem, pprof_reader__mem_used(&w.r), 1))
         goto oom;
     if (e)
         goto out; /* msg says what is wrong */
@@ -436,21 +441,21 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             : 0;
 
     /* --- ids of functions, locations and mappings -> their indices --- */
-    if ((e = id_index_table(&w.fns, r->functions, r->nfunctions, sizeof(*r->functions), "function",
-                            msg, msglen)) ||
-        (e = id_index_table(&w.locs, r->locations, r->nlocations, sizeof(*r->locations), "location",
-                            msg, msglen)) ||
-        (e = id_index_table(&w.maps, r->mappings, r->nmappings, sizeof(*r->mappings), "mapping",
-                            msg, msglen))) {
-        if (e == -ENOMEM)
+    if ((e = id_index__table(&w.fns, &w.mem, r->functions, r->nfunctions, sizeof(*r->functions),
+                             "function", msg, msglen)) ||
+        (e = id_index__table(&w.locs, &w.mem, r->locations, r->nlocations, sizeof(*r->locations),
+                             "location", msg, msglen)) ||
+        (e = id_index__table(&w.maps, &w.mem, r->mappings, r->nmappings, sizeof(*r->mappings),
+                             "mapping", msg, msglen))) {
+        if (e != -EBADMSG)
             goto oom;
         goto out;
     }
 
     /* --- functions --- */
     /* Room for every pprof function and one made-up name per location. */
-    w.functions = malloc((r->nfunctions + r->nlocations + 1) * sizeof(*w.functions));
-    w.skeys = calloc(r->nstrings, sizeof(*w.skeys));
+    w.functions = budget__malloc(&w.mem, r->nfunctions + r->nlocations + 1, sizeof(*w.functions));
+    w.skeys = budget__calloc(&w.mem, r->nstrings, sizeof(*w.skeys));
     if (!w.functions || !w.skeys)
         goto oom;
     for (size_t i = 0; i < r->nfunctions; i++) {
@@ -470,8 +475,8 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     size_t extra_fns = 0, nloc_frames = 0;
     for (size_t i = 0; i < r->nlocations; i++)
         nloc_frames += r->locations[i].nlines ? r->locations[i].nlines : 1;
-    w.loc_off = malloc((r->nlocations + 1) * sizeof(*w.loc_off));
-    w.loc_frames = malloc((nloc_frames + 1) * sizeof(*w.loc_frames));
+    w.loc_off = budget__malloc(&w.mem, r->nlocations + 1, sizeof(*w.loc_off));
+    w.loc_frames = budget__malloc(&w.mem, nloc_frames + 1, sizeof(*w.loc_frames));
     if (!w.loc_off || !w.loc_frames)
         goto oom;
     size_t lf = 0;
@@ -481,27 +486,25 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         /* pprof: a location's lines go innermost (inlined) first. */
         for (size_t j = 0; j < l->nlines; j++) {
             uint64_t fid = r->lines[l->line_off + j].function_id;
-            long fi = id_find(&w.fns, fid);
+            long fi = id_index__find(&w.fns, fid);
             if (fi < 0)
                 BAD("location %" PRIu64 ": function id %" PRIu64 " not defined", l->id, fid);
             w.loc_frames[lf++] = fi;
         }
         if (l->nlines == 0) {
             long f = synth_function(&w, h, l, &extra_fns);
-            if (f == -E2BIG) {
+            if (f == -EOVERFLOW) {
                 status = 413;
-                BAD("the names made for locations without lines pass the memory limit (%zu "
-                    "bytes)",
-                    w.names_max);
+                BAD("the names made for locations without lines pass %zu bytes", w.names_max);
             }
             if (f < 0)
-                goto oom;
+                goto oom; /* a 413 past the budget */
             w.loc_frames[lf++] = f;
         }
     }
     w.loc_off[r->nlocations] = lf;
-    w.locations = malloc((r->nlocations + 1) * sizeof(*w.locations));
-    w.parts = malloc((r->nlocations + 1) * sizeof(*w.parts));
+    w.locations = budget__malloc(&w.mem, r->nlocations + 1, sizeof(*w.locations));
+    w.parts = budget__malloc(&w.mem, r->nlocations + 1, sizeof(*w.parts));
     if (!w.locations || !w.parts)
         goto oom;
     w.parts[0] = (struct loc_part){0, 0, 0, 0}; /* an undefined id maps here */
@@ -531,19 +534,16 @@ int ingest__profile(struct store *st, const void *body, size_t len,
 
     /* --- samples -> stacks of function indices, and distinct label sets --- */
     size_t nsamples = r->nsamples;
-    w.stacks = malloc((nsamples + 1) * sizeof(*w.stacks));
-    w.labelsets = malloc((nsamples + 1) * sizeof(*w.labelsets));
-    w.ls_pid = malloc((nsamples + 1) * sizeof(*w.ls_pid));
     w.ls_index = hmap__new();
-    w.sample_locs = malloc((lim->max_stack_depth + 1) * sizeof(*w.sample_locs));
-    if (!w.stacks || !w.labelsets || !w.ls_pid || !w.ls_index || !w.sample_locs)
+    w.sample_locs = budget__malloc(&w.mem, lim->max_stack_depth + 1, sizeof(*w.sample_locs));
+    if (!w.ls_index || !w.sample_locs)
         goto oom;
     int64_t values[MAX_VALUES];
     struct pprof_rlabel labels[MAX_LABELS];
     struct pprof_rsample s = {
         w.sample_locs, 0, lim->max_stack_depth + 1, values, 0, MAX_VALUES, labels, 0, MAX_LABELS};
     uint32_t lkey[2 * MAX_LABELS], prev_key[2 * MAX_LABELS];
-    size_t nsets = 0, prev_nk = SIZE_MAX;
+    size_t prev_nk = SIZE_MAX;
     int64_t total_samples = 0, total_cpu = 0;
     uint32_t prev_set = STORE_NO_LABELS;
     for (size_t i = 0; i < nsamples; i++) {
@@ -567,7 +567,7 @@ int ingest__profile(struct store *st, const void *body, size_t len,
             if (reserve_frames(&w, s.nlocation_ids))
                 goto oom;
             for (size_t j = 0; j < s.nlocation_ids; j++) {
-                long li = id_find(&w.locs, s.location_ids[j]);
+                long li = id_index__find(&w.locs, s.location_ids[j]);
                 if (li < 0)
                     BAD("sample %zu: location id %" PRIu64 " not defined", i, s.location_ids[j]);
                 const struct loc_part *lp = &w.parts[li + 1];
@@ -605,14 +605,12 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         if (s.nvalues != r->nsample_types)
             BAD("sample %zu has %zu values for %zu sample types", i, s.nvalues, r->nsample_types);
         /* labels past MAX_LABELS (the only other -E2BIG) are not kept */
-        w.total_depth += depth;
-        if (depth > lim->max_stack_depth || w.total_depth > lim->max_frames) {
+        if (depth > lim->max_stack_depth) {
             status = 413;
-            BAD("sample %zu: deeper than %zu frames, or more than %zu in all", i,
-                lim->max_stack_depth, lim->max_frames);
+            BAD("sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
         }
         /* Label sets repeat across samples, most often from one sample to
-         * the next: keep each distinct one once. */
+         * the next. */
         size_t nk = 0;
         for (size_t j = 0; j < s.nlabels && j < MAX_LABELS; j++) {
             if (s.labels[j].str) { /* numeric labels are not kept (yet) */
@@ -624,37 +622,14 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         if (nk == prev_nk && memcmp(lkey, prev_key, nk * sizeof(*lkey)) == 0) {
             set = prev_set;
         } else if (nk) {
-            bool fresh;
-            long k = hmap__put(w.ls_index, lkey, nk * sizeof(*lkey), &fresh);
+            uint32_t bad = 0;
+            long k = label_set(&w, lkey, nk, lim->max_label_bytes, &bad);
+            if (k == -EBADMSG)
+                BAD("sample %zu: label '%.64s' longer than %zu bytes", i, r->strings[bad],
+                    lim->max_label_bytes);
             if (k < 0)
                 goto oom;
-            if (fresh) {
-                if (w.nlabels + nk / 2 > w.cap_labels) {
-                    size_t cap = w.cap_labels ? w.cap_labels * 2 : 1024;
-                    while (cap < w.nlabels + nk / 2)
-                        cap *= 2;
-                    struct store_label *nl = realloc(w.labels, cap * sizeof(*nl));
-                    if (!nl)
-                        goto oom;
-                    w.labels = nl;
-                    w.cap_labels = cap;
-                }
-                w.labelsets[nsets].labels = (void *)(uintptr_t)w.nlabels; /* fixed up below */
-                w.labelsets[nsets].n = nk / 2;
-                w.ls_pid[nsets] = UINT32_MAX;
-                for (size_t j = 0; j < nk; j += 2) {
-                    if (r->string_len[lkey[j]] > lim->max_label_bytes ||
-                        r->string_len[lkey[j + 1]] > lim->max_label_bytes)
-                        BAD("sample %zu: label '%.64s' longer than %zu bytes", i,
-                            r->strings[lkey[j]], lim->max_label_bytes);
-                    const char *kk = r->strings[lkey[j]];
-                    w.labels[w.nlabels++] = (struct store_label){kk, r->strings[lkey[j + 1]]};
-                    if (strcmp(kk, "pid") == 0 && w.ls_pid[nsets] == UINT32_MAX)
-                        w.ls_pid[nsets] = lkey[j + 1];
-                }
-                *hmap__val(w.ls_index, k) = nsets++;
-            }
-            set = *hmap__val(w.ls_index, k);
+            set = k;
         }
         memcpy(prev_key, lkey, nk * sizeof(*lkey));
         prev_nk = nk;
@@ -670,18 +645,40 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         if (__builtin_add_overflow(total_samples, samples, &total_samples) ||
             __builtin_add_overflow(total_cpu, cpu, &total_cpu))
             BAD("sample %zu: the profile's total samples or CPU past 64 bits", i);
-        /* frames are an offset until the array is final */
-        w.stacks[i] =
-            (struct store_stack){(const uint32_t *)(uintptr_t)start, 0, set, key, samples, cpu};
+        /* A stack seen before with the same labels takes the counts; its
+         * frames just written go. */
+        bool fresh = false;
+        long k = merge_stack(&w, key, set, start, &fresh);
+        if (k < 0)
+            goto oom;
+        if (!fresh) {
+            w.nframes = start;
+        } else if ((w.total_depth += depth) > lim->max_frames) {
+            status = 413;
+            BAD("sample %zu: more than %zu frames in all distinct stacks", i, lim->max_frames);
+        }
+        w.stacks[k].samples += samples; /* at most the totals, which fit */
+        w.stacks[k].cpu_ns += cpu;
     }
+    if (r->time_nanos < 0 || r->time_nanos > MAX_TIME_NS)
+        BAD("time_nanos %" PRId64 " is not between 1970 and 2100", r->time_nanos);
+    if (r->duration_nanos < 0 || r->duration_nanos > MAX_DURATION_NS)
+        BAD("duration_nanos %" PRId64 " is not between 0 and a day", r->duration_nanos);
+    int64_t window = r->duration_nanos ? r->duration_nanos : UNTIMED_NS;
+    if ((__int128)total_cpu > (__int128)window * MAX_CORES)
+        BAD("%" PRId64 " ns of CPU in %" PRId64 " ns: more than %d cores can use", total_cpu,
+            window, MAX_CORES);
+    if ((__int128)total_samples * SAMPLES_PER_CORE_NS > (__int128)window * MAX_CORES)
+        BAD("%" PRId64 " samples in %" PRId64 " ns: more than one a microsecond on %d cores",
+            total_samples, window, MAX_CORES);
     /* frames, labels and names are final now: point into them */
-    for (size_t i = 0; i < nsamples; i++) {
+    for (size_t i = 0; i < w.nstacks; i++) {
         size_t off = (uintptr_t)w.stacks[i].locations;
-        size_t end = i + 1 < nsamples ? (uintptr_t)w.stacks[i + 1].locations : w.nframes;
+        size_t end = i + 1 < w.nstacks ? (uintptr_t)w.stacks[i + 1].locations : w.nframes;
         w.stacks[i].locations = w.frames + off;
         w.stacks[i].nlocations = end - off;
     }
-    for (size_t i = 0; i < nsets; i++)
+    for (size_t i = 0; i < w.nsets; i++)
         w.labelsets[i].labels = w.labels + (uintptr_t)w.labelsets[i].labels;
     for (size_t i = 0; i < extra_fns; i++) {
         struct store_function *f = &w.functions[r->nfunctions + i].f;
@@ -689,24 +686,32 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     }
 
     /* --- identity: the query string, else the first sample's labels --- */
-    const struct store_labelset *ls0 = nsamples && w.stacks[0].labelset != STORE_NO_LABELS
+    const struct store_labelset *ls0 = w.nstacks && w.stacks[0].labelset != STORE_NO_LABELS
                                            ? &w.labelsets[w.stacks[0].labelset]
                                            : NULL;
     const char *app = id->service && *id->service ? id->service : label_in(ls0, "service");
     if (!app || !*app)
         BAD("no service: give ?service=NAME or a 'service' sample label");
-    if (strlen(app) > lim->max_label_bytes)
-        BAD("service longer than %zu bytes", lim->max_label_bytes);
     const char *host = id->host && *id->host ? id->host : label_in(ls0, "host");
+    /* The rules of every identity label (below): they are listed, logged
+     * and matched by value. */
+    const char *what = "service", *why = text__label_problem(app, lim->max_label_bytes);
+    if (!why) {
+        what = "host";
+        why = text__label_problem(host, lim->max_label_bytes);
+    }
+    if (why)
+        BAD("%s %s (at most %zu bytes of UTF-8 without control characters)", what, why,
+            lim->max_label_bytes);
     int64_t pid = id->pid;
-    if (!pid && nsamples) {
+    if (!pid && w.nstacks) {
         /* A profile whose samples carry different pids spans processes. */
         uint32_t set0 = w.stacks[0].labelset;
         const char *ps = set0 != STORE_NO_LABELS && w.ls_pid[set0] != UINT32_MAX
                              ? r->strings[w.ls_pid[set0]]
                              : NULL;
         bool one = ps != NULL;
-        for (size_t i = 1; one && i < nsamples; i++) {
+        for (size_t i = 1; one && i < w.nstacks; i++) {
             uint32_t set = w.stacks[i].labelset;
             one = set != STORE_NO_LABELS && w.ls_pid[set] != UINT32_MAX &&
                   strcmp(r->strings[w.ls_pid[set]], ps) == 0;
@@ -726,22 +731,23 @@ int ingest__profile(struct store *st, const void *body, size_t len,
         .locations = w.locations,
         .nlocations = r->nlocations,
         .stacks = w.stacks,
-        .nstacks = nsamples,
+        .nstacks = w.nstacks,
         .labelsets = w.labelsets,
-        .nlabelsets = nsets,
+        .nlabelsets = w.nsets,
         .bytes_in = len,
     };
     /* Where the process runs: the query string, else the first sample. */
     for (int i = 0; i < STORE_N_IDENTITY; i++) {
         const char *v = id->identity[i] && *id->identity[i] ? id->identity[i]
                                                             : label_in(ls0, store_identity_keys[i]);
-        if (v && strlen(v) > lim->max_label_bytes)
-            BAD("%s longer than %zu bytes", store_identity_keys[i], lim->max_label_bytes);
-        for (const char *c = v; c && *c; c++)
-            if ((unsigned char)*c < 0x20)
-                BAD("%s holds a control character", store_identity_keys[i]);
+        if ((why = text__label_problem(v, lim->max_label_bytes)))
+            BAD("%s %s (at most %zu bytes of UTF-8 without control characters)",
+                store_identity_keys[i], why, lim->max_label_bytes);
         sp.identity[i] = v;
     }
+    /* What the store allocates to put it, counted too. */
+    if (!budget__take(&w.mem, 1, store__put_mem(st, &sp)))
+        goto oom;
     char serr[512];
     int pr = store__put(st, &sp, serr, sizeof(serr));
     if (pr) {
@@ -751,8 +757,15 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     status = 202;
     goto out;
 oom:
-    snprintf(msg, msglen, "out of memory");
-    status = 500;
+    if (w.mem.over) {
+        snprintf(msg, msglen,
+                 "the profile needs more than the %zu bytes of memory a request may use",
+                 w.mem.max);
+        status = 413;
+    } else {
+        snprintf(msg, msglen, "out of memory");
+        status = 500;
+    }
 out:
     work_free(&w);
     return status;

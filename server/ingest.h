@@ -9,12 +9,13 @@
 #include "store.h"
 
 struct ingest_limits {
+    size_t max_memory;       /* bytes one request may take: all of the below, counted */
     size_t max_decompressed; /* bytes a gzipped body may inflate to */
     size_t max_ratio;        /* and at most this many times its size */
     size_t max_label_bytes;  /* a label key or value */
     size_t max_samples;      /* samples in one profile */
     size_t max_stack_depth;  /* frames in one stack, inlined frames included */
-    size_t max_frames;       /* frames in all of a profile's stacks */
+    size_t max_frames;       /* frames in all of a profile's distinct stacks */
 };
 
 /* Identity from the query string; NULL/0 = take it from the sample labels. */
@@ -26,7 +27,10 @@ struct ingest_identity {
 
 /* Returns the HTTP status: 202 stored (durably), 400 not a valid profile,
  * 413 past a limit, 500 the store failed. msg says why for anything but 202.
- * Nothing is stored unless 202. */
+ * Nothing is stored unless 202. Identical samples (the same stack and
+ * labels) are stored as one. Everything it allocates (the inflated body,
+ * tables, arrays, the store's put) is counted against lim->max_memory: a
+ * call takes at most that beyond body, whatever the body holds. */
 int ingest__profile(struct store *st, const void *body, size_t len,
                     const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
                     size_t msglen);

@@ -30,12 +30,21 @@ static const struct config_def server_opts[] = {
     {"data-dir", CONFIG_STRING, "./data", 0, 0, "DIR", "where the SQLite store lives"},
     {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
      "require Authorization: Bearer KEY on ingest (or CODEXRAY_API_KEY)"},
+    {"read-api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
+     "require Authorization: Bearer KEY on the read APIs, /metrics and the UI's data "
+     "(or CODEXRAY_READ_API_KEY)"},
     {"retention", CONFIG_STRING, "7d", 0, 0, "DURATION", "delete profiles older than this"},
     {"max-body", CONFIG_INT, "16777216", 1024, 1l << 32, "BYTES", "largest request body"},
     {"max-decompressed", CONFIG_INT, "268435456", 1024, 1l << 34, "BYTES",
      "largest body once gunzipped"},
     {"max-ratio", CONFIG_INT, "100", 1, 100000, "N", "largest gunzip expansion ratio"},
+    {"max-ingest-memory", CONFIG_INT, "536870912", 1l << 20, 1l << 36, "BYTES",
+     "most memory one upload may take once received (inflated body, tables, arrays)"},
+    {"ingest-concurrency", CONFIG_INT, "2", 1, 256, "N",
+     "uploads decoded at once (the rest wait): memory is at most N x --max-ingest-memory"},
     {"threads", CONFIG_INT, "4", 1, 256, "N", "HTTP worker threads"},
+    {"max-connections-per-client", CONFIG_INT, "64", 1, 1000, "N",
+     "connections one client address may hold (of 1,000 in all)"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
 };
 #define N_OPTS (sizeof(server_opts) / sizeof(server_opts[0]))
@@ -168,9 +177,11 @@ int main(int argc, char **argv)
     struct http_opts ho = {
         .listen = config__str(c, "listen"),
         .api_key = config__str(c, "api-key"),
+        .read_api_key = config__str(c, "read-api-key"),
         .max_body = config__int(c, "max-body"),
         .limits =
             {
+                .max_memory = config__int(c, "max-ingest-memory"),
                 .max_decompressed = config__int(c, "max-decompressed"),
                 .max_ratio = config__int(c, "max-ratio"),
                 .max_label_bytes = 4096,
@@ -179,6 +190,8 @@ int main(int argc, char **argv)
                 .max_frames = 64000000,
             },
         .threads = config__int(c, "threads"),
+        .ingest_concurrency = config__int(c, "ingest-concurrency"),
+        .per_client = config__int(c, "max-connections-per-client"),
     };
     h = http__start(&ho, st, err, sizeof(err));
     if (!h) {
@@ -200,9 +213,10 @@ int main(int argc, char **argv)
         goto out;
     }
     log_info("codexray-server %s started: listen=%s data_dir=%s retention=%s auth=%s "
-             "max_body=%ld",
+             "read_auth=%s max_body=%ld",
              CODEXRAY_VERSION, ho.listen, config__str(c, "data-dir"), config__str(c, "retention"),
-             ho.api_key && *ho.api_key ? "api-key" : "none", (long)ho.max_body);
+             ho.api_key && *ho.api_key ? "api-key" : "none",
+             ho.read_api_key && *ho.read_api_key ? "read-api-key" : "none", (long)ho.max_body);
     while (!stop)
         pause();
     log_info("stopping");

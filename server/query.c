@@ -1,6 +1,7 @@
 #include "query.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "../common/hmap.h"
 #include "../common/json.h"
 #include "../common/pprof/pprof_writer.h"
+#include "sat.h"
 
 static int unit_ns(char u, int64_t *mul)
 {
@@ -40,7 +42,9 @@ int query__parse_duration(const char *s, int64_t *out_ns)
     if (!s || !*s)
         return -1;
     double v = strtod(s, &end);
-    if (end == s || v < 0)
+    /* strtod takes "nan" and "inf": every comparison with NaN is false, so
+     * refuse them before any range check. */
+    if (end == s || !isfinite(v) || v < 0)
         return -1;
     if (*end) {
         if (end[1] || unit_ns(*end, &mul))
@@ -70,7 +74,7 @@ int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns)
         return 0;
     }
     double v = strtod(s, &end);
-    if (end == s || *end || v < 0 || v > 9.0e9)
+    if (end == s || *end || !isfinite(v) || v < 0 || v > 9.0e9)
         return -1;
     *out_ns = (int64_t)(v * 1e9);
     return 0;
@@ -291,81 +295,158 @@ static int put_node(struct buf *out, bool comma, int64_t a, int64_t b, int64_t c
     return 0;
 }
 
+/* --- folding: which nodes go into their parent's "other" --- */
+
+/* Fenwick trees over the nodes in depth-first order, where a subtree is a
+ * range [pre, pre + size): one counts the visible nodes (a subtree's count
+ * is a difference of two prefix sums), the other marks folded subtrees (a
+ * node is gone when a prefix sum at its position is non-zero). Each step is
+ * O(log n), so folding a tree of n nodes is O(n log n) whatever its shape;
+ * walking ancestors instead took O(depth) a node, quadratic for deep trees. */
+struct fenwick {
+    int64_t *f; /* 1-based */
+    size_t n;
+};
+
+static void fen_add(struct fenwick *fw, size_t i, int64_t v)
+{
+    for (i++; i <= fw->n; i += i & -i)
+        fw->f[i] += v;
+}
+
+/* The sum over positions [0, i). */
+static int64_t fen_prefix(const struct fenwick *fw, size_t i)
+{
+    int64_t s = 0;
+
+    for (; i; i -= i & -i)
+        s += fw->f[i];
+    return s;
+}
+
 struct fold_item {
     int64_t total;
     uint32_t node;
 };
 
+/* Smallest first; among equals the node made first (an ancestor before its
+ * descendants), so a chain of equal nodes folds at its top in one step. */
 static int cmp_fold(const void *a, const void *b)
 {
     const struct fold_item *x = a, *y = b;
-    return x->total < y->total ? -1 : x->total > y->total;
+    if (x->total != y->total)
+        return x->total < y->total ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Each node's position in depth-first order (pre) and its subtree's size:
+ * children have larger indices than their parents, so sizes are summed
+ * from the last node back and positions handed out from the first on. */
+static void preorder(const struct tree *t, uint32_t *pre, uint32_t *size)
+{
+    for (size_t i = 0; i < t->len; i++)
+        size[i] = 1;
+    for (size_t i = t->len; i-- > 1;)
+        size[t->n[i].parent] += size[i];
+    pre[0] = 0;
+    for (size_t i = 0; i < t->len; i++) {
+        uint32_t next = pre[i] + 1;
+        for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling) {
+            pre[c] = next;
+            next += size[c];
+        }
+    }
 }
 
 /* Folds the smallest nodes (never the root) into their parent's "other"
  * until at most max remain visible, the "other" nodes counted. A folded
- * node takes its subtree with it. */
-static size_t fold_smallest(struct tree *t, size_t max)
+ * node takes its subtree with it. Returns the nodes left visible, or
+ * -ENOMEM (then nothing is folded). */
+static long fold_smallest(struct tree *t, size_t max)
 {
-    size_t visible = t->len;
-    struct fold_item *items;
+    size_t visible = t->len, n = t->len;
+    struct fold_item *items = NULL;
+    uint32_t *pre = NULL, *size = NULL;
+    struct fenwick vis = {NULL, n}, gone = {NULL, n};
+    bool *other_of = NULL;
+    long ret = -ENOMEM;
 
     if (visible <= max)
         return visible;
-    items = malloc(t->len * sizeof(*items));
-    if (!items)
-        return visible;
-    for (size_t i = 1; i < t->len; i++)
+    items = malloc(n * sizeof(*items));
+    pre = malloc(n * sizeof(*pre));
+    size = malloc(n * sizeof(*size));
+    vis.f = malloc((n + 1) * sizeof(*vis.f));
+    gone.f = calloc(n + 1, sizeof(*gone.f));
+    other_of = calloc(n, sizeof(*other_of));
+    if (!items || !pre || !size || !vis.f || !gone.f || !other_of)
+        goto out;
+    preorder(t, pre, size);
+    /* Every node visible: position i's cell covers (i - lowbit(i), i]. */
+    vis.f[0] = 0;
+    for (size_t i = 1; i <= n; i++)
+        vis.f[i] = (int64_t)(i & -i);
+    for (size_t i = 1; i < n; i++)
         items[i - 1] = (struct fold_item){t->n[i].total, (uint32_t)i};
-    qsort(items, t->len - 1, sizeof(*items), cmp_fold);
-    /* Subtree sizes: children have larger indices than parents. */
-    size_t *sub = calloc(t->len, sizeof(*sub));
-    bool *other_of = calloc(t->len, sizeof(*other_of));
-    if (!sub || !other_of) {
-        free(sub);
-        free(other_of);
-        free(items);
-        return visible;
-    }
-    for (size_t i = t->len; i-- > 0;) {
-        sub[i] += 1;
-        if (i)
-            sub[t->n[i].parent] += sub[i];
-    }
-    for (size_t k = 0; k < t->len - 1 && visible > max; k++) {
-        uint32_t i = items[k].node;
-        bool gone = false;
-        for (uint32_t a = t->n[i].parent; a != NONE && a != 0; a = t->n[a].parent)
-            gone |= t->n[a].folded;
-        if (gone || t->n[i].folded)
+    qsort(items, n - 1, sizeof(*items), cmp_fold);
+    for (size_t k = 0; k < n - 1 && visible > max; k++) {
+        uint32_t i = items[k].node, p = t->n[i].parent;
+        if (fen_prefix(&gone, pre[i] + 1)) /* inside a folded subtree */
             continue;
         t->n[i].folded = true;
-        /* Its parent's first folded child brings an "other" node. */
-        uint32_t p = t->n[i].parent;
-        size_t gone_n = sub[i] - (other_of[p] ? 0 : 1);
-        other_of[p] = true;
-        visible -= gone_n;
-        for (uint32_t a = p; a != NONE; a = t->n[a].parent)
-            sub[a] -= gone_n;
+        fen_add(&gone, pre[i], 1);
+        fen_add(&gone, pre[i] + size[i], -1);
+        /* What goes: the visible nodes under it and itself; what comes: its
+         * parent's "other", with the parent's first folded child. */
+        int64_t under = fen_prefix(&vis, pre[i] + size[i]) - fen_prefix(&vis, pre[i]);
+        fen_add(&vis, pre[i], -under);
+        if (!other_of[p]) {
+            other_of[p] = true;
+            fen_add(&vis, pre[p], 1);
+            under--;
+        }
+        visible -= under;
     }
-    free(sub);
-    free(other_of);
+    ret = (long)visible;
+out:
     free(items);
-    return visible;
+    free(pre);
+    free(size);
+    free(vis.f);
+    free(gone.f);
+    free(other_of);
+    return ret;
+}
+
+struct sort_item {
+    int64_t total;
+    uint32_t pos, node;
+};
+
+/* Widest first; among equals, the order they were in (a stable sort). */
+static int cmp_sort(const void *a, const void *b)
+{
+    const struct sort_item *x = a, *y = b;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
 /* Orders every sibling list widest first, so the graph reads left to
- * right by size; folded children go last. One scratch array for all. */
+ * right by size; folded children go last. One scratch array for all;
+ * O(n log n) over the tree, however wide a node (an insertion sort was
+ * quadratic in a node's children). */
 static int sort_children(struct tree *t)
 {
-    uint32_t *list = NULL, cap = 0;
+    struct sort_item *list = NULL;
+    uint32_t cap = 0;
 
     for (size_t i = 0; i < t->len; i++) {
         struct node *pn = &t->n[i];
         if (pn->nchildren < 2)
             continue;
         if (pn->nchildren > cap) {
-            uint32_t *l = realloc(list, pn->nchildren * sizeof(*l));
+            struct sort_item *l = realloc(list, pn->nchildren * sizeof(*l));
             if (!l) {
                 free(list);
                 return -ENOMEM;
@@ -374,20 +455,13 @@ static int sort_children(struct tree *t)
             cap = pn->nchildren;
         }
         uint32_t nl = 0;
-        for (uint32_t c = pn->first_child; c != NONE && nl < cap; c = t->n[c].next_sibling)
-            list[nl++] = c;
-        for (uint32_t a = 1; a < nl; a++) {
-            uint32_t x = list[a], b = a;
-            while (b > 0 && t->n[list[b - 1]].total < t->n[x].total) {
-                list[b] = list[b - 1];
-                b--;
-            }
-            list[b] = x;
-        }
-        pn->first_child = list[0];
+        for (uint32_t c = pn->first_child; c != NONE && nl < cap; c = t->n[c].next_sibling, nl++)
+            list[nl] = (struct sort_item){t->n[c].total, nl, c};
+        qsort(list, nl, sizeof(*list), cmp_sort);
+        pn->first_child = list[0].node;
         for (uint32_t a = 0; a + 1 < nl; a++)
-            t->n[list[a]].next_sibling = list[a + 1];
-        t->n[list[nl - 1]].next_sibling = NONE;
+            t->n[list[a].node].next_sibling = list[a + 1].node;
+        t->n[list[nl - 1].node].next_sibling = NONE;
     }
     free(list);
     return 0;
@@ -400,7 +474,7 @@ static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
 
     for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling) {
         if (t->n[c].folded)
-            other += t->n[c].total;
+            sat__acc(&other, t->n[c].total);
         else
             kids++;
     }
@@ -438,7 +512,7 @@ static int emit(struct tree *t, struct buf *out)
         int64_t other = 0;
         for (uint32_t c = t->n[done].first_child; c != NONE; c = t->n[c].next_sibling)
             if (t->n[c].folded)
-                other += t->n[c].total;
+                sat__acc(&other, t->n[c].total);
         if (other > 0 && (err = put_node(out, true, 1, other, other, 0)))
             goto out;
         next = depth ? t->n[done].next_sibling : NONE;
@@ -477,20 +551,22 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
     for (size_t i = 0; i < m->nstacks; i++) {
         const struct store_merged_stack *s = &m->stacks[i];
         uint32_t cur = 0;
-        t.n[0].total += s->cpu_ns;
-        total += s->cpu_ns;
-        samples += s->samples;
+        /* Saturating: many profiles' CPU can pass 64 bits, and a total
+         * wrapped negative would draw nothing. */
+        sat__acc(&t.n[0].total, s->cpu_ns);
+        sat__acc(&total, s->cpu_ns);
+        sat__acc(&samples, s->samples);
         for (uint32_t j = s->nframes; j-- > 0;) {
             long c = tree_child(&t, cur, s->frames[j]);
             if (c < 0)
                 goto out;
             cur = c;
-            t.n[cur].total += s->cpu_ns;
+            sat__acc(&t.n[cur].total, s->cpu_ns);
         }
-        t.n[cur].self += s->cpu_ns;
+        sat__acc(&t.n[cur].self, s->cpu_ns);
     }
-    if (max_nodes)
-        fold_smallest(&t, max_nodes);
+    if (max_nodes && fold_smallest(&t, max_nodes) < 0)
+        goto out; /* err is -ENOMEM */
     /* names: "all" (the root), "other" (folded nodes), then the functions,
      * so a function's name index is its index + 2. */
     if ((err = json__raw(out, "{\"unit\":\"nanoseconds\",\"total\":")) ||

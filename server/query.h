@@ -9,10 +9,12 @@
 #include "store.h"
 
 /* Parses Unix seconds ("1764763200", "1764763200.5"), "now", or "now-15m"
- * (s, m, h, d, w). Returns 0 or -1. */
+ * (s, m, h, d, w). Returns 0 or -1 (also for NaN and infinities, which
+ * strtod would take). */
 int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns);
 
-/* Parses a duration: "60", "60s", "15m", "1h", "7d". Returns 0 or -1. */
+/* Parses a duration: "60", "60s", "15m", "1h", "7d". Returns 0 or -1
+ * (negative, not finite, or past int64 nanoseconds). */
 int query__parse_duration(const char *s, int64_t *out_ns);
 
 /* Gzipped pprof: sample types samples/count and cpu/nanoseconds, one
@@ -31,7 +33,8 @@ int query__write_collapsed(const struct store_merged *m, struct buf *out);
  * children follow it, widest first), the first node the root "all"; name
  * indexes names and files (function i is name i + 2). With max_nodes > 0,
  * the smallest nodes are folded into an "other" child of their parent until
- * at most max_nodes remain. */
+ * at most max_nodes remain. Sums saturate at INT64_MAX. O(n log n) in the
+ * tree's nodes whatever its shape (wide or deep). */
 int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out);
 
 #endif

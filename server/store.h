@@ -130,6 +130,7 @@ struct store;
 struct store_ops {
     const struct stack_hasher *(*hasher)(struct store *s);
     int (*put)(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+    size_t (*put_mem)(struct store *s, const struct store_profile *p);
     int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
     int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
                         size_t *n);
@@ -165,6 +166,13 @@ static inline int store__put(struct store *s, const struct store_profile *p, cha
                              size_t errlen)
 {
     return s->ops->put(s, p, err, errlen);
+}
+
+/* The most memory store__put allocates for p (beyond p itself), for a
+ * caller that counts a request's memory. */
+static inline size_t store__put_mem(struct store *s, const struct store_profile *p)
+{
+    return s->ops->put_mem(s, p);
 }
 
 /* The merge of every profile matching q. Returns 0 (an empty result when

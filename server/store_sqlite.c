@@ -46,8 +46,10 @@
 #include "../common/clock.h"
 #include "../common/hmap.h"
 #include "../common/log.h"
+#include "sat.h"
 #include "stack_key.h"
 #include "store.h"
+#include "text.h"
 
 /* Entries in each id cache before it is dropped and refilled from the
  * database: the caches are a speed-up, never the truth. */
@@ -477,8 +479,8 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
         goto dberr;
     int64_t keyed = 0, dups = 0, ntodo = 0;
     while (ntodo < pending && sqlite3_step(q) == SQLITE_ROW) {
-        const unsigned char *p = sqlite3_column_blob(q, 1);
-        const unsigned char *end = p + sqlite3_column_bytes(q, 1);
+        const unsigned char *p = sqlite3_column_blob(q, 1); /* NULL when empty */
+        const unsigned char *end = p ? p + sqlite3_column_bytes(q, 1) : p;
         size_t n = 0;
         uint64_t fid;
         while (p && p < end && n < STACK_KEY_MAX_FRAMES && (p = get_varint(p, end, &fid)))
@@ -866,8 +868,8 @@ static int sqlite_put(struct store *s, const struct store_profile *p, char *err,
         d = blob_put(d, p->period_ns, sids[i],
                      k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1, k->samples,
                      k->cpu_ns);
-        total_samples += k->samples;
-        total_cpu += k->cpu_ns;
+        sat__acc(&total_samples, k->samples);
+        sat__acc(&total_cpu, k->cpu_ns);
     }
     data.len = d - (unsigned char *)data.data;
     sqlite3_stmt *ip = st->ins_profile;
@@ -935,6 +937,16 @@ out_nolock:
     return ret;
 }
 
+/* What sqlite_put allocates: ids per function, label set and stack, the
+ * blob's rows reserved at their longest, and its three 1 MiB-capped
+ * buffers (a stack's frames, a label set's text, the identity). */
+static size_t sqlite_put_mem(struct store *s, const struct store_profile *p)
+{
+    (void)s;
+    return (p->nfunctions + p->nlabelsets + p->nstacks + 3) * sizeof(int64_t) + 11 +
+           p->nstacks * BLOB_ROW_MAX + 3 * ((1u << 20) + 1);
+}
+
 /* --- merge --- */
 
 /* Sums by stack id. Stack ids are rowids, dense from 1: up to DENSE_MAX
@@ -990,17 +1002,15 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
     }
     /* Saturating: ingest keeps each profile's totals in 64 bits, but many
      * profiles summed could pass them. */
-    if (__builtin_add_overflow(a->vals[idx].samples, samples, &a->vals[idx].samples))
-        a->vals[idx].samples = INT64_MAX;
-    if (__builtin_add_overflow(a->vals[idx].cpu, cpu, &a->vals[idx].cpu))
-        a->vals[idx].cpu = INT64_MAX;
+    sat__acc(&a->vals[idx].samples, samples);
+    sat__acc(&a->vals[idx].cpu, cpu);
     return 0;
 }
 
 /* Sums one profile's data blob into a. -EBADMSG for a corrupt blob. */
 static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
 {
-    const unsigned char *end = p + len;
+    const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
     uint64_t sid, ls, samples, cpu, period = 0;
     bool delta = len && p[0] == 0; /* a stack id is never 0: the newer form */
 
@@ -1012,7 +1022,10 @@ static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
             return -EBADMSG;
         if (delta) /* unzigzag, then add samples x period back, wrapping as it was taken */
             cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
-        int r = acc_add(a, sid, samples, cpu);
+        /* Ingest stores counts in [0, INT64_MAX]: anything else is a blob
+         * damaged since, held to that range rather than summed negative. */
+        int r = acc_add(a, sid, samples > INT64_MAX ? INT64_MAX : (int64_t)samples,
+                        cpu > INT64_MAX ? 0 : (int64_t)cpu);
         if (r)
             return r;
     }
@@ -1234,8 +1247,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
                 vi = *hmap__val(a.stacks, k);
             else
                 continue;
-            p = sqlite3_column_blob(scan, 1);
-            end = p + sqlite3_column_bytes(scan, 1);
+            p = sqlite3_column_blob(scan, 1); /* NULL for a stack of no frames */
+            end = p ? p + sqlite3_column_bytes(scan, 1) : p;
         } else {
             if (next >= a.nvals)
                 break;
@@ -1246,8 +1259,8 @@ static int sqlite_merge(struct store *s, const struct store_query *q, struct sto
                 sqlite3_reset(st->q_stack);
                 continue; /* deleted since: counts without a stack are dropped */
             }
-            p = sqlite3_column_blob(st->q_stack, 0);
-            end = p + sqlite3_column_bytes(st->q_stack, 0);
+            p = sqlite3_column_blob(st->q_stack, 0); /* NULL for a stack of no frames */
+            end = p ? p + sqlite3_column_bytes(st->q_stack, 0) : p;
         }
         int64_t v[2] = {a.vals[vi].samples, a.vals[vi].cpu};
         struct store_merged_stack *ms = &m->stacks[m->nstacks];
@@ -1378,10 +1391,11 @@ static int sqlite_applications(struct store *s, int64_t from_ns, int64_t to_ns,
     *out = NULL;
     *n = 0;
     pthread_mutex_lock(&st->rmu);
-    if (sqlite3_prepare_v2(st->rdb,
-                           "SELECT app, host, MAX(time_ns + duration_ns), SUM(cpu_ns) FROM profiles"
-                           " WHERE time_ns >= ? AND time_ns < ? GROUP BY app, host ORDER BY app",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            st->rdb,
+            "SELECT app, host, MAX(time_ns + duration_ns), TOTAL(cpu_ns) FROM profiles"
+            " WHERE time_ns >= ? AND time_ns < ? GROUP BY app, host ORDER BY app",
+            -1, &q, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_int64(q, 1, from_ns);
     sqlite3_bind_int64(q, 2, to_ns);
@@ -1420,7 +1434,11 @@ static int sqlite_applications(struct store *s, int64_t from_ns, int64_t to_ns,
         int64_t last = sqlite3_column_int64(q, 2);
         if (last > a->last_seen_ns)
             a->last_seen_ns = last;
-        a->cpu_ns += sqlite3_column_int64(q, 3);
+        /* TOTAL, not SUM: SQLite's SUM fails the whole query ("integer
+         * overflow") once a sum passes 64 bits; TOTAL is a double, held to
+         * int64 here. */
+        double cpu = sqlite3_column_double(q, 3);
+        sat__acc(&a->cpu_ns, cpu >= 9.2e18 ? INT64_MAX : cpu > 0 ? (int64_t)cpu : 0);
     }
     if (rc != SQLITE_DONE)
         goto out;
@@ -1463,7 +1481,7 @@ static int sqlite_timeline(struct store *s, const struct store_query *qq, int64_
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         size_t i = (sqlite3_column_int64(q, 0) - qq->from_ns) / step_ns;
         if (i < n)
-            v[i] += sqlite3_column_int64(q, 1);
+            sat__acc(&v[i], sqlite3_column_int64(q, 1));
     }
     if (rc == SQLITE_DONE)
         err = 0;
@@ -1592,9 +1610,10 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
      * keep their CPU in a byte or so too. */
     int64_t samples = 0, cpu = 0;
     bool over = false;
-    for (size_t i = 0; i < a.nvals; i++)
-        over |= __builtin_add_overflow(samples, a.vals[i].samples, &samples) |
-                __builtin_add_overflow(cpu, a.vals[i].cpu, &cpu);
+    for (size_t i = 0; i < a.nvals; i++) {
+        over |= __builtin_add_overflow(samples, a.vals[i].samples, &samples);
+        over |= __builtin_add_overflow(cpu, a.vals[i].cpu, &cpu);
+    }
     int64_t period = samples > 0 && !over ? cpu / samples : 0; /* 0: CPU kept whole */
     /* Room as it goes, a block of rows at a time: a bucket of millions of
      * stacks takes only what its rows need. */
@@ -1685,7 +1704,9 @@ static int sqlite_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_
             }
             pthread_mutex_unlock(&st->wmu);
             if (err) {
-                log_error("rollup: app=%s level=%d bucket=%lld: %s", app, l, (long long)bucket,
+                char esc[256]; /* a name stored before ingest checked names */
+                log_error("rollup: app=%s level=%d bucket=%lld: %s",
+                          text__escape(esc, sizeof(esc), app), l, (long long)bucket,
                           strerror(-err));
                 break;
             }
@@ -1763,7 +1784,7 @@ static int forget_rollups(struct sqlite_store *st, int64_t cutoff)
 /* Marks the function ids of a frames blob. */
 static int mark_frames(struct bits *b, const unsigned char *p, size_t len)
 {
-    const unsigned char *end = p + len;
+    const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
     uint64_t fid;
 
     while (p && p < end && (p = get_varint(p, end, &fid)))
@@ -1781,8 +1802,8 @@ static int mark_blobs(sqlite3 *g, const char *sql, struct bits *stacks, struct b
     if (sqlite3_prepare_v2(g, sql, -1, &q, NULL) != SQLITE_OK)
         return -EIO;
     while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-        const unsigned char *p = sqlite3_column_blob(q, 0);
-        const unsigned char *end = p + sqlite3_column_bytes(q, 0);
+        const unsigned char *p = sqlite3_column_blob(q, 0); /* NULL when empty */
+        const unsigned char *end = p ? p + sqlite3_column_bytes(q, 0) : p;
         uint64_t sid, ls, v;
         if (p && p < end && p[0] == 0 && !(p = get_varint(p + 1, end, &v)))
             break; /* a corrupt blob marks nothing more; merges say so */
@@ -2045,6 +2066,7 @@ static int64_t sqlite_size_bytes(struct store *s)
 static const struct store_ops sqlite_ops = {
     .hasher = sqlite_hasher,
     .put = sqlite_put,
+    .put_mem = sqlite_put_mem,
     .merge = sqlite_merge,
     .applications = sqlite_applications,
     .values = sqlite_values,

@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt test_file_unwind
+              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -15,6 +15,12 @@ $(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
 $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
+	    $(LDLIBS) -lcmocka
+
+# The server's queries: time ranges and the flame-graph tree.
+$(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,server/query.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query.c) \
 	    $(LDLIBS) -lcmocka
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
@@ -217,7 +223,53 @@ integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B
 deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 	@/usr/bin/python3 tests/deploy/check_deploy.py
 
-test: unit integration deploy-check
+test: unit sanitize integration deploy-check fuzz-check
+
+# --- ASan and UBSan: the server's and common/'s unit tests, and the fuzz
+# target of the ingest path (libFuzzer, Debian's clang). Objects of their own
+# under build/san/.
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer
+# clang's -Wstring-concatenation takes SQL split over lines for a missing comma.
+SAN_CFLAGS := -std=gnu11 $(WARN) -Wno-string-concatenation -D_GNU_SOURCE -pthread \
+              -fno-strict-aliasing -I$(B) -I$(B)/gen
+SAN_SRC := $(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c server/text.c \
+           server/budget.c server/pprof_ids.c server/query.c
+SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
+SAN_LIBS := -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+$(B)/san/obj/%.o: %.c $(B)/gen/profile.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $(SAN_CFLAGS) -c $< -o $@
+$(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
+
+SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap
+SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
+$(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
+	    $(SAN_OBJ) $(SAN_LIBS) -lcmocka
+
+sanitize: $(SAN_BINS)
+	@tests/run_unit.sh $(SAN_BINS)
+
+$(B)/fuzz/fuzz_ingest: tests/fuzz/fuzz_ingest.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
+
+# make fuzz FUZZ_TIME=600: the ingest path fuzzed for that long from the seed
+# corpus (tests/fuzz/corpus, written by tests/fuzz/make_corpus.py); what it
+# finds grows build/fuzz/corpus, a crash is saved as build/fuzz/crash-*.
+FUZZ_TIME ?= 300
+fuzz: $(B)/fuzz/fuzz_ingest
+	@mkdir -p $(B)/fuzz/corpus
+	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=30 \
+	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
+
+# make test's share: a minute.
+fuzz-check:
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 
 # The README's installs run for real (tests/install/run.py): Docker and Podman
 # images built and run, a systemd-nspawn machine with install.sh, the
@@ -240,7 +292,9 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 
 # The server's ingest in-process, without HTTP: `ingest_bench DIR [REPS]`.
 $(B)/bench/ingest_bench: bench/ingest_bench.c \
-    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c) $(PB_OBJ)
+    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c server/text.c \
+      server/budget.c server/pprof_ids.c) \
+    $(PB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
 

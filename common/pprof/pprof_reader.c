@@ -32,14 +32,19 @@ struct span {
     size_t len;
 };
 
-/* Every allocation the reader makes, counted against the caller's cap. */
+/* Every allocation the reader makes, counted against the caller's cap. No
+ * array per sample: a body of millions of samples costs nothing beyond its
+ * bytes. Samples are found again by a scan of the message from the last one
+ * found (the cursor), so decoding them in order reads each field once. */
 struct pprof_reader_mem {
     size_t used, max;
-    struct span *samples; /* each sample's bytes in the input */
-    struct span *strs;    /* each string's bytes in the input, until copied */
-    char *strings;        /* the NUL-terminated copies */
-    size_t cap_samples, cap_types, cap_functions, cap_mappings, cap_locations, cap_lines,
-        cap_strings;
+    struct span *strs; /* each string's bytes in the input, until copied */
+    char *strings;     /* the NUL-terminated copies */
+    size_t cap_types, cap_functions, cap_mappings, cap_locations, cap_lines, cap_strings;
+    const uint8_t *first, *end; /* the first sample's field; the message's end */
+    const uint8_t *next;        /* the cursor: past sample next_i - 1 */
+    size_t next_i;
+    struct span last; /* sample next_i - 1, asked for again by a caller that retries */
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -145,6 +150,11 @@ static int grow(struct pprof_reader_mem *m, void **arr, size_t *cap, size_t n, s
 
 #define PUSH(r, arr, n, capf)                                                                      \
     grow((r)->mem, (void **)&(r)->arr, &(r)->mem->capf, (r)->n, sizeof(*(r)->arr))
+
+size_t pprof_reader__mem_used(const struct pprof_reader *r)
+{
+    return r && r->mem ? r->mem->used + sizeof(*r->mem) : 0;
+}
 
 /* --- the tables' messages --- */
 
@@ -339,7 +349,8 @@ int pprof_reader__read(struct pprof_reader *r, const void *data, size_t len, siz
     if (!r->mem)
         return -ENOMEM;
     r->mem->max = max_mem;
-    while ((k = next_field(&p, end, &f)) > 0) {
+    r->mem->end = end;
+    for (const uint8_t *at = p; (k = next_field(&p, end, &f)) > 0; at = p) {
         /* A known field in a wire type it does not have is malformed, as
          * protobuf-c and Go's pprof reader take it (fields 1-6 and 11 are
          * messages and strings, 7-10, 12 and 14 varints, 13 either:
@@ -352,22 +363,22 @@ int pprof_reader__read(struct pprof_reader *r, const void *data, size_t len, siz
         if (f.wt == WT_LEN) {
             switch (f.num) {
             case F_SAMPLE:
-            case F_STRING_TABLE: {
-                bool smp = f.num == F_SAMPLE;
-                struct span **arr = smp ? &r->mem->samples : &r->mem->strs;
-                size_t *n = smp ? &r->nsamples : &r->nstrings;
-                if ((err_code = grow(r->mem, (void **)arr,
-                                     smp ? &r->mem->cap_samples : &r->mem->cap_strings, *n,
-                                     sizeof(**arr))))
-                    goto out;
                 if (f.len >= UINT32_MAX) {
-                    err_code =
-                        fail(err, errlen, "a %s of %zu bytes", smp ? "sample" : "string", f.len);
+                    err_code = fail(err, errlen, "a sample of %zu bytes", f.len);
                     goto out;
                 }
-                (*arr)[(*n)++] = (struct span){f.p, f.len};
+                if (!r->nsamples++)
+                    r->mem->first = at;
                 continue;
-            }
+            case F_STRING_TABLE:
+                if ((err_code = PUSH(r, mem->strs, nstrings, cap_strings)))
+                    goto out;
+                if (f.len >= UINT32_MAX) {
+                    err_code = fail(err, errlen, "a string of %zu bytes", f.len);
+                    goto out;
+                }
+                r->mem->strs[r->nstrings++] = (struct span){f.p, f.len};
+                continue;
             case F_FUNCTION:
                 if ((err_code = PUSH(r, functions, nfunctions, cap_functions)))
                     goto out;
@@ -505,6 +516,29 @@ static inline int rd_repeated(const struct field *f, uint64_t *out, size_t *n, s
     return 0;
 }
 
+/* Sample i's bytes: the one before the cursor again, else a scan on from
+ * the cursor (from the first sample when i is behind it). The message was
+ * checked whole by pprof_reader__read, so the scan meets no error. */
+static struct span sample_span(struct pprof_reader_mem *m, size_t i)
+{
+    struct field f = {0};
+
+    if (m->next_i && i == m->next_i - 1)
+        return m->last;
+    if (i < m->next_i || !m->next) {
+        m->next = m->first;
+        m->next_i = 0;
+    }
+    while (m->next && next_field(&m->next, m->end, &f) > 0) {
+        if (f.num != F_SAMPLE || f.wt != WT_LEN)
+            continue;
+        m->last = (struct span){f.p, f.len};
+        if (m->next_i++ == i)
+            return m->last;
+    }
+    return (struct span){m->end, 0}; /* i >= nsamples: the caller's error */
+}
+
 /* Both ways of reading a sample: with ids NULL, its location ids are
  * decoded into s; else left in place, *ids and *ids_end around them, when
  * they are one packed field (-EAGAIN when not). */
@@ -512,7 +546,8 @@ static inline __attribute__((always_inline)) int
 read_sample(const struct pprof_reader *r, size_t i, struct pprof_rsample *s, const uint8_t **ids,
             const uint8_t **ids_end, char *err, size_t errlen)
 {
-    const uint8_t *p = r->mem->samples[i].p, *end = p + r->mem->samples[i].len;
+    struct span sp = sample_span(r->mem, i);
+    const uint8_t *p = sp.p, *end = p + sp.len;
     struct field f = {0};
     bool over = false, seen_ids = false;
     int k;
@@ -612,7 +647,6 @@ void pprof_reader__free(struct pprof_reader *r)
     free(r->locations);
     free(r->lines);
     if (r->mem) {
-        free(r->mem->samples);
         free(r->mem->strs);
         free(r->mem->strings);
     }

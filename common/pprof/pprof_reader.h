@@ -1,7 +1,8 @@
 /* Reads an encoded pprof Profile (profile.proto, not gzipped) in one pass,
  * without building a message per field: the tables come out as arrays of
- * plain structs, and samples stay as byte ranges that pprof_reader__sample
- * decodes one at a time into the caller's buffers. The server's ingest reads
+ * plain structs, and samples stay in the input, found and decoded one at a
+ * time into the caller's buffers by pprof_reader__sample (nothing is kept
+ * per sample: millions of them take no memory beyond their bytes). The server's ingest reads
  * every profile through it; a profile of 5,000 stacks 24 frames deep costs a
  * few hundred microseconds where protobuf-c's unpack took milliseconds.
  *
@@ -96,7 +97,14 @@ struct pprof_rsample {
     size_t nlabels, cap_labels;
 };
 
-/* Decodes sample i (< r->nsamples) into s, whose counts it sets. Returns 0;
+/* The bytes r allocated, all counted against max_mem. */
+size_t pprof_reader__mem_used(const struct pprof_reader *r);
+
+/* Decodes sample i (< r->nsamples) into s, whose counts it sets. Samples
+ * are found by a scan on from the last one asked for: in order (0, 1, 2...,
+ * each once or twice) every byte is read once; going back starts the scan
+ * at the first sample. The scan's place is kept in r: one thread at a time
+ * per reader. Returns 0;
  * -E2BIG when a capacity is too small (s holds what fitted; the counts say
  * how many there were); -EBADMSG for a malformed sample or a label string
  * index out of range, with err filled. */

@@ -256,8 +256,12 @@ int pprof_writer__add_sample(struct pprof_writer *w, const uint64_t *locations, 
     s->val_off = w->nvalues_total;
     s->lab_off = w->nlabels;
     s->nlab = nlabels;
-    memcpy(w->loc_ids + w->nloc_ids, locations, nloc * sizeof(uint64_t));
-    memcpy(w->values + w->nvalues_total, values, nv * sizeof(int64_t));
+    /* A sample may have no locations (and a writer no sample types yet):
+     * the arrays may still be NULL, and NULL + 0 is undefined in C. */
+    if (nloc)
+        memcpy(w->loc_ids + w->nloc_ids, locations, nloc * sizeof(uint64_t));
+    if (nv)
+        memcpy(w->values + w->nvalues_total, values, nv * sizeof(int64_t));
     for (size_t i = 0; i < nlabels; i++) {
         struct label_rec *l = &w->labels[w->nlabels + i];
         l->key = str_id(w, labels[i].key);
@@ -366,12 +370,14 @@ static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_
     for (size_t i = 0; i < w->nsamples; i++) {
         const struct sample_rec *r = &w->samples[i];
         perftools__profiles__sample__init(&e.s[i]);
+        /* Empty parts point nowhere: their arrays may be NULL (no sample
+         * has locations, or labels), and NULL + 0 is undefined. */
         e.s[i].n_location_id = r->nloc;
-        e.s[i].location_id = w->loc_ids + r->loc_off;
+        e.s[i].location_id = r->nloc ? w->loc_ids + r->loc_off : NULL;
         e.s[i].n_value = w->nsample_types;
-        e.s[i].value = w->values + r->val_off;
+        e.s[i].value = w->nsample_types ? w->values + r->val_off : NULL;
         e.s[i].n_label = r->nlab;
-        e.s[i].label = e.lp + r->lab_off;
+        e.s[i].label = r->nlab ? e.lp + r->lab_off : NULL;
         e.sp[i] = &e.s[i];
     }
     p.n_sample = w->nsamples;

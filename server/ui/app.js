@@ -56,11 +56,29 @@ function update(changes, replace) {
     navigate(parts, p, replace);
 }
 
+// The server's read key (--read-api-key), when it has one: asked for at
+// the first 401 and kept in this tab's session storage (not across
+// sessions, not in the URL), sent as Authorization: Bearer on every call.
+const READ_KEY = 'codexray.readKey';
+
 async function api(path, params, asText) {
     const url = path + '?' + new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ''));
     let res;
-    try { res = await fetch(url); } catch (e) {
-        throw new Error('cannot reach codexray-server: is it running, and is this page served by it?');
+    for (let tries = 0; tries < 3; tries++) {
+        const key = sessionStorage.getItem(READ_KEY) || '';
+        try {
+            res = await fetch(url, key ? { headers: { Authorization: `Bearer ${key}` } } : undefined);
+        } catch (e) {
+            throw new Error('cannot reach codexray-server: is it running, and is this page served by it?');
+        }
+        if (res.status !== 401) break;
+        // Calls made at once all come back 401: only the first asks, the
+        // others find the new key and try again.
+        if ((sessionStorage.getItem(READ_KEY) || '') === key) {
+            const given = window.prompt('This server asks for its read API key (--read-api-key):');
+            if (!given) break;
+            sessionStorage.setItem(READ_KEY, given.trim());
+        }
     }
     const body = await res.text();
     if (!res.ok) {

@@ -68,4 +68,19 @@ def test_browser_ui(tmp):
         srv.stop()
 
 
-TESTS = [test_browser_ui]
+def test_browser_read_key(tmp):
+    """With --read-api-key the UI asks for the key once, keeps it for the
+    session and sends it on every data call (tests/browser/ui_read_key.mjs)."""
+    srv = Server(tmp, "--read-api-key", "s3cr3t-r34d")
+    try:
+        st, _ = srv.post("/api/v1/profiles?service=keyed", server_tests.good_profile("keyed"))
+        check(st == 202, f"ingest: {st}")
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_read_key.mjs"), srv.url,
+                            "s3cr3t-r34d", "keyed"], capture_output=True, text=True, timeout=120)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser read-key test failed:\n{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_browser_ui, test_browser_read_key]

@@ -60,9 +60,10 @@ class Server:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def get(self, path):
+    def get(self, path, headers=None):
         try:
-            with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            req = urllib.request.Request(self.url + path, headers=headers or {})
+            with urllib.request.urlopen(req, timeout=30) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()

@@ -353,12 +353,70 @@ static void test_truncated_and_garbled(void **state)
     buf__free(&b);
 }
 
+/* A million samples, each a value and a location id, with the string
+ * table after them: read within 64 KiB of memory (nothing kept per sample),
+ * and every sample found in order, again, and back from the start. */
+static void test_samples_take_no_memory(void **state)
+{
+    enum { N = 1000000 };
+    struct buf b;
+    struct pprof_reader r;
+    char err[256];
+    uint64_t ids[4];
+    int64_t values[4];
+    struct pprof_rlabel labels[4];
+    struct pprof_rsample s = {ids, 0, 4, values, 0, 4, labels, 0, 4};
+
+    (void)state;
+    buf__init(&b, 64u << 20);
+    /* sample_type {1, 2}; then per sample: field 2, {location_id i % 100 + 1, value i} */
+    assert_int_equal(buf__append(&b, "\x0a\x04\x08\x01\x10\x02", 6), 0);
+    for (uint32_t i = 0; i < N; i++) {
+        uint8_t m[16];
+        size_t n = 0, v = i;
+        m[n++] = 0x08;
+        m[n++] = (uint8_t)(i % 100 + 1);
+        m[n++] = 0x10;
+        do {
+            m[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+            v >>= 7;
+        } while (v);
+        uint8_t hdr[2] = {0x12, (uint8_t)n};
+        assert_int_equal(buf__append(&b, hdr, 2), 0);
+        assert_int_equal(buf__append(&b, m, n), 0);
+    }
+    assert_int_equal(buf__append(&b,
+                                 "\x32\x00\x32\x01s\x32\x01"
+                                 "c",
+                                 8),
+                     0);
+    assert_int_equal(pprof_reader__read(&r, b.data, b.len, 64 << 10, err, sizeof(err)), 0);
+    assert_int_equal(r.nsamples, N);
+    assert_true(pprof_reader__mem_used(&r) <= 64 << 10);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < N; i += 1 + pass * 99999) {
+            assert_int_equal(pprof_reader__sample(&r, i, &s, err, sizeof(err)), 0);
+            assert_int_equal(s.nvalues, 1);
+            assert_int_equal(values[0], (int64_t)i);
+            assert_int_equal(ids[0], i % 100 + 1);
+            /* the same one again (a caller's retry) */
+            assert_int_equal(pprof_reader__sample(&r, i, &s, err, sizeof(err)), 0);
+            assert_int_equal(values[0], (int64_t)i);
+        }
+    }
+    assert_int_equal(pprof_reader__sample(&r, 7, &s, err, sizeof(err)), 0);
+    assert_int_equal(values[0], 7);
+    pprof_reader__free(&r);
+    buf__free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_what_protobuf_c_reads),
         cmocka_unit_test(test_protobuf_rules),
         cmocka_unit_test(test_truncated_and_garbled),
+        cmocka_unit_test(test_samples_take_no_memory),
     };
     return cmocka_run_group_tests_name("pprof_reader", tests, NULL, NULL);
 }

@@ -1,0 +1,260 @@
+/* server/query.c: time ranges as users write them, and the flame-graph tree
+ * of a merged result (its order, its folding, its sums). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../server/query.h"
+
+#define NOW (1764763200ll * 1000000000ll)
+
+static void test_parse_time_refuses_non_finite(void **state)
+{
+    int64_t v = 12345;
+
+    (void)state;
+    /* strtod reads all of these; none is a time. */
+    const char *bad[] = {"nan",     "NaN",      "now-nan", "inf",       "-inf",     "infinity",
+                         "now-inf", "now-nans", "1e400",   "now-1e400", "now-infm", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(query__parse_time(bad[i], NOW, &v), -1);
+        assert_int_equal(v, 12345); /* untouched */
+    }
+    assert_int_equal(query__parse_time("now-15m", NOW, &v), 0);
+    assert_int_equal(v, NOW - 15ll * 60 * 1000000000ll);
+    assert_int_equal(query__parse_time("1764763200.5", NOW, &v), 0);
+    assert_int_equal(v, NOW + 500000000ll);
+}
+
+static void test_parse_duration_refuses_non_finite(void **state)
+{
+    int64_t v = 7;
+
+    (void)state;
+    const char *bad[] = {"nan", "nans", "nanm", "inf", "infh", "-1", "1e300", "5x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(query__parse_duration(bad[i], &v), -1);
+    assert_int_equal(v, 7);
+    assert_int_equal(query__parse_duration("2h", &v), 0);
+    assert_int_equal(v, 7200ll * 1000000000ll);
+}
+
+/* --- a merged result made by hand, and the flame graph read back --- */
+
+struct fixture {
+    struct store_merged m;
+    char **names;
+};
+
+/* nfn functions named f0, f1, ...; nstacks stacks of room. */
+static void fixture_init(struct fixture *fx, size_t nfn, size_t nstacks)
+{
+    memset(fx, 0, sizeof(*fx));
+    fx->m.functions = calloc(nfn, sizeof(*fx->m.functions));
+    fx->names = calloc(nfn, sizeof(*fx->names));
+    fx->m.stacks = calloc(nstacks, sizeof(*fx->m.stacks));
+    assert_non_null(fx->m.functions);
+    assert_non_null(fx->names);
+    assert_non_null(fx->m.stacks);
+    for (size_t i = 0; i < nfn; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "f%zu", i);
+        fx->names[i] = strdup(name);
+        assert_non_null(fx->names[i]);
+        fx->m.functions[i] = (struct store_function){fx->names[i], ""};
+    }
+    fx->m.nfunctions = nfn;
+    fx->m.profiles = 1;
+}
+
+/* A stack of the given functions, root first (stored leaf first). */
+static void fixture_stack(struct fixture *fx, const uint32_t *root_first, uint32_t n,
+                          int64_t samples, int64_t cpu)
+{
+    struct store_merged_stack *s = &fx->m.stacks[fx->m.nstacks++];
+
+    s->frames = malloc(n * sizeof(*s->frames));
+    assert_non_null(s->frames);
+    for (uint32_t j = 0; j < n; j++)
+        s->frames[j] = root_first[n - 1 - j];
+    s->nframes = n;
+    s->samples = samples;
+    s->cpu_ns = cpu;
+}
+
+static void fixture_free(struct fixture *fx)
+{
+    for (size_t i = 0; i < fx->m.nstacks; i++)
+        free(fx->m.stacks[i].frames);
+    for (size_t i = 0; i < fx->m.nfunctions; i++)
+        free(fx->names[i]);
+    free(fx->m.stacks);
+    free(fx->m.functions);
+    free(fx->names);
+}
+
+/* The flame graph's JSON: its total and its nodes as flat integers. */
+struct graph {
+    long long total;
+    long long *nodes; /* name, total, self, children; four a node */
+    size_t n;         /* nodes */
+};
+
+static void graph_of(struct fixture *fx, size_t max_nodes, struct graph *g)
+{
+    struct buf b;
+
+    buf__init(&b, 1u << 30);
+    assert_int_equal(query__write_flamegraph(&fx->m, max_nodes, &b), 0);
+    const char *t = strstr(b.data, "\"total\":");
+    assert_non_null(t);
+    g->total = strtoll(t + 8, NULL, 10);
+    const char *p = strstr(b.data, "\"nodes\":[");
+    assert_non_null(p);
+    p += 9;
+    size_t cap = 1024, k = 0;
+    g->nodes = malloc(cap * sizeof(*g->nodes));
+    assert_non_null(g->nodes);
+    while (*p && *p != ']') {
+        char *end;
+        if (k == cap) {
+            cap *= 2;
+            g->nodes = realloc(g->nodes, cap * sizeof(*g->nodes));
+            assert_non_null(g->nodes);
+        }
+        g->nodes[k++] = strtoll(p, &end, 10);
+        assert_true(end != p);
+        p = *end == ',' ? end + 1 : end;
+    }
+    assert_int_equal(k % 4, 0);
+    g->n = k / 4;
+    buf__free(&b);
+}
+
+/* Checks a node and its subtree, from nodes[*at]: each total is its self
+ * plus its children's totals, and children come widest first. Returns the
+ * node's total. */
+static long long check_subtree(const struct graph *g, size_t *at)
+{
+    size_t i = (*at)++;
+    long long total = g->nodes[4 * i + 1], sum = g->nodes[4 * i + 2], prev = -1;
+
+    for (long long c = 0; c < g->nodes[4 * i + 3]; c++) {
+        bool other = g->nodes[4 * *at] == 1;
+        long long ct = check_subtree(g, at);
+        if (!other) { /* "other" goes after the last child, whatever its size */
+            assert_true(prev < 0 || ct <= prev);
+            prev = ct;
+        }
+        sum += ct;
+    }
+    assert_int_equal(sum, total);
+    return total;
+}
+
+/* Two stacks whose CPU together passes 64 bits: the total holds at
+ * INT64_MAX instead of wrapping negative. */
+static void test_flamegraph_sums_saturate(void **state)
+{
+    struct fixture fx;
+    struct graph g;
+    uint32_t a[] = {0, 1}, b[] = {0, 2};
+
+    (void)state;
+    fixture_init(&fx, 3, 2);
+    fixture_stack(&fx, a, 2, 1, INT64_MAX - 5);
+    fixture_stack(&fx, b, 2, 1, 5000000000000000000ll);
+    graph_of(&fx, 0, &g);
+    assert_int_equal(g.total, INT64_MAX);
+    assert_int_equal(g.nodes[1], INT64_MAX);     /* the root */
+    assert_int_equal(g.nodes[4 + 1], INT64_MAX); /* f0, under both */
+    for (size_t i = 0; i < g.n; i++)
+        assert_true(g.nodes[4 * i + 1] >= 0 && g.nodes[4 * i + 2] >= 0);
+    free(g.nodes);
+    fixture_free(&fx);
+}
+
+/* A root with many children: all there, widest first, ties in the order
+ * they came. */
+static void test_flamegraph_wide_sorted(void **state)
+{
+    enum { N = 20000 };
+    struct fixture fx;
+    struct graph g;
+
+    (void)state;
+    fixture_init(&fx, N, N);
+    for (uint32_t i = 0; i < N; i++)
+        fixture_stack(&fx, &i, 1, 1, (int64_t)(i * 7919u % 1000u) + 1);
+    graph_of(&fx, 0, &g);
+    assert_int_equal(g.n, N + 1);
+    assert_int_equal(g.nodes[3], N);
+    size_t at = 0;
+    check_subtree(&g, &at);
+    assert_int_equal(at, g.n);
+    free(g.nodes);
+    fixture_free(&fx);
+}
+
+/* Deep stacks, each its own root, folded to max_nodes: at most that many
+ * nodes, every total still the sum of what is under it, the root's total
+ * unchanged, and the widest kept over the narrowest. */
+static void test_flamegraph_deep_folded(void **state)
+{
+    enum { STACKS = 200, DEPTH = 300 };
+    struct fixture fx;
+    struct graph g;
+    uint32_t *frames = malloc(DEPTH * sizeof(*frames));
+
+    (void)state;
+    assert_non_null(frames);
+    fixture_init(&fx, STACKS * DEPTH, STACKS);
+    for (uint32_t s = 0; s < STACKS; s++) {
+        for (uint32_t d = 0; d < DEPTH; d++)
+            frames[d] = s * DEPTH + d;
+        fixture_stack(&fx, frames, DEPTH, 1, 1000 + s);
+    }
+    for (size_t max = 1; max <= 200000; max *= 7) {
+        graph_of(&fx, max, &g);
+        long long want = 0;
+        for (uint32_t s = 0; s < STACKS; s++)
+            want += 1000 + s;
+        assert_int_equal(g.total, want);
+        assert_int_equal(g.nodes[1], want);
+        size_t at = 0;
+        check_subtree(&g, &at);
+        assert_int_equal(at, g.n);
+        /* The root, "other" and whole chains: the root's kept children are
+         * the widest stacks, each with its whole depth (a chain of equal
+         * totals folds at its top). */
+        size_t cap = max < 2 ? 2 : max;
+        assert_true(g.n <= cap);
+        size_t kept = g.nodes[3] - (g.n > 1 && g.nodes[4 * (g.n - 1)] == 1 ? 1 : 0);
+        if (max >= (size_t)STACKS * DEPTH + 1)
+            assert_int_equal(g.n, STACKS * DEPTH + 1);
+        else
+            assert_int_equal(g.n, 1 + kept * DEPTH + 1);
+        if (kept)
+            assert_int_equal(g.nodes[4 + 1], 1000 + STACKS - 1);
+        free(g.nodes);
+    }
+    free(frames);
+    fixture_free(&fx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_time_refuses_non_finite),
+        cmocka_unit_test(test_parse_duration_refuses_non_finite),
+        cmocka_unit_test(test_flamegraph_sums_saturate),
+        cmocka_unit_test(test_flamegraph_wide_sorted),
+        cmocka_unit_test(test_flamegraph_deep_folded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
