@@ -99,7 +99,8 @@ def test_sample_times_not_in_step(tmp):
     (or 4 sigma of a random sampler's error where that is larger), at 100, 99
     and 250 Hz, with the default dithered period; and the total within 5 % of
     rate x CPU time. A fixed 4 ms period (250 Hz) recorded at the same time
-    must miss the periodic work by more: the workload does expose lock-step."""
+    must be off by more than 15 % for at least one process: the workload does
+    expose lock-step."""
     procs = [subprocess.Popen(["taskset", "-c", str(cpu), os.path.join(WORK, "tick_mix"),
                                *map(str, args), str(SECONDS + 60)])
              for cpu, args in WORK_MIX]
@@ -128,9 +129,11 @@ def test_sample_times_not_in_step(tmp):
             if not fixed and abs(e) > tol:
                 bad.append(f"{r.rate} Hz pid {p} {args}: {e:+.1%} > {tol:.1%}")
         if fixed:
-            e = errs[pids[3]][3]
-            check(abs(e) > 0.15, f"a fixed 4 ms period sampled the 10 ms periodic work within "
-                                 f"{e:+.1%} of its CPU: the workload no longer shows lock-step")
+            # Which process the tick's phase favours changes from run to run
+            # (seen: the periodic work at +46 % or -2 %, a spinner at +32 %).
+            worst = max(abs(errs[p][3]) for p in pids)
+            check(worst > 0.15, f"a fixed 4 ms period sampled every process within "
+                                f"{worst:.1%} of its CPU: the workload no longer shows lock-step")
         elif abs(ntot / want - 1) > 0.05:
             bad.append(f"{r.rate} Hz: {ntot} samples for {want:.0f} expected")
     check(not bad, "; ".join(bad))
