@@ -22,9 +22,9 @@ bool file_unwind__value(uint32_t table, uint32_t blocks, uint64_t base,
         /* As binary__map_bias: a mapping at offset off holds the segment
          * when off is in [its offset's page, its end); then row pc =
          * pc - (start - off - (vaddr - offset)) - base. */
-        out->seg[out->nseg++] = (struct cx_file_seg){
-            segs[i].offset & ~4095ull, segs[i].offset + segs[i].filesz,
-            segs[i].vaddr - segs[i].offset - base};
+        out->seg[out->nseg++] =
+            (struct cx_file_seg){segs[i].offset & ~4095ull, segs[i].offset + segs[i].filesz,
+                                 segs[i].vaddr - segs[i].offset - base};
     }
     return out->nseg > 0;
 }

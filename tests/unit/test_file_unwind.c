@@ -28,8 +28,9 @@ static void test_same_bias_as_per_process_entries(void **state)
     /* A PIE (text at 0x1000), a non-PIE executable (0x400000, text at file
      * 0x258000 as cc1plus), and libc (text at 0x26000), each with a table
      * base above its text start. */
-    const struct binary_seg cases[][1] = {
-        {{0x1000, 0x31d, 0x1000}}, {{0x258000, 0x1533000, 0x658000}}, {{0x26000, 0x156000, 0x26000}}};
+    const struct binary_seg cases[][1] = {{{0x1000, 0x31d, 0x1000}},
+                                          {{0x258000, 0x1533000, 0x658000}},
+                                          {{0x26000, 0x156000, 0x26000}}};
     const uint64_t bases[] = {0x1020, 0x658020, 0x26100};
     for (int c = 0; c < 3; c++) {
         struct cx_file_unwind v;
