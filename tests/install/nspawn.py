@@ -69,10 +69,22 @@ class Machine:
         check(state in ("running", "degraded"), f"the machine's systemd: {state}")
 
     def _leader(self):
+        """The machine's PID 1 as the host numbers it: the child of
+        systemd-nspawn that is PID 1 of a PID namespace of its own. Not
+        just any child: while the machine starts, nspawn's outer child (in
+        the host's PID namespace, gone a moment later) is one too, and every
+        nsenter into it would fail."""
         check(self.proc.poll() is None, f"systemd-nspawn exited {self.proc.returncode}: "
                                         f"{open(self.log.name).read()[-2000:]}")
-        kids = run(["pgrep", "-P", str(self.proc.pid)], check_rc=False).stdout.split()
-        return int(kids[0]) if kids else None
+        for kid in run(["pgrep", "-P", str(self.proc.pid)], check_rc=False).stdout.split():
+            try:
+                with open(f"/proc/{kid}/status") as f:
+                    nspid = next((ln.split()[1:] for ln in f if ln.startswith("NSpid:")), [])
+            except OSError:
+                continue  # gone since
+            if len(nspid) > 1 and nspid[-1] == "1":
+                return int(kid)
+        return None
 
     def sh(self, script, timeout=120, check_rc=True):
         """A shell command in the machine (its mounts, PID namespace and

@@ -93,7 +93,7 @@ static void run_attach(const char *answer, int want, const char *want_reply)
     assert_int_equal(listen(sv.ls, 1), 0);
     assert_int_equal(pthread_create(&t, NULL, serve, &sv), 0);
 
-    assert_int_equal(jvm__write_perfmap(dir, 77, 3000, reply, sizeof(reply)), want);
+    assert_int_equal(jvm__write_perfmap(dir, 77, 3000, reply, sizeof(reply), NULL), want);
     pthread_join(t, NULL);
     /* The request, byte for byte, as jcmd sends it. */
     static const char request[] = "1\0jcmd\0Compiler.perfmap\0\0";
@@ -123,8 +123,62 @@ static void test_no_process(void **state)
     (void)state;
     char reply[16] = "x";
 
-    assert_int_equal(jvm__write_perfmap("/nonexistent", 77, 100, reply, sizeof(reply)), -ESRCH);
+    assert_int_equal(jvm__write_perfmap("/nonexistent", 77, 100, reply, sizeof(reply), NULL),
+                     -ESRCH);
     assert_string_equal(reply, "");
+}
+
+/* A failed call in the attach child is named, with its errno: here the
+ * "mount namespace" is a network namespace (setns says EINVAL), then a
+ * plain directory stands for the JVM's /proc entry (no socket, so the child
+ * signals it: the pidfd call says EBADF, and no pid is signalled instead). */
+static void test_failure_named(void **state)
+{
+    (void)state;
+    struct jvm_attach_fail fail;
+    char dir[64], p[256], cmd[128], reply[16];
+
+    fake_proc(dir, sizeof(dir));
+    snprintf(p, sizeof(p), "%s/77/ns/mnt", dir);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(symlink("/proc/self/ns/net", p), 0);
+    assert_int_equal(jvm__write_perfmap(dir, 77, 1000, reply, sizeof(reply), &fail), -EINVAL);
+    assert_int_equal(fail.step, JVM_STEP_SETNS);
+    assert_int_equal(fail.err, EINVAL);
+    assert_string_equal(reply, "");
+    assert_non_null(strstr(jvm__step_name(fail.step), "setns"));
+
+    if (geteuid() == 0) { /* setns into a mount namespace needs CAP_SYS_ADMIN */
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(symlink("/proc/self/ns/mnt", p), 0);
+        snprintf(p, sizeof(p), "/tmp/.java_pid%u", FAKE_NSPID);
+        unlink(p);
+        assert_int_equal(jvm__write_perfmap(dir, 77, 1000, reply, sizeof(reply), &fail), -EBADF);
+        assert_int_equal(fail.step, JVM_STEP_SIGNAL);
+        assert_int_equal(fail.err, EBADF);
+        snprintf(p, sizeof(p), "/tmp/.attach_pid%u", FAKE_NSPID);
+        assert_int_equal(access(p, F_OK), -1); /* the child removed what it made */
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The hints name what a user changes: the unit's options, capabilities. */
+static void test_fail_hint(void **state)
+{
+    (void)state;
+    struct jvm_attach_fail f = {JVM_STEP_SETNS, EPERM};
+
+    assert_non_null(strstr(jvm__fail_hint(&f), "RestrictNamespaces="));
+    assert_non_null(strstr(jvm__fail_hint(&f), "CAP_SYS_CHROOT"));
+    f = (struct jvm_attach_fail){JVM_STEP_SETUID, EPERM};
+    assert_non_null(strstr(jvm__fail_hint(&f), "CAP_SETUID"));
+    f = (struct jvm_attach_fail){JVM_STEP_SIGNAL, EINVAL};
+    assert_non_null(strstr(jvm__fail_hint(&f), "PID namespace"));
+    f = (struct jvm_attach_fail){JVM_STEP_WAIT_SOCKET, 0};
+    assert_non_null(strstr(jvm__fail_hint(&f), "DisableAttachMechanism"));
+    f = (struct jvm_attach_fail){JVM_STEP_CHDIR, ENOENT};
+    assert_string_equal(jvm__fail_hint(&f), "");
 }
 
 static void test_has_arg(void **state)
@@ -149,8 +203,8 @@ static void test_has_arg(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attach_protocol),
-        cmocka_unit_test(test_no_process),
+        cmocka_unit_test(test_attach_protocol), cmocka_unit_test(test_no_process),
+        cmocka_unit_test(test_failure_named),   cmocka_unit_test(test_fail_hint),
         cmocka_unit_test(test_has_arg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

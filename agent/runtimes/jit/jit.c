@@ -159,6 +159,26 @@ static bool jit_misses(const struct agg_proc *ap, struct perfmap *pm)
     return false;
 }
 
+/* Why a JVM did not write its perf map: the call that failed, its error,
+ * and what a user can change (the unit's hardening, a capability). */
+static void log_jvm_fail(const struct agg_proc *ap, int r, const struct jvm_attach_fail *fail,
+                         const char *reply)
+{
+    const char *hint = jvm__fail_hint(fail);
+
+    if (fail->step == JVM_STEP_NONE) {
+        log_warn("perfmap: pid=%u exe=%s: the JVM did not write its perf map (Compiler.perfmap "
+                 "through its attach socket): %s %s; not asked again",
+                 ap->tgid, ap->exe, strerror(-r), reply);
+        return;
+    }
+    log_warn("perfmap: pid=%u exe=%s: the JVM did not write its perf map (Compiler.perfmap "
+             "through its attach socket): %s failed: %s%s%s; not asked again",
+             ap->tgid, ap->exe, jvm__step_name(fail->step),
+             fail->err ? strerror(fail->err) : "timed out", hint[0] ? "; likely cause: " : "",
+             hint);
+}
+
 /* A HotSpot JVM: the PreserveFramePointer hint once, and when its samples
  * hit JIT code its perf map does not name (none yet, or code compiled
  * since), it is asked to write the map (jvm_attach.h), rate-limited, never
@@ -189,7 +209,8 @@ static void jvm_prepare(struct jit_namer *jn, const struct agg_proc *ap, uint64_
         !perfmap_cache__due(jn->cache, ap->tgid, ap->start_time, now_ns, JVM_ATTACH_EVERY_NS))
         return;
     uint64_t t0 = clock__mono_ns();
-    int r = jvm__write_perfmap(root, ap->tgid, JVM_ATTACH_TIMEOUT_MS, reply, sizeof(reply));
+    struct jvm_attach_fail fail;
+    int r = jvm__write_perfmap(root, ap->tgid, JVM_ATTACH_TIMEOUT_MS, reply, sizeof(reply), &fail);
     for (char *p = reply; *p; p++) {
         if (*p == '\n')
             *p = ' ';
@@ -198,9 +219,7 @@ static void jvm_prepare(struct jit_namer *jn, const struct agg_proc *ap, uint64_
         /* Not again: each SIGQUIT a JVM does not take as an attach request
          * prints a thread dump on its output. */
         perfmap_cache__once(jn->cache, ap->tgid, ap->start_time, JVM_GAVE_UP);
-        log_warn("perfmap: pid=%u exe=%s: the JVM did not write its perf map (Compiler.perfmap "
-                 "through its attach socket): %s %s; not asked again",
-                 ap->tgid, ap->exe, strerror(-r), reply);
+        log_jvm_fail(ap, r, &fail, reply);
     } else
         log_debug("perfmap: pid=%u exe=%s: Compiler.perfmap in %llu ms: %s", ap->tgid, ap->exe,
                   (unsigned long long)((clock__mono_ns() - t0) / 1000000), reply);
