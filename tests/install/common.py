@@ -12,7 +12,9 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, "build")
-CACHE = os.path.join(BUILD, "install")  # the base image's rootfs, kept between runs
+# The base images' rootfs tarballs (mmdebstrap of Debian's packages), kept
+# between runs and checkouts as make test-kernels keeps its kernels.
+CACHE = os.environ.get("INSTALL_CACHE", "/var/cache/codexray-install")
 README = os.path.join(ROOT, "README.md")
 HOSTNAME = socket.gethostname()
 
@@ -98,7 +100,7 @@ def readme_commands(heading, prefix):
 
 def minbase_tar():
     """A Debian 12 minbase root filesystem made here (no registry is
-    reachable): built once with mmdebstrap, kept in build/install/."""
+    reachable): built once with mmdebstrap, kept in CACHE (/var/cache/codexray-install)."""
     os.makedirs(CACHE, exist_ok=True)
     tar = os.path.join(CACHE, "bookworm-minbase.tar")
     if not os.path.exists(tar):
