@@ -3,6 +3,7 @@
 #ifndef CODEXRAY_TESTS_ELF_HELPERS_H
 #define CODEXRAY_TESTS_ELF_HELPERS_H
 
+#include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -10,6 +11,29 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The ELF file open at fd as a libdwfl module, reported offline as the
+ * agent's symbolizer reports a binary. *dwfl (NULL when libdwfl could not
+ * start) is the caller's to dwfl_end. NULL when the file is refused. */
+static inline Dwfl_Module *elf_dwfl_module(const char *path, int fd, Dwfl **dwfl)
+{
+    static char *debuginfo_path = NULL;
+    static const Dwfl_Callbacks callbacks = {
+        .find_elf = dwfl_build_id_find_elf,
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .section_address = dwfl_offline_section_address,
+        .debuginfo_path = &debuginfo_path,
+    };
+    Dwfl_Module *m;
+
+    *dwfl = dwfl_begin(&callbacks);
+    if (!*dwfl)
+        return NULL;
+    dwfl_report_begin(*dwfl);
+    m = dwfl_report_elf(*dwfl, "t", path, fd, 0, false);
+    dwfl_report_end(*dwfl, NULL, NULL);
+    return m;
+}
 
 /* Finds symbol `name` in path's .symtab: its ELF address, size and the
  * file offset of that address. Returns 0 or -1. */

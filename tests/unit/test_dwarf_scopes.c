@@ -18,14 +18,7 @@
 #include <unistd.h>
 
 #include "../../agent/symbolize/dwarf_scopes.h"
-
-static char *debuginfo_path = NULL;
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = dwfl_offline_section_address,
-    .debuginfo_path = &debuginfo_path,
-};
+#include "elf_helpers.h"
 
 /* libdw's chain: function and inlined-call scopes, innermost first, up to
  * the function. */
@@ -65,10 +58,8 @@ static long compare(const char *path, unsigned step, long *inlined, long *diff)
     *diff = *inlined = 0;
     if (fd < 0)
         return 0;
-    Dwfl *d = dwfl_begin(&callbacks);
-    dwfl_report_begin(d);
-    Dwfl_Module *m = dwfl_report_elf(d, "t", path, fd, 0, false);
-    dwfl_report_end(d, NULL, NULL);
+    Dwfl *d;
+    Dwfl_Module *m = elf_dwfl_module(path, fd, &d);
     assert_non_null(m);
     while ((cu = dwfl_module_nextcu(m, cu, &bias))) {
         Dwarf_Addr base, lo, hi;

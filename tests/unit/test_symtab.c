@@ -16,14 +16,7 @@
 #include <unistd.h>
 
 #include "../../agent/symbolize/symtab.h"
-
-static char *debuginfo_path = NULL;
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = dwfl_offline_section_address,
-    .debuginfo_path = &debuginfo_path,
-};
+#include "elf_helpers.h"
 
 #define MAX_SYMS 1500
 
@@ -42,11 +35,9 @@ static unsigned long compare(const char *path, unsigned long *diff)
     *diff = 0;
     if (fd < 0)
         return 0;
-    Dwfl *d = dwfl_begin(&callbacks);
+    Dwfl *d;
+    Dwfl_Module *m = elf_dwfl_module(path, fd, &d);
     assert_non_null(d);
-    dwfl_report_begin(d);
-    Dwfl_Module *m = dwfl_report_elf(d, "t", path, fd, 0, false);
-    dwfl_report_end(d, NULL, NULL);
     assert_non_null(m);
     GElf_Addr bias;
     Elf *e = dwfl_module_getelf(m, &bias);
