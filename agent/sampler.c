@@ -489,7 +489,7 @@ void sampler__free(struct sampler *s)
     if (!s)
         return;
     ring_buffer__free(s->rb);
-    for (unsigned i = 0; s->links && s->pfds && i < (unsigned)libbpf_num_possible_cpus(); i++) {
+    for (unsigned i = 0; s->links && s->pfds && i < s->npfds; i++) {
         /* The link owns the perf event's fd once it exists. */
         if (s->links[i])
             bpf_link__destroy(s->links[i]);
