@@ -1,0 +1,122 @@
+/* What the files of the CFI table builder share (cfi_table.c the entry
+ * point and limits, cfi_fde.c the FDE enumeration, cfi_rows.c libdw's rows
+ * turned into rules, cfi_section.c the CFI sections and libdw's view of them,
+ * cfi_stats.c the stats' names and log line). Only those files include it;
+ * the module's face is cfi_table.h.
+ */
+#ifndef CODEXRAY_AGENT_UNWIND_CFI_TABLE_INT_H
+#define CODEXRAY_AGENT_UNWIND_CFI_TABLE_INT_H
+
+#include <elfutils/libdw.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfi_table.h"
+
+#define MAX_SEGS 64  /* executable PT_LOAD segments looked at */
+#define MAX_CIES 256 /* CIEs cached while enumerating; more are parsed again */
+
+/* --- what is specific to the architecture ------------------------------- */
+
+struct arch {
+    unsigned machine; /* e_machine */
+    int sp, fp, ra;   /* DWARF register numbers */
+    int64_t ra_off;   /* the return address is at CFA + ra_off */
+    /* True when ops is the CFA expression of the linker's PLT stubs; *thresh
+     * is the byte offset in a 16-byte stub CX_CFA_PLT compares with. */
+    bool (*plt)(const Dwarf_Op *ops, size_t n, int64_t *thresh);
+};
+
+/* --- the build's state --------------------------------------------------- */
+
+struct fde {
+    uint64_t start, end;
+};
+
+struct cie {
+    Dwarf_Off off;
+    bool ok;     /* its FDEs' addresses can be read */
+    uint8_t enc; /* how they are encoded (augmentation 'R') */
+};
+
+struct build {
+    const struct arch *arch;
+    struct cfi_table_opts o;
+    unsigned char ident[EI_NIDENT];
+    struct {
+        uint64_t lo, hi;
+    } segs[MAX_SEGS];
+    unsigned nsegs;
+    struct cie cies[MAX_CIES];
+    unsigned ncies;
+    struct fde *fdes;
+    size_t nfdes, fdes_cap;
+    struct cfi_table *t;
+    uint32_t rows_cap;
+    uint64_t deadline;
+    uint64_t steps; /* rows asked of libdw, for the deadline */
+    char *err;
+    size_t errlen;
+};
+
+/* libdw's view of one CFI section: an ELF image of our own that holds just
+ * that section, at its address (pc-relative pointers are relative to it).
+ * Not the real file, for two reasons:
+ *   .eh_frame_hdr stays out. libdw trusts its search table, and in 0.188 an
+ *   FDE offset there just below the section's start passes
+ *   dwarf_next_cfi()'s bounds check (reads before the buffer, seen under
+ *   valgrind on garbled files). Without the table libdw finds FDEs by
+ *   reading .eh_frame in order, as we do, at the same speed (figures in
+ *   the commit).
+ *   dwarf_begin_elf() on the real file would read every debug section into
+ *   memory (hundreds of MiB with full debug info) to use .debug_frame. */
+struct cfi_src {
+    void *img;
+    Elf *elf;
+    Dwarf *dw;
+    Dwarf_CFI *cfi;
+    Elf_Data *d; /* the section in img */
+};
+
+/* cfi_table.c */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t cfi_now_ns(void);
+/* Writes the reason into b's error buffer (when it has one) and returns code. */
+__attribute__((format(printf, 3, 4))) int cfi_fail(struct build *b, int code, const char *fmt, ...);
+
+/* cfi_fde.c */
+
+/* Appends every usable FDE of section d (at ELF address sec_va) to b->fdes,
+ * counting the others in the stats; 0, or -E2BIG/-ENOMEM through cfi_fail. */
+int cfi_collect_fdes(struct build *b, Elf_Data *d, bool eh, uint64_t sec_va);
+/* Sorts b->fdes, drops overlapping and too-far FDEs, sets b->t->base. */
+void cfi_order_fdes(struct build *b);
+
+/* cfi_rows.c */
+
+/* Appends FDE f's rows to b->t (plus a CX_CFA_NONE row at its end when
+ * gap_after); 0, or -ETIME/-E2BIG/-ENOMEM/-EINVAL through cfi_fail. */
+int cfi_walk_fde(struct build *b, Dwarf_CFI *cfi, const struct fde *f, bool gap_after);
+
+/* cfi_section.c */
+
+/* The section called name, its header in *sh; NULL when there is none. */
+Elf_Scn *cfi_find_section(Elf *e, size_t shstrndx, const char *name, GElf_Shdr *sh);
+/* The section's bytes (uncompressed, size checked against the file and the
+ * cap) in *out, owned by libelf; 0 or a negative errno through cfi_fail. */
+int cfi_section_data(struct build *b, Elf_Scn *s, const GElf_Shdr *sh, const char *name,
+                     uint64_t file_size, Elf_Data **out);
+/* Builds src's ELF image of the section data; 0 or a negative errno (src
+ * then half open: close it). */
+int cfi_src__open(struct build *b, const GElf_Ehdr *eh, const GElf_Shdr *orig, const Elf_Data *data,
+                  bool eh_frame, struct cfi_src *src);
+/* libdw's CFI of the open image in src->cfi; 0 or -EINVAL. */
+int cfi_src__cfi(struct build *b, bool eh_frame, struct cfi_src *src);
+/* Frees what src holds and zeroes it; src may be zeroed, or half open. */
+void cfi_src__close(struct cfi_src *src);
+
+#endif
