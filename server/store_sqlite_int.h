@@ -1,0 +1,190 @@
+/* The SQLite store's private header: what its files share, included by
+ * them alone (the store's face is store.h). Files by concern:
+ *   store_sqlite.c        open, schema and migrations, stack key bases, close
+ *   store_sqlite_put.c    ingest: functions, stacks, label sets, profiles
+ *   store_sqlite_read.c   merge, applications, timeline, label values
+ *   store_sqlite_maint.c  rollups, retention, orphan collection, size
+ * The tables and the data blob format are described at the top of
+ * store_sqlite.c.
+ */
+#ifndef CODEXRAY_STORE_SQLITE_INT_H
+#define CODEXRAY_STORE_SQLITE_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/hmap.h"
+#include "stack_key.h"
+#include "store.h"
+
+/* Entries in each id cache before it is dropped and refilled from the
+ * database: the caches are a speed-up, never the truth. */
+#define CACHE_MAX 2000000
+/* Stack keys cached: 24 bytes each, at most 2x that in the table. */
+#define STACK_CACHE_MAX 4000000
+
+#define N_LEVELS 2
+static const int64_t level_ns[N_LEVELS] = {600ll * 1000000000, 10800ll * 1000000000};
+
+static inline int64_t bucket_of(int64_t t, int64_t len)
+{
+    int64_t b = t / len * len;
+    return b > t ? b - len : b;
+}
+
+/* The rows a store_query selects; bind_query (store_sqlite_read.c) fills its parameters. The
+ * (app, time_ns) index serves it; pid and host only filter. */
+#define LABEL_FILTER(n) " AND (?" #n " IS NULL OR instr(labels, ?" #n ") > 0)"
+#define QUERY_FILTER                                                                               \
+    "app = ?1 AND time_ns >= ?2 AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) "                        \
+    "AND (?5 IS NULL OR host = ?5)" LABEL_FILTER(6) LABEL_FILTER(7) LABEL_FILTER(8)                \
+        LABEL_FILTER(9) LABEL_FILTER(10)
+
+struct bits; /* a growable bit set (store_sqlite_maint.c) */
+
+/* The statements a merge reads through, one set per connection: queries
+ * read on rdb, the rollup builder on wdb inside its write transaction. */
+struct readers {
+    sqlite3_stmt *profiles; /* data of raw profiles: QUERY_FILTER */
+    sqlite3_stmt *rollups;  /* current rollups of an app in a range */
+    sqlite3_stmt *rollup;   /* one rollup's profiles and data */
+};
+
+struct sqlite_store {
+    struct store base;
+    char *path;
+    sqlite3 *wdb, *rdb;
+    pthread_mutex_t wmu, rmu;
+    /* writer's caches: key -> id (rowid) */
+    struct hmap *labelset_ids;
+    struct stack_keymap *fn_ids, *stack_ids; /* function key, stack key -> id */
+    struct stack_hasher hasher;
+    sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *sel_frames, *ins_ls, *sel_ls,
+        *ins_profile, *ins_dirty;
+    struct readers wr; /* the rollup builder's, on wdb */
+    /* reader's statements */
+    struct readers rd;
+    sqlite3_stmt *q_timeline, *q_stack, *q_fn;
+    /* Orphan collection (collect_orphans): while it runs, puts mark what
+     * they use, under wmu, so nothing it found unused but a put just took
+     * is deleted. */
+    bool gc_active, gc_oom;
+    struct bits *gc_stacks, *gc_fns, *gc_labelsets;
+    int64_t gc_last_ns; /* when it last ran, monotonic; 0 never */
+    int64_t gc_pending; /* profiles deleted since */
+};
+
+static inline struct sqlite_store *S(struct store *s)
+{
+    return (struct sqlite_store *)s;
+}
+
+/* --- varints (the protobuf kind: 7 bits a byte, low first) --- */
+
+/* Writes v as a varint at p; returns the end. p needs 10 bytes of room. */
+static inline unsigned char *wr_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (v & 0x7f) | 0x80;
+        v >>= 7;
+    }
+    *p++ = v;
+    return p;
+}
+
+/* --- data blobs: see the top of store_sqlite.c --- */
+
+#define BLOB_ROW_MAX 40 /* four varints */
+
+/* Starts a blob at p (11 bytes of room); returns the end. */
+static inline unsigned char *blob_begin(unsigned char *p, int64_t period)
+{
+    *p++ = 0;
+    return wr_varint(p, (uint64_t)period);
+}
+
+/* One stack's row at p (BLOB_ROW_MAX bytes of room); returns the end. The
+ * arithmetic wraps the same way both ways, so any values come back exact. */
+static inline unsigned char *blob_put(unsigned char *p, int64_t period, uint64_t sid, uint64_t ls,
+                                      int64_t samples, int64_t cpu)
+{
+    int64_t d = (int64_t)((uint64_t)cpu - (uint64_t)samples * (uint64_t)period);
+    p = wr_varint(p, sid);
+    p = wr_varint(p, ls);
+    p = wr_varint(p, (uint64_t)samples);
+    return wr_varint(p, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
+}
+
+/* Reads a varint at p, before end, into *out; returns the byte after it,
+ * or NULL when it is cut short or too long. */
+static inline const unsigned char *get_varint(const unsigned char *p, const unsigned char *end,
+                                              uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; p < end && shift < 64; shift += 7) {
+        unsigned char c = *p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Sets bit i of b. Returns 0 or -ENOMEM (then the set is unchanged). */
+int sqls_bits_set(struct bits *b, uint64_t i);
+
+/* Opens (creating) the database at path with the store's pragmas into *db.
+ * Returns 0, or -1 with err filled (*db may be set: the caller closes it). */
+int sqls_open_db(const char *path, sqlite3 **db, char *err, size_t errlen);
+
+/* Sums by stack id. Stack ids are rowids, dense from 1: up to DENSE_MAX
+ * they index an array directly; ids past it (or past the table's size
+ * when the merge began) go through a hash map. */
+#define DENSE_MAX (16u << 20)
+
+struct acc_val {
+    uint64_t sid;
+    int64_t samples, cpu;
+};
+
+struct merge_acc {
+    uint32_t *dense; /* stack id -> index into vals + 1 */
+    uint64_t ndense;
+    struct hmap *stacks; /* the rest: stack id -> index into vals */
+    struct acc_val *vals;
+    size_t nvals, cap;
+};
+
+/* Zeroes a and sizes its dense index from db's stacks. Returns 0 or -ENOMEM. */
+int sqls_acc_init(struct merge_acc *a, sqlite3 *db);
+/* Frees what a holds (not a itself); a zeroed a is fine. */
+void sqls_acc_free(struct merge_acc *a);
+/* Sums what q selects into a through r, rollups below max_level where they
+ * serve; counts the profiles in *profiles. Returns 0 or -errno. Run inside
+ * one transaction. */
+int sqls_accumulate(struct readers *r, const struct store_query *q, int max_level,
+                    struct merge_acc *a, int64_t *profiles);
+
+/* The store_ops, by file (store.h says what each does). */
+/* store_sqlite_put.c */
+const struct stack_hasher *sqls_hasher(struct store *s);
+int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+size_t sqls_put_mem(struct store *s, const struct store_profile *p);
+/* store_sqlite_read.c */
+int sqls_merge(struct store *s, const struct store_query *q, struct store_merged **out);
+int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
+                      size_t *n);
+int sqls_timeline(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
+                  size_t *nsteps);
+int sqls_values(struct store *s, const struct store_query *q, struct store_values **out);
+/* store_sqlite_maint.c */
+int sqls_retain(struct store *s, int64_t older_than_ns, int64_t *deleted);
+int sqls_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
+int64_t sqls_size_bytes(struct store *s);
+
+#endif

@@ -1,0 +1,348 @@
+/* The SQLite store's ingest: a profile's functions, stacks and label sets
+ * interned, its row and data blob written, its rollup buckets marked dirty. */
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/hmap.h"
+#include "../common/log.h"
+#include "sat.h"
+#include "stack_key.h"
+#include "store.h"
+#include "store_sqlite_int.h"
+#include "text.h"
+
+/* Marks, under wmu, what a put uses while a collection runs. */
+static void gc_mark_put(struct sqlite_store *st, const int64_t *sids, size_t nsids,
+                        const int64_t *ls_ids, size_t nls)
+{
+    if (!st->gc_active)
+        return;
+    for (size_t i = 0; i < nsids; i++)
+        if (sqls_bits_set(st->gc_stacks, sids[i]))
+            st->gc_oom = true;
+    for (size_t i = 0; i < nls; i++)
+        if (sqls_bits_set(st->gc_labelsets, ls_ids[i]))
+            st->gc_oom = true;
+}
+
+/* --- put --- */
+
+/* The id of a row keyed by (a, b) or a blob, inserted when new; the cache
+ * first. Returns the id, or -1 on a database error. */
+static int64_t intern_row(struct hmap **cache, sqlite3_stmt *ins, sqlite3_stmt *sel, const void *k1,
+                          int n1, const char *k2, bool blob)
+{
+    char keybuf[8192];
+    const void *key = k1;
+    size_t klen = n1;
+    int64_t id = -1;
+
+    if (k2) { /* cache key: k1 NUL k2 */
+        size_t n2 = strlen(k2);
+        if ((size_t)n1 + 1 + n2 <= sizeof(keybuf)) {
+            memcpy(keybuf, k1, n1);
+            keybuf[n1] = '\0';
+            memcpy(keybuf + n1 + 1, k2, n2);
+            key = keybuf;
+            klen = n1 + 1 + n2;
+        } else {
+            key = NULL; /* too long to cache: ask the database */
+        }
+    }
+    if (!*cache && !(*cache = hmap__new()))
+        key = NULL; /* no memory for a cache: the database answers */
+    long ci = key ? hmap__find(*cache, key, klen) : -1;
+    if (ci >= 0)
+        return (int64_t)*hmap__val(*cache, ci);
+    for (int pass = 0; pass < 2 && id < 0; pass++) {
+        sqlite3_stmt *stmt = pass == 0 ? ins : sel;
+        sqlite3_reset(stmt);
+        if (blob)
+            sqlite3_bind_blob(stmt, 1, k1, n1, SQLITE_STATIC);
+        else
+            sqlite3_bind_text(stmt, 1, k1, n1, SQLITE_STATIC);
+        if (k2)
+            sqlite3_bind_text(stmt, 2, k2, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(stmt);
+        if (pass == 0) {
+            if (rc != SQLITE_DONE)
+                return -1;
+            if (sqlite3_changes(sqlite3_db_handle(stmt)) > 0)
+                id = sqlite3_last_insert_rowid(sqlite3_db_handle(stmt));
+        } else if (rc == SQLITE_ROW) {
+            id = sqlite3_column_int64(stmt, 0);
+        } else {
+            return -1;
+        }
+    }
+    if (id >= 0 && key) {
+        if (hmap__len(*cache) >= CACHE_MAX) {
+            struct hmap *fresh = hmap__new();
+            if (fresh) {
+                hmap__free(*cache);
+                *cache = fresh;
+            }
+        }
+        long i = hmap__put(*cache, key, klen, NULL);
+        if (i >= 0)
+            *hmap__val(*cache, i) = id;
+    }
+    return id;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+    const struct store_label *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : strcmp(x->value, y->value);
+}
+
+/* How many keys ahead lookups prefetch: enough to cover a cache miss. */
+#define PREFETCH_AHEAD 8
+
+/* The id of function i of p: the cache, else the database (inserted when
+ * new). Resolved only for the functions of stacks new to the cache. 0 on a
+ * database error. */
+static int64_t function_id(struct sqlite_store *st, const struct store_profile *p, size_t i,
+                           int64_t *fn_ids)
+{
+    const struct store_put_function *f = &p->functions[i];
+    const char *file = f->f.file ? f->f.file : "";
+    int64_t id = 0;
+
+    if (fn_ids[i])
+        return fn_ids[i];
+    if ((id = stack_keymap__get(st->fn_ids, f->key)))
+        return fn_ids[i] = id;
+    sqlite3_reset(st->ins_fn);
+    sqlite3_bind_text(st->ins_fn, 1, f->f.name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st->ins_fn, 2, file, -1, SQLITE_STATIC);
+    if (sqlite3_step(st->ins_fn) != SQLITE_DONE)
+        return 0;
+    if (sqlite3_changes(st->wdb) > 0) {
+        id = sqlite3_last_insert_rowid(st->wdb);
+    } else {
+        sqlite3_reset(st->sel_fn);
+        sqlite3_bind_text(st->sel_fn, 1, f->f.name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st->sel_fn, 2, file, -1, SQLITE_STATIC);
+        if (sqlite3_step(st->sel_fn) == SQLITE_ROW)
+            id = sqlite3_column_int64(st->sel_fn, 0);
+        sqlite3_reset(st->sel_fn);
+    }
+    if (id && stack_keymap__put(st->fn_ids, f->key, id))
+        return 0;
+    return fn_ids[i] = id;
+}
+
+/* The id of a stack not in the cache: the database's, else a new row with
+ * its frames (function ids, leaf first). 0 on a database error. */
+static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
+                         const struct store_stack *k, int64_t *fn_ids, struct buf *frames)
+{
+    unsigned char kb[16];
+    int64_t id = 0;
+
+    stack_key__encode(k->key, kb);
+    sqlite3_reset(st->sel_stack);
+    sqlite3_bind_blob(st->sel_stack, 1, kb, sizeof(kb), SQLITE_STATIC);
+    int rc = sqlite3_step(st->sel_stack);
+    if (rc == SQLITE_ROW)
+        id = sqlite3_column_int64(st->sel_stack, 0);
+    sqlite3_reset(st->sel_stack);
+    if (rc == SQLITE_ROW || rc != SQLITE_DONE)
+        return id;
+    buf__reset(frames);
+    for (uint32_t j = 0; j < k->nlocations; j++) {
+        const struct store_location *l = &p->locations[k->locations[j]];
+        for (uint32_t f = 0; f < l->nfunctions; f++) {
+            unsigned char v[10];
+            int64_t fid = function_id(st, p, l->functions[f], fn_ids);
+            if (!fid || buf__append(frames, v, wr_varint(v, fid) - v))
+                return 0;
+            if (st->gc_active && sqls_bits_set(st->gc_fns, fid))
+                st->gc_oom = true;
+        }
+    }
+    sqlite3_reset(st->ins_stack);
+    sqlite3_bind_blob(st->ins_stack, 1, frames->data ? frames->data : "", frames->len,
+                      SQLITE_STATIC);
+    sqlite3_bind_blob(st->ins_stack, 2, kb, sizeof(kb), SQLITE_STATIC);
+    rc = sqlite3_step(st->ins_stack);
+    sqlite3_reset(st->ins_stack);
+    if (rc == SQLITE_DONE)
+        return sqlite3_last_insert_rowid(st->wdb);
+    if ((rc & 0xff) != SQLITE_CONSTRAINT)
+        return 0;
+    /* A store from before keys keeps frames UNIQUE: the same frames under
+     * another key (a key from another version, say) are that row. */
+    sqlite3_reset(st->sel_frames);
+    sqlite3_bind_blob(st->sel_frames, 1, frames->data ? frames->data : "", frames->len,
+                      SQLITE_STATIC);
+    if (sqlite3_step(st->sel_frames) == SQLITE_ROW)
+        id = sqlite3_column_int64(st->sel_frames, 0);
+    sqlite3_reset(st->sel_frames);
+    return id;
+}
+
+const struct stack_hasher *sqls_hasher(struct store *s)
+{
+    return &S(s)->hasher;
+}
+
+int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
+{
+    struct sqlite_store *st = S(s);
+    int64_t *fn_ids = NULL, *ls_ids = NULL, *sids = NULL, total_samples = 0, total_cpu = 0;
+    struct buf frames, data, text;
+    int ret = -1;
+
+    buf__init(&frames, 1 << 20);
+    buf__init(&data, 512u << 20);
+    buf__init(&text, 1 << 20);
+    fn_ids = calloc(p->nfunctions + 1, sizeof(*fn_ids));
+    ls_ids = malloc((p->nlabelsets + 1) * sizeof(*ls_ids));
+    sids = malloc((p->nstacks + 1) * sizeof(*sids));
+    int rr = buf__reserve(&data, 11 + p->nstacks * BLOB_ROW_MAX);
+    if (!fn_ids || !ls_ids || !sids || rr) {
+        snprintf(err, errlen, rr == -E2BIG ? "profile too large" : "out of memory");
+        ret = rr == -E2BIG ? -E2BIG : -ENOMEM;
+        goto out_nolock;
+    }
+    pthread_mutex_lock(&st->wmu);
+    if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    for (size_t i = 0; i < p->nlabelsets; i++) {
+        const struct store_labelset *ls = &p->labelsets[i];
+        struct store_label sorted[64];
+        size_t n = ls->n < 64 ? ls->n : 64;
+        memcpy(sorted, ls->labels, n * sizeof(*sorted));
+        qsort(sorted, n, sizeof(*sorted), cmp_label);
+        buf__reset(&text);
+        for (size_t j = 0; j < n; j++) {
+            if ((j && buf__append(&text, "\x1f", 1)) ||
+                buf__append(&text, sorted[j].key, strlen(sorted[j].key)) ||
+                buf__append(&text, "=", 1) ||
+                buf__append(&text, sorted[j].value, strlen(sorted[j].value))) {
+                snprintf(err, errlen, "labels too long");
+                ret = -E2BIG;
+                goto rollback;
+            }
+        }
+        ls_ids[i] = intern_row(&st->labelset_ids, st->ins_ls, st->sel_ls,
+                               text.data ? text.data : "", text.len, NULL, false);
+        if (ls_ids[i] < 0)
+            goto dberr_rollback;
+    }
+    /* Stack ids: the cache, PREFETCH_AHEAD keys ahead so its misses
+     * overlap, then the database for the stacks it lacks. */
+    for (size_t i = 0; i < p->nstacks && i < PREFETCH_AHEAD; i++)
+        stack_keymap__prefetch(st->stack_ids, p->stacks[i].key);
+    for (size_t i = 0; i < p->nstacks; i++) {
+        if (i + PREFETCH_AHEAD < p->nstacks)
+            stack_keymap__prefetch(st->stack_ids, p->stacks[i + PREFETCH_AHEAD].key);
+        sids[i] = stack_keymap__get(st->stack_ids, p->stacks[i].key);
+    }
+    for (size_t i = 0; i < p->nstacks; i++) {
+        /* A stack twice in one profile (other labels) is in the cache by
+         * its second time. */
+        if (sids[i] || (sids[i] = stack_keymap__get(st->stack_ids, p->stacks[i].key)))
+            continue;
+        sids[i] = stack_row(st, p, &p->stacks[i], fn_ids, &frames);
+        if (!sids[i])
+            goto dberr_rollback;
+        if (stack_keymap__put(st->stack_ids, p->stacks[i].key, sids[i])) {
+            snprintf(err, errlen, "out of memory");
+            goto rollback;
+        }
+    }
+    gc_mark_put(st, sids, p->nstacks, ls_ids, p->nlabelsets);
+    unsigned char *d = blob_begin((unsigned char *)data.data, p->period_ns);
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const struct store_stack *k = &p->stacks[i];
+        d = blob_put(d, p->period_ns, sids[i],
+                     k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1, k->samples,
+                     k->cpu_ns);
+        sat__acc(&total_samples, k->samples);
+        sat__acc(&total_cpu, k->cpu_ns);
+    }
+    data.len = d - (unsigned char *)data.data;
+    sqlite3_stmt *ip = st->ins_profile;
+    sqlite3_reset(ip);
+    sqlite3_bind_text(ip, 1, p->app, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ip, 2, p->host ? p->host : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(ip, 3, p->pid);
+    sqlite3_bind_text(ip, 4, p->identity[0] ? p->identity[0] : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(ip, 5, p->time_ns);
+    sqlite3_bind_int64(ip, 6, p->duration_ns);
+    sqlite3_bind_int64(ip, 7, p->period_ns);
+    sqlite3_bind_int64(ip, 8, total_samples);
+    sqlite3_bind_int64(ip, 9, total_cpu);
+    sqlite3_bind_int64(ip, 10, p->bytes_in);
+    sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
+    buf__reset(&text);
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        const char *v = p->identity[i];
+        if (v && *v &&
+            ((!text.len && buf__append(&text, "\x1f", 1)) ||
+             buf__append(&text, store_identity_keys[i], strlen(store_identity_keys[i])) ||
+             buf__append(&text, "=", 1) || buf__append(&text, v, strlen(v)) ||
+             buf__append(&text, "\x1f", 1))) {
+            snprintf(err, errlen, "labels too long");
+            ret = -E2BIG;
+            goto rollback;
+        }
+    }
+    sqlite3_bind_text(ip, 12, text.len ? text.data : "", text.len, SQLITE_STATIC);
+    if (sqlite3_step(ip) != SQLITE_DONE)
+        goto dberr_rollback;
+    for (int l = 0; l < N_LEVELS; l++) {
+        sqlite3_reset(st->ins_dirty);
+        sqlite3_bind_text(st->ins_dirty, 1, p->app, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st->ins_dirty, 2, l);
+        sqlite3_bind_int64(st->ins_dirty, 3, bucket_of(p->time_ns, level_ns[l]));
+        if (sqlite3_step(st->ins_dirty) != SQLITE_DONE)
+            goto dberr_rollback;
+    }
+    if (sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr_rollback;
+    ret = 0;
+    goto out;
+dberr_rollback:
+    snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
+rollback:
+    sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+    /* Rows the rollback undid may sit in the caches: start them over. */
+    hmap__free(st->labelset_ids);
+    st->labelset_ids = hmap__new();
+    stack_keymap__clear(st->fn_ids);
+    stack_keymap__clear(st->stack_ids);
+    goto out;
+dberr:
+    snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
+out:
+    pthread_mutex_unlock(&st->wmu);
+out_nolock:
+    free(fn_ids);
+    free(ls_ids);
+    free(sids);
+    buf__free(&frames);
+    buf__free(&data);
+    buf__free(&text);
+    return ret;
+}
+
+/* What sqls_put allocates: ids per function, label set and stack, the
+ * blob's rows reserved at their longest, and its three 1 MiB-capped
+ * buffers (a stack's frames, a label set's text, the identity). */
+size_t sqls_put_mem(struct store *s, const struct store_profile *p)
+{
+    (void)s;
+    return (p->nfunctions + p->nlabelsets + p->nstacks + 3) * sizeof(int64_t) + 11 +
+           p->nstacks * BLOB_ROW_MAX + 3 * ((1u << 20) + 1);
+}

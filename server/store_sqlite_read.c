@@ -1,0 +1,679 @@
+/* The SQLite store's reads: merges (raw profiles and rollups summed by
+ * stack), applications, timelines and label values, on the read connection. */
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/hmap.h"
+#include "../common/log.h"
+#include "sat.h"
+#include "stack_key.h"
+#include "store.h"
+#include "store_sqlite_int.h"
+#include "text.h"
+
+/* --- query parameters --- */
+
+static void bind_query(sqlite3_stmt *stmt, const struct store_query *q)
+{
+    sqlite3_reset(stmt);
+    sqlite3_bind_text(stmt, 1, q->app, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, q->from_ns);
+    sqlite3_bind_int64(stmt, 3, q->to_ns);
+    sqlite3_bind_int64(stmt, 4, q->pid);
+    if (q->host)
+        sqlite3_bind_text(stmt, 5, q->host, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(stmt, 5);
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        if (q->identity[i]) {
+            /* "\x1fkey=value\x1f": labels hold no control characters */
+            char *m = sqlite3_mprintf("\x1f%s=%s\x1f", store_identity_keys[i], q->identity[i]);
+            if (m)
+                sqlite3_bind_text(stmt, 6 + i, m, -1, sqlite3_free);
+            else
+                sqlite3_bind_text(stmt, 6 + i, "\x1f\x1f", -1, SQLITE_STATIC); /* matches nothing */
+        } else {
+            sqlite3_bind_null(stmt, 6 + i);
+        }
+    }
+}
+
+static bool filters_identity(const struct store_query *q)
+{
+    for (int i = 0; i < STORE_N_IDENTITY; i++)
+        if (q->identity[i])
+            return true;
+    return false;
+}
+
+/* --- merge --- */
+
+static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t cpu)
+{
+    uint64_t idx;
+
+    if (sid < a->ndense && a->dense[sid]) {
+        idx = a->dense[sid] - 1;
+    } else {
+        bool fresh = true;
+        long i = -1;
+        if (sid >= a->ndense) {
+            i = hmap__put(a->stacks, &sid, sizeof(sid), &fresh);
+            if (i < 0)
+                return -ENOMEM;
+        }
+        if (fresh) {
+            if (a->nvals == a->cap) {
+                size_t cap = a->cap ? a->cap * 2 : 1024;
+                struct acc_val *v = realloc(a->vals, cap * sizeof(*v));
+                if (!v)
+                    return -ENOMEM;
+                a->vals = v;
+                a->cap = cap;
+            }
+            a->vals[a->nvals] = (struct acc_val){sid, 0, 0};
+            if (i >= 0)
+                *hmap__val(a->stacks, i) = a->nvals;
+            else
+                a->dense[sid] = a->nvals + 1;
+            idx = a->nvals++;
+        } else {
+            idx = *hmap__val(a->stacks, i);
+        }
+    }
+    /* Saturating: ingest keeps each profile's totals in 64 bits, but many
+     * profiles summed could pass them. */
+    sat__acc(&a->vals[idx].samples, samples);
+    sat__acc(&a->vals[idx].cpu, cpu);
+    return 0;
+}
+
+/* Sums one profile's data blob into a. -EBADMSG for a corrupt blob. */
+static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
+{
+    const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
+    uint64_t sid, ls, samples, cpu, period = 0;
+    bool delta = len && p[0] == 0; /* a stack id is never 0: the newer form */
+
+    if (delta && !(p = get_varint(p + 1, end, &period)))
+        return -EBADMSG;
+    while (p < end) {
+        if (!(p = get_varint(p, end, &sid)) || !(p = get_varint(p, end, &ls)) ||
+            !(p = get_varint(p, end, &samples)) || !(p = get_varint(p, end, &cpu)))
+            return -EBADMSG;
+        if (delta) /* unzigzag, then add samples x period back, wrapping as it was taken */
+            cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
+        /* Ingest stores counts in [0, INT64_MAX]: anything else is a blob
+         * damaged since, held to that range rather than summed negative. */
+        int r = acc_add(a, sid, samples > INT64_MAX ? INT64_MAX : (int64_t)samples,
+                        cpu > INT64_MAX ? 0 : (int64_t)cpu);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+void store_merged__free(struct store_merged *m)
+{
+    if (!m)
+        return;
+    free(m->functions);
+    for (size_t i = 0; i < m->nstacks; i++)
+        free(m->stacks[i].frames);
+    free(m->stacks);
+    buf__free(m->mem);
+    free(m->mem);
+    free(m);
+}
+
+/* The dense index of a: stack ids are rowids, so MAX(id) bounds them. */
+int sqls_acc_init(struct merge_acc *a, sqlite3 *db)
+{
+    sqlite3_stmt *mx = NULL;
+
+    memset(a, 0, sizeof(*a));
+    a->stacks = hmap__new();
+    if (!a->stacks)
+        return -ENOMEM;
+    if (sqlite3_prepare_v2(db, "SELECT MAX(id) FROM stacks", -1, &mx, NULL) == SQLITE_OK &&
+        sqlite3_step(mx) == SQLITE_ROW) {
+        uint64_t max = sqlite3_column_int64(mx, 0);
+        if (max < DENSE_MAX && (a->dense = calloc(max + 1, sizeof(*a->dense))))
+            a->ndense = max + 1;
+    }
+    sqlite3_finalize(mx);
+    return 0;
+}
+
+void sqls_acc_free(struct merge_acc *a)
+{
+    hmap__free(a->stacks);
+    free(a->vals);
+    free(a->dense);
+}
+
+/* Raw profiles of q's app, host and pid starting in [from, to). */
+static int acc_raw(struct readers *r, const struct store_query *q, int64_t from, int64_t to,
+                   struct merge_acc *a, int64_t *profiles)
+{
+    struct store_query qq = *q;
+    int err = 0, rc;
+
+    qq.from_ns = from;
+    qq.to_ns = to;
+    bind_query(r->profiles, &qq);
+    while ((rc = sqlite3_step(r->profiles)) == SQLITE_ROW) {
+        err =
+            acc_blob(a, sqlite3_column_blob(r->profiles, 0), sqlite3_column_bytes(r->profiles, 0));
+        if (err)
+            break;
+        (*profiles)++;
+    }
+    if (!err && rc != SQLITE_DONE)
+        err = -EIO;
+    sqlite3_reset(r->profiles);
+    return err;
+}
+
+static int acc_rollup(struct readers *r, int64_t id, struct merge_acc *a, int64_t *profiles)
+{
+    int err = -EIO;
+
+    sqlite3_reset(r->rollup);
+    sqlite3_bind_int64(r->rollup, 1, id);
+    if (sqlite3_step(r->rollup) == SQLITE_ROW) {
+        err = acc_blob(a, sqlite3_column_blob(r->rollup, 1), sqlite3_column_bytes(r->rollup, 1));
+        *profiles += sqlite3_column_int64(r->rollup, 0);
+    }
+    sqlite3_reset(r->rollup);
+    return err;
+}
+
+struct rollup_ref {
+    int64_t level, bucket, id;
+};
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const struct rollup_ref *x = a, *y = b;
+    if (x->level != y->level)
+        return x->level < y->level ? -1 : 1;
+    return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+}
+
+/* Sums what q selects into a: for every whole bucket of the range a current
+ * rollup of a level below max_level, coarsest first, where there is one
+ * and q filters neither host nor pid; raw profiles for the rest. Counts
+ * the profiles that went in. Returns 0 or -errno. Run inside one read (or
+ * write) transaction, so rollups and raw profiles are of one moment. */
+int sqls_accumulate(struct readers *r, const struct store_query *q, int max_level,
+                    struct merge_acc *a, int64_t *profiles)
+{
+    struct rollup_ref *refs = NULL;
+    size_t nrefs = 0, cap = 0;
+    int err = 0, rc;
+
+    if (!q->host && !q->pid && !filters_identity(q) && max_level > 0) {
+        sqlite3_reset(r->rollups);
+        sqlite3_bind_text(r->rollups, 1, q->app, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(r->rollups, 2, q->from_ns);
+        sqlite3_bind_int64(r->rollups, 3, q->to_ns);
+        while ((rc = sqlite3_step(r->rollups)) == SQLITE_ROW) {
+            struct rollup_ref ref = {sqlite3_column_int64(r->rollups, 0),
+                                     sqlite3_column_int64(r->rollups, 1),
+                                     sqlite3_column_int64(r->rollups, 2)};
+            if (ref.level < 0 || ref.level >= max_level)
+                continue;
+            if (nrefs == cap) {
+                cap = cap ? cap * 2 : 64;
+                struct rollup_ref *n = realloc(refs, cap * sizeof(*n));
+                if (!n) {
+                    err = -ENOMEM;
+                    break;
+                }
+                refs = n;
+            }
+            refs[nrefs++] = ref;
+        }
+        sqlite3_reset(r->rollups);
+        if (!err && rc != SQLITE_DONE)
+            err = -EIO;
+        if (err)
+            goto out;
+    }
+    int64_t t = q->from_ns, raw_from = 0;
+    bool raw = false;
+    while (t < q->to_ns) {
+        struct rollup_ref *hit = NULL;
+        int64_t len = 0;
+        for (int l = max_level - 1; l >= 0 && !hit; l--) {
+            len = level_ns[l];
+            struct rollup_ref key = {l, t, 0};
+            if (nrefs && bucket_of(t, len) == t && t <= q->to_ns - len)
+                hit = bsearch(&key, refs, nrefs, sizeof(*refs), cmp_ref);
+        }
+        if (hit) {
+            if (raw && (err = acc_raw(r, q, raw_from, t, a, profiles)))
+                goto out;
+            raw = false;
+            if ((err = acc_rollup(r, hit->id, a, profiles)))
+                goto out;
+            t += len;
+        } else {
+            if (!raw)
+                raw_from = t;
+            raw = true;
+            int64_t b = bucket_of(t, level_ns[0]);
+            t = b > q->to_ns - level_ns[0] ? q->to_ns : b + level_ns[0];
+        }
+    }
+    if (raw)
+        err = acc_raw(r, q, raw_from, q->to_ns, a, profiles);
+out:
+    free(refs);
+    return err;
+}
+
+int sqls_merge(struct store *s, const struct store_query *q, struct store_merged **out)
+{
+    struct sqlite_store *st = S(s);
+    struct merge_acc a = {0};
+    sqlite3_stmt *scan = NULL;
+    struct hmap *fn_local = hmap__new(); /* function id -> local index */
+    struct store_merged *m = calloc(1, sizeof(*m));
+    struct buf *names = calloc(1, sizeof(*names));
+    uint64_t *fn_global = NULL; /* local index -> function id */
+    size_t *name_off = NULL;    /* local index -> (name offset, file offset) pairs */
+    size_t nfn = 0, capfn = 0;
+    int err = -ENOMEM;
+
+    *out = NULL;
+    if (!fn_local || !m || !names) {
+        free(names);
+        names = NULL;
+        goto out_nolock;
+    }
+    buf__init(names, 1u << 30);
+    m->mem = names;
+    pthread_mutex_lock(&st->rmu);
+    /* One read transaction: rollups, raw profiles and stacks of one moment. */
+    if (sqlite3_exec(st->rdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        err = -EIO;
+        goto out_unlock;
+    }
+    if ((err = sqls_acc_init(&a, st->rdb)) ||
+        (err = sqls_accumulate(&st->rd, q, N_LEVELS, &a, &m->profiles)))
+        goto out;
+    m->stacks = calloc(a.nvals + 1, sizeof(*m->stacks));
+    if (!m->stacks) {
+        err = -ENOMEM;
+        goto out;
+    }
+    /* When the merge touches a good part of all stacks, one scan of the
+     * table beats a point query per stack. */
+    bool use_scan = a.ndense && a.nvals * 4 >= a.ndense;
+    if (use_scan &&
+        sqlite3_prepare_v2(st->rdb, "SELECT id, frames FROM stacks", -1, &scan, NULL) != SQLITE_OK)
+        use_scan = false;
+    for (size_t next = 0;;) {
+        const unsigned char *p, *end;
+        size_t vi;
+        if (use_scan) {
+            if (sqlite3_step(scan) != SQLITE_ROW)
+                break;
+            uint64_t id = sqlite3_column_int64(scan, 0);
+            long k;
+            if (id < a.ndense && a.dense[id])
+                vi = a.dense[id] - 1;
+            else if (id >= a.ndense && (k = hmap__find(a.stacks, &id, sizeof(id))) >= 0)
+                vi = *hmap__val(a.stacks, k);
+            else
+                continue;
+            p = sqlite3_column_blob(scan, 1); /* NULL for a stack of no frames */
+            end = p ? p + sqlite3_column_bytes(scan, 1) : p;
+        } else {
+            if (next >= a.nvals)
+                break;
+            vi = next++;
+            sqlite3_reset(st->q_stack);
+            sqlite3_bind_int64(st->q_stack, 1, a.vals[vi].sid);
+            if (sqlite3_step(st->q_stack) != SQLITE_ROW) {
+                sqlite3_reset(st->q_stack);
+                continue; /* deleted since: counts without a stack are dropped */
+            }
+            p = sqlite3_column_blob(st->q_stack, 0); /* NULL for a stack of no frames */
+            end = p ? p + sqlite3_column_bytes(st->q_stack, 0) : p;
+        }
+        int64_t v[2] = {a.vals[vi].samples, a.vals[vi].cpu};
+        struct store_merged_stack *ms = &m->stacks[m->nstacks];
+        uint32_t cap = 16;
+        ms->frames = malloc(cap * sizeof(uint32_t));
+        if (!ms->frames) {
+            err = -ENOMEM;
+            goto out;
+        }
+        uint64_t fid;
+        while (p && p < end && (p = get_varint(p, end, &fid))) {
+            bool fresh;
+            long li = hmap__put(fn_local, &fid, sizeof(fid), &fresh);
+            if (li < 0) {
+                err = -ENOMEM;
+                goto out;
+            }
+            if (fresh) {
+                if (nfn == capfn) {
+                    capfn = capfn ? capfn * 2 : 256;
+                    uint64_t *g = realloc(fn_global, capfn * sizeof(*g));
+                    size_t *o = g ? realloc(name_off, capfn * 2 * sizeof(*o)) : NULL;
+                    if (g)
+                        fn_global = g;
+                    if (!g || !o) {
+                        err = -ENOMEM;
+                        goto out;
+                    }
+                    name_off = o;
+                }
+                fn_global[nfn] = fid;
+                *hmap__val(fn_local, li) = nfn++;
+            }
+            if (ms->nframes == cap) {
+                cap *= 2;
+                uint32_t *f = realloc(ms->frames, cap * sizeof(*f));
+                if (!f) {
+                    err = -ENOMEM;
+                    goto out;
+                }
+                ms->frames = f;
+            }
+            ms->frames[ms->nframes++] = *hmap__val(fn_local, li);
+        }
+        sqlite3_reset(st->q_stack); /* an unfinished statement would pin the snapshot */
+        ms->samples = v[0];
+        ms->cpu_ns = v[1];
+        m->nstacks++;
+    }
+    /* Names last, into one buffer: its pointers are fixed once it stops growing. */
+    for (size_t i = 0; i < nfn; i++) {
+        sqlite3_reset(st->q_fn);
+        sqlite3_bind_int64(st->q_fn, 1, fn_global[i]);
+        const char *name = "?", *file = "";
+        if (sqlite3_step(st->q_fn) == SQLITE_ROW) {
+            name = (const char *)sqlite3_column_text(st->q_fn, 0);
+            file = (const char *)sqlite3_column_text(st->q_fn, 1);
+        }
+        name_off[2 * i] = names->len;
+        int r1 = buf__append(names, name, strlen(name) + 1);
+        name_off[2 * i + 1] = names->len;
+        int r2 = r1 ? r1 : buf__append(names, file, strlen(file) + 1);
+        sqlite3_reset(st->q_fn);
+        if (r2) {
+            err = r2;
+            goto out;
+        }
+    }
+    m->functions = calloc(nfn + 1, sizeof(*m->functions));
+    if (!m->functions) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < nfn; i++)
+        m->functions[i] = (struct store_function){names->data + name_off[2 * i],
+                                                  names->data + name_off[2 * i + 1]};
+    m->nfunctions = nfn;
+    err = 0;
+out:
+    sqlite3_finalize(scan);
+    sqlite3_reset(st->q_stack);
+    sqlite3_reset(st->q_fn);
+    sqlite3_exec(st->rdb, "COMMIT", NULL, NULL, NULL);
+out_unlock:
+    pthread_mutex_unlock(&st->rmu);
+out_nolock:
+    sqls_acc_free(&a);
+    hmap__free(fn_local);
+    free(fn_global);
+    free(name_off);
+    if (err)
+        store_merged__free(m);
+    else
+        *out = m;
+    return err;
+}
+
+/* --- applications, timeline --- */
+
+void store_apps__free(struct store_app *apps, size_t n)
+{
+    for (size_t i = 0; apps && i < n; i++) {
+        free(apps[i].name);
+        for (size_t j = 0; j < apps[i].nhosts; j++)
+            free(apps[i].hosts[j]);
+        free(apps[i].hosts);
+    }
+    free(apps);
+}
+
+static int cmp_app_cpu(const void *a, const void *b)
+{
+    const struct store_app *x = a, *y = b;
+    if (x->cpu_ns != y->cpu_ns)
+        return x->cpu_ns > y->cpu_ns ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
+                      size_t *n)
+{
+    struct sqlite_store *st = S(s);
+    sqlite3_stmt *q = NULL;
+    struct store_app *apps = NULL;
+    size_t napps = 0, cap = 0;
+    int err = -EIO;
+
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&st->rmu);
+    if (sqlite3_prepare_v2(
+            st->rdb,
+            "SELECT app, host, MAX(time_ns + duration_ns), TOTAL(cpu_ns) FROM profiles"
+            " WHERE time_ns >= ? AND time_ns < ? GROUP BY app, host ORDER BY app",
+            -1, &q, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(q, 1, from_ns);
+    sqlite3_bind_int64(q, 2, to_ns);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *app = (const char *)sqlite3_column_text(q, 0);
+        const char *host = (const char *)sqlite3_column_text(q, 1);
+        if (!napps || strcmp(apps[napps - 1].name, app) != 0) {
+            if (napps == cap) {
+                cap = cap ? cap * 2 : 32;
+                struct store_app *na = realloc(apps, cap * sizeof(*na));
+                if (!na) {
+                    err = -ENOMEM;
+                    goto out;
+                }
+                apps = na;
+            }
+            memset(&apps[napps], 0, sizeof(apps[napps]));
+            apps[napps].name = strdup(app);
+            napps++;
+            if (!apps[napps - 1].name) {
+                err = -ENOMEM;
+                goto out;
+            }
+        }
+        struct store_app *a = &apps[napps - 1];
+        char **h = realloc(a->hosts, (a->nhosts + 1) * sizeof(*h));
+        if (!h || !(h[a->nhosts] = strdup(host))) {
+            if (h)
+                a->hosts = h;
+            err = -ENOMEM;
+            goto out;
+        }
+        a->hosts = h;
+        a->nhosts++;
+        int64_t last = sqlite3_column_int64(q, 2);
+        if (last > a->last_seen_ns)
+            a->last_seen_ns = last;
+        /* TOTAL, not SUM: SQLite's SUM fails the whole query ("integer
+         * overflow") once a sum passes 64 bits; TOTAL is a double, held to
+         * int64 here. */
+        double cpu = sqlite3_column_double(q, 3);
+        sat__acc(&a->cpu_ns, cpu >= 9.2e18 ? INT64_MAX : cpu > 0 ? (int64_t)cpu : 0);
+    }
+    if (rc != SQLITE_DONE)
+        goto out;
+    if (napps)
+        qsort(apps, napps, sizeof(*apps), cmp_app_cpu);
+    err = 0;
+out:
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&st->rmu);
+    if (err) {
+        store_apps__free(apps, napps);
+    } else {
+        *out = apps;
+        *n = napps;
+    }
+    return err;
+}
+
+int sqls_timeline(struct store *s, const struct store_query *qq, int64_t step_ns, int64_t **cpu_ns,
+                  size_t *nsteps)
+{
+    struct sqlite_store *st = S(s);
+    sqlite3_stmt *q;
+    int err = -EIO;
+
+    *cpu_ns = NULL;
+    *nsteps = 0;
+    if (step_ns <= 0 || qq->to_ns <= qq->from_ns)
+        return -EINVAL;
+    size_t n = (qq->to_ns - qq->from_ns + step_ns - 1) / step_ns;
+    if (n > 100000)
+        return -E2BIG;
+    int64_t *v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    pthread_mutex_lock(&st->rmu);
+    q = st->q_timeline;
+    bind_query(q, qq);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        size_t i = (sqlite3_column_int64(q, 0) - qq->from_ns) / step_ns;
+        if (i < n)
+            sat__acc(&v[i], sqlite3_column_int64(q, 1));
+    }
+    if (rc == SQLITE_DONE)
+        err = 0;
+    sqlite3_reset(q); /* persistent: reset, and the read snapshot ends */
+    pthread_mutex_unlock(&st->rmu);
+    if (err) {
+        free(v);
+    } else {
+        *cpu_ns = v;
+        *nsteps = n;
+    }
+    return err;
+}
+
+/* --- label values --- */
+
+void store_values__free(struct store_values *v)
+{
+    if (!v)
+        return;
+    for (int k = 0; k < STORE_N_IDENTITY + 2; k++) {
+        for (size_t i = 0; i < v->n[k]; i++)
+            free(v->v[k][i]);
+        free(v->v[k]);
+    }
+    free(v);
+}
+
+/* Adds value to list k once, up to STORE_MAX_VALUES. */
+static int values_add(struct store_values *v, struct hmap *seen, int k, const char *val, size_t len)
+{
+    char key[4200];
+    bool fresh;
+
+    if (!len || len + 2 > sizeof(key) || v->n[k] >= STORE_MAX_VALUES)
+        return 0;
+    key[0] = (char)('0' + k);
+    memcpy(key + 1, val, len);
+    if (hmap__put(seen, key, len + 1, &fresh) < 0)
+        return -ENOMEM;
+    if (!fresh)
+        return 0;
+    char **nv = realloc(v->v[k], (v->n[k] + 1) * sizeof(*nv));
+    if (!nv)
+        return -ENOMEM;
+    v->v[k] = nv;
+    if (!(nv[v->n[k]] = strndup(val, len)))
+        return -ENOMEM;
+    v->n[k]++;
+    return 0;
+}
+
+int sqls_values(struct store *s, const struct store_query *q, struct store_values **out)
+{
+    struct sqlite_store *st = S(s);
+    struct store_values *v = calloc(1, sizeof(*v));
+    struct hmap *seen = hmap__new();
+    sqlite3_stmt *c = NULL;
+    int err = -ENOMEM, rc;
+
+    *out = NULL;
+    if (!v || !seen)
+        goto out_nolock;
+    pthread_mutex_lock(&st->rmu);
+    err = -EIO;
+    if (sqlite3_prepare_v2(st->rdb,
+                           "SELECT DISTINCT host, pid, labels FROM profiles WHERE " QUERY_FILTER,
+                           -1, &c, NULL) != SQLITE_OK)
+        goto out;
+    bind_query(c, q);
+    err = 0;
+    while (!err && (rc = sqlite3_step(c)) == SQLITE_ROW) {
+        const char *host = (const char *)sqlite3_column_text(c, 0);
+        char pid[24];
+        int n = snprintf(pid, sizeof(pid), "%lld", (long long)sqlite3_column_int64(c, 1));
+        err = values_add(v, seen, 0, host, strlen(host));
+        if (!err && sqlite3_column_int64(c, 1))
+            err = values_add(v, seen, 1, pid, n);
+        /* "\x1fk=v\x1fk=v\x1f" */
+        for (const char *p = (const char *)sqlite3_column_text(c, 2); !err && p && *p;) {
+            const char *end = strchr(p + 1, '\x1f'), *eq;
+            if (!end)
+                break;
+            for (int k = 0; k < STORE_N_IDENTITY && !err; k++) {
+                size_t kl = strlen(store_identity_keys[k]);
+                eq = p + 1 + kl;
+                if (eq < end && *eq == '=' && strncmp(p + 1, store_identity_keys[k], kl) == 0)
+                    err = values_add(v, seen, k + 2, eq + 1, end - eq - 1);
+            }
+            p = end;
+            if (!p[1])
+                break;
+        }
+    }
+    if (!err && rc != SQLITE_DONE)
+        err = -EIO;
+out:
+    sqlite3_finalize(c);
+    pthread_mutex_unlock(&st->rmu);
+out_nolock:
+    hmap__free(seen);
+    if (err)
+        store_values__free(v);
+    else
+        *out = v;
+    return err;
+}
