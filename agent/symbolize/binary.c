@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../common/hmap.h"
+#include "../procs/maps.h"
 
 /* Build ids longer than this are not real build ids; ELF notes are capped. */
 #define NOTE_SCAN_MAX (64 << 10)

@@ -19,7 +19,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../procs/maps.h"
+/* A mapping as procs/maps.h reads it: only pointed to here, so this header
+ * does not include procs/ (which includes this one). */
+struct maps_entry;
 
 #define BINARY_BUILD_ID_MAX 64 /* bytes; hex is twice that */
 
