@@ -254,7 +254,7 @@ static inline __attribute__((always_inline)) long map_run(const struct id_map *m
         } else if (end - q >= 2 && q[1] < 0x80) {
             id = (id & 0x7f) | (uint64_t)q[1] << 7;
             q += 2;
-        } else if (!pprof_varint(&q, end, &id)) {
+        } else if (!varint__read(&q, end, &id)) {
             return -EBADMSG;
         }
         uint32_t li = id <= max_id ? dense[id] : 0;

@@ -281,7 +281,7 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
         const unsigned char *end = p ? p + sqlite3_column_bytes(q, 1) : p;
         size_t n = 0;
         uint64_t fid;
-        while (p && p < end && n < STACK_KEY_MAX_FRAMES && (p = get_varint(p, end, &fid)))
+        while (p && p < end && n < STACK_KEY_MAX_FRAMES && (p = varint__get(p, end, &fid)))
             frame_keys[n++] = fid <= (uint64_t)max_fn ? fkeys[fid] : (struct stack_key){0, 0};
         todo[ntodo].id = sqlite3_column_int64(q, 0);
         todo[ntodo++].key = stack_hasher__stack(&st->hasher, frame_keys, n);

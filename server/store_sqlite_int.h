@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "../common/hmap.h"
+#include "../common/varint.h"
 #include "stack_key.h"
 #include "store.h"
 
@@ -82,19 +83,6 @@ static inline struct sqlite_store *S(struct store *s)
     return (struct sqlite_store *)s;
 }
 
-/* --- varints (the protobuf kind: 7 bits a byte, low first) --- */
-
-/* Writes v as a varint at p; returns the end. p needs 10 bytes of room. */
-static inline unsigned char *wr_varint(unsigned char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (v & 0x7f) | 0x80;
-        v >>= 7;
-    }
-    *p++ = v;
-    return p;
-}
-
 /* --- data blobs: see the top of store_sqlite.c --- */
 
 #define BLOB_ROW_MAX 40 /* four varints */
@@ -103,7 +91,7 @@ static inline unsigned char *wr_varint(unsigned char *p, uint64_t v)
 static inline unsigned char *blob_begin(unsigned char *p, int64_t period)
 {
     *p++ = 0;
-    return wr_varint(p, (uint64_t)period);
+    return varint__write(p, (uint64_t)period);
 }
 
 /* One stack's row at p (BLOB_ROW_MAX bytes of room); returns the end. The
@@ -112,27 +100,10 @@ static inline unsigned char *blob_put(unsigned char *p, int64_t period, uint64_t
                                       int64_t samples, int64_t cpu)
 {
     int64_t d = (int64_t)((uint64_t)cpu - (uint64_t)samples * (uint64_t)period);
-    p = wr_varint(p, sid);
-    p = wr_varint(p, ls);
-    p = wr_varint(p, (uint64_t)samples);
-    return wr_varint(p, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
-}
-
-/* Reads a varint at p, before end, into *out; returns the byte after it,
- * or NULL when it is cut short or too long. */
-static inline const unsigned char *get_varint(const unsigned char *p, const unsigned char *end,
-                                              uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; p < end && shift < 64; shift += 7) {
-        unsigned char c = *p++;
-        v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *out = v;
-            return p;
-        }
-    }
-    return NULL;
+    p = varint__write(p, sid);
+    p = varint__write(p, ls);
+    p = varint__write(p, (uint64_t)samples);
+    return varint__write(p, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
 }
 
 /* Sets bit i of b. Returns 0 or -ENOMEM (then the set is unchanged). */

@@ -258,7 +258,7 @@ static int mark_frames(struct bits *b, const unsigned char *p, size_t len)
     const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
     uint64_t fid;
 
-    while (p && p < end && (p = get_varint(p, end, &fid)))
+    while (p && p < end && (p = varint__get(p, end, &fid)))
         if (sqls_bits_set(b, fid))
             return -ENOMEM;
     return 0;
@@ -276,11 +276,11 @@ static int mark_blobs(sqlite3 *g, const char *sql, struct bits *stacks, struct b
         const unsigned char *p = sqlite3_column_blob(q, 0); /* NULL when empty */
         const unsigned char *end = p ? p + sqlite3_column_bytes(q, 0) : p;
         uint64_t sid, ls, v;
-        if (p && p < end && p[0] == 0 && !(p = get_varint(p + 1, end, &v)))
+        if (p && p < end && p[0] == 0 && !(p = varint__get(p + 1, end, &v)))
             break; /* a corrupt blob marks nothing more; merges say so */
         while (!err && p && p < end) {
-            if (!(p = get_varint(p, end, &sid)) || !(p = get_varint(p, end, &ls)) ||
-                !(p = get_varint(p, end, &v)) || !(p = get_varint(p, end, &v)))
+            if (!(p = varint__get(p, end, &sid)) || !(p = varint__get(p, end, &ls)) ||
+                !(p = varint__get(p, end, &v)) || !(p = varint__get(p, end, &v)))
                 break;
             err = sqls_bits_set(stacks, sid) || (ls && sqls_bits_set(labelsets, ls - 1)) ? -ENOMEM
                                                                                          : 0;

@@ -163,7 +163,7 @@ static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
         for (uint32_t f = 0; f < l->nfunctions; f++) {
             unsigned char v[10];
             int64_t fid = function_id(st, p, l->functions[f], fn_ids);
-            if (!fid || buf__append(frames, v, wr_varint(v, fid) - v))
+            if (!fid || buf__append(frames, v, varint__write(v, fid) - v))
                 return 0;
             if (st->gc_active && sqls_bits_set(st->gc_fns, fid))
                 st->gc_oom = true;

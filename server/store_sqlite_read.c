@@ -101,11 +101,11 @@ static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
     uint64_t sid, ls, samples, cpu, period = 0;
     bool delta = len && p[0] == 0; /* a stack id is never 0: the newer form */
 
-    if (delta && !(p = get_varint(p + 1, end, &period)))
+    if (delta && !(p = varint__get(p + 1, end, &period)))
         return -EBADMSG;
     while (p < end) {
-        if (!(p = get_varint(p, end, &sid)) || !(p = get_varint(p, end, &ls)) ||
-            !(p = get_varint(p, end, &samples)) || !(p = get_varint(p, end, &cpu)))
+        if (!(p = varint__get(p, end, &sid)) || !(p = varint__get(p, end, &ls)) ||
+            !(p = varint__get(p, end, &samples)) || !(p = varint__get(p, end, &cpu)))
             return -EBADMSG;
         if (delta) /* unzigzag, then add samples x period back, wrapping as it was taken */
             cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
@@ -359,7 +359,7 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
             goto out;
         }
         uint64_t fid;
-        while (p && p < end && (p = get_varint(p, end, &fid))) {
+        while (p && p < end && (p = varint__get(p, end, &fid))) {
             bool fresh;
             long li = hmap__put(fn_local, &fid, sizeof(fid), &fresh);
             if (li < 0) {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/varint.h"
+
 #define MAGIC_12 0xfffffffbu
 #define MAGIC_116 0xfffffffau
 #define MAGIC_118 0xfffffff0u
@@ -97,21 +99,21 @@ static const uint8_t *region_at(const struct gopclntab *g, uint64_t va, uint64_t
 
 /* --- pc-value tables ---------------------------------------------------- */
 
+/* A 32-bit varint of the pc-value tables at *off: at most 5 bytes (bits
+ * past 32 dropped), within the table. */
 static bool varint(const struct gopclntab *g, uint64_t *off, uint32_t *v)
 {
-    uint32_t r = 0;
+    if (*off >= g->size)
+        return false;
+    const uint8_t *p = g->tab + *off;
+    const uint8_t *end = g->size - *off > 5 ? p + 5 : g->tab + g->size;
+    uint64_t r;
 
-    for (unsigned shift = 0; shift < 35; shift += 7) {
-        if (*off >= g->size)
-            return false;
-        uint8_t b = g->tab[(*off)++];
-        r |= (uint32_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false; /* longer than a 32-bit varint */
+    if (!varint__read(&p, end, &r))
+        return false; /* cut short, or longer than a 32-bit varint */
+    *off = p - g->tab;
+    *v = (uint32_t)r;
+    return true;
 }
 
 /* The value of the pc-value table at pctab offset `table` for target, in

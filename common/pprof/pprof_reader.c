@@ -66,7 +66,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 static inline __attribute__((always_inline)) bool rd_varint(const uint8_t **pp, const uint8_t *end,
                                                             uint64_t *out)
 {
-    return pprof_varint(pp, end, out);
+    return varint__read(pp, end, out);
 }
 
 struct field {

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../varint.h"
+
 /* String indices below are checked: each is < nstrings. */
 struct pprof_rvaluetype {
     uint32_t type, unit;
@@ -112,45 +114,13 @@ int pprof_reader__sample(const struct pprof_reader *r, size_t i, struct pprof_rs
                          size_t errlen);
 
 /* The same, but the location ids left encoded, for a caller that maps them
- * as it decodes them (with pprof_varint): *ids .. *ids_end is the one
+ * as it decodes them (with varint__read, common/varint.h): *ids .. *ids_end is the one
  * packed field that holds them, as every pprof writer puts them. Returns
  * -EAGAIN where they are not (several fields, or unpacked): decode that
  * sample with pprof_reader__sample. */
 int pprof_reader__sample_packed(const struct pprof_reader *r, size_t i, struct pprof_rsample *s,
                                 const uint8_t **ids, const uint8_t **ids_end, char *err,
                                 size_t errlen);
-
-/* Reads a protobuf varint (at most 10 bytes) at *pp, before end: true with
- * *out set and *pp past it, false when it is cut short or too long. The
- * one- and two-byte cases first: most of a profile's varints (ids,
- * indices, tags) are small. */
-static inline __attribute__((always_inline)) bool pprof_varint(const uint8_t **pp,
-                                                               const uint8_t *end, uint64_t *out)
-{
-    const uint8_t *p = *pp;
-
-    if (p < end && *p < 0x80) {
-        *out = *p;
-        *pp = p + 1;
-        return true;
-    }
-    if (end - p >= 2 && p[1] < 0x80) {
-        *out = (p[0] & 0x7f) | (uint64_t)p[1] << 7;
-        *pp = p + 2;
-        return true;
-    }
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
-        uint8_t c = *p++;
-        v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *out = v;
-            *pp = p;
-            return true;
-        }
-    }
-    return false;
-}
 
 /* Frees what r holds and zeroes it; r may be NULL or zeroed. */
 void pprof_reader__free(struct pprof_reader *r);

@@ -131,7 +131,7 @@ static void check_same(const struct pprof_reader *r, const Profile *p)
         size_t n = 0;
         uint64_t id;
         while (q < end) {
-            assert_true(pprof_varint(&q, end, &id));
+            assert_true(varint__read(&q, end, &id));
             assert_int_equal(id, ps->location_id[n++]);
         }
         assert_int_equal(n, ps->n_location_id);
