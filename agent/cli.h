@@ -1,16 +1,37 @@
-/* What main.c and record.c share. */
+/* The agent's command line, for both of its modes: the one flag table, the
+ * usage texts and the usage exit, signals, and the settings both modes read
+ * the same way. main.c (the daemon) and record.c (the one-shot mode) use
+ * it; it uses neither. */
 #ifndef CODEXRAY_AGENT_CLI_H
 #define CODEXRAY_AGENT_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../common/config.h"
 
 #ifndef CODEXRAY_VERSION
 #define CODEXRAY_VERSION "dev"
 #endif
+
+/* The modes, as bits: a flag of the table names the modes it belongs to. */
+enum cli_mode {
+    CLI_RUN = 1,    /* codexray-node-agent [FLAGS] */
+    CLI_RECORD = 2, /* codexray-node-agent record ... */
+};
+
+/* A config of mode's flags, in the table's order. NULL when out of memory.
+ * The caller frees it with config__free. */
+struct config *cli__config_new(enum cli_mode mode);
+
+/* Prints mode's usage (its synopsis and flags) to f. */
+void cli__usage(enum cli_mode mode, FILE *f);
+
+/* The usage exit: "PROGRAM: why", then the usage, on stderr. Returns 2, the
+ * exit status of a usage error. */
+int cli__usage_error(enum cli_mode mode, const char *why);
 
 /* SIGINT and SIGTERM set a flag that cli__stopping() reads. */
 void cli__install_signals(void);
@@ -29,8 +50,5 @@ struct sampler_opts;
 /* Reads --sample-rate and --sample-times into *so, for every process
  * (only_tgid 0) or one. Returns 0, or 2 (usage) after printing why. */
 int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *so);
-
-/* `codexray-node-agent record ...` with the arguments after "record". */
-int cli__record(int argc, char **argv);
 
 #endif

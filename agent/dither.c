@@ -6,6 +6,11 @@ void dither__init(struct dither *d, unsigned rate_hz, uint64_t seed)
     d->rate_hz = rate_hz ? rate_hz : 1;
 }
 
+uint64_t dither__sample_ns(unsigned rate_hz)
+{
+    return 1000000000ull / (rate_hz ? rate_hz : 1);
+}
+
 uint64_t dither__segment_ns(const struct dither *d)
 {
     uint64_t periods = DITHER_SEGMENT_PERIODS * 1000000000ull / d->rate_hz;

@@ -34,6 +34,11 @@ struct dither {
     unsigned rate_hz;
 };
 
+/* The CPU time one sample stands for at rate_hz (0 is taken as 1): 1/rate
+ * seconds, in nanoseconds. The period of --sample-times fixed, and the mean
+ * the dithered periods keep; what every profile's period says. */
+uint64_t dither__sample_ns(unsigned rate_hz);
+
 /* seed: any value (0 is replaced). */
 void dither__init(struct dither *d, unsigned rate_hz, uint64_t seed);
 

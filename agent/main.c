@@ -9,11 +9,9 @@
  * is written before exit.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,161 +19,18 @@
 #include "../common/log.h"
 #include "cli.h"
 #include "collect.h"
-#include "node.h"
+#include "dither.h"
+#include "record.h"
 #include "ship.h"
 #include "worker.h"
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop = 1;
-}
-
-void cli__install_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: poll returns EINTR */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-bool cli__stopping(void)
-{
-    return stop;
-}
-
-static const struct config_def agent_opts[] = {
-    {"config", CONFIG_STRING, "/etc/codexray/agent.conf", 0, 0, "FILE",
-     "config file of key = value lines"},
-    {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
-    {"sample-times", CONFIG_STRING, "dithered", 0, 0, "MODE",
-     "dithered (periods drawn at random around 1/rate, never in step with the tick) or fixed"},
-    {"interval", CONFIG_INT, "60", 1, 3600, "SECONDS",
-     "collection window; one profile per process each"},
-    {"output-dir", CONFIG_STRING, NULL, 0, 0, "DIR", "write each window's profiles into DIR"},
-    {"endpoint", CONFIG_STRING, NULL, 0, 0, "URL",
-     "ship each window to codexray-server at URL (URL/api/v1/profiles)"},
-    {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY", "sent as Authorization: Bearer KEY"},
-    {"data-dir", CONFIG_STRING, "/var/lib/codexray-agent", 0, 0, "DIR",
-     "where windows are spooled while the server is away"},
-    {"spool-max", CONFIG_INT, "268435456", 1048576, 1l << 40, "BYTES",
-     "the spool's bound; past it the oldest profiles go first"},
-    {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames in profiles"},
-    {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
-    {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
-     "user stacks: cfi (tables from .eh_frame, frame pointers where there are none) or fp"},
-    {"unwind-tables-max-mb", CONFIG_INT, "128", 1, 65536, "MIB",
-     "memory for CFI tables in BPF, all binaries together"},
-    {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
-};
-#define N_AGENT_OPTS (sizeof(agent_opts) / sizeof(agent_opts[0]))
-
-static void usage(FILE *f)
-{
-    fprintf(f, "Usage: codexray-node-agent [FLAGS]\n"
-               "       codexray-node-agent record --duration SECONDS --output FILE [FLAGS]\n"
-               "\n"
-               "Profiles every process on this node with eBPF (CPU, sampled at 100 Hz by default)\n"
-               "and writes one pprof profile per process per collection window.\n"
-               "\n"
-               "Flags (also CODEXRAY_<FLAG> variables and keys of the config file; flags win):\n");
-    config__usage(agent_opts, N_AGENT_OPTS, f);
-    fprintf(f, "  --help                       this text\n"
-               "  --version                    print the version\n"
-               "\n"
-               "Run 'codexray-node-agent record --help' for the one-shot mode.\n");
-}
-
-/* Open files the agent would like: it holds one per binary it has seen (the
- * binary cache) and makes one BPF map per CFI table, so a node with a
- * thousand distinct binaries passes the usual soft limit of 1024 (systemd's
- * default) and then fails to read /proc, load tables or write profiles. */
-#define WANT_OPEN_FILES 16384
 /* How long the daemon waits, at start, for the CFI tables of the processes
  * already running before it counts samples. */
 #define STARTUP_TABLES_MS 5000
 
-/* Raises the soft limit of open files to the hard one (which systemd sets at
- * 524288), and says so when that is still short of WANT_OPEN_FILES. */
-static void raise_open_files(void)
-{
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl))
-        return;
-    rlim_t was = rl.rlim_cur;
-    if (rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl))
-            rl.rlim_cur = was;
-    }
-    if (rl.rlim_cur < WANT_OPEN_FILES)
-        log_warn("limits: %llu open files at most (RLIMIT_NOFILE): the agent keeps one per "
-                 "binary, so a node with more binaries than that loses names and CFI tables; "
-                 "raise it (LimitNOFILE=, ulimit -n) to %u or more",
-                 (unsigned long long)rl.rlim_cur, WANT_OPEN_FILES);
-    else if (rl.rlim_cur != was)
-        log_debug("limits: open files raised from %llu to %llu", (unsigned long long)was,
-                  (unsigned long long)rl.rlim_cur);
-}
-
-int cli__common_setup(struct config *c, char *host, size_t hostlen)
-{
-    enum log_level lvl;
-
-    if (log__parse_level(config__str(c, "log-level"), &lvl)) {
-        fprintf(stderr, "codexray-node-agent: --log-level must be debug, info, warn or error\n");
-        return 2;
-    }
-    log__set_level(lvl);
-    raise_open_files();
-    const char *h = config__str(c, "host");
-    if (h && *h)
-        snprintf(host, hostlen, "%s", h);
-    else
-        node__hostname("/proc", host, hostlen); /* the host's, not a container's */
-    host[hostlen - 1] = '\0';
-    return 0;
-}
-
-int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *so)
-{
-    const char *times = config__str(c, "sample-times");
-
-    so->sample_rate_hz = (unsigned)config__int(c, "sample-rate");
-    so->only_tgid = only_tgid;
-    so->fixed_period = strcmp(times, "fixed") == 0;
-    if (!so->fixed_period && strcmp(times, "dithered") != 0) {
-        fprintf(stderr, "codexray-node-agent: --sample-times must be dithered or fixed\n");
-        return 2;
-    }
-    return 0;
-}
-
-int cli__unwind_opts(struct config *c, struct unwinder_opts *uo, const struct unwinder_opts **out)
-{
-    const char *mode = config__str(c, "unwind");
-
-    *out = NULL;
-    if (strcmp(mode, "fp") == 0)
-        return 0;
-    if (strcmp(mode, "cfi") != 0) {
-        fprintf(stderr, "codexray-node-agent: --unwind must be cfi or fp\n");
-        return 2;
-    }
-    uo->max_bytes = (uint64_t)config__int(c, "unwind-tables-max-mb") << 20;
-    *out = uo;
-    return 0;
-}
-
 static int run_agent(int argc, char **argv)
 {
-    struct config *c = config__new(agent_opts, N_AGENT_OPTS);
+    struct config *c = cli__config_new(CLI_RUN);
     struct worker *wk = NULL;
     struct shipper *sh = NULL;
     struct collector col;
@@ -185,8 +40,10 @@ static int run_agent(int argc, char **argv)
     memset(&col, 0, sizeof(col));
     if (!c)
         return 1;
-    if (config__load_all(c, argc, argv, err, sizeof(err)))
-        goto usage;
+    if (config__load_all(c, argc, argv, err, sizeof(err))) {
+        ret = cli__usage_error(CLI_RUN, err);
+        goto out;
+    }
     if ((ret = cli__common_setup(c, host, sizeof(host))))
         goto out;
     ret = 1;
@@ -241,7 +98,7 @@ static int run_agent(int argc, char **argv)
                   (unsigned long long)((clock__mono_ns() - t0) / 1000000));
     }
 
-    struct worker_opts wo = {dir, sh, host, 1000000000ull / so.sample_rate_hz, kstacks};
+    struct worker_opts wo = {dir, sh, host, dither__sample_ns(so.sample_rate_hz), kstacks};
     wk = worker__start(&wo);
     if (!wk) {
         log_error("worker: cannot start its thread: %s", strerror(errno));
@@ -259,7 +116,7 @@ static int run_agent(int argc, char **argv)
 
     uint64_t interval_ns = (uint64_t)config__int(c, "interval") * 1000000000ull;
     uint64_t next = clock__mono_ns() + interval_ns;
-    while (!stop) {
+    while (!cli__stopping()) {
         int r = collector__poll(&col, 100);
         if (r < 0 && r != -EINTR) {
             log_error("sampler: ring buffer poll failed: %s", strerror(-r));
@@ -283,20 +140,15 @@ out:
     collector__close(&col);
     config__free(c);
     return ret;
-usage:
-    fprintf(stderr, "codexray-node-agent: %s\n\n", err);
-    usage(stderr);
-    config__free(c);
-    return 2;
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "record") == 0)
-        return cli__record(argc - 2, argv + 2);
+        return record__main(argc - 2, argv + 2);
     switch (config__wants_help_or_version(argc, argv)) {
     case 1:
-        usage(stdout);
+        cli__usage(CLI_RUN, stdout);
         return 0;
     case 2:
         printf("codexray-node-agent %s\n", CODEXRAY_VERSION);

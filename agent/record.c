@@ -10,41 +10,14 @@
 #include "../common/log.h"
 #include "cli.h"
 #include "collect.h"
+#include "dither.h"
 #include "output.h"
 #include "profile.h"
+#include "record.h"
 
-static const struct config_def record_opts[] = {
-    {"duration", CONFIG_INT, NULL, 1, 86400, "SECONDS", "how long to record (required)"},
-    {"output", CONFIG_STRING, NULL, 0, 0, "FILE", "where to write the gzipped pprof (required)"},
-    {"pid", CONFIG_INT, "0", 0, 4194304, "PID", "record only this process"},
-    {"sample-rate", CONFIG_INT, "100", 1, 1000, "HZ", "samples per second per CPU"},
-    {"sample-times", CONFIG_STRING, "dithered", 0, 0, "MODE",
-     "dithered (periods drawn at random around 1/rate, never in step with the tick) or fixed"},
-    {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames"},
-    {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"},
-    {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
-     "user stacks: cfi (tables from .eh_frame, frame pointers where there are none) or fp"},
-    {"unwind-tables-max-mb", CONFIG_INT, "128", 1, 65536, "MIB",
-     "memory for CFI tables in BPF, all binaries together"},
-    {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
-};
-#define N_RECORD_OPTS (sizeof(record_opts) / sizeof(record_opts[0]))
-
-static void usage(FILE *f)
+int record__main(int argc, char **argv)
 {
-    fprintf(f, "Usage: codexray-node-agent record --duration SECONDS --output FILE [--pid PID]\n"
-               "                                  [--kernel-stacks] [FLAGS]\n"
-               "\n"
-               "Records every process (or one) for SECONDS and writes one gzipped pprof,\n"
-               "each sample labelled with its pid. Read it with 'go tool pprof FILE'.\n"
-               "\n");
-    config__usage(record_opts, N_RECORD_OPTS, f);
-    fprintf(f, "  --help                       this text\n");
-}
-
-int cli__record(int argc, char **argv)
-{
-    struct config *c = config__new(record_opts, N_RECORD_OPTS);
+    struct config *c = cli__config_new(CLI_RECORD);
     struct symbolizer *sym = NULL;
     struct kallsyms *ks = NULL;
     struct rt_namers *rt = NULL;
@@ -61,16 +34,22 @@ int cli__record(int argc, char **argv)
         return 1;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
+            cli__usage(CLI_RECORD, stdout);
             ret = 0;
             goto out;
         }
     }
-    if (config__load_env(c, err, sizeof(err)) || config__load_args(c, argc, argv, err, sizeof(err)))
-        goto usage;
+    if (config__load_env(c, err, sizeof(err)) ||
+        config__load_args(c, argc, argv, err, sizeof(err))) {
+        ret = cli__usage_error(CLI_RECORD, err);
+        goto out;
+    }
     if (!config__is_set(c, "duration") || !config__str(c, "output")) {
         snprintf(err, sizeof(err), "record needs --duration SECONDS and --output FILE");
-        goto usage;
+        {
+            ret = cli__usage_error(CLI_RECORD, err);
+            goto out;
+        }
     }
     if ((ret = cli__common_setup(c, host, sizeof(host))))
         goto out;
@@ -138,7 +117,7 @@ int cli__record(int argc, char **argv)
     }
     rt = rt_namers__new("/proc");
     struct profile_ctx ctx = {
-        sym, ks, host, 1000000000ull / so.sample_rate_hz, rt, clock__mono_ns()};
+        sym, ks, host, dither__sample_ns(so.sample_rate_hz), rt, clock__mono_ns()};
     struct profile_stats st = {0};
     pw = sym && rt ? profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns) : NULL;
     if (!pw) {
@@ -183,9 +162,4 @@ out:
     buf__free(&out);
     config__free(c);
     return ret;
-usage:
-    fprintf(stderr, "codexray-node-agent record: %s\n\n", err);
-    usage(stderr);
-    config__free(c);
-    return 2;
 }

@@ -314,7 +314,7 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
          * is just noise): every sample stands for 1/rate seconds of CPU, on
          * average when dithered. */
         attr.sample_period = s->dithered ? dither__period(&s->dither, s->segment_ns)
-                                         : 1000000000ull / opts->sample_rate_hz;
+                                         : dither__sample_ns(opts->sample_rate_hz);
         attr.freq = 0;
         int fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0) {

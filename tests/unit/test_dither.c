@@ -63,11 +63,24 @@ static void test_seeds(void **state)
     assert_true(same < 10);
 }
 
+/* What a sample stands for: 1/rate seconds, truncated to whole ns; the
+ * mean of the dithered periods' frequencies is that rate (above). */
+static void test_sample_ns(void **state)
+{
+    (void)state;
+    assert_int_equal(dither__sample_ns(100), 10000000);
+    assert_int_equal(dither__sample_ns(1), 1000000000);
+    assert_int_equal(dither__sample_ns(1000), 1000000);
+    assert_int_equal(dither__sample_ns(3), 333333333);
+    assert_int_equal(dither__sample_ns(0), 1000000000); /* as dither__init takes 0 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mean_and_spread),
         cmocka_unit_test(test_seeds),
+        cmocka_unit_test(test_sample_ns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
