@@ -1,24 +1,17 @@
 #include "ingest.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/buf.h"
 #include "../common/gz.h"
-#include "../common/hmap.h"
 #include "../common/zst.h"
-#include "../common/pprof/pprof_reader.h"
-#include "budget.h"
-#include "pprof_ids.h"
+#include "ingest_int.h"
 #include "sat.h"
 #include "text.h"
-
-/* Labels kept per sample (the rest are ignored) and values read per sample. */
-#define MAX_LABELS 64
-#define MAX_VALUES 64
 
 /* What a profile may claim. Its CPU: at most what MAX_CORES cores give over
  * its duration (8,192 is the most CPUs a distribution's kernel supports,
@@ -32,173 +25,6 @@
 #define MAX_DURATION_NS (86400ll * 1000000000ll)
 #define UNTIMED_NS (3600ll * 1000000000ll)
 #define MAX_TIME_NS (4102444800ll * 1000000000ll)
-
-/* An upper bound of what the label set index (a hmap) takes a set, beyond
- * its key: its entry (32 bytes, up to twice over as the array doubles), its
- * slots (up to 4 a set, 4 bytes each) and the key's rounding. */
-#define LS_INDEX_BYTES 96
-
-/* Everything ingest allocates for one request, freed in one place, and
- * counted against one budget (mem). */
-struct work {
-    struct budget mem;
-    struct pprof_reader r;
-    struct buf raw;
-    struct id_index fns, locs, maps; /* pprof ids -> array indices */
-    uint32_t *loc_off, *loc_frames;  /* location i's function indices */
-    struct store_location *locations;
-    struct loc_part *parts;     /* [i + 1]: location i's part of its stacks' keys */
-    struct stack_strkey *skeys; /* string i's share of function keys; pc 0 until made */
-    struct hmap *ls_index;      /* a sample's (key, str) pairs -> label set */
-    uint64_t *sample_locs;      /* one sample's location ids */
-    struct store_put_function *functions;
-    uint32_t *frames; /* the samples' location indices, one after another */
-    size_t nframes, cap_frames, total_depth;
-    struct store_stack *stacks; /* one per distinct (stack, label set): samples merged */
-    size_t nstacks, cap_stacks;
-    uint32_t *merge; /* (stack key, label set) -> index into stacks + 1; 0 empty */
-    size_t nmerge;   /* slots: a power of two, at least twice nstacks */
-    struct store_labelset *labelsets;
-    uint32_t *ls_pid; /* each label set's pid label (a string index), or UINT32_MAX */
-    size_t cap_sets, cap_pids;
-    struct store_label *labels;
-    size_t nsets, nlabels, cap_labels;
-    char *names; /* names made up for locations without lines */
-    size_t names_len, names_cap, names_max;
-};
-
-static void work_free(struct work *w)
-{
-    pprof_reader__free(&w->r);
-    buf__free(&w->raw);
-    id_index__free(&w->fns);
-    id_index__free(&w->locs);
-    id_index__free(&w->maps);
-    hmap__free(w->ls_index);
-    free(w->loc_off);
-    free(w->loc_frames);
-    free(w->locations);
-    free(w->parts);
-    free(w->skeys);
-    free(w->sample_locs);
-    free(w->functions);
-    free(w->frames);
-    free(w->stacks);
-    free(w->merge);
-    free(w->labelsets);
-    free(w->ls_pid);
-    free(w->labels);
-    free(w->names);
-}
-
-/* Room for n more location indices. Returns 0, -E2BIG or -ENOMEM. Always
- * room for one more: frames is never NULL once a sample is read (samples
- * without locations index it too, and NULL + 0 is undefined). */
-static int reserve_frames(struct work *w, size_t n)
-{
-    return budget__grow(&w->mem, (void **)&w->frames, &w->cap_frames, w->nframes + n + 1,
-                        sizeof(*w->frames), 65536);
-}
-
-static size_t merge_slot(const struct work *w, struct stack_key key, uint32_t set)
-{
-    /* The key is a hash with the store's secret bases: uniform, and no
-     * sender can choose keys that collide. */
-    return (size_t)(key.a ^ (key.b << 7) ^ (set * 0x9e3779b97f4a7c15ull)) & (w->nmerge - 1);
-}
-
-/* Doubles the merge table (8 slots at first) and places every stack again.
- * Returns 0, -E2BIG or -ENOMEM. */
-static int merge_grow(struct work *w)
-{
-    size_t n = w->nmerge ? w->nmerge * 2 : 8;
-    uint32_t *slots = budget__calloc(&w->mem, n, sizeof(*slots));
-
-    if (!slots)
-        return w->mem.over ? -E2BIG : -ENOMEM;
-    free(w->merge);
-    w->merge = slots;
-    w->nmerge = n;
-    for (size_t i = 0; i < w->nstacks; i++) {
-        size_t j = merge_slot(w, w->stacks[i].key, w->stacks[i].labelset);
-        while (w->merge[j])
-            j = (j + 1) & (n - 1);
-        w->merge[j] = i + 1;
-    }
-    return 0;
-}
-
-/* The stack of (key, set) so far, else a new one (*fresh set), its counts
- * 0 and its frames at `start` (an offset until the frames are final):
- * identical samples become one stack as they are read, so a body of
- * millions of samples of a few stacks takes memory for a few. Returns its
- * index, or -E2BIG / -ENOMEM. */
-static long merge_stack(struct work *w, struct stack_key key, uint32_t set, size_t start,
-                        bool *fresh)
-{
-    int e;
-
-    if ((w->nstacks + 1) * 2 > w->nmerge && (e = merge_grow(w)))
-        return e;
-    size_t j = merge_slot(w, key, set);
-    for (; w->merge[j]; j = (j + 1) & (w->nmerge - 1)) {
-        const struct store_stack *k = &w->stacks[w->merge[j] - 1];
-        if (k->key.a == key.a && k->key.b == key.b && k->labelset == set) {
-            *fresh = false;
-            return w->merge[j] - 1;
-        }
-    }
-    if ((e = budget__grow(&w->mem, (void **)&w->stacks, &w->cap_stacks, w->nstacks + 1,
-                          sizeof(*w->stacks), 1024)))
-        return e;
-    w->stacks[w->nstacks] =
-        (struct store_stack){(const uint32_t *)(uintptr_t)start, 0, set, key, 0, 0};
-    w->merge[j] = w->nstacks + 1;
-    *fresh = true;
-    return w->nstacks++;
-}
-
-/* A name for a location pprof gives no line for: never a bare address.
- * Returns its function index; -EOVERFLOW past names_max, -E2BIG past the
- * budget, -ENOMEM. */
-static long synth_function(struct work *w, const struct stack_hasher *h,
-                           const struct pprof_rlocation *loc, size_t *extra_fns)
-{
-    const struct pprof_reader *r = &w->r;
-    const char *file = "[unknown]";
-    uint64_t addr = loc->address;
-    char name[512];
-
-    long mi = loc->mapping_id ? id_index__find(&w->maps, loc->mapping_id) : -1;
-    if (mi >= 0) {
-        const struct pprof_rmapping *m = &r->mappings[mi];
-        const char *f = r->strings[m->filename];
-        if (*f) {
-            const char *slash = strrchr(f, '/');
-            file = slash ? slash + 1 : f;
-        }
-        if (addr >= m->memory_start)
-            addr = addr - m->memory_start + m->file_offset;
-    }
-    int n = snprintf(name, sizeof(name), "%s+0x%" PRIx64, file, addr);
-    if (n < 0 || (size_t)n >= sizeof(name))
-        n = sizeof(name) - 1;
-    /* Names live in one growing buffer; fix up pointers once it is done.
-     * Up to 512 bytes from a location of a few: counted against the
-     * request's memory budget like the reader's tables. */
-    if (w->names_len + n + 1 > w->names_max)
-        return -EOVERFLOW;
-    int e = budget__grow(&w->mem, (void **)&w->names, &w->names_cap, w->names_len + n + 1, 1, 4096);
-    if (e)
-        return e;
-    memcpy(w->names + w->names_len, name, n);
-    w->names[w->names_len + n] = '\0';
-    long idx = r->nfunctions + (*extra_fns)++;
-    w->functions[idx] = (struct store_put_function){{(const char *)(uintptr_t)w->names_len, ""},
-                                                    stack_hasher__function(h, name, n, "", 0)};
-    w->names_len += n + 1;
-    return idx;
-}
 
 /* A location as the hot loop reads it: its part of a stack's key
  * (stack_key.h) and its number of frames, in one place. */
@@ -311,462 +137,589 @@ static const char *label_in(const struct store_labelset *ls, const char *key)
     return NULL;
 }
 
-/* The label set of a sample's (key, str) string index pairs lkey[0..nk),
- * made when it is new: label sets repeat across samples, each is kept
- * once. Returns its index; -EBADMSG for a label past max_bytes (*bad: its
- * key's string index), -E2BIG past the budget, -ENOMEM. */
-static long label_set(struct work *w, const uint32_t *lkey, size_t nk, size_t max_bytes,
-                      uint32_t *bad)
+/* A request's failure: w->msg written from fmt, status returned. */
+static int __attribute__((format(printf, 3, 4)))
+fail(struct ingest_work *w, int status, const char *fmt, ...)
 {
-    const struct pprof_reader *r = &w->r;
-    size_t n = nk / 2, set = w->nsets;
-    bool fresh;
-    int e;
+    va_list ap;
 
-    long k = hmap__find(w->ls_index, lkey, nk * sizeof(*lkey));
-    if (k >= 0)
-        return *hmap__val(w->ls_index, k);
-    for (size_t j = 0; j < nk; j++) {
-        if (r->string_len[lkey[j]] > max_bytes) {
-            *bad = lkey[j & ~(size_t)1];
-            return -EBADMSG;
-        }
-    }
-    if (!budget__take(&w->mem, 1, nk * sizeof(*lkey) + LS_INDEX_BYTES))
-        return -E2BIG;
-    if ((k = hmap__put(w->ls_index, lkey, nk * sizeof(*lkey), &fresh)) < 0)
-        return -ENOMEM;
-    if ((e = budget__grow(&w->mem, (void **)&w->labels, &w->cap_labels, w->nlabels + n,
-                          sizeof(*w->labels), 1024)) ||
-        (e = budget__grow(&w->mem, (void **)&w->labelsets, &w->cap_sets, set + 1,
-                          sizeof(*w->labelsets), 64)) ||
-        (e = budget__grow(&w->mem, (void **)&w->ls_pid, &w->cap_pids, set + 1, sizeof(*w->ls_pid),
-                          64)))
-        return e;
-    w->labelsets[set].labels = (void *)(uintptr_t)w->nlabels; /* fixed up once final */
-    w->labelsets[set].n = n;
-    w->ls_pid[set] = UINT32_MAX;
-    for (size_t j = 0; j < nk; j += 2) {
-        const char *key = r->strings[lkey[j]];
-        w->labels[w->nlabels++] = (struct store_label){key, r->strings[lkey[j + 1]]};
-        if (strcmp(key, "pid") == 0 && w->ls_pid[set] == UINT32_MAX)
-            w->ls_pid[set] = lkey[j + 1];
-    }
-    *hmap__val(w->ls_index, k) = set;
-    return w->nsets++;
+    va_start(ap, fmt);
+    vsnprintf(w->msg, w->msglen, fmt, ap);
+    va_end(ap);
+    return status;
 }
 
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        snprintf(msg, msglen, __VA_ARGS__);                                                        \
-        goto out;                                                                                  \
-    } while (0)
-
-int ingest__profile(struct store *st, const void *body, size_t len,
-                    const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
-                    size_t msglen)
+/* An allocation failed: 413 when it was the request's memory budget that
+ * ran out, else 500. */
+static int no_memory(struct ingest_work *w)
 {
-    struct work w;
-    const struct pprof_reader *r = &w.r;
-    const struct stack_hasher *h = store__hasher(st);
-    /* the key tables' size bounds the depth too */
-    size_t max_depth =
-        lim->max_stack_depth < STACK_KEY_MAX_FRAMES ? lim->max_stack_depth : STACK_KEY_MAX_FRAMES;
+    if (w->mem.over)
+        return fail(w, 413, "the profile needs more than the %zu bytes of memory a request may use",
+                    w->mem.max);
+    return fail(w, 500, "out of memory");
+}
+
+/* --- decode --- */
+
+/* The body (gzip, zstd or pprof as it is, told apart by their magic bytes)
+ * inflated within the limits and read into w->r, within what is left of
+ * the budget. Returns 0, or the status with w->msg saying why: 400 not
+ * whole or not pprof, 413 past a limit, 500 out of memory. */
+static int decode(struct ingest_work *w, const void *body, size_t len)
+{
+    const struct ingest_limits *lim = w->lim;
     const uint8_t *data = body;
     size_t dlen = len;
-    int status = 400, e;
+    int e;
 
-    memset(&w, 0, sizeof(w));
-    budget__init(&w.mem, lim->max_memory);
-    buf__init(&w.raw,
-              lim->max_decompressed < lim->max_memory ? lim->max_decompressed : lim->max_memory);
-    /* Told apart by their magic bytes; anything else is read as pprof. */
     bool gz = gz__is_gzip(body, len), zst = !gz && zst__is_zstd(body, len);
     if (gz || zst) {
-        e = gz ? gz__decompress(body, len, &w.raw, lim->max_ratio)
-               : zst__decompress(body, len, &w.raw, lim->max_ratio);
-        if (e == -E2BIG) {
-            status = 413;
-            BAD("the body inflates past the limit (%zu bytes, or %zu times its size)", w.raw.max,
-                lim->max_ratio);
-        }
+        e = gz ? gz__decompress(body, len, &w->raw, lim->max_ratio)
+               : zst__decompress(body, len, &w->raw, lim->max_ratio);
+        if (e == -E2BIG)
+            return fail(w, 413,
+                        "the body inflates past the limit (%zu bytes, or %zu times its size)",
+                        w->raw.max, lim->max_ratio);
         if (e == -ENOMEM)
-            goto oom;
+            return no_memory(w);
         if (e && gz)
-            BAD("the body is not a whole gzip stream");
+            return fail(w, 400, "the body is not a whole gzip stream");
         if (e)
-            BAD("the body is not whole zstd frames (or asks for a window over %d MiB)",
-                1 << (ZST_WINDOW_LOG_MAX - 20));
-        data = (const uint8_t *)w.raw.data;
-        dlen = w.raw.len;
-        if (!budget__take(&w.mem, w.raw.cap, 1))
-            goto oom; /* a 413: the inflated body alone fills the budget */
+            return fail(w, 400,
+                        "the body is not whole zstd frames (or asks for a window over %d MiB)",
+                        1 << (ZST_WINDOW_LOG_MAX - 20));
+        data = (const uint8_t *)w->raw.data;
+        dlen = w->raw.len;
+        if (!budget__take(&w->mem, w->raw.cap, 1))
+            return no_memory(w); /* a 413: the inflated body alone fills the budget */
     }
     /* The reader's tables get what the inflated body left of the budget (a
      * real profile needs 1-3 times its encoded size; a body of empty
      * messages up to 24 times). Names made for locations without lines, up
      * to 512 bytes from a location of a few, at most 16 times the body. */
-    w.names_max = dlen * 16 + (1u << 20);
-    e = pprof_reader__read(&w.r, data, dlen, w.mem.max - w.mem.used, msg, msglen);
+    w->names_max = dlen * 16 + (1u << 20);
+    e = pprof_reader__read(&w->r, data, dlen, w->mem.max - w->mem.used, w->msg, w->msglen);
     if (e == -E2BIG)
-        w.mem.over = true;
-    if (e == -ENOMEM || e == -E2BIG || !budget__take(&w.mem, pprof_reader__mem_used(&w.r), 1))
-        goto oom;
+        w->mem.over = true;
+    if (e == -ENOMEM || e == -E2BIG || !budget__take(&w->mem, pprof_reader__mem_used(&w->r), 1))
+        return no_memory(w);
     if (e)
-        goto out; /* msg says what is wrong */
+        return 400; /* msg says what is wrong */
+    return 0;
+}
 
-    /* --- the checks pprof itself makes, and ours --- */
+/* --- validate --- */
+
+/* The checks pprof itself makes of a decoded profile, and ours: sample
+ * types, the number of samples, which values count samples and CPU, the
+ * period; then the ids of functions, locations and mappings indexed (each
+ * defined once). Returns 0, or the status with w->msg: 400, 413 (too many
+ * samples, or the budget), 500. */
+static int validate(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+    const struct ingest_limits *lim = w->lim;
+    int e;
+
     if (r->nsample_types == 0)
-        BAD("no sample_type");
+        return fail(w, 400, "no sample_type");
     if (r->nsample_types > MAX_VALUES)
-        BAD("%zu sample types: more than %d", r->nsample_types, MAX_VALUES);
-    if (r->nsamples > lim->max_samples) {
-        status = 413;
-        BAD("%zu samples: more than the limit of %zu", r->nsamples, lim->max_samples);
-    }
-    int samples_idx = -1, cpu_idx = -1;
+        return fail(w, 400, "%zu sample types: more than %d", r->nsample_types, MAX_VALUES);
+    if (r->nsamples > lim->max_samples)
+        return fail(w, 413, "%zu samples: more than the limit of %zu", r->nsamples,
+                    lim->max_samples);
+    w->samples_idx = w->cpu_idx = -1;
     for (size_t i = 0; i < r->nsample_types; i++) {
         const char *t = r->strings[r->sample_types[i].type];
         const char *u = r->strings[r->sample_types[i].unit];
-        if (strcmp(t, "samples") == 0 && samples_idx < 0)
-            samples_idx = i;
-        if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && cpu_idx < 0)
-            cpu_idx = i;
+        if (strcmp(t, "samples") == 0 && w->samples_idx < 0)
+            w->samples_idx = i;
+        if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && w->cpu_idx < 0)
+            w->cpu_idx = i;
     }
-    if (samples_idx < 0)
-        samples_idx = 0;
-    int64_t period_ns =
-        r->has_period_type && strcmp(r->strings[r->period_type.unit], "nanoseconds") == 0
-            ? r->period
-            : 0;
+    if (w->samples_idx < 0)
+        w->samples_idx = 0;
+    w->period_ns = r->has_period_type && strcmp(r->strings[r->period_type.unit], "nanoseconds") == 0
+                       ? r->period
+                       : 0;
 
-    /* --- ids of functions, locations and mappings -> their indices --- */
-    if ((e = id_index__table(&w.fns, &w.mem, r->functions, r->nfunctions, sizeof(*r->functions),
-                             "function", msg, msglen)) ||
-        (e = id_index__table(&w.locs, &w.mem, r->locations, r->nlocations, sizeof(*r->locations),
-                             "location", msg, msglen)) ||
-        (e = id_index__table(&w.maps, &w.mem, r->mappings, r->nmappings, sizeof(*r->mappings),
-                             "mapping", msg, msglen))) {
-        if (e != -EBADMSG)
-            goto oom;
-        goto out;
-    }
+    /* ids of functions, locations and mappings -> their indices */
+    if ((e = id_index__table(&w->fns, &w->mem, r->functions, r->nfunctions, sizeof(*r->functions),
+                             "function", w->msg, w->msglen)) ||
+        (e = id_index__table(&w->locs, &w->mem, r->locations, r->nlocations, sizeof(*r->locations),
+                             "location", w->msg, w->msglen)) ||
+        (e = id_index__table(&w->maps, &w->mem, r->mappings, r->nmappings, sizeof(*r->mappings),
+                             "mapping", w->msg, w->msglen)))
+        return e == -EBADMSG ? 400 : no_memory(w);
+    return 0;
+}
 
-    /* --- functions --- */
+/* What a profile claims, checked once its samples are summed: its start
+ * and duration in range, and no more CPU or samples than MAX_CORES could
+ * give over its duration. Returns 0 or 400 with w->msg. */
+static int validate_claims(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+
+    if (r->time_nanos < 0 || r->time_nanos > MAX_TIME_NS)
+        return fail(w, 400, "time_nanos %" PRId64 " is not between 1970 and 2100", r->time_nanos);
+    if (r->duration_nanos < 0 || r->duration_nanos > MAX_DURATION_NS)
+        return fail(w, 400, "duration_nanos %" PRId64 " is not between 0 and a day",
+                    r->duration_nanos);
+    int64_t window = r->duration_nanos ? r->duration_nanos : UNTIMED_NS;
+    if ((__int128)w->total_cpu > (__int128)window * MAX_CORES)
+        return fail(w, 400, "%" PRId64 " ns of CPU in %" PRId64 " ns: more than %d cores can use",
+                    w->total_cpu, window, MAX_CORES);
+    if ((__int128)w->total_samples * SAMPLES_PER_CORE_NS > (__int128)window * MAX_CORES)
+        return fail(w, 400,
+                    "%" PRId64 " samples in %" PRId64
+                    " ns: more than one a microsecond on %d cores",
+                    w->total_samples, window, MAX_CORES);
+    return 0;
+}
+
+/* --- key: functions, locations and samples in the store's terms --- */
+
+/* Every pprof function with its key, each string hashed once however many
+ * functions share it (a file has many). Returns 0 or the status of
+ * no_memory. */
+static int key_functions(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+    const struct stack_hasher *h = w->h;
+
     /* Room for every pprof function and one made-up name per location. */
-    w.functions = budget__malloc(&w.mem, r->nfunctions + r->nlocations + 1, sizeof(*w.functions));
-    w.skeys = budget__calloc(&w.mem, r->nstrings, sizeof(*w.skeys));
-    if (!w.functions || !w.skeys)
-        goto oom;
+    w->functions =
+        budget__malloc(&w->mem, r->nfunctions + r->nlocations + 1, sizeof(*w->functions));
+    w->skeys = budget__calloc(&w->mem, r->nstrings, sizeof(*w->skeys));
+    if (!w->functions || !w->skeys)
+        return no_memory(w);
     for (size_t i = 0; i < r->nfunctions; i++) {
         const struct pprof_rfunction *f = &r->functions[i];
-        /* Each string hashed once, however many functions share it (a
-         * file has many). */
         uint32_t si[2] = {f->name, f->filename};
         for (int k = 0; k < 2; k++)
-            if (!w.skeys[si[k]].pc)
-                w.skeys[si[k]] = stack_hasher__string(h, r->strings[si[k]], r->string_len[si[k]]);
-        w.functions[i] =
-            (struct store_put_function){{r->strings[f->name], r->strings[f->filename]},
-                                        stack_hasher__join(w.skeys[f->name], w.skeys[f->filename])};
+            if (!w->skeys[si[k]].pc)
+                w->skeys[si[k]] = stack_hasher__string(h, r->strings[si[k]], r->string_len[si[k]]);
+        w->functions[i] = (struct store_put_function){
+            {r->strings[f->name], r->strings[f->filename]},
+            stack_hasher__join(w->skeys[f->name], w->skeys[f->filename])};
     }
+    return 0;
+}
 
-    /* --- locations: each expanded once into function indices --- */
-    size_t extra_fns = 0, nloc_frames = 0;
+/* Each location expanded once into its function indices (loc_off,
+ * loc_frames): its lines', innermost (inlined) first as pprof has them, or
+ * one function named for its address when it has no line. Returns 0, or
+ * the status with w->msg: 400 an undefined function, 413 past names_max or
+ * the budget, 500. */
+static int expand_locations(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+    size_t nloc_frames = 0, lf = 0;
+
     for (size_t i = 0; i < r->nlocations; i++)
         nloc_frames += r->locations[i].nlines ? r->locations[i].nlines : 1;
-    w.loc_off = budget__malloc(&w.mem, r->nlocations + 1, sizeof(*w.loc_off));
-    w.loc_frames = budget__malloc(&w.mem, nloc_frames + 1, sizeof(*w.loc_frames));
-    if (!w.loc_off || !w.loc_frames)
-        goto oom;
-    size_t lf = 0;
+    w->loc_off = budget__malloc(&w->mem, r->nlocations + 1, sizeof(*w->loc_off));
+    w->loc_frames = budget__malloc(&w->mem, nloc_frames + 1, sizeof(*w->loc_frames));
+    if (!w->loc_off || !w->loc_frames)
+        return no_memory(w);
     for (size_t i = 0; i < r->nlocations; i++) {
         const struct pprof_rlocation *l = &r->locations[i];
-        w.loc_off[i] = lf;
-        /* pprof: a location's lines go innermost (inlined) first. */
+        w->loc_off[i] = lf;
         for (size_t j = 0; j < l->nlines; j++) {
             uint64_t fid = r->lines[l->line_off + j].function_id;
-            long fi = id_index__find(&w.fns, fid);
+            long fi = id_index__find(&w->fns, fid);
             if (fi < 0)
-                BAD("location %" PRIu64 ": function id %" PRIu64 " not defined", l->id, fid);
-            w.loc_frames[lf++] = fi;
+                return fail(w, 400, "location %" PRIu64 ": function id %" PRIu64 " not defined",
+                            l->id, fid);
+            w->loc_frames[lf++] = fi;
         }
         if (l->nlines == 0) {
-            long f = synth_function(&w, h, l, &extra_fns);
-            if (f == -EOVERFLOW) {
-                status = 413;
-                BAD("the names made for locations without lines pass %zu bytes", w.names_max);
-            }
+            long f = ingest_work__synth_function(w, w->h, l, &w->extra_fns);
+            if (f == -EOVERFLOW)
+                return fail(w, 413, "the names made for locations without lines pass %zu bytes",
+                            w->names_max);
             if (f < 0)
-                goto oom; /* a 413 past the budget */
-            w.loc_frames[lf++] = f;
+                return no_memory(w); /* a 413 past the budget */
+            w->loc_frames[lf++] = f;
         }
     }
-    w.loc_off[r->nlocations] = lf;
-    w.locations = budget__malloc(&w.mem, r->nlocations + 1, sizeof(*w.locations));
-    w.parts = budget__malloc(&w.mem, r->nlocations + 1, sizeof(*w.parts));
-    if (!w.locations || !w.parts)
-        goto oom;
-    w.parts[0] = (struct loc_part){0, 0, 0, 0}; /* an undefined id maps here */
+    w->loc_off[r->nlocations] = lf;
+    return 0;
+}
+
+/* Each location's part of its stacks' keys (parts[i + 1]; parts[0] is
+ * where an undefined id maps) and its frames as the store takes them.
+ * Returns 0, or the status with w->msg: 413 a location deeper than
+ * max_stack_depth or past the budget, 500. */
+static int key_locations(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+    const struct stack_hasher *h = w->h;
+
+    w->locations = budget__malloc(&w->mem, r->nlocations + 1, sizeof(*w->locations));
+    w->parts = budget__malloc(&w->mem, r->nlocations + 1, sizeof(*w->parts));
+    if (!w->locations || !w->parts)
+        return no_memory(w);
+    w->parts[0] = (struct loc_part){0, 0, 0, 0};
     for (size_t i = 0; i < r->nlocations; i++) {
-        uint32_t n = w.loc_off[i + 1] - w.loc_off[i];
-        if (n > lim->max_stack_depth) {
-            status = 413;
-            BAD("location %" PRIu64 ": %u inlined frames, more than %zu", r->locations[i].id, n,
-                lim->max_stack_depth);
-        }
+        uint32_t n = w->loc_off[i + 1] - w->loc_off[i];
+        if (n > w->lim->max_stack_depth)
+            return fail(w, 413, "location %" PRIu64 ": %u inlined frames, more than %zu",
+                        r->locations[i].id, n, w->lim->max_stack_depth);
         struct stack_key keys[64];
         struct stack_sum sum;
         stack_sum__init(&sum);
         for (uint32_t j = 0; j < n; j += 64) { /* in runs of 64: no location has more */
             uint32_t m = n - j < 64 ? n - j : 64;
             for (uint32_t k = 0; k < m; k++)
-                keys[k] = w.functions[w.loc_frames[w.loc_off[i] + j + k]].key;
+                keys[k] = w->functions[w->loc_frames[w->loc_off[i] + j + k]].key;
             struct stack_part part = stack_hasher__part(h, keys, m);
             stack_sum__add(&sum, h, part.a, part.b, m);
         }
         struct stack_key k = stack_sum__key(&sum);
-        w.parts[i + 1] = (struct loc_part){k.a, k.b, n, 0};
-        w.locations[i] = (struct store_location){w.loc_frames + w.loc_off[i], n};
+        w->parts[i + 1] = (struct loc_part){k.a, k.b, n, 0};
+        w->locations[i] = (struct store_location){w->loc_frames + w->loc_off[i], n};
     }
-    bool dense_locs = w.locs.dense != NULL;
-    struct id_map idm = {w.locs.dense, w.parts, h->pow_a, h->pow_b, w.locs.max_id, max_depth};
+    return 0;
+}
 
-    /* --- samples -> stacks of function indices, and distinct label sets --- */
-    size_t nsamples = r->nsamples;
-    w.ls_index = hmap__new();
-    w.sample_locs = budget__malloc(&w.mem, lim->max_stack_depth + 1, sizeof(*w.sample_locs));
-    if (!w.ls_index || !w.sample_locs)
-        goto oom;
+/* Sample i's stack: its location indices appended to w->frames (not yet
+ * counted in nframes, *n of them), its key and its depth in frames. The
+ * location ids are mapped as they are decoded where they are one packed
+ * run of a dense table's ids (as every writer makes them), else decoded
+ * first into s. Returns 0, or the status with w->msg: 400 malformed or an
+ * undefined location, 413 deeper than the limits or past the budget, 500. */
+static int sample_stack(struct ingest_work *w, const struct id_map *idm, size_t i,
+                        struct pprof_rsample *s, struct stack_key *key, size_t *depth_out,
+                        size_t *n_out)
+{
+    const struct pprof_reader *r = &w->r;
+    size_t max_depth = w->max_depth, depth = 0;
+    const uint8_t *q, *qend;
+
+    int e = w->locs.dense ? pprof_reader__sample_packed(r, i, s, &q, &qend, w->msg, w->msglen)
+                          : -EAGAIN;
+    if (e == -EAGAIN) {
+        struct stack_sum sum;
+        stack_sum__init(&sum);
+        e = pprof_reader__sample(r, i, s, w->msg, w->msglen);
+        if (e == -EBADMSG)
+            return 400;
+        if (s->nlocation_ids > w->lim->max_stack_depth)
+            return fail(w, 413, "sample %zu: deeper than %zu frames", i, w->lim->max_stack_depth);
+        if (ingest_work__reserve_frames(w, s->nlocation_ids))
+            return no_memory(w);
+        uint32_t *out = w->frames + w->nframes;
+        for (size_t j = 0; j < s->nlocation_ids; j++) {
+            long li = id_index__find(&w->locs, s->location_ids[j]);
+            if (li < 0)
+                return fail(w, 400, "sample %zu: location id %" PRIu64 " not defined", i,
+                            s->location_ids[j]);
+            const struct loc_part *lp = &w->parts[li + 1];
+            if (depth + lp->nframes > max_depth)
+                return fail(w, 413, "sample %zu: deeper than %zu frames", i, max_depth);
+            stack_sum__add(&sum, w->h, lp->a, lp->b, lp->nframes);
+            depth += lp->nframes;
+            out[j] = li;
+        }
+        *key = stack_sum__key(&sum);
+        *n_out = s->nlocation_ids;
+        *depth_out = depth;
+        return 0;
+    }
+    if (e == -EBADMSG)
+        return 400;
+    /* At most one id a byte; map_ids writes no more than max_depth of
+     * them, or than a short run's bytes. */
+    size_t most = qend - q;
+    if (most > max_depth + SHORT_RUN + 1)
+        most = max_depth + SHORT_RUN + 1;
+    if (ingest_work__reserve_frames(w, most))
+        return no_memory(w);
+    uint64_t bad = 0;
+    long n = map_ids(idm, q, qend, w->frames + w->nframes, &depth, key, &bad);
+    if (n == -EBADMSG)
+        return fail(w, 400, "sample %zu: malformed protobuf", i);
+    if (n == -ENOENT)
+        return fail(w, 400, "sample %zu: location id %" PRIu64 " not defined", i, bad);
+    if (n < 0)
+        return fail(w, 413, "sample %zu: deeper than %zu frames", i, max_depth);
+    *n_out = n;
+    *depth_out = depth;
+    return 0;
+}
+
+/* The label set of the sample before, kept: label sets repeat across
+ * samples, most often from one sample to the next. */
+struct last_set {
+    uint32_t key[2 * MAX_LABELS];
+    size_t nk; /* SIZE_MAX: none yet */
+    uint32_t set;
+};
+
+/* Sample s's label set: its string labels (numeric ones are not kept, nor
+ * labels past MAX_LABELS), STORE_NO_LABELS when it has none. Returns 0
+ * with *set, or the status with w->msg: 400 a label longer than
+ * max_label_bytes, 413 past the budget, 500. */
+static int sample_labels(struct ingest_work *w, size_t i, const struct pprof_rsample *s,
+                         struct last_set *last, uint32_t *set)
+{
+    uint32_t lkey[2 * MAX_LABELS];
+    size_t nk = 0;
+
+    for (size_t j = 0; j < s->nlabels && j < MAX_LABELS; j++) {
+        if (s->labels[j].str) {
+            lkey[nk++] = s->labels[j].key;
+            lkey[nk++] = s->labels[j].str;
+        }
+    }
+    *set = STORE_NO_LABELS;
+    if (nk == last->nk && memcmp(lkey, last->key, nk * sizeof(*lkey)) == 0) {
+        *set = last->set;
+    } else if (nk) {
+        uint32_t bad = 0;
+        long k = ingest_work__label_set(w, lkey, nk, w->lim->max_label_bytes, &bad);
+        if (k == -EBADMSG)
+            return fail(w, 400, "sample %zu: label '%.64s' longer than %zu bytes", i,
+                        w->r.strings[bad], w->lim->max_label_bytes);
+        if (k < 0)
+            return no_memory(w);
+        *set = k;
+    }
+    memcpy(last->key, lkey, nk * sizeof(*lkey));
+    last->nk = nk;
+    last->set = *set;
+    return 0;
+}
+
+/* Sample i's counts from its values: samples, and CPU (its own value, else
+ * samples x period), added to the profile's totals, which must fit 64 bits
+ * too (the store keeps them). Returns 0 or 400 with w->msg. */
+static int sample_counts(struct ingest_work *w, size_t i, const int64_t *values,
+                         int64_t *samples_out, int64_t *cpu_out)
+{
+    int64_t samples = values[w->samples_idx], cpu;
+
+    if (w->cpu_idx >= 0)
+        cpu = values[w->cpu_idx];
+    else if (__builtin_mul_overflow(samples, w->period_ns, &cpu))
+        return fail(w, 400, "sample %zu: samples x period past 64 bits", i);
+    if (samples < 0 || cpu < 0)
+        return fail(w, 400, "sample %zu: negative value", i);
+    if (__builtin_add_overflow(w->total_samples, samples, &w->total_samples) ||
+        __builtin_add_overflow(w->total_cpu, cpu, &w->total_cpu))
+        return fail(w, 400, "sample %zu: the profile's total samples or CPU past 64 bits", i);
+    *samples_out = samples;
+    *cpu_out = cpu;
+    return 0;
+}
+
+/* Every sample read into stacks of location indices and distinct label
+ * sets, identical samples (the same stack and label set) merged into one
+ * stack as they are read, so a body of millions of samples of a few stacks
+ * takes memory for a few. Stacks' frames and label sets' labels are
+ * offsets until finish(). Returns 0, or the status with w->msg. */
+static int key_samples(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+    const struct ingest_limits *lim = w->lim;
+    int e;
+
+    w->ls_index = hmap__new();
+    w->sample_locs = budget__malloc(&w->mem, lim->max_stack_depth + 1, sizeof(*w->sample_locs));
+    if (!w->ls_index || !w->sample_locs)
+        return no_memory(w);
+    struct id_map idm = {w->locs.dense, w->parts,       w->h->pow_a,
+                         w->h->pow_b,   w->locs.max_id, w->max_depth};
     int64_t values[MAX_VALUES];
     struct pprof_rlabel labels[MAX_LABELS];
     struct pprof_rsample s = {
-        w.sample_locs, 0, lim->max_stack_depth + 1, values, 0, MAX_VALUES, labels, 0, MAX_LABELS};
-    uint32_t lkey[2 * MAX_LABELS], prev_key[2 * MAX_LABELS];
-    size_t prev_nk = SIZE_MAX;
-    int64_t total_samples = 0, total_cpu = 0;
-    uint32_t prev_set = STORE_NO_LABELS;
-    for (size_t i = 0; i < nsamples; i++) {
-        /* The location ids, mapped as they are decoded where they are one
-         * packed run of a dense table's ids (as every writer makes them);
-         * else decoded first. */
-        const uint8_t *q, *qend;
-        size_t start = w.nframes, depth = 0;
-        struct stack_sum sum;
-        struct stack_key key;
-        stack_sum__init(&sum);
-        e = dense_locs ? pprof_reader__sample_packed(r, i, &s, &q, &qend, msg, msglen) : -EAGAIN;
-        if (e == -EAGAIN) {
-            e = pprof_reader__sample(r, i, &s, msg, msglen);
-            if (e == -EBADMSG)
-                goto out;
-            if (s.nlocation_ids > lim->max_stack_depth) {
-                status = 413;
-                BAD("sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
-            }
-            if (reserve_frames(&w, s.nlocation_ids))
-                goto oom;
-            for (size_t j = 0; j < s.nlocation_ids; j++) {
-                long li = id_index__find(&w.locs, s.location_ids[j]);
-                if (li < 0)
-                    BAD("sample %zu: location id %" PRIu64 " not defined", i, s.location_ids[j]);
-                const struct loc_part *lp = &w.parts[li + 1];
-                if (depth + lp->nframes > max_depth) {
-                    status = 413;
-                    BAD("sample %zu: deeper than %zu frames", i, max_depth);
-                }
-                stack_sum__add(&sum, h, lp->a, lp->b, lp->nframes);
-                depth += lp->nframes;
-                w.frames[w.nframes++] = li;
-            }
-            key = stack_sum__key(&sum);
-        } else {
-            if (e == -EBADMSG)
-                goto out;
-            /* At most one id a byte; map_ids writes no more than max_depth
-             * of them, or than a short run's bytes. */
-            size_t most = qend - q;
-            if (most > max_depth + SHORT_RUN + 1)
-                most = max_depth + SHORT_RUN + 1;
-            if (reserve_frames(&w, most))
-                goto oom;
-            uint64_t bad = 0;
-            long n = map_ids(&idm, q, qend, w.frames + w.nframes, &depth, &key, &bad);
-            if (n == -EBADMSG)
-                BAD("sample %zu: malformed protobuf", i);
-            if (n == -ENOENT)
-                BAD("sample %zu: location id %" PRIu64 " not defined", i, bad);
-            if (n < 0) {
-                status = 413;
-                BAD("sample %zu: deeper than %zu frames", i, max_depth);
-            }
-            w.nframes += n;
-        }
+        w->sample_locs, 0, lim->max_stack_depth + 1, values, 0, MAX_VALUES, labels, 0, MAX_LABELS};
+    struct last_set last = {.nk = SIZE_MAX, .set = STORE_NO_LABELS};
+    for (size_t i = 0; i < r->nsamples; i++) {
+        size_t start = w->nframes, depth = 0, n = 0;
+        struct stack_key key = {0, 0};
+        if ((e = sample_stack(w, &idm, i, &s, &key, &depth, &n)))
+            return e;
+        w->nframes += n;
         if (s.nvalues != r->nsample_types)
-            BAD("sample %zu has %zu values for %zu sample types", i, s.nvalues, r->nsample_types);
+            return fail(w, 400, "sample %zu has %zu values for %zu sample types", i, s.nvalues,
+                        r->nsample_types);
         /* labels past MAX_LABELS (the only other -E2BIG) are not kept */
-        if (depth > lim->max_stack_depth) {
-            status = 413;
-            BAD("sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
-        }
-        /* Label sets repeat across samples, most often from one sample to
-         * the next. */
-        size_t nk = 0;
-        for (size_t j = 0; j < s.nlabels && j < MAX_LABELS; j++) {
-            if (s.labels[j].str) { /* numeric labels are not kept (yet) */
-                lkey[nk++] = s.labels[j].key;
-                lkey[nk++] = s.labels[j].str;
-            }
-        }
+        if (depth > lim->max_stack_depth)
+            return fail(w, 413, "sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
         uint32_t set = STORE_NO_LABELS;
-        if (nk == prev_nk && memcmp(lkey, prev_key, nk * sizeof(*lkey)) == 0) {
-            set = prev_set;
-        } else if (nk) {
-            uint32_t bad = 0;
-            long k = label_set(&w, lkey, nk, lim->max_label_bytes, &bad);
-            if (k == -EBADMSG)
-                BAD("sample %zu: label '%.64s' longer than %zu bytes", i, r->strings[bad],
-                    lim->max_label_bytes);
-            if (k < 0)
-                goto oom;
-            set = k;
-        }
-        memcpy(prev_key, lkey, nk * sizeof(*lkey));
-        prev_nk = nk;
-        prev_set = set;
-        int64_t samples = values[samples_idx], cpu;
-        if (cpu_idx >= 0)
-            cpu = values[cpu_idx];
-        else if (__builtin_mul_overflow(samples, period_ns, &cpu))
-            BAD("sample %zu: samples x period past 64 bits", i);
-        if (samples < 0 || cpu < 0)
-            BAD("sample %zu: negative value", i);
-        /* The profile's totals must fit too (the store keeps them). */
-        if (__builtin_add_overflow(total_samples, samples, &total_samples) ||
-            __builtin_add_overflow(total_cpu, cpu, &total_cpu))
-            BAD("sample %zu: the profile's total samples or CPU past 64 bits", i);
+        int64_t samples = 0, cpu = 0;
+        if ((e = sample_labels(w, i, &s, &last, &set)) ||
+            (e = sample_counts(w, i, values, &samples, &cpu)))
+            return e;
         /* A stack seen before with the same labels takes the counts; its
          * frames just written go. */
         bool fresh = false;
-        long k = merge_stack(&w, key, set, start, &fresh);
+        long k = ingest_work__merge_stack(w, key, set, start, &fresh);
         if (k < 0)
-            goto oom;
-        if (!fresh) {
-            w.nframes = start;
-        } else if ((w.total_depth += depth) > lim->max_frames) {
-            status = 413;
-            BAD("sample %zu: more than %zu frames in all distinct stacks", i, lim->max_frames);
-        }
-        w.stacks[k].samples += samples; /* at most the totals, which fit */
-        w.stacks[k].cpu_ns += cpu;
+            return no_memory(w);
+        if (!fresh)
+            w->nframes = start;
+        else if ((w->total_depth += depth) > lim->max_frames)
+            return fail(w, 413, "sample %zu: more than %zu frames in all distinct stacks", i,
+                        lim->max_frames);
+        w->stacks[k].samples += samples; /* at most the totals, which fit */
+        w->stacks[k].cpu_ns += cpu;
     }
-    if (r->time_nanos < 0 || r->time_nanos > MAX_TIME_NS)
-        BAD("time_nanos %" PRId64 " is not between 1970 and 2100", r->time_nanos);
-    if (r->duration_nanos < 0 || r->duration_nanos > MAX_DURATION_NS)
-        BAD("duration_nanos %" PRId64 " is not between 0 and a day", r->duration_nanos);
-    int64_t window = r->duration_nanos ? r->duration_nanos : UNTIMED_NS;
-    if ((__int128)total_cpu > (__int128)window * MAX_CORES)
-        BAD("%" PRId64 " ns of CPU in %" PRId64 " ns: more than %d cores can use", total_cpu,
-            window, MAX_CORES);
-    if ((__int128)total_samples * SAMPLES_PER_CORE_NS > (__int128)window * MAX_CORES)
-        BAD("%" PRId64 " samples in %" PRId64 " ns: more than one a microsecond on %d cores",
-            total_samples, window, MAX_CORES);
-    /* frames, labels and names are final now: point into them */
-    for (size_t i = 0; i < w.nstacks; i++) {
-        size_t off = (uintptr_t)w.stacks[i].locations;
-        size_t end = i + 1 < w.nstacks ? (uintptr_t)w.stacks[i + 1].locations : w.nframes;
-        w.stacks[i].locations = w.frames + off;
-        w.stacks[i].nlocations = end - off;
-    }
-    for (size_t i = 0; i < w.nsets; i++)
-        w.labelsets[i].labels = w.labels + (uintptr_t)w.labelsets[i].labels;
-    for (size_t i = 0; i < extra_fns; i++) {
-        struct store_function *f = &w.functions[r->nfunctions + i].f;
-        f->name = w.names + (uintptr_t)f->name;
-    }
+    return 0;
+}
 
-    /* --- identity: the query string, else the first sample's labels --- */
-    const struct store_labelset *ls0 = w.nstacks && w.stacks[0].labelset != STORE_NO_LABELS
-                                           ? &w.labelsets[w.stacks[0].labelset]
+/* Frames, labels and names are final now: the offsets kept while they grew
+ * made pointers into them. Cannot fail. */
+static void finish(struct ingest_work *w)
+{
+    for (size_t i = 0; i < w->nstacks; i++) {
+        size_t off = (uintptr_t)w->stacks[i].locations;
+        size_t end = i + 1 < w->nstacks ? (uintptr_t)w->stacks[i + 1].locations : w->nframes;
+        w->stacks[i].locations = w->frames + off;
+        w->stacks[i].nlocations = end - off;
+    }
+    for (size_t i = 0; i < w->nsets; i++)
+        w->labelsets[i].labels = w->labels + (uintptr_t)w->labelsets[i].labels;
+    for (size_t i = 0; i < w->extra_fns; i++) {
+        struct store_function *f = &w->functions[w->r.nfunctions + i].f;
+        f->name = w->names + (uintptr_t)f->name;
+    }
+}
+
+/* --- put --- */
+
+/* The pid every sample's label set names, else 0: a profile whose samples
+ * carry different pids spans processes. */
+static int64_t common_pid(const struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+
+    if (!w->nstacks)
+        return 0;
+    uint32_t set0 = w->stacks[0].labelset;
+    const char *ps = set0 != STORE_NO_LABELS && w->ls_pid[set0] != UINT32_MAX
+                         ? r->strings[w->ls_pid[set0]]
+                         : NULL;
+    bool one = ps != NULL;
+    for (size_t i = 1; one && i < w->nstacks; i++) {
+        uint32_t set = w->stacks[i].labelset;
+        one = set != STORE_NO_LABELS && w->ls_pid[set] != UINT32_MAX &&
+              strcmp(r->strings[w->ls_pid[set]], ps) == 0;
+    }
+    return one ? strtoll(ps, NULL, 10) : 0;
+}
+
+/* The profile in the store's terms, *sp, with its identity: each part from
+ * the query string (id), else the first sample's labels; service required,
+ * every identity label within text__label_problem's rules (they are
+ * listed, logged and matched by value). sp points into w and id. Returns 0
+ * or 400 with w->msg. */
+static int identify(struct ingest_work *w, const struct ingest_identity *id, size_t len,
+                    struct store_profile *sp)
+{
+    const struct pprof_reader *r = &w->r;
+    size_t max = w->lim->max_label_bytes;
+    const struct store_labelset *ls0 = w->nstacks && w->stacks[0].labelset != STORE_NO_LABELS
+                                           ? &w->labelsets[w->stacks[0].labelset]
                                            : NULL;
+
     const char *app = id->service && *id->service ? id->service : label_in(ls0, "service");
     if (!app || !*app)
-        BAD("no service: give ?service=NAME or a 'service' sample label");
+        return fail(w, 400, "no service: give ?service=NAME or a 'service' sample label");
     const char *host = id->host && *id->host ? id->host : label_in(ls0, "host");
-    /* The rules of every identity label (below): they are listed, logged
-     * and matched by value. */
-    const char *what = "service", *why = text__label_problem(app, lim->max_label_bytes);
+    const char *what = "service", *why = text__label_problem(app, max);
     if (!why) {
         what = "host";
-        why = text__label_problem(host, lim->max_label_bytes);
+        why = text__label_problem(host, max);
     }
     if (why)
-        BAD("%s %s (at most %zu bytes of UTF-8 without control characters)", what, why,
-            lim->max_label_bytes);
-    int64_t pid = id->pid;
-    if (!pid && w.nstacks) {
-        /* A profile whose samples carry different pids spans processes. */
-        uint32_t set0 = w.stacks[0].labelset;
-        const char *ps = set0 != STORE_NO_LABELS && w.ls_pid[set0] != UINT32_MAX
-                             ? r->strings[w.ls_pid[set0]]
-                             : NULL;
-        bool one = ps != NULL;
-        for (size_t i = 1; one && i < w.nstacks; i++) {
-            uint32_t set = w.stacks[i].labelset;
-            one = set != STORE_NO_LABELS && w.ls_pid[set] != UINT32_MAX &&
-                  strcmp(r->strings[w.ls_pid[set]], ps) == 0;
-        }
-        if (one)
-            pid = strtoll(ps, NULL, 10);
-    }
-    struct store_profile sp = {
+        return fail(w, 400, "%s %s (at most %zu bytes of UTF-8 without control characters)", what,
+                    why, max);
+    *sp = (struct store_profile){
         .app = app,
         .host = host ? host : "",
-        .pid = pid,
+        .pid = id->pid ? id->pid : common_pid(w),
         .time_ns = r->time_nanos,
         .duration_ns = r->duration_nanos,
-        .period_ns = period_ns,
-        .functions = w.functions,
-        .nfunctions = r->nfunctions + extra_fns,
-        .locations = w.locations,
+        .period_ns = w->period_ns,
+        .functions = w->functions,
+        .nfunctions = r->nfunctions + w->extra_fns,
+        .locations = w->locations,
         .nlocations = r->nlocations,
-        .stacks = w.stacks,
-        .nstacks = w.nstacks,
-        .labelsets = w.labelsets,
-        .nlabelsets = w.nsets,
+        .stacks = w->stacks,
+        .nstacks = w->nstacks,
+        .labelsets = w->labelsets,
+        .nlabelsets = w->nsets,
         .bytes_in = len,
     };
     /* Where the process runs: the query string, else the first sample. */
     for (int i = 0; i < STORE_N_IDENTITY; i++) {
         const char *v = id->identity[i] && *id->identity[i] ? id->identity[i]
                                                             : label_in(ls0, store_identity_keys[i]);
-        if ((why = text__label_problem(v, lim->max_label_bytes)))
-            BAD("%s %s (at most %zu bytes of UTF-8 without control characters)",
-                store_identity_keys[i], why, lim->max_label_bytes);
-        sp.identity[i] = v;
+        if ((why = text__label_problem(v, max)))
+            return fail(w, 400, "%s %s (at most %zu bytes of UTF-8 without control characters)",
+                        store_identity_keys[i], why, max);
+        sp->identity[i] = v;
     }
-    /* What the store allocates to put it, counted too. */
-    if (!budget__take(&w.mem, 1, store__put_mem(st, &sp)))
-        goto oom;
+    return 0;
+}
+
+/* sp stored, what the store allocates for it counted against the budget
+ * first. Returns 0, or the status with w->msg: 413 past the budget or the
+ * store's own limit, 500 the store failed. */
+static int put(struct ingest_work *w, struct store *st, const struct store_profile *sp)
+{
     char serr[512];
-    int pr = store__put(st, &sp, serr, sizeof(serr));
-    if (pr) {
-        status = pr == -E2BIG ? 413 : 500;
-        BAD("%s%s", pr == -E2BIG ? "" : "the store failed: ", serr);
+
+    if (!budget__take(&w->mem, 1, store__put_mem(st, sp)))
+        return no_memory(w);
+    int pr = store__put(st, sp, serr, sizeof(serr));
+    if (pr)
+        return fail(w, pr == -E2BIG ? 413 : 500, "%s%s",
+                    pr == -E2BIG ? "" : "the store failed: ", serr);
+    return 0;
+}
+
+int ingest__profile(struct store *st, const void *body, size_t len,
+                    const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
+                    size_t msglen)
+{
+    struct ingest_work w;
+    struct store_profile sp;
+
+    memset(&w, 0, sizeof(w));
+    w.lim = lim;
+    w.h = store__hasher(st);
+    /* the key tables' size bounds the depth too */
+    w.max_depth =
+        lim->max_stack_depth < STACK_KEY_MAX_FRAMES ? lim->max_stack_depth : STACK_KEY_MAX_FRAMES;
+    w.msg = msg;
+    w.msglen = msglen;
+    budget__init(&w.mem, lim->max_memory);
+    buf__init(&w.raw,
+              lim->max_decompressed < lim->max_memory ? lim->max_decompressed : lim->max_memory);
+    int status = decode(&w, body, len);
+    if (!status)
+        status = validate(&w);
+    if (!status)
+        status = key_functions(&w);
+    if (!status)
+        status = expand_locations(&w);
+    if (!status)
+        status = key_locations(&w);
+    if (!status)
+        status = key_samples(&w);
+    if (!status)
+        status = validate_claims(&w);
+    if (!status) {
+        finish(&w);
+        status = identify(&w, id, len, &sp);
     }
-    status = 202;
-    goto out;
-oom:
-    if (w.mem.over) {
-        snprintf(msg, msglen,
-                 "the profile needs more than the %zu bytes of memory a request may use",
-                 w.mem.max);
-        status = 413;
-    } else {
-        snprintf(msg, msglen, "out of memory");
-        status = 500;
-    }
-out:
-    work_free(&w);
-    return status;
+    if (!status)
+        status = put(&w, st, &sp);
+    ingest_work__free(&w);
+    return status ? status : 202;
 }
