@@ -3,7 +3,8 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_varint
+              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_varint \
+              test_ingest test_store test_http
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -22,6 +23,22 @@ $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,serve
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query.c) \
 	    $(LDLIBS) -lcmocka
+
+# The server's ingest, store and HTTP layer: a store in a temporary
+# directory, a real loopback socket; any user.
+SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c \
+    server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
+    server/store_sqlite_maint.c server/text.c server/budget.c server/pprof_ids.c server/query.c)
+$(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
+    $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
+	    $(SERVER_LDLIBS) -lcmocka
+$(B)/tests/test_http: tests/unit/test_http.c tests/unit/server_helpers.h $(UNIT_LIB_OBJS) \
+    $(SERVER_TEST_OBJS) $(call obj,server/http.c) $(UI_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) \
+	    $(call obj,server/http.c) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
