@@ -706,6 +706,13 @@ void http__stop(struct http *h)
     free(h);
 }
 
+uint16_t http__port(const struct http *h)
+{
+    const union MHD_DaemonInfo *i = h ? MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+
+    return i ? i->port : 0;
+}
+
 void http__set_rollups(struct http *h, int64_t built_total, int64_t pending)
 {
     if (!h)

@@ -23,6 +23,10 @@ struct http;
 
 /* Starts serving. NULL with err filled (bad address, port taken). */
 struct http *http__start(const struct http_opts *opts, struct store *st, char *err, size_t errlen);
+/* The port it listens on: the one asked for, or the one the kernel chose
+ * for port 0 (tests). 0 when it cannot tell; h may be NULL. */
+uint16_t http__port(const struct http *h);
+
 /* For /metrics: rollups built since start, and complete buckets waiting
  * for theirs. h may be NULL. */
 void http__set_rollups(struct http *h, int64_t built_total, int64_t pending);

@@ -263,12 +263,18 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint
+             test_varint test_ingest test_store test_http
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
 	    $(SAN_OBJ) $(SAN_LIBS) -lcmocka
+
+# The HTTP layer's: http.c sanitized too, and the UI's table as it is (data).
+$(B)/san/tests/test_http: tests/unit/test_http.c $(SAN_OBJ) $(B)/san/obj/server/http.o $(UI_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
+	    $(SAN_OBJ) $(B)/san/obj/server/http.o $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
 
 sanitize: $(SAN_BINS)
 	@tests/run_unit.sh $(SAN_BINS)

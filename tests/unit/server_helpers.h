@@ -23,14 +23,14 @@
 
 /* --- a temporary directory, and a store in it --- */
 
-static void tmpdir__make(char *dir, size_t n)
+static inline void tmpdir__make(char *dir, size_t n)
 {
     const char *t = getenv("TMPDIR");
     snprintf(dir, n, "%s/cx-unit-XXXXXX", t && *t ? t : "/tmp");
     assert_non_null(mkdtemp(dir));
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+static inline int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
     (void)st;
     (void)flag;
@@ -39,12 +39,12 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 }
 
 /* Removes dir and everything in it. */
-static void tmpdir__remove(const char *dir)
+static inline void tmpdir__remove(const char *dir)
 {
     nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-static struct store *store__open_tmp(char *dir, size_t n)
+static inline struct store *store__open_tmp(char *dir, size_t n)
 {
     char err[512];
 
@@ -57,7 +57,7 @@ static struct store *store__open_tmp(char *dir, size_t n)
 
 /* --- protobuf by hand --- */
 
-static void pb__varint(struct buf *b, uint64_t v)
+static inline void pb__varint(struct buf *b, uint64_t v)
 {
     uint8_t t[10];
     size_t n = 0;
@@ -70,27 +70,27 @@ static void pb__varint(struct buf *b, uint64_t v)
 }
 
 /* Field num as a varint. */
-static void pb__int(struct buf *b, int num, uint64_t v)
+static inline void pb__int(struct buf *b, int num, uint64_t v)
 {
     pb__varint(b, (uint64_t)num << 3);
     pb__varint(b, v);
 }
 
 /* Field num as length-delimited bytes. */
-static void pb__bytes(struct buf *b, int num, const void *d, size_t n)
+static inline void pb__bytes(struct buf *b, int num, const void *d, size_t n)
 {
     pb__varint(b, (uint64_t)num << 3 | 2);
     pb__varint(b, n);
     assert_int_equal(buf__append(b, d, n), 0);
 }
 
-static void pb__str(struct buf *b, int num, const char *s)
+static inline void pb__str(struct buf *b, int num, const char *s)
 {
     pb__bytes(b, num, s, strlen(s));
 }
 
 /* Field num holding message m, which is freed. */
-static void pb__msg(struct buf *b, int num, struct buf *m)
+static inline void pb__msg(struct buf *b, int num, struct buf *m)
 {
     pb__bytes(b, num, m->data ? m->data : "", m->len);
     buf__free(m);
@@ -110,7 +110,8 @@ struct tstack {
  * cpu/nanoseconds, a period of 10 ms, starting at time_ns and lasting 60 s,
  * each function a location of its own in file "<name>.c". Appended to out,
  * gzipped when gzip. */
-static void tprofile(struct buf *out, int64_t time_ns, const struct tstack *st, size_t n, bool gzip)
+static inline void tprofile(struct buf *out, int64_t time_ns, const struct tstack *st, size_t n,
+                            bool gzip)
 {
     struct pprof_writer *w = pprof_writer__new();
 
@@ -153,7 +154,7 @@ static void tprofile(struct buf *out, int64_t time_ns, const struct tstack *st, 
 /* --- a merged result read back --- */
 
 /* The samples of the stack "root;...;leaf" in m, 0 when it has none. */
-static int64_t folded_samples(const struct store_merged *m, const char *folded, int64_t *cpu)
+static inline int64_t folded_samples(const struct store_merged *m, const char *folded, int64_t *cpu)
 {
     int64_t sum = 0;
 
@@ -179,7 +180,7 @@ static int64_t folded_samples(const struct store_merged *m, const char *folded, 
 }
 
 /* The merge of app over all time, which must succeed. */
-static struct store_merged *merge_all(struct store *st, const char *app)
+static inline struct store_merged *merge_all(struct store *st, const char *app)
 {
     struct store_query q = {.app = app, .from_ns = 0, .to_ns = INT64_MAX};
     struct store_merged *m = NULL;

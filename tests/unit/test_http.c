@@ -1,0 +1,266 @@
+/* server/http.c on a real loopback socket (127.0.0.1, a port the kernel
+ * picks): routes, keys, limits and their status codes, with a SQLite store
+ * in a temporary directory behind it. Runs as any user. Every socket has
+ * generous timeouts, so a busy machine makes it slow, never wrong. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "../../server/http.h"
+#include "server_helpers.h"
+
+#define KEY "ingest-secret"
+#define RKEY "read-secret"
+
+struct fixture {
+    char dir[256];
+    struct store *st;
+    struct http *h;
+    uint16_t port;
+};
+
+/* One request on a connection of its own ("Connection: close"), the whole
+ * answer read: its status, and its body in *resp (caller frees). head:
+ * extra header lines, each ending in \r\n. Content-Length is sent unless
+ * head has Transfer-Encoding. */
+static int request(uint16_t port, const char *method, const char *path, const char *head,
+                   const void *body, size_t len, struct buf *resp)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    struct timeval tv = {60, 0};
+    char hdr[8192];
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    bool chunked = head && strstr(head, "Transfer-Encoding");
+    int n =
+        snprintf(hdr, sizeof(hdr), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s",
+                 method, path, head ? head : "");
+    if (body && !chunked)
+        n += snprintf(hdr + n, sizeof(hdr) - n, "Content-Length: %zu\r\n", len);
+    n += snprintf(hdr + n, sizeof(hdr) - n, "\r\n");
+    assert_true(n < (int)sizeof(hdr));
+    /* The server may answer (413) and close before the body is all sent:
+     * a failed send is not the test's failure, the answer is. */
+    bool ok = send(fd, hdr, n, MSG_NOSIGNAL) == n;
+    for (size_t off = 0; ok && body && off < len;) {
+        ssize_t w = send(fd, (const char *)body + off, len - off, MSG_NOSIGNAL);
+        ok = w > 0;
+        off += w > 0 ? (size_t)w : 0;
+    }
+    shutdown(fd, SHUT_WR);
+    struct buf r;
+    buf__init(&r, 64u << 20);
+    char tmp[65536];
+    ssize_t got;
+    while ((got = recv(fd, tmp, sizeof(tmp), 0)) > 0)
+        assert_int_equal(buf__append(&r, tmp, got), 0);
+    close(fd);
+    int status = 0;
+    if (r.len < 12 || sscanf(r.data, "HTTP/1.%*c %d", &status) != 1)
+        fail_msg("%s %s: no answer (%zd, %s)", method, path, got, r.len ? r.data : "");
+    const char *b = strstr(r.data, "\r\n\r\n");
+    buf__init(resp, 64u << 20);
+    if (b)
+        assert_int_equal(buf__append(resp, b + 4, r.len - (b + 4 - r.data)), 0);
+    buf__free(&r);
+    return status;
+}
+
+/* The status only; the body must hold `has` when given. */
+static void expect(struct fixture *f, const char *method, const char *path, const char *head,
+                   const void *body, size_t len, int status, const char *has)
+{
+    struct buf r;
+    int got = request(f->port, method, path, head, body, len, &r);
+    if (got != status || (has && !strstr(r.data ? r.data : "", has)))
+        fail_msg("%s %s: %d '%.300s', want %d '%s'", method, path, got, r.data ? r.data : "",
+                 status, has ? has : "");
+    buf__free(&r);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    char err[512];
+
+    f->st = store__open_tmp(f->dir, sizeof(f->dir));
+    struct http_opts o = {
+        .listen = "127.0.0.1:0",
+        .api_key = KEY,
+        .read_api_key = RKEY,
+        .max_body = 256u << 10,
+        .limits = {.max_memory = 64u << 20,
+                   .max_decompressed = 32u << 20,
+                   .max_ratio = 100,
+                   .max_label_bytes = 256,
+                   .max_samples = 100000,
+                   .max_stack_depth = 64,
+                   .max_frames = 1000000},
+        .threads = 2,
+        .ingest_concurrency = 2,
+        .per_client = 16,
+    };
+    f->h = http__start(&o, f->st, err, sizeof(err));
+    if (!f->h)
+        fail_msg("http__start: %s", err);
+    f->port = http__port(f->h);
+    assert_true(f->port != 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    http__stop(f->h);
+    store__close(f->st);
+    tmpdir__remove(f->dir);
+    free(f);
+    return 0;
+}
+
+#define AUTH "Authorization: Bearer " KEY "\r\n"
+#define RAUTH "Authorization: Bearer " RKEY "\r\n"
+
+static const struct tstack STACKS[] = {
+    {{"leaf", "a", "main"}, 3, {"service", "web", "host", "h1", NULL}},
+    {{"b", "main"}, 1, {"service", "web", "host", "h1", NULL}},
+};
+
+/* A profile posted with the key is stored (202) and read back through the
+ * read APIs: applications, labels, the merged profile as folded stacks and
+ * the flame-graph tree, the timeline; /healthz and /metrics answer. */
+static void test_ingest_and_read(void **state)
+{
+    struct fixture *f = *state;
+    struct buf p, r;
+    char path[256];
+    int64_t now = (int64_t)time(NULL) * SEC;
+
+    buf__init(&p, 1u << 20);
+    tprofile(&p, now - 120 * SEC, STACKS, 2, true);
+    expect(f, "GET", "/healthz", NULL, NULL, 0, 200, "ok");
+    expect(f, "POST", "/api/v1/profiles", AUTH, p.data, p.len, 202, "stored");
+    expect(f, "GET", "/api/v1/applications", RAUTH, NULL, 0, 200, "\"name\":\"web\"");
+    expect(f, "GET", "/api/v1/labels?app=web", RAUTH, NULL, 0, 200, "h1");
+    assert_int_equal(
+        request(f->port, "GET", "/api/v1/profile?app=web&format=collapsed", RAUTH, NULL, 0, &r),
+        200);
+    assert_non_null(strstr(r.data, "main;a;leaf 3"));
+    assert_non_null(strstr(r.data, "main;b 1"));
+    buf__free(&r);
+    expect(f, "GET", "/api/v1/profile?app=web&format=flamegraph", RAUTH, NULL, 0, 200, "leaf");
+    /* pprof out: gzipped, so its magic bytes */
+    assert_int_equal(request(f->port, "GET", "/api/v1/profile?app=web", RAUTH, NULL, 0, &r), 200);
+    assert_true(r.len > 2 && (uint8_t)r.data[0] == 0x1f && (uint8_t)r.data[1] == 0x8b);
+    buf__free(&r);
+    snprintf(path, sizeof(path), "/api/v1/timeline?app=web&from=now-10m&step=60s");
+    /* 4 samples of 10 ms in one minute: 40 ms / 60 s of a core */
+    expect(f, "GET", path, RAUTH, NULL, 0, 200, "0.000666666666666667");
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "codexray_profiles_ingested_total 1\n");
+    expect(f, "GET", "/", NULL, NULL, 0, 200, "<html");
+    buf__free(&p);
+}
+
+/* Keys: ingest without or with the wrong key, reads without the read key:
+ * 401, nothing stored. */
+static void test_keys(void **state)
+{
+    struct fixture *f = *state;
+    struct buf p;
+
+    buf__init(&p, 1u << 20);
+    tprofile(&p, (int64_t)time(NULL) * SEC, STACKS, 2, false);
+    expect(f, "POST", "/api/v1/profiles", NULL, p.data, p.len, 401, "API key");
+    expect(f, "POST", "/api/v1/profiles", "Authorization: Bearer nope\r\n", p.data, p.len, 401,
+           NULL);
+    expect(f, "GET", "/api/v1/applications", NULL, NULL, 0, 401, "read API key");
+    expect(f, "GET", "/api/v1/applications", AUTH, NULL, 0, 401, NULL); /* not the read key */
+    expect(f, "GET", "/metrics", NULL, NULL, 0, 401, NULL);
+    expect(f, "GET", "/api/v1/applications", RAUTH, NULL, 0, 200, "\"applications\":[]");
+    buf__free(&p);
+}
+
+/* 400: a body that is not a profile, a NUL in the URI, times that are not
+ * times (NaN and infinity among them), a bad pid, a missing app. */
+static void test_bad_requests(void **state)
+{
+    struct fixture *f = *state;
+
+    expect(f, "POST", "/api/v1/profiles", AUTH, "not a profile", 13, 400, "error");
+    expect(f, "POST", "/api/v1/profiles?service=x&pid=abc", AUTH, "", 0, 400, "pid");
+    expect(f, "GET", "/ui/index.html%00.js", NULL, NULL, 0, 400, "NUL");
+    expect(f, "GET", "/api/v1/applications?from=nan", RAUTH, NULL, 0, 400, "from");
+    expect(f, "GET", "/api/v1/applications?from=now-nan", RAUTH, NULL, 0, 400, "from");
+    expect(f, "GET", "/api/v1/applications?to=inf", RAUTH, NULL, 0, 400, "to");
+    expect(f, "GET", "/api/v1/applications?from=now-1h&to=now-2h", RAUTH, NULL, 0, 400, "before");
+    expect(f, "GET", "/api/v1/profile", RAUTH, NULL, 0, 400, "app");
+    expect(f, "GET", "/api/v1/profile?app=web&format=svg", RAUTH, NULL, 0, 400, "format");
+    expect(f, "GET", "/api/v1/timeline?app=web&step=nan", RAUTH, NULL, 0, 400, "step");
+}
+
+/* 404 and 405: paths that are not there, methods a path does not take. */
+static void test_not_found(void **state)
+{
+    struct fixture *f = *state;
+
+    expect(f, "GET", "/nope", NULL, NULL, 0, 404, "no such path");
+    expect(f, "GET", "/ui/nope.js", NULL, NULL, 0, 404, "web UI");
+    expect(f, "GET", "/api/v1/profiles", NULL, NULL, 0, 405, "POST");
+    expect(f, "DELETE", "/api/v1/applications", RAUTH, NULL, 0, 405, NULL);
+}
+
+/* 413 and 414: a body past --max-body, announced (refused before it is
+ * read) or chunked (counted as it comes); a query string of more than 64
+ * parameters. The server still answers afterwards. */
+static void test_limits(void **state)
+{
+    struct fixture *f = *state;
+    size_t big = (256u << 10) + 1;
+    char *body = calloc(1, big + 64);
+    char path[2048];
+
+    assert_non_null(body);
+    expect(f, "POST", "/api/v1/profiles", AUTH, body, big, 413, "body larger than");
+    /* chunked: one chunk of the whole, no Content-Length */
+    int n = snprintf(body, 64, "%zx\r\n", big);
+    memmove(body + n, body + 64, 0);
+    memset(body + n, 'x', big);
+    memcpy(body + n + big, "\r\n0\r\n\r\n", 7);
+    expect(f, "POST", "/api/v1/profiles", AUTH "Transfer-Encoding: chunked\r\n", body, n + big + 7,
+           413, "body larger than");
+    free(body);
+    size_t len = snprintf(path, sizeof(path), "/api/v1/applications?");
+    for (int i = 0; i < 65; i++)
+        len += snprintf(path + len, sizeof(path) - len, "%sp%d=1", i ? "&" : "", i);
+    expect(f, "GET", path, RAUTH, NULL, 0, 414, "query parameters");
+    /* 64 are fine */
+    len = snprintf(path, sizeof(path), "/api/v1/applications?");
+    for (int i = 0; i < 64; i++)
+        len += snprintf(path + len, sizeof(path) - len, "%sp%d=1", i ? "&" : "", i);
+    expect(f, "GET", path, RAUTH, NULL, 0, 200, "applications");
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "reason=\"too_large\"} 3\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ingest_and_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("http", tests, NULL, NULL);
+}

@@ -1,0 +1,339 @@
+/* The SQLite store (server/store_sqlite*.c) on a temporary file: profiles
+ * put in the store's own terms, merged, listed, counted over time,
+ * reopened and expired. Runs as any user. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "server_helpers.h"
+
+#define T0 (1764763200ll * SEC)
+#define MAXF 16
+
+/* A profile in the store's terms, built by name: each function is a
+ * location of its own, keys by the store's hasher. */
+struct sprof {
+    const struct stack_hasher *h;
+    const char *names[MAXF];
+    struct store_put_function fns[MAXF];
+    uint32_t fidx[MAXF];
+    struct store_location locs[MAXF];
+    uint32_t frames[MAXF][8];
+    struct store_stack stacks[MAXF];
+    struct store_label labels[8];
+    struct store_labelset ls[2];
+    struct store_profile p;
+};
+
+static void sprof__init(struct sprof *s, struct store *st, const char *app, const char *host,
+                        int64_t pid, int64_t time_ns)
+{
+    memset(s, 0, sizeof(*s));
+    s->h = store__hasher(st);
+    s->p = (struct store_profile){.app = app,
+                                  .host = host,
+                                  .pid = pid,
+                                  .time_ns = time_ns,
+                                  .duration_ns = 60 * SEC,
+                                  .period_ns = 10000000,
+                                  .functions = s->fns,
+                                  .locations = s->locs,
+                                  .stacks = s->stacks,
+                                  .labelsets = s->ls,
+                                  .bytes_in = 1000};
+}
+
+static uint32_t sprof__fn(struct sprof *s, const char *name)
+{
+    for (uint32_t i = 0; i < s->p.nfunctions; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return i;
+    uint32_t i = s->p.nfunctions++;
+    assert_true(i < MAXF);
+    s->names[i] = name;
+    s->fns[i] = (struct store_put_function){
+        {name, "x.c"}, stack_hasher__function(s->h, name, strlen(name), "x.c", 3)};
+    s->fidx[i] = i;
+    s->locs[i] = (struct store_location){&s->fidx[i], 1};
+    s->p.nlocations = s->p.nfunctions;
+    return i;
+}
+
+/* A stack of names, leaf first, with its samples (CPU: samples x 10 ms). */
+static void sprof__stack(struct sprof *s, const char *const *names, uint32_t n, int64_t samples,
+                         uint32_t labelset)
+{
+    size_t k = s->p.nstacks++;
+    struct stack_key keys[8];
+
+    assert_true(k < MAXF && n <= 8);
+    for (uint32_t i = 0; i < n; i++) {
+        s->frames[k][i] = sprof__fn(s, names[i]);
+        keys[i] = s->fns[s->frames[k][i]].key;
+    }
+    s->stacks[k] = (struct store_stack){
+        s->frames[k], n, labelset, stack_hasher__stack(s->h, keys, n), samples, samples * 10000000};
+}
+
+static void put(struct store *st, struct sprof *s)
+{
+    char err[512];
+    if (store__put(st, &s->p, err, sizeof(err)))
+        fail_msg("store__put: %s", err);
+}
+
+static const char *const LEAF_A[] = {"leaf", "a", "main"};
+static const char *const LEAF_B[] = {"leafb", "b", "main"};
+
+/* Two profiles of one application merged: a stack in both is one stack
+ * with their counts summed; filters by host, pid and time pick one; the
+ * functions keep their names and files. */
+static void test_put_and_merge(void **state)
+{
+    char dir[256];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    struct sprof s;
+    (void)state;
+
+    sprof__init(&s, st, "api", "h1", 11, T0);
+    sprof__stack(&s, LEAF_A, 3, 30, STORE_NO_LABELS);
+    sprof__stack(&s, LEAF_B, 3, 10, STORE_NO_LABELS);
+    put(st, &s);
+    sprof__init(&s, st, "api", "h2", 12, T0 + 60 * SEC);
+    sprof__stack(&s, LEAF_A, 3, 5, STORE_NO_LABELS);
+    sprof__stack(&s, LEAF_B + 1, 2, 7, STORE_NO_LABELS); /* b;main */
+    put(st, &s);
+
+    struct store_merged *m = merge_all(st, "api");
+    int64_t cpu;
+    assert_int_equal(m->profiles, 2);
+    assert_int_equal(m->nstacks, 3);
+    assert_int_equal(folded_samples(m, "main;a;leaf", &cpu), 35);
+    assert_int_equal(cpu, 350000000);
+    assert_int_equal(folded_samples(m, "main;b;leafb", NULL), 10);
+    assert_int_equal(folded_samples(m, "main;b", NULL), 7);
+    for (size_t i = 0; i < m->nfunctions; i++)
+        assert_string_equal(m->functions[i].file, "x.c");
+    store_merged__free(m);
+
+    struct store_query q = {.app = "api", .from_ns = 0, .to_ns = INT64_MAX, .host = "h2"};
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 1);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 5);
+    assert_int_equal(folded_samples(m, "main;b;leafb", NULL), 0);
+    store_merged__free(m);
+    q = (struct store_query){.app = "api", .from_ns = 0, .to_ns = INT64_MAX, .pid = 11};
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 1);
+    assert_int_equal(folded_samples(m, "main;b;leafb", NULL), 10);
+    store_merged__free(m);
+    q = (struct store_query){.app = "api", .from_ns = T0 + SEC, .to_ns = INT64_MAX};
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 1);
+    assert_int_equal(folded_samples(m, "main;b", NULL), 7);
+    store_merged__free(m);
+    m = merge_all(st, "nobody-sent-this");
+    assert_int_equal(m->profiles, 0);
+    assert_int_equal(m->nstacks, 0);
+    store_merged__free(m);
+
+    /* what a put holds is durable: closed and opened again, all there */
+    store__close(st);
+    char err[512];
+    st = store_sqlite__open(dir, err, sizeof(err));
+    assert_non_null(st);
+    m = merge_all(st, "api");
+    assert_int_equal(m->profiles, 2);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 35);
+    store_merged__free(m);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
+/* Applications by CPU used, with their hosts; the label values (hosts,
+ * pids, identity labels) of what a query matches. */
+static void test_applications_and_labels(void **state)
+{
+    char dir[256];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    struct sprof s;
+    (void)state;
+
+    sprof__init(&s, st, "db", "h1", 21, T0);
+    s.p.identity[0] = "c0ffee";
+    s.p.identity[4] = "db.service";
+    sprof__stack(&s, LEAF_A, 3, 100, STORE_NO_LABELS);
+    put(st, &s);
+    sprof__init(&s, st, "api", "h1", 22, T0);
+    sprof__stack(&s, LEAF_A, 3, 10, STORE_NO_LABELS);
+    put(st, &s);
+    sprof__init(&s, st, "api", "h2", 23, T0 + 60 * SEC);
+    s.p.identity[1] = "api-7d9f";
+    s.p.identity[2] = "prod";
+    sprof__stack(&s, LEAF_B, 3, 20, STORE_NO_LABELS);
+    put(st, &s);
+
+    struct store_app *apps = NULL;
+    size_t n = 0;
+    assert_int_equal(store__applications(st, 0, INT64_MAX, &apps, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(apps[0].name, "db"); /* the most CPU first */
+    assert_int_equal(apps[0].cpu_ns, 1000000000);
+    assert_int_equal(apps[0].nhosts, 1);
+    assert_string_equal(apps[1].name, "api");
+    assert_int_equal(apps[1].cpu_ns, 300000000);
+    assert_int_equal(apps[1].nhosts, 2);
+    assert_int_equal(apps[1].last_seen_ns, T0 + 120 * SEC);
+    store_apps__free(apps, n);
+    /* a range with only the second api profile's start */
+    assert_int_equal(store__applications(st, T0 + SEC, INT64_MAX, &apps, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(apps[0].name, "api");
+    assert_int_equal(apps[0].nhosts, 1);
+    assert_string_equal(apps[0].hosts[0], "h2");
+    store_apps__free(apps, n);
+
+    struct store_values *v = NULL;
+    struct store_query q = {.app = "api", .from_ns = 0, .to_ns = INT64_MAX};
+    assert_int_equal(store__values(st, &q, &v), 0);
+    assert_int_equal(v->n[0], 2); /* hosts */
+    assert_int_equal(v->n[1], 2); /* pids */
+    bool p22 = false, p23 = false;
+    for (size_t i = 0; i < v->n[1]; i++) {
+        p22 |= strcmp(v->v[1][i], "22") == 0;
+        p23 |= strcmp(v->v[1][i], "23") == 0;
+    }
+    assert_true(p22 && p23);
+    assert_int_equal(v->n[2], 0); /* no container_id */
+    assert_int_equal(v->n[3], 1); /* pod */
+    assert_string_equal(v->v[3][0], "api-7d9f");
+    assert_int_equal(v->n[4], 1); /* namespace */
+    store_values__free(v);
+    q.app = "db";
+    assert_int_equal(store__values(st, &q, &v), 0);
+    assert_int_equal(v->n[2], 1);
+    assert_string_equal(v->v[2][0], "c0ffee");
+    assert_string_equal(v->v[6][0], "db.service");
+    store_values__free(v);
+    /* an identity label filters a merge */
+    q = (struct store_query){.app = "api", .from_ns = 0, .to_ns = INT64_MAX};
+    q.identity[1] = "api-7d9f";
+    struct store_merged *m = NULL;
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 1);
+    store_merged__free(m);
+    store_values__free(NULL);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
+/* CPU per step, by the profiles' start times; rollups built for complete
+ * buckets change no answer; retention deletes what started before its
+ * bound and nothing after. */
+static void test_timeline_rollup_retention(void **state)
+{
+    char dir[256];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    struct sprof s;
+    (void)state;
+
+    for (int i = 0; i < 6; i++) {
+        sprof__init(&s, st, "api", "h1", 5, T0 + i * 60 * SEC);
+        sprof__stack(&s, LEAF_A, 3, 100 * (i + 1), STORE_NO_LABELS);
+        put(st, &s);
+    }
+    struct store_query q = {.app = "api", .from_ns = T0, .to_ns = T0 + 6 * 60 * SEC};
+    int64_t *cpu = NULL;
+    size_t n = 0;
+    assert_int_equal(store__timeline(st, &q, 120 * SEC, &cpu, &n), 0);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < 3; i++) /* (2i+1 + 2i+2) x 100 samples x 10 ms */
+        assert_int_equal(cpu[i], (int64_t)(4 * i + 3) * 100 * 10000000);
+    free(cpu);
+    assert_int_equal(store__timeline(st, &q, 0, &cpu, &n), -EINVAL);
+
+    struct store_merged *m = merge_all(st, "api");
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 2100);
+    store_merged__free(m);
+    int64_t built = -1, pending = -1;
+    assert_int_equal(store__rollup(st, T0 + 86400 * SEC, &built, &pending), 0);
+    assert_int_equal(pending, 0);
+    m = merge_all(st, "api");
+    assert_int_equal(m->profiles, 6);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 2100);
+    store_merged__free(m);
+
+    int64_t deleted = -1;
+    assert_int_equal(store__retain(st, T0 + 150 * SEC, &deleted), 0);
+    assert_int_equal(deleted, 3);
+    m = merge_all(st, "api");
+    assert_int_equal(m->profiles, 3);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 1500);
+    store_merged__free(m);
+    assert_int_equal(store__retain(st, T0, &deleted), 0);
+    assert_int_equal(deleted, 0);
+    assert_true(store__size_bytes(st) > 0);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
+/* Puts from several threads at once (the HTTP layer's pool does this):
+ * every profile stored once, the counts exact. */
+struct put_arg {
+    struct store *st;
+    int id;
+};
+
+static void *put_many(void *p)
+{
+    struct put_arg *a = p;
+    struct sprof *s = malloc(sizeof(*s));
+    char err[512];
+
+    for (int i = 0; s && i < 20; i++) {
+        sprof__init(s, a->st, "par", "h", a->id, T0 + (a->id * 20 + i) * SEC);
+        sprof__stack(s, LEAF_A, 3, 1, STORE_NO_LABELS);
+        if (store__put(a->st, &s->p, err, sizeof(err)))
+            break;
+    }
+    free(s);
+    return NULL;
+}
+
+static void test_concurrent_puts(void **state)
+{
+    char dir[256];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    pthread_t t[4];
+    struct put_arg a[4];
+    (void)state;
+
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct put_arg){st, i + 1};
+        assert_int_equal(pthread_create(&t[i], NULL, put_many, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    struct store_merged *m = merge_all(st, "par");
+    assert_int_equal(m->profiles, 80);
+    assert_int_equal(m->nstacks, 1);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 80);
+    store_merged__free(m);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_and_merge),
+        cmocka_unit_test(test_applications_and_labels),
+        cmocka_unit_test(test_timeline_rollup_retention),
+        cmocka_unit_test(test_concurrent_puts),
+    };
+    return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
