@@ -2,7 +2,7 @@
 // application's Profiling tab (page_app.js). Every view is the URL's hash
 // (router.js): this module routes it to its page.
 //   #/?from=now-1h&to=now&q=FILTER
-//   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&sort=self|total&fn=FILTER
+//   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
 //              &diff=1&bfrom=&bto=&bhost=&bpid=
 import { cx, message, view } from './dom.js';
 import { appZoomed, leaveApp, renderApp } from './page_app.js';

@@ -3,7 +3,7 @@
 //   classify.js  what a frame is (kernel, unnamed, Python...) and its package
 //   colors.js    a frame's colour, the diff's scale
 //   tree.js      the server's JSON in flat typed arrays; paths, per-function
-//                stats, unnamed frames
+//                stats, unnamed frames, direct recursion collapsed
 //   layout.js    where frames go on the canvas, which one is under a point
 //   search.js    names matching the search box, their share
 //   diff.js      two trees aligned by path, the table of changes
@@ -14,7 +14,8 @@
 export { KIND, classify, packageOf, isPythonFile, pythonPackageOf } from './classify.js';
 export { PY_HUE, colorFor, diffColor } from './colors.js';
 export {
-    parseTree, nameInfo, classifyAll, childNamed, pathOf, resolvePath, functionStats, unnamedReport,
+    parseTree, nameInfo, classifyAll, childNamed, pathOf, resolvePath, functionStats, unnamedReport, collapseRecursion,
+    hasDirectRecursion,
 } from './tree.js';
 export { ROW, visibleFrames, frameAt, frameBox } from './layout.js';
 export { matchNames, matchShare } from './search.js';

@@ -1,13 +1,14 @@
 // An application's Profiling tab: the CPU timeline, the flame graph (or the
 // diff of two ranges) and the function table.
-//   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&sort=self|total&fn=FILTER
+//   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
 //              &diff=1&bfrom=&bto=&bhost=&bpid=
-// A change of q, zoom, sort or fn only redraws (applyView); any
+// A change of q, zoom, collapse, sort or fn only redraws (applyView); any
 // other parameter loads the page anew.
 import { api } from './api.js';
 import { cx, h, message, view } from './dom.js';
 import {
-    FlameGraph, alignDiff, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare, parseTree, pathOf, resolvePath,
+    FlameGraph, alignDiff, collapseRecursion, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare,
+    hasDirectRecursion, parseTree, pathOf, resolvePath,
 } from './flamegraph.js';
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
 import { rangeLabel, stepFor, toUnix } from './range.js';
@@ -29,7 +30,7 @@ async function loadTree(params) {
     return tree;
 }
 
-let page = null; // the current Profiling tab: kept while only q/zoom/sort/fn change
+let page = null; // the current Profiling tab: kept while only q/zoom/collapse/sort/fn change
 
 // Whether the Profiling tab is open and zoomed (Esc then zooms out).
 export function appZoomed() { return !!page && !!parseHash().p.get('zoom'); }
@@ -75,7 +76,7 @@ export async function renderApp(parts, p) {
     });
     // Until the tree is in, a change of search or zoom has nothing to apply: the
     // view is applied from the URL as it is then.
-    const st = { key, fg, ui, tree: null, base: null, diffRows: null, stats: null,
+    const st = { key, fg, ui, tree: null, base: null, collapsed: null, diffRows: null, stats: null,
         apply: () => {}, destroy: () => fg.destroy() };
     page = st;
     cx.fg = fg;
@@ -92,6 +93,9 @@ function buildPage(q, p) {
     ui.search = h('input', { type: 'search', class: 'search', placeholder: 'Search functions (text or /regex/)',
         value: p.get('q') || '', 'aria-label': 'search functions', oninput: () => update({ q: ui.search.value }, true) });
     ui.searchInfo = h('span', { class: 'search-info', 'aria-live': 'polite' });
+    ui.collapse = h('button', { type: 'button', class: 'collapse', 'aria-pressed': 'false',
+        title: 'Show a function that calls itself directly once, its time kept',
+        onclick: () => update({ collapse: parseHash().p.get('collapse') === '1' ? null : '1' }) }, 'Collapse recursion');
     ui.crumbs = h('div', { class: 'crumbs' });
     ui.fgBox = h('div', { class: 'fg-box' });
     ui.side = h('div', { class: 'side' });
@@ -107,7 +111,7 @@ function buildPage(q, p) {
         h('div', { class: 'chart-box' }, ui.chart),
         ui.diffBar,
         ui.notes,
-        h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo), ui.crumbs,
+        h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.collapse), ui.crumbs,
         h('div', { class: 'split' }, h('div', { class: 'fg-col' }, ui.fgBox, ui.legend), ui.side)));
     return ui;
 }
@@ -209,20 +213,44 @@ function afterFirstFrame(st, tree, btree) {
     }
     ui.notes.append(...unnamedNotes(tree));
     ui.legend.replaceChildren(...legendOf(tree, !!btree));
+    // Nothing to collapse: said on the button, which stays to turn collapse=1 off.
+    if (!hasDirectRecursion(tree) && !(btree && hasDirectRecursion(btree)) && !cx.collapse) {
+        ui.collapse.disabled = true;
+        ui.collapse.title = 'No function calls itself directly in this range';
+    }
     st.tableKey = null;
     st.apply(parseHash().p);
     cx.tableMs = performance.measure('cx-table', 'cx-data').duration;
     cx.ready = true;
 }
 
-// What only needs a redraw: search, zoom, table sort and filter.
+// The tree drawn: as loaded, or with direct recursion collapsed (made once
+// per page, the baseline's too in a diff).
+function shownTrees(st, collapse) {
+    if (!collapse) return { tree: st.tree, base: st.base };
+    if (!st.collapsed) {
+        st.collapsed = { tree: collapseRecursion(st.tree), base: st.base ? collapseRecursion(st.base) : null };
+    }
+    return st.collapsed;
+}
+
+// What only needs a redraw: search, zoom, collapse, table sort and filter.
 function applyView(st, p) {
-    const fg = st.fg, ui = st.ui, t = st.tree, base = st.base;
+    const fg = st.fg, ui = st.ui;
+    const collapse = p.get('collapse') === '1';
+    const { tree: t, base } = shownTrees(st, collapse);
     if (fg.tree !== t) {
         fg.setTree(t);
         if (base) fg.setDiff(alignDiff(t, base).base, base.n ? base.total[0] : 0);
     }
-    const z = resolvePath(t, (p.get('zoom') || '').split(';').filter(Boolean));
+    if (collapse) ui.collapse.disabled = false;
+    ui.collapse.classList.toggle('on', collapse);
+    ui.collapse.setAttribute('aria-pressed', String(collapse));
+    cx.collapse = collapse;
+    let zoomPath = (p.get('zoom') || '').split(';').filter(Boolean);
+    // A path from the full graph, collapsed: gc;gc;gc;f is gc;f there.
+    if (collapse) zoomPath = zoomPath.filter((nm, k) => k === 0 || nm !== zoomPath[k - 1]);
+    const z = resolvePath(t, zoomPath);
     fg.setZoom(z);
     applySearch(fg, t, p.get('q') || '', ui);
     const crumbs = crumbsOf(t, z);

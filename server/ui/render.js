@@ -1,5 +1,7 @@
 // The flame graph on a canvas: draws a tree (tree.js) as layout.js places
-// it, with a hover outline and tooltip on an overlay canvas.
+// it, in a viewport of its own that scrolls when the graph is taller than
+// the window allows (a 512-deep recursion must not make the page 10,000 px
+// tall), with a hover outline and tooltip on an overlay canvas.
 import { KIND } from './classify.js';
 import { diffColor } from './colors.js';
 import { diffShares } from './diff.js';
@@ -7,19 +9,41 @@ import { fmtPct, fmtTime } from './format.js';
 import { ROW, frameAt, frameBox, visibleFrames } from './layout.js';
 import { nameInfo } from './tree.js';
 
+// The viewport's height: the window's less what the Profiling tab shows
+// above the graph (about 340 px: the toolbars, the timeline, the path) and
+// the legend below, so the page need not scroll; never less than 300 px.
+// (A fixed allowance, not a measure: a draw must not force a layout.)
+const VIEWPORT_CHROME = 360;
+function viewportMax() { return Math.max(300, (window.innerHeight || 1000) - VIEWPORT_CHROME); }
+
+let scrollbarW = -1; // the width of a vertical scrollbar, measured once
+function scrollbarWidth() {
+    if (scrollbarW < 0) {
+        const d = document.createElement('div');
+        d.style.cssText = 'position:absolute;top:-200px;width:100px;height:100px;overflow-y:scroll';
+        document.body.append(d);
+        scrollbarW = d.offsetWidth - d.clientWidth;
+        d.remove();
+    }
+    return scrollbarW;
+}
+
 export class FlameGraph {
     // container: an element to fill; onClick(i) when frame i is clicked,
     // onHover(i) when the pointer is over frame i (-1: none).
     constructor(container, { onClick, onHover } = {}) {
         this.el = container;
         this.el.classList.add('fg');
+        this.box = document.createElement('div');
+        this.box.className = 'fg-scroll';
         this.canvas = document.createElement('canvas');
         this.overlay = document.createElement('canvas');
         this.overlay.className = 'fg-overlay';
         this.tip = document.createElement('div');
         this.tip.className = 'fg-tip';
         this.tip.hidden = true;
-        this.el.append(this.canvas, this.overlay, this.tip);
+        this.box.append(this.canvas, this.overlay);
+        this.el.append(this.box, this.tip);
         this.ctx = this.canvas.getContext('2d', { alpha: false });
         this.octx = this.overlay.getContext('2d');
         this.onClick = onClick;
@@ -34,6 +58,10 @@ export class FlameGraph {
         this.lastDraw = { drawn: 0, ms: 0, labels: 0 };
         this._pending = null;
         this._raf = 0;
+        // The viewport's scroll, kept here: reading scrollTop in a draw would
+        // force a layout of the page.
+        this.scrollY = 0;
+        this.box.addEventListener('scroll', () => { this.scrollY = this.box.scrollTop; }, { passive: true });
         this.overlay.addEventListener('mousemove', (e) => this._queueHover(e.offsetX, e.offsetY, e.clientX, e.clientY));
         this.overlay.addEventListener('mouseleave', () => this._queueHover(-1, -1));
         this.overlay.addEventListener('click', (e) => {
@@ -47,7 +75,8 @@ export class FlameGraph {
             const w = Math.floor(es[es.length - 1].contentRect.width);
             if (w > 0 && w !== this.width) {
                 this.width = w;
-                if (this.tree && this.tree.n && this.cssW && w !== this.cssW) this.draw();
+                const drawn = this.cssW + (this.scrolls ? scrollbarWidth() : 0);
+                if (this.tree && this.tree.n && this.cssW && w !== drawn) this.draw();
             }
         });
         this._ro.observe(this.el);
@@ -56,7 +85,7 @@ export class FlameGraph {
     destroy() { this._ro.disconnect(); cancelAnimationFrame(this._raf); }
 
     // The parts of the graph, back in container after a caller emptied it.
-    attach() { this.el.append(this.canvas, this.overlay, this.tip); }
+    attach() { this.el.append(this.box, this.tip); }
 
     setTree(t) {
         this.tree = t;
@@ -65,6 +94,7 @@ export class FlameGraph {
         this.diff = null;
         this.hover = -1;
         this.treeH = 0;
+        this.shownZoom = -1;
         if (this.vis.length < t.n) this.vis = new Int32Array(t.n);
     }
 
@@ -82,15 +112,21 @@ export class FlameGraph {
     draw() {
         const t0 = performance.now(), t = this.tree;
         if (!t || !t.n) return;
-        const dpr = window.devicePixelRatio || 1;
+        const dpr = window.devicePixelRatio || 1, maxH = viewportMax();
         const z = this.zoom, vis = this.vis;
-        const W = Math.max(this.width || Math.floor(this.el.clientWidth), 100);
-        const { nv, maxD } = visibleFrames(t, z, W, vis);
-        this.nvis = nv;
+        let W = Math.max(this.width || Math.floor(this.el.clientWidth), 100);
+        let { nv, maxD } = visibleFrames(t, z, W, vis);
         // Grows, never shrinks, within one tree: zooming in and out then
         // redraws the canvas without a new layout of the page.
         const H = Math.max((maxD + 1) * ROW + 4, this.treeH || 0);
         this.treeH = H;
+        // Taller than the viewport: it scrolls, and the scrollbar takes its width.
+        const deep = H > maxH;
+        if (deep && scrollbarWidth() > 0) {
+            W = Math.max(W - scrollbarWidth(), 100);
+            ({ nv } = visibleFrames(t, z, W, vis));
+        }
+        this.nvis = nv;
         if (this.cssW !== W || this.cssH !== H || this.dpr !== dpr) {
             this.canvas.width = Math.round(W * dpr);
             this.canvas.height = Math.round(H * dpr);
@@ -101,12 +137,16 @@ export class FlameGraph {
             // The overlay gets its pixels on the first hover: until then an
             // empty canvas costs the first frame nothing to paint.
             this.overlay.width = this.overlay.height = 0;
-            this.el.style.height = H + 'px';
+            this.box.style.height = Math.min(H, maxH) + 'px';
+            this.box.classList.toggle('scrolls', deep);
+            this.scrolls = deep;
             this.cssW = W; this.cssH = H; this.dpr = dpr;
             this._hoverShown = false; // resized canvases are blank
             this._fontSet = false; // and has its state reset
         }
         this._paint(W, H, nv);
+        if (deep && z !== this.shownZoom) this._scrollTo(z, maxH);
+        this.shownZoom = z;
         this.lastDraw.ms = performance.now() - t0;
         return this.lastDraw;
     }
@@ -152,6 +192,14 @@ export class FlameGraph {
         this.lastDraw = { drawn: nv, labels, ms: 0 };
     }
 
+    // A graph taller than its viewport, zoomed to a frame out of view:
+    // scrolled so the frame's row is near the top, a few of its callers above.
+    _scrollTo(z, maxH) {
+        const y = this.tree.depth[z] * ROW, top = this.scrollY;
+        if (y >= top && y + ROW <= top + maxH) return;
+        this.box.scrollTop = this.scrollY = Math.max(0, y - 3 * ROW);
+    }
+
     // The labels' font on the canvas, and its character width. The first
     // use of a font costs (finding and loading it): warm() does that while
     // the data is still on its way.
@@ -164,7 +212,9 @@ export class FlameGraph {
         this._fontSet = true;
     }
 
-    warm() { this._font(); }
+    // Done while the data is on its way: the font, and the scrollbar's
+    // width (a layout of the page, then cheap; in a first draw, not).
+    warm() { this._font(); scrollbarWidth(); }
 
     // The frame under (px, py) in CSS pixels of the canvas, or -1.
     nodeAt(px, py) { return frameAt(this.tree, this.zoom, this.cssW, px, py); }
@@ -184,8 +234,10 @@ export class FlameGraph {
         this._drawHover();
         if (i < 0) { this.tip.hidden = true; if (this.onHover) this.onHover(-1); return; }
         this._fillTip(i);
-        const r = this.el.getBoundingClientRect();
-        const tx = (cx ?? r.left + px) - r.left + 14, ty = (cy ?? r.top + py) - r.top + 16;
+        // The tip is placed in the container, which does not scroll: the
+        // point's place in the canvas is moved by the viewport's scroll.
+        const r = this.el.getBoundingClientRect(), sy = this.scrolls ? this.scrollY : 0;
+        const tx = (cx ?? r.left + px) - r.left + 14, ty = (cy ?? r.top + py - sy) - r.top + 16;
         this.tip.hidden = false;
         this.tip.style.left = Math.min(tx, Math.max(0, this.cssW - this.tip.offsetWidth - 4)) + 'px';
         this.tip.style.top = ty + 'px';

@@ -1,7 +1,7 @@
 // The flame-graph tree: the server's compact JSON (server/query.c) in flat
 // typed arrays, laid out in the same pass, and the walks the page needs over
-// those arrays (paths, per-function stats, unnamed frames). Pure
-// functions; tests: tree.test.js.
+// those arrays (paths, per-function stats, unnamed frames, recursion
+// collapsed). Pure functions; tests: tree.test.js.
 //
 // The tree JSON: names[0] = "all" (the root), names[1] = "other" (folded
 // nodes), names[i + 2] / files[i + 2] = function i; nodes = [name, total,
@@ -147,4 +147,67 @@ export function unnamedReport(t) {
     const binaries = [...byBin].map(([binary, time]) => ({ binary, time, share: root ? time / root : 0 }))
         .sort((a, b) => b.time - a.time);
     return { time: all, share: root ? all / root : 0, binaries };
+}
+
+
+// Whether a function calls itself directly somewhere in t (folded frames,
+// "other", are not a function).
+export function hasDirectRecursion(t) {
+    for (let i = 1; i < t.n; i++) if (t.name[i] > 1 && t.name[i] === t.name[t.parent[i]]) return true;
+    return false;
+}
+
+// Direct recursion collapsed, as the Firefox Profiler's "collapse direct
+// recursion" does: a frame named as its caller is merged into it, its self
+// time added to the caller's and its callees made the caller's (merged by
+// name with the caller's own), so f -> f -> f -> g shows as f -> g, every
+// total kept. Recursion through another function (f -> g -> f) stays.
+// Returns a new tree (as parseTree's), or t itself when no function calls
+// itself directly.
+export function collapseRecursion(t) {
+    const n = t.n, nn = t.names.length;
+    if (!hasDirectRecursion(t)) return t;
+    // The merged tree's nodes, a caller created before its callees.
+    const to = new Int32Array(n); // a node -> its merged node
+    const name = new Int32Array(n), total = new Float64Array(n), self = new Float64Array(n),
+        parent = new Int32Array(n), kids = new Int32Array(n);
+    const byName = new Map(); // merged parent * nn + name -> merged node
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+        const p = t.parent[i], nm = t.name[i];
+        if (p < 0) {
+            name[0] = nm; total[0] = t.total[i]; self[0] = t.self[i]; parent[0] = -1;
+            m = 1;
+            continue;
+        }
+        const q = to[p];
+        if (nm > 1 && nm === name[q]) { to[i] = q; self[q] += t.self[i]; continue; }
+        const key = q * nn + nm;
+        let c = byName.get(key);
+        if (c === undefined) {
+            c = m++;
+            byName.set(key, c);
+            name[c] = nm; parent[c] = q; kids[q]++;
+        }
+        total[c] += t.total[i];
+        self[c] += t.self[i];
+        to[i] = c;
+    }
+    // Each node's callees, widest first, then depth first as the server sends it.
+    const first = new Int32Array(m + 1);
+    for (let c = 0; c < m; c++) first[c + 1] = first[c] + kids[c];
+    const fill = first.slice(0, m), child = new Int32Array(Math.max(m - 1, 0));
+    for (let c = 1; c < m; c++) child[fill[parent[c]]++] = c;
+    const nodes = new Array(4 * m), stk = [0];
+    let o = 0;
+    while (stk.length) {
+        const c = stk.pop();
+        const cs = Array.from(child.subarray(first[c], first[c + 1])).sort((a, b) => total[b] - total[a] || a - b);
+        nodes[o++] = name[c]; nodes[o++] = total[c]; nodes[o++] = self[c]; nodes[o++] = cs.length;
+        for (let k = cs.length - 1; k >= 0; k--) stk.push(cs[k]);
+    }
+    const out = parseTree({ names: t.names, files: t.files, nodes, unit: t.unit, samples: t.samples, profiles: t.profiles });
+    // The same names: their kinds and colours are t's, shared as t fills them.
+    for (const k of ['classified', 'kind', 'unnamed', 'color', 'group', 'binary']) out[k] = t[k];
+    return out;
 }

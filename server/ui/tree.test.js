@@ -1,9 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-    parseTree, childNamed, pathOf, resolvePath, functionStats, unnamedReport,
+    parseTree, childNamed, pathOf, resolvePath, functionStats, unnamedReport, collapseRecursion, nameInfo,
+    hasDirectRecursion,
 } from './tree.js';
-import { treeJson, nodeAt } from './test_trees.js';
+import { KIND } from './classify.js';
+import { treeJson, folded, nodeAt } from './test_trees.js';
 
 const names = (t) => Array.from(t.name, (nm) => t.names[nm]);
 
@@ -63,4 +65,55 @@ test('unnamedReport: time under frames without names, once per stack, per binary
     assert.equal(r.time, 6);
     assert.equal(r.share, 0.6);
     assert.deepEqual(r.binaries, [{ binary: 'libx.so', time: 6, share: 0.6 }, { binary: 'liby.so', time: 2, share: 0.2 }]);
+});
+
+test('collapseRecursion: f -> f -> f shown once, every total and self kept', () => {
+    const t = parseTree(treeJson({ 'main;f;f;f;g': 4, 'main;f;f;h': 3, 'main;f;g': 2, 'main;f': 1, 'main;k': 5 }));
+    const c = collapseRecursion(t);
+    assert.notEqual(c, t);
+    assert.deepEqual(folded(c), { 'main;f;g': 6, 'main;f;h': 3, 'main;f': 1, 'main;k': 5 });
+    const f = nodeAt(c, 'main;f');
+    assert.equal(c.total[0], t.total[0]);
+    assert.equal(c.total[f], t.total[nodeAt(t, 'main;f')]);
+    assert.equal(c.total[nodeAt(c, 'main;f;g')], 6); // g under the outer f and under the inner f, merged
+    assert.equal(c.maxDepth, 3);
+    // Laid out again: widest first, each child inside its parent.
+    assert.deepEqual(names(c), ['all', 'main', 'f', 'g', 'h', 'k']);
+    assert.deepEqual(Array.from(c.x), [0, 0, 0, 0, 6, 10]);
+    // The per-function table does not change.
+    const a = functionStats(t), b = functionStats(c);
+    assert.deepEqual(Array.from(b.self), Array.from(a.self));
+    assert.deepEqual(Array.from(b.total), Array.from(a.total));
+});
+
+test('collapseRecursion: only direct recursion; none returns the tree itself', () => {
+    const t = parseTree(treeJson({ 'main;f;g;f;g': 3, 'main;g': 1 }));
+    assert.equal(hasDirectRecursion(t), false);
+    assert.equal(collapseRecursion(t), t);
+    const u = parseTree(treeJson({ 'main;f;g;g;f;f': 3 }));
+    assert.equal(hasDirectRecursion(u), true);
+    assert.deepEqual(folded(collapseRecursion(u)), { 'main;f;g;f': 3 });
+    // Folded frames ("other") are not a function calling itself.
+    const o = parseTree(treeJson({ 'main;other;other': 2, 'main;a': 1 }));
+    assert.equal(hasDirectRecursion(o), false);
+    assert.equal(collapseRecursion(o), o);
+});
+
+test('collapseRecursion: a 5000-deep recursion in one pass', () => {
+    const deep = Array(5000).fill('mark').join(';');
+    const t = parseTree(treeJson({ ['main;' + deep + ';leaf']: 6, ['main;' + deep]: 2, 'main;parse': 2 }));
+    assert.equal(t.maxDepth, 5002);
+    const c = collapseRecursion(t);
+    assert.deepEqual(folded(c), { 'main;mark;leaf': 6, 'main;mark': 2, 'main;parse': 2 });
+    assert.equal(c.total[nodeAt(c, 'main;mark')], 8);
+    assert.equal(c.maxDepth, 3);
+});
+
+test('collapseRecursion shares the names\' kinds and colours with the tree it came from', () => {
+    const t = parseTree(treeJson({ 'main;f;f': 1 }, { f: '/usr/lib/python3.11/json/encoder.py' }));
+    const c = collapseRecursion(t), f = t.names.indexOf('f');
+    nameInfo(c, f);
+    assert.equal(t.classified[f], 1);
+    assert.equal(t.kind[f], KIND.PYTHON);
+    assert.equal(t.color[f], c.color[f]);
 });
