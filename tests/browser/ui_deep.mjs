@@ -1,18 +1,19 @@
 // A deep recursion in headless Chromium (tests/integration/browser_tests.py
 // ingests the profile and runs this):
-//   node tests/browser/ui_deep.mjs URL OUTDIR APP WANT
+//   node tests/browser/ui_deep.mjs URL OUTDIR APP WANT FLATAPP
 // APP's profile is main -> compile -> gc_mark x 512 -> mark_leaf, and more
 // (DEEP_STACKS there); WANT is the known answer, JSON: the root's, gc_mark's
 // (total, self) and mark_leaf's times in ns, and the deepest stack's depth.
 // Checks that the page stays about a window tall with the graph scrolling
 // in its own viewport (the zoom path and the table in view), and that
-// "collapse recursion" shows gc_mark once, every time kept, held in the URL.
+// "collapse recursion" shows gc_mark once, every time kept, held in the URL;
+// FLATAPP's profile has no recursion: there the button is disabled.
 // Exits 1 with what failed; screenshots in OUTDIR.
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import path from 'node:path';
 
-const [url, out, app, wantJson] = process.argv.slice(2);
+const [url, out, app, wantJson, flatApp] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
 fs.mkdirSync(out, { recursive: true });
 const problems = [];
@@ -137,6 +138,16 @@ try {
     check(s.gc.n === 1 && near(s.gc.total, want.gc_mark) && s.pressed === 'true', `collapsed diff: gc_mark ${JSON.stringify(s.gc)}`);
     check(await page.locator('table.funcs.diff tbody tr').count() >= 3, 'the diff table is empty');
     log('diff, collapsed: ok');
+
+    // 6. Nothing to collapse: the button says so, disabled; a short graph
+    // does not scroll.
+    await page.evaluate(() => { window.__cx.ready = false; });
+    await page.goto(`${url}/#/app/${encodeURIComponent(flatApp)}?from=now-15m`);
+    await ready();
+    check(await page.isDisabled('button.collapse'), 'collapse recursion enabled for a profile without recursion');
+    s = await state();
+    check(s.boxH === s.boxScrollH && s.boxH === s.canvasH && !s.collapse, `flat graph: viewport ${s.boxH} of ${s.boxScrollH}, canvas ${s.canvasH}`);
+    log(`no recursion: the button disabled, the graph ${s.canvasH} px without scrolling`);
     check(problems.length === 0, `script errors: ${problems.join('; ')}`);
 } catch (e) {
     failed = true;

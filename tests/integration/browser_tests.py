@@ -113,6 +113,8 @@ def test_browser_deep(tmp):
     try:
         st, body = srv.post("/api/v1/profiles?service=deepapp", deep_profile("deepapp"))
         check(st == 202, f"ingest: {st} {body}")
+        st, body = srv.post("/api/v1/profiles?service=flatapp", server_tests.good_profile("flatapp"))
+        check(st == 202, f"ingest: {st} {body}")
         want = {
             "root": sum(ns for _, ns in DEEP_STACKS),
             "gc_mark": sum(ns for s, ns in DEEP_STACKS if "gc_mark" in s),
@@ -121,7 +123,7 @@ def test_browser_deep(tmp):
             "depth": max(len(s) for s, _ in DEEP_STACKS),
         }
         p = subprocess.run(["node", os.path.join(BROWSER, "ui_deep.mjs"), srv.url, OUT, "deepapp",
-                            json.dumps(want)], capture_output=True, text=True, timeout=120)
+                            json.dumps(want), "flatapp"], capture_output=True, text=True, timeout=120)
         print(p.stdout, end="")
         check(p.returncode == 0, f"browser deep-stack test failed (screenshots in {OUT}):\n"
               f"{p.stderr[-3000:]}")
