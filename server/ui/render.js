@@ -12,9 +12,17 @@ import { nameInfo } from './tree.js';
 // The viewport's height: the window's less what the Profiling tab shows
 // above the graph (about 340 px: the toolbars, the timeline, the path) and
 // the legend below, so the page need not scroll; never less than 300 px.
-// (A fixed allowance, not a measure: a draw must not force a layout.)
+// (A fixed allowance, not a measure: a draw must not force a layout. The
+// window's height too is read ahead, in warm() and on resize: reading
+// innerHeight in a draw would lay the page out there and then.)
 const VIEWPORT_CHROME = 360;
-function viewportMax() { return Math.max(300, (window.innerHeight || 1000) - VIEWPORT_CHROME); }
+let windowH = 0;
+function readWindowH() { windowH = window.innerHeight || 1000; }
+window.addEventListener('resize', readWindowH, { passive: true });
+function viewportMax() {
+    if (!windowH) readWindowH();
+    return Math.max(300, windowH - VIEWPORT_CHROME);
+}
 
 let scrollbarW = -1; // the width of a vertical scrollbar, measured once
 function scrollbarWidth() {
@@ -212,9 +220,10 @@ export class FlameGraph {
         this._fontSet = true;
     }
 
-    // Done while the data is on its way: the font, and the scrollbar's
-    // width (a layout of the page, then cheap; in a first draw, not).
-    warm() { this._font(); scrollbarWidth(); }
+    // Done while the data is on its way: the font, the scrollbar's width
+    // and the window's height (a layout of the page, then cheap; in a first
+    // draw, not).
+    warm() { this._font(); scrollbarWidth(); readWindowH(); }
 
     // The frame under (px, py) in CSS pixels of the canvas, or -1.
     nodeAt(px, py) { return frameAt(this.tree, this.zoom, this.cssW, px, py); }
