@@ -219,7 +219,8 @@ $(B)/workloads/go_cgo: tests/workloads/go_cgo/main.go
 	cd $(dir $<) && $(GOENV) CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o $(abspath $@) \
 	    $(notdir $<)
 
-# The web UI's pure functions (frame kinds, packages, colours) in node.
+# The web UI's pure functions (server/ui/*.test.js: tree, layout, search,
+# diff, colours, formats, URL) with node's own test runner.
 UNIT_JS := tests/browser/ui_unit.mjs
 
 unit: deps $(UNIT_BINS) $(FIXTURES)

@@ -83,4 +83,52 @@ def test_browser_read_key(tmp):
         srv.stop()
 
 
-TESTS = [test_browser_ui, test_browser_read_key]
+# The deep profile's stacks, root first, and their CPU time (ns): a compile
+# whose collector marks recursively, 512 and 300 calls deep, as g++'s does.
+DEEP_STACKS = [
+    (["main", "compile"] + ["gc_mark"] * 512 + ["mark_leaf"], 6_000_000_000),
+    (["main", "compile"] + ["gc_mark"] * 300, 2_000_000_000),
+    (["main", "compile", "parse"], 2_000_000_000),
+]
+
+
+def deep_profile(service):
+    """A pprof profile of DEEP_STACKS (built here: the known answer)."""
+    funcs = sorted({f for stack, _ in DEEP_STACKS for f in stack})
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "service", service] + funcs
+    fid = {f: i + 1 for i, f in enumerate(funcs)}
+    samples = [([fid[f] for f in reversed(stack)], [ns // 10_000_000, ns], [(5, 6)])
+               for stack, ns in DEEP_STACKS]
+    return server_tests.profile(strings, [(1, 2), (3, 4)], samples,
+                                locations=[(i, i) for i in fid.values()],
+                                functions=[(i, 7 + i - 1) for i in fid.values()])
+
+
+def test_browser_deep(tmp):
+    """A 512-deep recursion: the page stays about a window tall (the graph
+    scrolls in its own viewport, the path and the table in view), and
+    "collapse recursion" shows gc_mark once with its time kept, in the URL
+    (tests/browser/ui_deep.mjs)."""
+    srv = Server(tmp)
+    try:
+        st, body = srv.post("/api/v1/profiles?service=deepapp", deep_profile("deepapp"))
+        check(st == 202, f"ingest: {st} {body}")
+        st, body = srv.post("/api/v1/profiles?service=flatapp", server_tests.good_profile("flatapp"))
+        check(st == 202, f"ingest: {st} {body}")
+        want = {
+            "root": sum(ns for _, ns in DEEP_STACKS),
+            "gc_mark": sum(ns for s, ns in DEEP_STACKS if "gc_mark" in s),
+            "gc_mark_self": sum(ns for s, ns in DEEP_STACKS if s[-1] == "gc_mark"),
+            "mark_leaf": sum(ns for s, ns in DEEP_STACKS if "mark_leaf" in s),
+            "depth": max(len(s) for s, _ in DEEP_STACKS),
+        }
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_deep.mjs"), srv.url, OUT, "deepapp",
+                            json.dumps(want), "flatapp"], capture_output=True, text=True, timeout=120)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser deep-stack test failed (screenshots in {OUT}):\n"
+              f"{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep]

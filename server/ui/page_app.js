@@ -1,0 +1,302 @@
+// An application's Profiling tab: the CPU timeline, the flame graph (or the
+// diff of two ranges) and the function table.
+//   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
+//              &diff=1&bfrom=&bto=&bhost=&bpid=
+// A change of q, zoom, collapse, sort or fn only redraws (applyView); any
+// other parameter loads the page anew.
+import { api } from './api.js';
+import { cx, h, message, view } from './dom.js';
+import {
+    FlameGraph, alignDiff, collapseRecursion, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare,
+    hasDirectRecursion, parseTree, pathOf, resolvePath,
+} from './flamegraph.js';
+import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
+import { rangeLabel, stepFor, toUnix } from './range.js';
+import { hashOf, parseHash, update } from './router.js';
+import { cpuChart, rangePicker } from './widgets.js';
+
+const MAX_NODES = 100000;
+const cache = new Map(); // query string -> parsed tree (the last few)
+
+async function loadTree(params) {
+    const key = JSON.stringify(params);
+    if (cache.has(key)) return cache.get(key);
+    const text = await api('/api/v1/profile', { ...params, format: 'flamegraph', max_nodes: MAX_NODES }, true);
+    performance.mark('cx-data');
+    const tree = parseTree(JSON.parse(text));
+    performance.mark('cx-parsed');
+    cache.set(key, tree);
+    if (cache.size > 4) cache.delete(cache.keys().next().value);
+    return tree;
+}
+
+let page = null; // the current Profiling tab: kept while only q/zoom/collapse/sort/fn change
+
+// Whether the Profiling tab is open and zoomed (Esc then zooms out).
+export function appZoomed() { return !!page && !!parseHash().p.get('zoom'); }
+
+// Leaving the tab for another page.
+export function leaveApp() {
+    if (page) page.destroy();
+    page = null;
+}
+
+function dataKey(parts, p) {
+    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid'];
+    return JSON.stringify([parts[1], ...keys.map((k) => p.get(k) || '')]);
+}
+
+function baseRange(p) {
+    const now = Date.now() / 1000;
+    const f = p.get('from') || 'now-1h', t = p.get('to') || 'now';
+    if (p.get('bfrom')) return { from: p.get('bfrom'), to: p.get('bto') || 'now' };
+    // The period just before, as long as this one.
+    const a = toUnix(f, now), b = toUnix(t, now);
+    return { from: String(Math.floor(2 * a - b)), to: String(Math.ceil(a)) };
+}
+
+// What the URL asks to load: the selection, and the baseline's in a diff.
+function queryOf(app, p) {
+    const from = p.get('from') || 'now-1h', to = p.get('to') || 'now';
+    const host = p.get('host') || '', pid = p.get('pid') || '';
+    const diff = p.get('diff') === '1';
+    const sel = { app, from, to, host, pid };
+    const base = diff ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid } : null;
+    return { app, from, to, host, pid, diff, sel, base };
+}
+
+export async function renderApp(parts, p) {
+    const key = dataKey(parts, p);
+    if (page && page.key === key) { page.apply(p); return; }
+    if (page) page.destroy();
+    cx.ready = false;
+    const q = queryOf(parts[1], p), ui = buildPage(q, p);
+    const fg = new FlameGraph(ui.fgBox, {
+        onClick: (i) => update({ zoom: i === 0 ? null : pathOf(fg.tree, i).join(';') }),
+    });
+    // Until the tree is in, a change of search or zoom has nothing to apply: the
+    // view is applied from the URL as it is then.
+    const st = { key, fg, ui, tree: null, base: null, collapsed: null, diffRows: null, stats: null,
+        apply: () => {}, destroy: () => fg.destroy() };
+    page = st;
+    cx.fg = fg;
+    cx.mode = q.diff ? 'diff' : 'profile';
+    loadAround(st, q);
+    await loadGraph(st, q, p);
+}
+
+// The page's elements, in the view.
+function buildPage(q, p) {
+    const ui = { app: q.app };
+    ui.chart = h('canvas', { class: 'timeline', 'aria-label': 'CPU used over time; drag to select a range' });
+    ui.notes = h('div', { class: 'notes' });
+    ui.search = h('input', { type: 'search', class: 'search', placeholder: 'Search functions (text or /regex/)',
+        value: p.get('q') || '', 'aria-label': 'search functions', oninput: () => update({ q: ui.search.value }, true) });
+    ui.searchInfo = h('span', { class: 'search-info', 'aria-live': 'polite' });
+    ui.collapse = h('button', { type: 'button', class: 'collapse', 'aria-pressed': 'false',
+        title: 'Show a function that calls itself directly once, its time kept',
+        onclick: () => update({ collapse: parseHash().p.get('collapse') === '1' ? null : '1' }) }, 'Collapse recursion');
+    ui.crumbs = h('div', { class: 'crumbs' });
+    ui.fgBox = h('div', { class: 'fg-box' });
+    ui.side = h('div', { class: 'side' });
+    ui.legend = h('div', { class: 'legend' });
+    ui.diffBar = q.diff ? diffControls(p, q.base) : null;
+    const tab = h('span', { class: 'tab on', role: 'tab', 'aria-selected': 'true' }, 'Profiling');
+    view.replaceChildren(h('section', { class: 'page' },
+        h('nav', { class: 'breadcrumb' },
+            h('a', { href: hashOf([], new URLSearchParams({ from: q.from, to: q.to })) }, 'Applications'), ' / ',
+            h('strong', { class: 'app-name' }, q.app)),
+        h('div', { class: 'tabs', role: 'tablist' }, tab),
+        toolbar(q, p, ui),
+        h('div', { class: 'chart-box' }, ui.chart),
+        ui.diffBar,
+        ui.notes,
+        h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.collapse), ui.crumbs,
+        h('div', { class: 'split' }, h('div', { class: 'fg-col' }, ui.fgBox, ui.legend), ui.side)));
+    return ui;
+}
+
+// The range, host and pid, the diff's switch, the downloads.
+function toolbar(q, p, ui) {
+    const { app, from, to, host, pid, diff } = q;
+    ui.hostSel = h('select', { 'aria-label': 'host', onchange: () => update({ host: ui.hostSel.value, zoom: null }) },
+        h('option', { value: '' }, 'all hosts'));
+    // The pids the store saw for this app and range (GET /api/v1/labels), offered as a list; any can be typed.
+    ui.pidList = h('datalist', { id: 'pid-values' });
+    const pidBox = h('input', { type: 'text', inputmode: 'numeric', placeholder: 'pid', size: 7, value: pid,
+        'aria-label': 'pid', list: 'pid-values', onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
+    const dl = (fmt, ext) => {
+        const params = Object.entries({ app, from, to, host, pid, format: fmt }).filter(([, v]) => v);
+        return h('a', { class: 'button', download: `${app}.${ext}`, href: '/api/v1/profile?' + new URLSearchParams(params) },
+            ext === 'pb.gz' ? 'pprof' : 'folded');
+    };
+    const compare = h('button', { type: 'button', class: diff ? 'on' : '',
+        onclick: () => update({ diff: diff ? null : '1', bfrom: null, bto: null, bhost: null, bpid: null }) },
+    diff ? 'Diff: on' : 'Compare…');
+    return h('div', { class: 'toolbar' },
+        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, compare,
+        h('span', { class: 'spacer' }), h('span', { class: 'muted' }, 'Download'),
+        dl('pprof', 'pb.gz'), dl('collapsed', 'folded.txt'));
+}
+
+// Around the graph: the app's hosts, its pids, the timeline.
+function loadAround(st, q) {
+    const { app, from, to, host, pid, diff, base } = q, ui = st.ui;
+    const now = Date.now() / 1000, f0 = toUnix(from, now), t0 = toUnix(to, now);
+    const appsFrom = diff ? String(Math.floor(Math.min(f0, toUnix(base.from, now)))) : from;
+    api('/api/v1/applications', { from: appsFrom, to }).then((r) => {
+        const a = (r.applications || []).find((x) => x.name === app);
+        const hosts = new Set(a ? a.hosts : []);
+        if (host) hosts.add(host);
+        for (const x of [...hosts].sort()) {
+            ui.hostSel.append(h('option', { value: x, selected: x === host || undefined }, x));
+        }
+        if (ui.diffBar) ui.diffBar.setHosts([...hosts].sort());
+    }).catch(() => {});
+    api('/api/v1/labels', { app, from, to, host }).then((v) => {
+        ui.pidList.replaceChildren(...(v.pid || []).sort((a, b) => a - b).map((x) => h('option', { value: x })));
+    }).catch(() => {});
+    const onSelect = (a, b) => update({ from: String(a), to: String(b), zoom: null });
+    api('/api/v1/timeline', { app, from, to, host, pid, step: stepFor(f0, t0) + 's' })
+        .then((tl) => { if (page === st) cpuChart(ui.chart, tl, { onSelect }); })
+        .catch((e) => { ui.chart.title = e.message; });
+}
+
+// The tree (and the baseline's): the graph drawn first; the table, notes
+// and legend once it is on screen.
+async function loadGraph(st, q, p) {
+    const { fg, ui } = st, { app, from, to, host, pid } = q;
+    ui.fgBox.replaceChildren(h('p', { class: 'muted loading' }, 'Loading the profile…'));
+    try {
+        const trees = Promise.all([loadTree(q.sel), q.base ? loadTree(q.base) : null]);
+        fg.warm(); // while the data is on its way
+        const [tree, btree] = await trees;
+        if (page !== st) return;
+        ui.fgBox.replaceChildren();
+        fg.attach();
+        st.tree = tree;
+        if (!tree.n || !tree.total[0]) {
+            ui.fgBox.replaceChildren(message('empty',
+                `No profiles of ${app} in the ${rangeLabel(from, to)}` +
+                `${host ? ' on ' + host : ''}${pid ? ' for pid ' + pid : ''}.`,
+                'Pick a longer range or clear the host and pid filters. If the application is running now, is the agent ' +
+                'running and pointed at this server? Profiles arrive once a window (one minute by default) has closed.'));
+            cx.ready = true;
+            return;
+        }
+        st.base = btree;
+        st.apply = (v) => applyView(st, v);
+        st.tableKey = 'later';
+        st.apply(p);
+        performance.mark('cx-drawn');
+        cx.firstDrawMs = performance.measure('cx-first-draw', 'cx-data', 'cx-drawn').duration;
+        cx.stages = { parse: performance.measure('cx-parse', 'cx-data', 'cx-parsed').duration };
+        cx.tree = tree;
+        requestAnimationFrame(() => setTimeout(() => { if (page === st) afterFirstFrame(st, tree, btree); }, 0));
+    } catch (e) {
+        if (page !== st) return;
+        ui.fgBox.replaceChildren(message('error', 'Could not load the profile', e.message));
+        cx.ready = true;
+    }
+}
+
+function afterFirstFrame(st, tree, btree) {
+    const ui = st.ui;
+    cx.firstFrameMs = performance.measure('cx-first-frame', 'cx-data').duration;
+    st.stats = functionStats(tree);
+    if (btree) {
+        st.diffRows = diffTable(tree, btree);
+        if (!btree.n || !btree.total[0]) {
+            ui.notes.append(message('warn', 'The baseline has no profiles.',
+                'Every frame shows as grown; pick a baseline range or host that has data.'));
+        }
+    }
+    ui.notes.append(...unnamedNotes(tree));
+    ui.legend.replaceChildren(...legendOf(tree, !!btree));
+    // Nothing to collapse: said on the button, which stays to turn collapse=1 off.
+    if (!hasDirectRecursion(tree) && !(btree && hasDirectRecursion(btree)) && !cx.collapse) {
+        ui.collapse.disabled = true;
+        ui.collapse.title = 'No function calls itself directly in this range';
+    }
+    st.tableKey = null;
+    st.apply(parseHash().p);
+    cx.tableMs = performance.measure('cx-table', 'cx-data').duration;
+    cx.ready = true;
+}
+
+// The tree drawn: as loaded, or with direct recursion collapsed (made once
+// per page, the baseline's too in a diff).
+function shownTrees(st, collapse) {
+    if (!collapse) return { tree: st.tree, base: st.base };
+    if (!st.collapsed) {
+        st.collapsed = { tree: collapseRecursion(st.tree), base: st.base ? collapseRecursion(st.base) : null };
+    }
+    return st.collapsed;
+}
+
+// What only needs a redraw: search, zoom, collapse, table sort and filter.
+function applyView(st, p) {
+    const fg = st.fg, ui = st.ui;
+    const collapse = p.get('collapse') === '1';
+    const { tree: t, base } = shownTrees(st, collapse);
+    if (fg.tree !== t) {
+        fg.setTree(t);
+        if (base) fg.setDiff(alignDiff(t, base).base, base.n ? base.total[0] : 0);
+    }
+    if (collapse) ui.collapse.disabled = false;
+    ui.collapse.classList.toggle('on', collapse);
+    ui.collapse.setAttribute('aria-pressed', String(collapse));
+    cx.collapse = collapse;
+    let zoomPath = (p.get('zoom') || '').split(';').filter(Boolean);
+    // A path from the full graph, collapsed: gc;gc;gc;f is gc;f there.
+    if (collapse) zoomPath = zoomPath.filter((nm, k) => k === 0 || nm !== zoomPath[k - 1]);
+    const z = resolvePath(t, zoomPath);
+    fg.setZoom(z);
+    applySearch(fg, t, p.get('q') || '', ui);
+    const crumbs = crumbsOf(t, z);
+    // Drawn before the crumbs change the page, so the draw forces no layout.
+    const t0 = performance.now();
+    fg.draw();
+    cx.drawMs = performance.now() - t0;
+    ui.crumbs.replaceChildren(...crumbs);
+    cx.drawn = fg.lastDraw.drawn;
+    cx.zoom = z;
+    // The table shows the whole range: rebuilt only when its sort or filter change.
+    if (st.tableKey === 'later') return;
+    const tableKey = (p.get('sort') || '') + '\n' + (p.get('fn') || '');
+    if (st.tableKey !== tableKey) {
+        st.tableKey = tableKey;
+        renderTable(st, p);
+    }
+}
+
+function applySearch(fg, t, q, ui) {
+    if (ui.search.value !== q && document.activeElement !== ui.search) ui.search.value = q;
+    const m = matchNames(t, q);
+    fg.setMatch(m);
+    if (m) {
+        const s = matchShare(t, m);
+        ui.searchInfo.textContent = s.funcs
+            ? `${s.funcs} function${s.funcs > 1 ? 's' : ''} match, ${fmtPct(s.share)} of the time (${fmtTime(s.time)})`
+            : 'no function matches';
+    } else ui.searchInfo.textContent = '';
+    cx.search = ui.searchInfo.textContent;
+}
+
+// The way back: the path of the zoomed frame z, each step clickable.
+function crumbsOf(t, z) {
+    const crumbs = [];
+    if (z <= 0) {
+        return [h('span', { class: 'muted' }, 'Click a frame to zoom into it; Esc or the browser\'s back button to come back.')];
+    }
+    crumbs.push(h('button', { type: 'button', class: 'reset', onclick: () => update({ zoom: null }) }, 'Reset zoom'));
+    const path = pathOf(t, z);
+    crumbs.push(h('a', { href: '#', onclick: (e) => { e.preventDefault(); update({ zoom: null }); } }, 'all'));
+    path.forEach((nm, k) => {
+        crumbs.push(' › ');
+        crumbs.push(k === path.length - 1 ? h('strong', {}, nm)
+            : h('a', { href: '#', onclick: (e) => { e.preventDefault(); update({ zoom: path.slice(0, k + 1).join(';') }); } },
+                nm));
+    });
+    return crumbs;
+}
