@@ -44,7 +44,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/aggregate.c agent/profile.c agent/output.c agent/dither.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c \
               agent/record.c
-SERVER_SRC := server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
+SERVER_SRC := server/store_common.c server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/query.c \
               server/http.c server/text.c server/budget.c server/pprof_ids.c
 SERVER_MAIN := server/main.c

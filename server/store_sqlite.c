@@ -47,6 +47,7 @@
 #include "../common/log.h"
 #include "stack_key.h"
 #include "store.h"
+#include "store_common.h"
 #include "store_sqlite_int.h"
 
 /* --- open --- */
@@ -105,9 +106,6 @@ int sqls_open_db(const char *path, sqlite3 **db, char *err, size_t errlen)
 }
 
 static void sqlite_close(struct store *s);
-
-const char *const store_identity_keys[STORE_N_IDENTITY] = {"container_id", "pod", "namespace",
-                                                           "container", "systemd_unit"};
 
 static int prepare_readers(sqlite3 *db, struct readers *r, char *err, size_t errlen)
 {

@@ -233,7 +233,7 @@ SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 # clang's -Wstring-concatenation takes SQL split over lines for a missing comma.
 SAN_CFLAGS := -std=gnu11 $(WARN) -Wno-string-concatenation -D_GNU_SOURCE -pthread \
               -fno-strict-aliasing -I$(B) -I$(B)/gen
-SAN_SRC := $(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c \
+SAN_SRC := $(COMMON_SRC) server/ingest.c server/stack_key.c server/store_common.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
            server/text.c server/budget.c server/pprof_ids.c server/query.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
@@ -293,7 +293,7 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 
 # The server's ingest in-process, without HTTP: `ingest_bench DIR [REPS]`.
 $(B)/bench/ingest_bench: bench/ingest_bench.c \
-    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_sqlite.c \
+    $(call obj,$(COMMON_SRC) server/ingest.c server/stack_key.c server/store_common.c server/store_sqlite.c \
       server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c server/text.c \
       server/budget.c server/pprof_ids.c) \
     $(PB_OBJ)
