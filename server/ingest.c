@@ -751,7 +751,7 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     char serr[512];
     int pr = store__put(st, &sp, serr, sizeof(serr));
     if (pr) {
-        status = pr == -E2BIG ? 413 : 500;
+        status = pr == -E2BIG ? 413 : pr == -EAGAIN ? 503 : 500;
         BAD("%s%s", pr == -E2BIG ? "" : "the store failed: ", serr);
     }
     status = 202;

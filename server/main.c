@@ -28,6 +28,11 @@ static const struct config_def server_opts[] = {
      "config file of key = value lines"},
     {"listen", CONFIG_STRING, "127.0.0.1:8080", 0, 0, "ADDR:PORT", "where to serve HTTP"},
     {"data-dir", CONFIG_STRING, "./data", 0, 0, "DIR", "where the SQLite store lives"},
+    {"clickhouse", CONFIG_STRING, NULL, 0, 0, "URL[,URL]",
+     "keep profiles in ClickHouse at these HTTP URLs instead of SQLite"},
+    {"clickhouse-cluster", CONFIG_STRING, NULL, 0, 0, "NAME",
+     "the ClickHouse cluster to shard over (tables made on every URL given)"},
+    {"clickhouse-database", CONFIG_STRING, "codexray", 0, 0, "DB", "the ClickHouse database"},
     {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
      "require Authorization: Bearer KEY on ingest (or CODEXRAY_API_KEY)"},
     {"read-api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
@@ -169,7 +174,12 @@ int main(int argc, char **argv)
         goto usage;
     }
 
-    st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));
+    const char *ch = config__str(c, "clickhouse");
+    if (ch && *ch)
+        st = store_clickhouse__open(ch, config__str(c, "clickhouse-cluster"),
+                                    config__str(c, "clickhouse-database"), err, sizeof(err));
+    else
+        st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));
     if (!st) {
         log_error("store: %s", err);
         goto out;

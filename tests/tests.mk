@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query
+              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_ch_sql
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -15,6 +15,12 @@ $(B)/tests/%: tests/unit/%.c $(UNIT_LIB_OBJS)
 $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
+	    $(LDLIBS) -lcmocka
+
+# The ClickHouse store's quoting and answer reading.
+$(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c) \
 	    $(LDLIBS) -lcmocka
 
 # The server's queries: time ranges and the flame-graph tree.
@@ -233,11 +239,12 @@ SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 # clang's -Wstring-concatenation takes SQL split over lines for a missing comma.
 SAN_CFLAGS := -std=gnu11 $(WARN) -Wno-string-concatenation -D_GNU_SOURCE -pthread \
               -fno-strict-aliasing -I$(B) -I$(B)/gen
-SAN_SRC := $(COMMON_SRC) server/ingest.c server/stack_key.c server/store_common.c server/store_sqlite.c \
+SAN_SRC := $(COMMON_SRC) server/ingest.c server/stack_key.c server/store_common.c server/ch_sql.c \
+           server/store_clickhouse.c server/store_clickhouse_rw.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
            server/text.c server/budget.c server/pprof_ids.c server/query.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
-SAN_LIBS := -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+SAN_LIBS := -lcurl -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 $(B)/san/obj/%.o: %.c $(B)/gen/profile.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $(SAN_CFLAGS) -c $< -o $@
@@ -245,7 +252,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
-SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap
+SAN_TESTS := test_ch_sql test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,59 @@
+/* The ClickHouse store's private header, included by its files alone (the
+ * store's face is store.h). Files by concern:
+ *   store_clickhouse.c       HTTP to ClickHouse, open, schema, stack key bases,
+ *                            retention, size, close
+ *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
+ * The tables are described at the top of store_clickhouse.c.
+ */
+#ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
+#define CODEXRAY_STORE_CLICKHOUSE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/buf.h"
+#include "ch_sql.h"
+#include "stack_key.h"
+#include "store.h"
+
+/* The largest answer read from ClickHouse, and the largest statement sent. */
+#define CH_MAX_ANSWER (1u << 30)
+#define CH_MAX_STATEMENT (1u << 30)
+
+struct ch_store {
+    struct store base;
+    char **nodes; /* the ClickHouse HTTP URLs given; nodes[0] takes queries and inserts */
+    size_t nnodes;
+    char db[65];
+    char cluster[65]; /* "" for one server */
+    struct stack_hasher hasher;
+    /* Keys known to be stored (a cache: ClickHouse holds the truth, and a
+     * key stored twice collapses in its ReplacingMergeTree). */
+    pthread_mutex_t mu;
+    struct stack_keymap *fns, *stacks;
+};
+
+static inline struct ch_store *CH(struct store *s)
+{
+    return (struct ch_store *)s;
+}
+
+/* Runs sql (the whole body of the request) on node i; with answer, the
+ * answer's text goes there (reset first). Returns 0, or -EAGAIN when
+ * ClickHouse cannot be reached, times out or errs: logged with the reason. */
+int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer);
+
+/* The store_ops of store_clickhouse_rw.c (store.h says what each does). */
+const struct stack_hasher *chs_hasher(struct store *s);
+int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+size_t chs_put_mem(struct store *s, const struct store_profile *p);
+int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out);
+int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
+                     size_t *n);
+int chs_timeline(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
+                 size_t *nsteps);
+int chs_values(struct store *s, const struct store_query *q, struct store_values **out);
+
+#endif
