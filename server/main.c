@@ -222,9 +222,10 @@ int main(int argc, char **argv)
         log_error("maintenance: cannot start its thread");
         goto out;
     }
-    log_info("codexray-server %s started: listen=%s data_dir=%s retention=%s auth=%s "
+    log_info("codexray-server %s started: listen=%s %s=%s retention=%s auth=%s "
              "read_auth=%s max_body=%ld",
-             CODEXRAY_VERSION, ho.listen, config__str(c, "data-dir"), config__str(c, "retention"),
+             CODEXRAY_VERSION, ho.listen, ch && *ch ? "clickhouse" : "data_dir",
+             ch && *ch ? ch : config__str(c, "data-dir"), config__str(c, "retention"),
              ho.api_key && *ho.api_key ? "api-key" : "none",
              ho.read_api_key && *ho.read_api_key ? "read-api-key" : "none", (long)ho.max_body);
     while (!stop)

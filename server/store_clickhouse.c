@@ -185,7 +185,7 @@ static int open_keys(struct ch_store *st, char *err, size_t errlen)
         int got = 0;
         buf__reset(&sql);
         if (ch_sql__appendf(&sql,
-                            "SELECT draw, k, v FROM %s.meta WHERE draw IN (SELECT draw FROM "
+                            "SELECT draw, k, v FROM %s.meta WHERE draw GLOBAL IN (SELECT draw FROM "
                             "%s.meta WHERE k = 'stack_key_version' AND v = %d) FORMAT TabSeparated",
                             st->db, st->db, STACK_KEY_VERSION) ||
             chs_exec(st, 0, &sql, &ans)) {

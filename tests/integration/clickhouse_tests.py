@@ -1,0 +1,210 @@
+"""The server with its ClickHouse store (--clickhouse) over a local two-shard
+cluster (clickhouse_cluster.py): the server API tests of server_tests.py run
+as they run on SQLite (the same bodies, the store switched), and what only a
+cluster has: two servers over it, rows on both shards, a shard down."""
+import gzip
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+
+import clickhouse_cluster
+import server_tests as st
+from server_tests import Server, check, collapsed_split, run_agent, stop_agent, good_profile
+
+WORK = st.WORK
+
+
+def on_clickhouse(test):
+    """test with its servers on ClickHouse, named test_ch_<rest of its name>."""
+    def run(tmp):
+        st.STORE = clickhouse_cluster.server_args
+        try:
+            test(tmp)
+        finally:
+            st.STORE = None
+    run.__name__ = "test_ch_" + test.__name__.removeprefix("test_server_").removeprefix("test_")
+    run.__doc__ = test.__doc__
+    return run
+
+
+# The SQLite-only tests read the store's file (stack_keys, retention) or its
+# rollup table (rollups); the ClickHouse store's own come below.
+SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_server_bad_input,
+                                     st.test_server_auth, st.test_server_durability,
+                                     st.test_agent_outage, st.test_server_labels)]
+
+
+def shard_rows(db, table):
+    return [int(n.query(f"SELECT count() FROM {db}.{table}_local").strip())
+            for n in clickhouse_cluster.cluster()]
+
+
+def db_of(srv):
+    return srv.args[srv.args.index("--clickhouse-database") + 1]
+
+
+def test_ch_two_servers(tmp):
+    """Two servers over the cluster: one takes the agent's profiles, the
+    other answers with the 3:2:1 split; rows lie on both shards; the second
+    server read the first's stack key bases."""
+    st.STORE = clickhouse_cluster.server_args
+    try:
+        a_srv = Server(os.path.join(tmp))
+    finally:
+        st.STORE = None
+    b_srv = Server(tmp, *a_srv.args)
+    try:
+        a, log = run_agent(tmp, a_srv.url)
+        w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "4"], stdout=subprocess.PIPE,
+                             text=True)
+        w.communicate(timeout=30)
+        time.sleep(2.5)
+        rc, alog = stop_agent(a, log)
+        check(rc == 0, f"agent exited {rc}")
+        status, body = b_srv.get("/api/v1/applications?from=now-10m")
+        check(status == 200 and "cpu_split" in {x["name"] for x in json.loads(body)["applications"]},
+              f"the other server does not list cpu_split: {status} {body[:300]}")
+        status, body = b_srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                                 "&format=collapsed")
+        check(status == 200, f"collapsed from the other server: {status} {body[:200]}")
+        per = collapsed_split(body.decode())
+        hot = sum(per.values())
+        check(hot > 100, f"too few samples of hot_*: {per}")
+        share = {k: v / hot for k, v in per.items()}
+        print(f"    split read on the other server {share}")
+        for k, want in (("hot_a", 3 / 6), ("hot_b", 2 / 6), ("hot_c", 1 / 6)):
+            check(abs(share[k] - want) < 0.06, f"{k}: {share[k]:.3f}, want {want:.3f}")
+        # The same answer from both servers.
+        status, body_a = a_srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                                   "&format=collapsed")
+        check(collapsed_split(body_a.decode()) == per, "the two servers disagree")
+        rows = shard_rows(db_of(a_srv), "samples")
+        print(f"    sample rows per shard {rows}")
+        check(all(r > 0 for r in rows), f"rows not on both shards: {rows}")
+        la = open(os.path.join(tmp, f"server-{a_srv.port}.log")).read()
+        lb = open(os.path.join(tmp, f"server-{b_srv.port}.log")).read()
+        da = re.findall(r"stack key bases of draw (\d+)", la)
+        db = re.findall(r"stack key bases of draw (\d+)", lb)
+        check(da and da == db, f"the servers' stack key bases differ: {da} {db}")
+    finally:
+        a_srv.stop()
+        b_srv.stop()
+
+
+def test_ch_hostile_names_and_retries(tmp):
+    """Names that would break badly quoted SQL are stored and found as they
+    are; an upload sent twice counts once."""
+    srv = on_server(tmp)
+    try:
+        names = ["o'brien", "back\\slash\\", "'; DROP TABLE samples; --", "q\\'uote", "é€🔥",
+                 "%s%n"]
+        for n in names:
+            body = gzip.compress(good_profile(n, fn=f"fn_{n}"))
+            for _ in range(2):  # the agent's retry of the same window
+                status, out = srv.post("/api/v1/profiles", body)
+                check(status == 202, f"{n!r}: {status} {out}")
+        status, body = srv.get("/api/v1/applications?from=now-10m")
+        got = {x["name"] for x in json.loads(body)["applications"]}
+        check(set(names) <= got, f"names stored: {got}")
+        for n in names:
+            q = urllib.parse.quote(n)
+            status, body = srv.get(f"/api/v1/profile?app={q}&from=now-10m&format=collapsed")
+            check(status == 200, f"{n!r}: {status}")
+            # (collapsed stacks show a ';' in a name as ':', their separator)
+            want = "fn_" + n.replace(";", ":")
+            check(body.decode() == f"{want} 5\n", f"{n!r}: {body!r} (a retry counted twice?)")
+            status, body = srv.get(f"/api/v1/labels?app={q}&from=now-10m&host={q}")
+            check(status == 200, f"labels with host {n!r}: {status}")
+    finally:
+        srv.stop()
+
+
+def on_server(tmp, *args):
+    st.STORE = clickhouse_cluster.server_args
+    try:
+        return Server(tmp, *args)
+    finally:
+        st.STORE = None
+
+
+def test_ch_shard_down(tmp):
+    """A shard down during ingest: uploads and queries answer 503 (the
+    server stays up), the agent spools, and once the shard is back every
+    window is stored once."""
+    srv = on_server(tmp)
+    node = clickhouse_cluster.cluster()[1]
+    outdir = os.path.join(tmp, "files")
+    os.mkdir(outdir)
+    try:
+        a, log = run_agent(tmp, srv.url, "--output-dir", outdir)
+        node.stop()
+        try:
+            w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "4"],
+                                 stdout=subprocess.DEVNULL)
+            w.wait(timeout=30)
+            time.sleep(3)
+            status, body = srv.post("/api/v1/profiles", gzip.compress(good_profile("down")))
+            check(status == 503, f"ingest with a shard down: {status} {body}")
+            status, _ = srv.get("/api/v1/profile?app=cpu_split&from=now-10m")
+            check(status == 503, f"query with a shard down: {status}")
+        finally:
+            node.start()
+        want = got = 0
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+            status, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                                   "&format=flamegraph")
+            got = json.loads(body)["profiles"] if status == 200 else 0
+            if want and got >= want:
+                break
+            time.sleep(0.5)
+        rc, alog = stop_agent(a, log)
+        time.sleep(1)
+        want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+        status, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                               "&format=flamegraph")
+        got = json.loads(body)["profiles"]
+        print(f"    windows written {want}, stored after the shard came back {got}")
+        check("failed" in alog and "retrying" in alog, "no logged upload failure while down")
+        check(want >= 2 and got == want, f"{got} profiles stored for {want} windows")
+        slog = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
+        check("clickhouse:" in slog, "no log line of the failing ClickHouse")
+    finally:
+        srv.stop()
+
+
+def test_ch_retention(tmp):
+    """Retention drops the days wholly past it, on every shard."""
+    srv = on_server(tmp, "--retention", "1d")
+    try:
+        old = time.time_ns() - 3 * 86400 * 10**9
+        st_, out = srv.post("/api/v1/profiles", st.profile(
+            ["", "samples", "count", "cpu", "nanoseconds", "old_fn", "service", "oldapp"],
+            [(1, 2), (3, 4)], [([1], [5, 50000000], [(6, 7)])], locations=[(1, 1)],
+            functions=[(1, 5)], time_ns=old))
+        check(st_ == 202, f"old profile: {st_} {out}")
+        check(srv.post("/api/v1/profiles", good_profile("newapp"))[0] == 202, "new profile")
+        status, body = srv.get("/api/v1/applications?from=now-4d")
+        check({"oldapp", "newapp"} <= {x["name"] for x in json.loads(body)["applications"]},
+              f"before: {body}")
+        srv.stop()
+        srv.start()  # retention runs as the server starts
+        deadline = time.time() + 20
+        names = set()
+        while time.time() < deadline:
+            status, body = srv.get("/api/v1/applications?from=now-4d")
+            names = {x["name"] for x in json.loads(body)["applications"]}
+            if "oldapp" not in names:
+                break
+            time.sleep(0.5)
+        check(names == {"newapp"}, f"after retention: {names}")
+    finally:
+        srv.stop()
+
+
+TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
+                  test_ch_retention]
