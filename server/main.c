@@ -33,6 +33,8 @@ static const struct config_def server_opts[] = {
     {"clickhouse-cluster", CONFIG_STRING, NULL, 0, 0, "NAME",
      "the ClickHouse cluster to shard over (tables made on every URL given)"},
     {"clickhouse-database", CONFIG_STRING, "codexray", 0, 0, "DB", "the ClickHouse database"},
+    {"clickhouse-timeout-ms", CONFIG_INT, "30000", 100, 3600000, "MS",
+     "how long one ClickHouse request may take before the server answers 503"},
     {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
      "require Authorization: Bearer KEY on ingest (or CODEXRAY_API_KEY)"},
     {"read-api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
@@ -177,7 +179,8 @@ int main(int argc, char **argv)
     const char *ch = config__str(c, "clickhouse");
     if (ch && *ch)
         st = store_clickhouse__open(ch, config__str(c, "clickhouse-cluster"),
-                                    config__str(c, "clickhouse-database"), err, sizeof(err));
+                                    config__str(c, "clickhouse-database"),
+                                    config__int(c, "clickhouse-timeout-ms"), err, sizeof(err));
     else
         st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));
     if (!st) {

@@ -153,11 +153,12 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
 /* Opens (creating its tables) the ClickHouse store: urls, comma-separated
  * HTTP URLs of ClickHouse (with cluster, its nodes, where the tables are
  * made; one URL: made ON CLUSTER), cluster (NULL or "" for one server) and
- * db name plain identifiers. NULL with err filled. Its operations return
+ * db name plain identifiers; timeout_ms bounds each request. NULL with err
+ * filled. Its operations return
  * -EAGAIN when ClickHouse cannot be reached, errs, times out or answers
  * garbage (logged): the caller answers 503. */
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
-                                     char *err, size_t errlen);
+                                     long timeout_ms, char *err, size_t errlen);
 
 /* How the store keys stacks and functions: the caller of store__put
  * computes the keys of what it puts with it (as it decodes, where it is

@@ -40,7 +40,6 @@
 #include "store_clickhouse_int.h"
 #include "store_common.h"
 
-#define TIMEOUT_MS 30000
 #define CONNECT_TIMEOUT_MS 3000
 #define DAY_NS 86400000000000ll
 
@@ -99,7 +98,7 @@ int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sql->len);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, st->timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = curl_easy_perform(c);
@@ -115,6 +114,13 @@ int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf
         const char *nl = out->data ? memchr(out->data, '\n', n) : NULL;
         log_error("clickhouse: %s: HTTP %ld: %.*s", st->nodes[node], status,
                   (int)(nl ? nl - out->data : (long)n), out->data ? out->data : "");
+        goto out;
+    }
+    /* ClickHouse acknowledges a statement without an answer by an empty
+     * body: anything else is not ClickHouse's acknowledgement. */
+    if (!answer && out->len) {
+        log_error("clickhouse: %s: an answer where none was due: %.80s", st->nodes[node],
+                  out->data);
         goto out;
     }
     err = 0;
@@ -165,15 +171,11 @@ out:
     return err;
 }
 
-/* Keys as stack_key.h makes them now. */
-#define STACK_KEY_VERSION 2
-
 /* The bases of the smallest draw of this key version; a store without any
  * gets ours, then reads again, so servers starting together agree. */
 static int open_keys(struct ch_store *st, char *err, size_t errlen)
 {
-    static const char *const names[STACK_HASHER_BASES] = {"stack_base_a", "stack_base_b",
-                                                          "stack_base_c", "stack_base_d"};
+    const char *const *names = store_key_base_names;
     struct buf sql, ans;
     uint64_t base[STACK_HASHER_BASES];
     int rc = -EAGAIN;
@@ -257,7 +259,7 @@ static void ch_close(struct store *s);
 static const struct store_ops ch_ops;
 
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
-                                     char *err, size_t errlen)
+                                     long timeout_ms, char *err, size_t errlen)
 {
     struct ch_store *st = calloc(1, sizeof(*st));
 
@@ -266,6 +268,7 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
         return NULL;
     }
     st->base.ops = &ch_ops;
+    st->timeout_ms = timeout_ms;
     pthread_mutex_init(&st->mu, NULL);
     if (!ch_sql__identifier(db) || (cluster && *cluster && !ch_sql__identifier(cluster))) {
         snprintf(err, errlen,

@@ -28,6 +28,7 @@ struct ch_store {
     size_t nnodes;
     char db[65];
     char cluster[65]; /* "" for one server */
+    long timeout_ms;  /* of each request */
     struct stack_hasher hasher;
     /* Keys known to be stored (a cache: ClickHouse holds the truth, and a
      * key stored twice collapses in its ReplacingMergeTree). */

@@ -9,6 +9,9 @@
 const char *const store_identity_keys[STORE_N_IDENTITY] = {"container_id", "pod", "namespace",
                                                            "container", "systemd_unit"};
 
+const char *const store_key_base_names[STACK_HASHER_BASES] = {"stack_base_a", "stack_base_b",
+                                                              "stack_base_c", "stack_base_d"};
+
 /* --- label texts --- */
 
 static int cmp_label(const void *a, const void *b)

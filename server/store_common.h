@@ -27,6 +27,11 @@ static inline int64_t bucket_of(int64_t t, int64_t len)
     return b > t ? b - len : b;
 }
 
+/* --- the stack key bases: drawn once per store (stack_hasher__new_bases),
+ * kept in it under these names with the key version, read at open --- */
+#define STACK_KEY_VERSION 2 /* keys as stack_key.h makes them now */
+extern const char *const store_key_base_names[STACK_HASHER_BASES];
+
 /* --- label texts, as stores keep them --- */
 
 /* A label set as "k=v\x1fk=v", keys sorted (the first 64 labels), into b

@@ -206,5 +206,91 @@ def test_ch_retention(tmp):
         srv.stop()
 
 
+class Proxy:
+    """An HTTP front of a ClickHouse node that passes requests on, or errs,
+    answers garbage, or hangs, as self.mode says."""
+    def __init__(self, target):
+        import http.server
+        import threading
+        import urllib.request
+        proxy = self
+        self.mode = "pass"
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                mode = proxy.mode
+                if mode == "hang":
+                    time.sleep(5)
+                    return
+                if mode == "pass":
+                    req = urllib.request.Request(target + self.path, data=body, method="POST")
+                    try:
+                        with urllib.request.urlopen(req, timeout=30) as r:
+                            status, out = r.status, r.read()
+                    except urllib.error.HTTPError as e:
+                        status, out = e.code, e.read()
+                elif mode == "garbage":
+                    status, out = 200, b"<html>\x00\x01 not\tTSV \\q\n<b>"
+                else:
+                    status, out = 500, b"Code: 999, e.displayText() = DB::Exception: injected"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_ch_errors_garbage_timeouts(tmp):
+    """A ClickHouse that errs, answers garbage or hangs: every API answers
+    503 within the timeout, the server stays up and logs why, and works
+    again once ClickHouse does."""
+    nodes = clickhouse_cluster.cluster()
+    proxy = Proxy(nodes[0].url)
+    args = clickhouse_cluster.server_args()
+    args[1] = f"{proxy.url},{nodes[1].url}"
+    srv = Server(tmp, *args, "--clickhouse-timeout-ms", "1500")
+    try:
+        body = gzip.compress(good_profile("flaky"))
+        check(srv.post("/api/v1/profiles", body)[0] == 202, "ingest while ClickHouse works")
+        reads = ["/api/v1/applications?from=now-10m", "/api/v1/profile?app=flaky&from=now-10m",
+                 "/api/v1/labels?app=flaky&from=now-10m",
+                 "/api/v1/timeline?app=flaky&from=now-10m"]
+        for mode in ("error", "garbage", "hang"):
+            proxy.mode = mode
+            t0 = time.monotonic()
+            status, out = srv.post("/api/v1/profiles", gzip.compress(good_profile("flaky2")))
+            check(status == 503, f"{mode}: ingest {status} {out}")
+            for path in reads:
+                status, out = srv.get(path)
+                check(status == 503, f"{mode}: {path} {status} {out[:200]}")
+            took = time.monotonic() - t0
+            check(took < 5 * 3, f"{mode}: took {took:.1f} s")
+            check(srv.get("/healthz")[0] == 200 and srv.p.poll() is None, f"{mode}: server down")
+        proxy.mode = "pass"
+        time.sleep(5)  # the hung requests' handlers end
+        check(srv.post("/api/v1/profiles", body)[0] == 202, "ingest once ClickHouse is back")
+        status, out = srv.get("/api/v1/profile?app=flaky&from=now-10m&format=collapsed")
+        check(status == 200 and out.decode() == "work 5\n", f"after: {status} {out}")
+        log = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
+        for why in ("HTTP 500: Code: 999", "an answer where none was due", "garbled answer",
+                    "Timeout"):
+            check(why in log, f"no log line saying {why!r}")
+    finally:
+        srv.stop()
+        proxy.close()
+
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
-                  test_ch_retention]
+                  test_ch_retention, test_ch_errors_garbage_timeouts]
