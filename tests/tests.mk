@@ -320,6 +320,7 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 	@python3 bench/py_bench.py
 	@python3 bench/compile_bench.py
 	@python3 bench/server_bench.py
+	@python3 bench/store_bench.py
 	@node bench/ui_bench.mjs
 
 # Only the web UI's part of the benchmark (about 30 s).
