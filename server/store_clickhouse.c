@@ -270,6 +270,8 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     st->base.ops = &ch_ops;
     st->timeout_ms = timeout_ms;
     pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->bmu, NULL);
+    pthread_cond_init(&st->bcv, NULL);
     if (!ch_sql__identifier(db) || (cluster && *cluster && !ch_sql__identifier(cluster))) {
         snprintf(err, errlen,
                  "--clickhouse-database and --clickhouse-cluster: letters, digits and _ only");
@@ -433,7 +435,10 @@ static void ch_close(struct store *s)
     stack_keymap__free(st->fns);
     stack_keymap__free(st->stacks);
     stack_hasher__free(&st->hasher);
+    chs_batch__free(st->open);
     pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->bmu);
+    pthread_cond_destroy(&st->bcv);
     free(st);
 }
 

@@ -3,6 +3,7 @@
  *   store_clickhouse.c       HTTP to ClickHouse, open, schema, stack key bases,
  *                            retention, size, close
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
+ *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
@@ -34,6 +35,11 @@ struct ch_store {
      * key stored twice collapses in its ReplacingMergeTree). */
     pthread_mutex_t mu;
     struct stack_keymap *fns, *stacks;
+    /* Group commit (store_clickhouse_batch.c), under bmu. */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    struct ch_batch *open; /* rows waiting for the next write; NULL when none */
+    bool writing;          /* a batch is being written */
 };
 
 static inline struct ch_store *CH(struct store *s)
@@ -45,6 +51,23 @@ static inline struct ch_store *CH(struct store *s)
  * answer's text goes there (reset first). Returns 0, or -EAGAIN when
  * ClickHouse cannot be reached, times out or errs: logged with the reason. */
 int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer);
+
+/* The inserts of a put, in the order they run: a stack's functions are
+ * stored before it, and its samples before the profile's row. */
+enum { CH_FUNCTIONS, CH_STACKS, CH_SAMPLES, CH_PROFILES, CH_N_INSERTS };
+
+/* A batch of puts' rows, written by one set of INSERTs (group commit). */
+struct ch_batch;
+
+/* Adds the rows (each "(...), (...)" or empty) of one put to the open batch
+ * and returns once ClickHouse acknowledged that batch's INSERTs: 0, or
+ * -EAGAIN (logged) when any failed (none of its puts is then acknowledged;
+ * a retry writes the same rows, which collapse). Puts arriving while a
+ * batch is written wait for the next, so concurrent uploads share
+ * INSERTs: ClickHouse wants few large inserts, not many small ones. */
+int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS]);
+/* Frees the open batch (at close, with no put running). */
+void chs_batch__free(struct ch_batch *b);
 
 /* The store_ops of store_clickhouse_rw.c (store.h says what each does). */
 const struct stack_hasher *chs_hasher(struct store *s);

@@ -18,42 +18,40 @@ const struct stack_hasher *chs_hasher(struct store *s)
 
 /* --- ingest --- */
 
-/* Appends the rows of functions (want[i]) and stacks (want_st[i]) not yet
- * known as one INSERT each, run in that order: a stack's functions are
- * stored before it. */
-static int put_keys(struct ch_store *st, const struct store_profile *p, const bool *want_fn,
-                    const bool *want_st, struct buf *sql)
+/* Starts a row of rows[t] (a ", " after the rows before). */
+static int row_begin(struct buf *rows, int t)
 {
-    int err = 0;
-    bool any = false;
+    return rows[t].len ? buf__append(&rows[t], ", (", 3) : buf__append(&rows[t], "(", 1);
+}
 
-    buf__reset(sql);
-    err =
-        ch_sql__appendf(sql, "INSERT INTO %s.functions (key_a, key_b, name, file) VALUES ", st->db);
+/* The rows of the functions (want_fn[i]) and stacks (want_st[i]) not yet
+ * known, into rows[CH_FUNCTIONS] and rows[CH_STACKS]. */
+static int put_keys(const struct store_profile *p, const bool *want_fn, const bool *want_st,
+                    struct buf *rows)
+{
+    struct buf *r = &rows[CH_FUNCTIONS];
+    int err = 0;
+
     for (size_t i = 0; !err && i < p->nfunctions; i++) {
         if (!want_fn[i])
             continue;
         const struct store_put_function *f = &p->functions[i];
-        if (!(err = ch_sql__appendf(sql, "%s(%llu, %llu, ", any ? ", " : "",
-                                    (unsigned long long)f->key.a, (unsigned long long)f->key.b)) &&
-            !(err = ch_sql__quote(sql, f->f.name, strlen(f->f.name))) &&
-            !(err = buf__append(sql, ", ", 2)) &&
-            !(err = ch_sql__quote(sql, f->f.file, strlen(f->f.file))))
-            err = buf__append(sql, ")", 1);
-        any = true;
+        if (!(err = row_begin(rows, CH_FUNCTIONS)) &&
+            !(err = ch_sql__appendf(r, "%llu, %llu, ", (unsigned long long)f->key.a,
+                                    (unsigned long long)f->key.b)) &&
+            !(err = ch_sql__quote(r, f->f.name, strlen(f->f.name))) &&
+            !(err = buf__append(r, ", ", 2)) &&
+            !(err = ch_sql__quote(r, f->f.file, strlen(f->f.file))))
+            err = buf__append(r, ")", 1);
     }
-    if (err || (any && (err = chs_exec(st, 0, sql, NULL))))
-        return err;
-    buf__reset(sql);
-    any = false;
-    err = ch_sql__appendf(sql, "INSERT INTO %s.stacks (key_a, key_b, fa, fb) VALUES ", st->db);
+    r = &rows[CH_STACKS];
     for (size_t i = 0; !err && i < p->nstacks; i++) {
         if (!want_st[i])
             continue;
         const struct store_stack *k = &p->stacks[i];
-        err = ch_sql__appendf(sql, "%s(%llu, %llu, [", any ? ", " : "",
-                              (unsigned long long)k->key.a, (unsigned long long)k->key.b);
-        any = true;
+        if (!(err = row_begin(rows, CH_STACKS)))
+            err = ch_sql__appendf(r, "%llu, %llu, [", (unsigned long long)k->key.a,
+                                  (unsigned long long)k->key.b);
         /* The two lanes: a first, then b. */
         for (int lane = 0; lane < 2 && !err; lane++) {
             bool first = true;
@@ -61,70 +59,56 @@ static int put_keys(struct ch_store *st, const struct store_profile *p, const bo
                 const struct store_location *l = &p->locations[k->locations[j]];
                 for (uint32_t f = 0; f < l->nfunctions && !err; f++) {
                     struct stack_key fk = p->functions[l->functions[f]].key;
-                    err = ch_sql__appendf(sql, "%s%llu", first ? "" : ",",
+                    err = ch_sql__appendf(r, "%s%llu", first ? "" : ",",
                                           (unsigned long long)(lane ? fk.b : fk.a));
                     first = false;
                 }
             }
             if (!err)
-                err = buf__append(sql, lane ? "])" : "], [", lane ? 2 : 4);
+                err = buf__append(r, lane ? "])" : "], [", lane ? 2 : 4);
         }
     }
-    if (err || (any && (err = chs_exec(st, 0, sql, NULL))))
-        return err;
-    return 0;
+    return err;
 }
 
-/* The samples rows and then the profile's row. */
-static int put_rows(struct ch_store *st, const struct store_profile *p, const struct buf *ids,
-                    const struct buf *lsq, const size_t *ls_off, struct buf *sql)
+/* The samples rows and the profile's row, into rows[CH_SAMPLES] and rows[CH_PROFILES]. */
+static int put_rows(const struct store_profile *p, const struct buf *ids, const struct buf *lsq,
+                    const size_t *ls_off, struct buf *rows)
 {
+    struct buf *r = &rows[CH_SAMPLES];
     int64_t total_samples = 0, total_cpu = 0;
-    int err;
+    int err = 0;
 
-    buf__reset(sql);
-    err = ch_sql__appendf(sql,
-                          "INSERT INTO %s.samples (app, time_ns, host, pid, labels, stack_a, "
-                          "stack_b, labelset, samples, cpu_ns) VALUES ",
-                          st->db);
     for (size_t i = 0; !err && i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
         size_t ls = k->labelset == STORE_NO_LABELS ? p->nlabelsets : k->labelset;
-        if (!(err = buf__append(sql, i ? ", (" : "(", i ? 3 : 1)) &&
-            !(err = buf__append(sql, ids->data, ids->len)) &&
-            !(err = ch_sql__appendf(sql, ", %llu, %llu, ", (unsigned long long)k->key.a,
+        if (!(err = row_begin(rows, CH_SAMPLES)) && !(err = buf__append(r, ids->data, ids->len)) &&
+            !(err = ch_sql__appendf(r, ", %llu, %llu, ", (unsigned long long)k->key.a,
                                     (unsigned long long)k->key.b)) &&
-            !(err = buf__append(sql, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])))
-            err =
-                ch_sql__appendf(sql, ", %lld, %lld)", (long long)k->samples, (long long)k->cpu_ns);
+            !(err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])))
+            err = ch_sql__appendf(r, ", %lld, %lld)", (long long)k->samples, (long long)k->cpu_ns);
         sat__acc(&total_samples, k->samples);
         sat__acc(&total_cpu, k->cpu_ns);
     }
-    if (err || (p->nstacks && (err = chs_exec(st, 0, sql, NULL))))
+    r = &rows[CH_PROFILES];
+    if (err || (err = row_begin(rows, CH_PROFILES)) || (err = buf__append(r, ids->data, ids->len)))
         return err;
-    buf__reset(sql);
-    if ((err = ch_sql__appendf(sql,
-                               "INSERT INTO %s.profiles (app, time_ns, host, pid, labels, "
-                               "duration_ns, period_ns, samples, cpu_ns, bytes_in) VALUES (",
-                               st->db)) ||
-        (err = buf__append(sql, ids->data, ids->len)) ||
-        (err = ch_sql__appendf(sql, ", %lld, %lld, %lld, %lld, %lld)", (long long)p->duration_ns,
-                               (long long)p->period_ns, (long long)total_samples,
-                               (long long)total_cpu, (long long)p->bytes_in)))
-        return err;
-    return chs_exec(st, 0, sql, NULL);
+    return ch_sql__appendf(r, ", %lld, %lld, %lld, %lld, %lld)", (long long)p->duration_ns,
+                           (long long)p->period_ns, (long long)total_samples, (long long)total_cpu,
+                           (long long)p->bytes_in);
 }
 
 int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
 {
     struct ch_store *st = CH(s);
-    struct buf sql, ids, lsq, text;
+    struct buf rows[CH_N_INSERTS], ids, lsq, text;
     size_t *ls_off = malloc((p->nlabelsets + 2) * sizeof(*ls_off));
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
     bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
     int ret = -ENOMEM;
 
-    buf__init(&sql, CH_MAX_STATEMENT);
+    for (int i = 0; i < CH_N_INSERTS; i++)
+        buf__init(&rows[i], CH_MAX_STATEMENT);
     buf__init(&ids, 1 << 20);
     buf__init(&lsq, 256u << 20);
     buf__init(&text, 1 << 20);
@@ -166,10 +150,10 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
         }
     }
     pthread_mutex_unlock(&st->mu);
-    if ((ret = put_keys(st, p, want_fn, want_st, &sql)) ||
-        (ret = put_rows(st, p, &ids, &lsq, ls_off, &sql))) {
-        if (ret == -E2BIG)
-            goto too_big;
+    if ((ret = put_keys(p, want_fn, want_st, rows)) ||
+        (ret = put_rows(p, &ids, &lsq, ls_off, rows)))
+        goto too_big;
+    if ((ret = chs_batch__submit(st, rows))) {
         snprintf(err, errlen, "clickhouse did not take the profile (see the log)");
         ret = -EAGAIN;
         goto out;
@@ -191,7 +175,8 @@ out:
     free(ls_off);
     free(want_fn);
     free(want_st);
-    buf__free(&sql);
+    for (int i = 0; i < CH_N_INSERTS; i++)
+        buf__free(&rows[i]);
     buf__free(&ids);
     buf__free(&lsq);
     buf__free(&text);
