@@ -63,6 +63,17 @@ static const struct {
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
      "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
      "cityHash64(app, stack_a)"},
+    /* store_clickhouse_rollup.c */
+    {"rollups",
+     "app String, level UInt8, bucket_ns Int64, stack_a UInt64, stack_b UInt64, samples Int64, "
+     "cpu_ns Int64, version Int64",
+     "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
+     "ORDER BY (app, level, bucket_ns, stack_a, stack_b)",
+     "cityHash64(app, stack_a)"},
+    {"rollup_buckets", "app String, level UInt8, bucket_ns Int64, profiles Int64, version Int64",
+     "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
+     "ORDER BY (app, level, bucket_ns)",
+     "cityHash64(app)"},
 };
 #define N_TABLES (sizeof(tables) / sizeof(tables[0]))
 
@@ -360,14 +371,15 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         goto out;
     }
     bool all_nodes = !st->cluster[0] || st->nnodes > 1;
+    const char *loc = st->cluster[0] ? "_local" : "";
     for (size_t node = 0; node < (all_nodes ? st->nnodes : 1); node++) {
         buf__reset(&sql);
         if ((err = ch_sql__appendf(&sql,
                                    "SELECT DISTINCT table, partition FROM system.parts WHERE "
                                    "active AND database = '%s' AND table IN ('profiles%s', "
-                                   "'samples%s') FORMAT TabSeparated",
-                                   st->db, st->cluster[0] ? "_local" : "",
-                                   st->cluster[0] ? "_local" : "")) ||
+                                   "'samples%s', 'rollups%s', 'rollup_buckets%s') "
+                                   "FORMAT TabSeparated",
+                                   st->db, loc, loc, loc, loc)) ||
             (err = chs_exec(st, node, &sql, &ans)))
             goto out;
         ch_tsv__init(&t, ans.data, ans.len);
@@ -451,7 +463,7 @@ static const struct store_ops ch_ops = {
     .values = chs_values,
     .timeline = chs_timeline,
     .retain = ch_retain,
-    .rollup = NULL, /* FINAL reads of day partitions: see docs/clickhouse.md */
+    .rollup = chs_rollup,
     .size_bytes = ch_size_bytes,
     .close = ch_close,
 };

@@ -4,6 +4,7 @@
  *                            retention, size, close
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
+ *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
@@ -68,6 +69,15 @@ struct ch_batch;
 int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS]);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
+
+/* store_clickhouse_rollup.c: the rows a merge of q without host, pid or
+ * label filters sums, into rows (a SELECT of stack_a, stack_b, samples,
+ * cpu_ns: current rollups for whole buckets, raw samples for the rest), and
+ * its profiles count into count (a SELECT of one row, column c). One round
+ * trip to choose. Returns 0 or -errno (-EAGAIN: ClickHouse failed). */
+int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct buf *rows,
+                     struct buf *count);
+int chs_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
 
 /* The store_ops of store_clickhouse_rw.c (store.h says what each does). */
 const struct stack_hasher *chs_hasher(struct store *s);

@@ -349,42 +349,60 @@ out:
 int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out)
 {
     struct ch_store *st = CH(s);
-    struct buf sql, w, ans;
+    struct buf sql, rows, count, ans;
     const char *d = st->db;
+    bool filtered = q->host || q->pid;
     int err;
 
+    for (int i = 0; i < STORE_N_IDENTITY; i++)
+        filtered |= q->identity[i] != NULL;
     *out = NULL;
-    buf__init(&sql, 1 << 20);
-    buf__init(&w, 1 << 16);
+    buf__init(&sql, 64u << 20);
+    buf__init(&rows, 16u << 20);
+    buf__init(&count, 16u << 20);
     buf__init(&ans, CH_MAX_ANSWER);
-    if ((err = where(&w, q)))
+    /* The rows to sum: rollups where they serve (no filter), else raw. */
+    if (!filtered) {
+        if ((err = chs_rollup__rows(st, q, &rows, &count)))
+            goto out;
+    } else if ((err = ch_sql__appendf(&rows,
+                                      "SELECT stack_a, stack_b, samples, cpu_ns FROM "
+                                      "%s.samples FINAL",
+                                      d)) ||
+               (err = where(&rows, q)) ||
+               (err = ch_sql__appendf(&count,
+                                      "SELECT toUInt64(count()) AS c FROM %s.profiles "
+                                      "FINAL",
+                                      d)) ||
+               (err = where(&count, q))) {
         goto out;
-    const char *W = w.data;
+    }
+    const char *R = rows.data, *C = count.data;
     /* One statement: the sums by stack (0), those stacks' frames (1), their
      * functions' names (2) and the count of profiles (3). */
     if ((err = ch_sql__appendf(
              &sql,
              "SELECT 0, stack_a, stack_b, emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
-             "sum(samples), sum(cpu_ns) FROM %s.samples FINAL%s GROUP BY stack_a, stack_b "
+             "sum(samples), sum(cpu_ns) FROM (%s) GROUP BY stack_a, stack_b "
              "UNION ALL SELECT 1, key_a, key_b, any(fa), any(fb), '', '', toInt64(0), toInt64(0) "
-             "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT stack_a, stack_b FROM "
-             "%s.samples%s) GROUP BY key_a, key_b "
+             "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)) "
+             "GROUP BY key_a, key_b "
              "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), emptyArrayUInt64(), "
              "any(name), any(file), toInt64(0), toInt64(0) FROM %s.functions WHERE (key_a, key_b) "
              "GLOBAL IN (SELECT tupleElement(k, 1), tupleElement(k, 2) FROM (SELECT "
              "arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM %s.stacks WHERE (key_a, "
-             "key_b) GLOBAL IN (SELECT stack_a, stack_b FROM %s.samples%s))) GROUP BY key_a, key_b "
-             "UNION ALL SELECT 3, toUInt64(count()), toUInt64(0), emptyArrayUInt64(), "
-             "emptyArrayUInt64(), '', '', toInt64(0), toInt64(0) FROM %s.profiles FINAL%s "
-             "FORMAT TabSeparated",
-             d, W, d, d, W, d, d, d, W, d, W)))
+             "key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)))) GROUP BY key_a, key_b "
+             "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
+             "toInt64(0), toInt64(0) FROM (%s) FORMAT TabSeparated",
+             R, d, R, d, d, R, C)))
         goto out;
     if ((err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     err = merge_parse(&ans, out);
 out:
     buf__free(&sql);
-    buf__free(&w);
+    buf__free(&rows);
+    buf__free(&count);
     buf__free(&ans);
     return err == -E2BIG ? -EINVAL : err;
 }

@@ -30,11 +30,12 @@ def on_clickhouse(test):
     return run
 
 
-# The SQLite-only tests read the store's file (stack_keys, retention) or its
-# rollup table (rollups); the ClickHouse store's own come below.
+# The SQLite-only tests read the store's file (stack_keys, retention); the
+# ClickHouse store's own come below.
 SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_server_bad_input,
                                      st.test_server_auth, st.test_server_durability,
-                                     st.test_agent_outage, st.test_server_labels)]
+                                     st.test_agent_outage, st.test_server_labels,
+                                     st.test_server_rollups)]
 
 
 def shard_rows(db, table):
@@ -292,5 +293,36 @@ def test_ch_errors_garbage_timeouts(tmp):
         proxy.close()
 
 
+
+def test_ch_rollups_read(tmp):
+    """A merge over whole buckets reads the rollups: with the raw samples
+    gone from both shards, it still has every sample, while a host filter
+    (which reads raw) has none."""
+    srv = on_server(tmp)
+    try:
+        H = 3 * 3600
+        base = (int(time.time()) - 3 * H) // H * H
+        for i in range(0, H, 20 * 60):
+            body = st.profile(["", "samples", "count", "cpu", "nanoseconds", "rolled", "service",
+                               "rsvc"], [(1, 2), (3, 4)], [([1], [3, 30000000], [(6, 7)])],
+                              locations=[(1, 1)], functions=[(1, 5)], time_ns=(base + i) * 10**9)
+            check(srv.post("/api/v1/profiles?pid=7", body)[0] == 202, "post")
+        deadline = time.time() + 30
+        while (st.metric(srv, "codexray_rollups_pending")
+               or st.metric(srv, "codexray_rollups_built_total") < 10):
+            check(time.time() < deadline, "rollups not built within 30 s")
+            time.sleep(0.5)
+        q = f"app=rsvc&from={base}&to={base + H}"
+        check(st.stacks_of(srv, q) == {"rolled": 27}, f"before: {st.stacks_of(srv, q)}")
+        check(st.stacks_of(srv, q + "&pid=7") == {"rolled": 27}, "raw, before")
+        db = db_of(srv)
+        for n in clickhouse_cluster.cluster():
+            n.query(f"TRUNCATE TABLE {db}.samples_local")
+        check(sum(shard_rows(db, "samples")) == 0, "samples left")
+        check(st.stacks_of(srv, q) == {"rolled": 27}, f"from rollups: {st.stacks_of(srv, q)}")
+        check(st.stacks_of(srv, q + "&pid=7") == {}, "raw, after: a pid filter reads raw")
+    finally:
+        srv.stop()
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
-                  test_ch_retention, test_ch_errors_garbage_timeouts]
+                  test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read]
