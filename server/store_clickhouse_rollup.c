@@ -49,8 +49,9 @@ static int build(struct ch_store *st, const char *app, int level, int64_t bucket
                                "sum(samples), sum(cpu_ns), %lld FROM %s.samples FINAL WHERE app = ",
                                st->db, level, (long long)bucket, (long long)version, st->db)) ||
         (err = ch_sql__quote(sql, app, strlen(app))) ||
-        (err = ch_sql__appendf(sql, " AND time_ns >= %lld AND time_ns < %lld GROUP BY app, "
-                                    "stack_a, stack_b",
+        (err = ch_sql__appendf(sql,
+                               " AND time_ns >= %lld AND time_ns < %lld GROUP BY app, "
+                               "stack_a, stack_b",
                                (long long)bucket, (long long)(bucket + level_ns[level]))) ||
         (err = run(st, sql, NULL)))
         return err;
@@ -155,16 +156,16 @@ int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct bu
     buf__init(&raw, 16u << 20);
     /* The rollups of the range and the profiles now in each 10 minutes. */
     if ((err = ch_sql__quote(&app, q->app, strlen(q->app))) ||
-        (err = ch_sql__appendf(&sql,
-                               "SELECT 0, level, bucket_ns, profiles FROM %s.rollup_buckets FINAL "
-                               "WHERE app = %s AND bucket_ns >= %lld AND bucket_ns < %lld "
-                               "UNION ALL SELECT 1, toUInt8(0), intDiv(time_ns, %lld) * %lld AS b, "
-                               "toInt64(count()) FROM %s.profiles FINAL WHERE app = %s AND time_ns >= %lld "
-                               "AND time_ns < %lld GROUP BY b FORMAT TabSeparated",
-                               st->db, app.data, (long long)q->from_ns, (long long)q->to_ns,
-                               (long long)level_ns[0], (long long)level_ns[0], st->db, app.data,
-                               (long long)bucket_of(q->from_ns, level_ns[0]),
-                               (long long)q->to_ns)) ||
+        (err = ch_sql__appendf(
+             &sql,
+             "SELECT 0, level, bucket_ns, profiles FROM %s.rollup_buckets FINAL "
+             "WHERE app = %s AND bucket_ns >= %lld AND bucket_ns < %lld "
+             "UNION ALL SELECT 1, toUInt8(0), intDiv(time_ns, %lld) * %lld AS b, "
+             "toInt64(count()) FROM %s.profiles FINAL WHERE app = %s AND time_ns >= %lld "
+             "AND time_ns < %lld GROUP BY b FORMAT TabSeparated",
+             st->db, app.data, (long long)q->from_ns, (long long)q->to_ns, (long long)level_ns[0],
+             (long long)level_ns[0], st->db, app.data,
+             (long long)bucket_of(q->from_ns, level_ns[0]), (long long)q->to_ns)) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct bucket *raw10 = NULL;
@@ -269,8 +270,10 @@ int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct bu
     if (first_raw)
         err = ch_sql__appendf(count, "SELECT toUInt64(%lld) AS c", (long long)in_rollups);
     if (!err && first_in && first_raw) /* an empty range */
-        err = ch_sql__appendf(rows, "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.samples "
-                                    "WHERE 0", d);
+        err = ch_sql__appendf(rows,
+                              "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.samples "
+                              "WHERE 0",
+                              d);
 out:
     free(cur);
     buf__free(&sql);
