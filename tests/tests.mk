@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_ch_sql
+              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_ch_sql test_store_common
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -21,6 +21,13 @@ $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call o
 $(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c) \
+	    $(LDLIBS) -lcmocka
+
+# What the server's stores share.
+$(B)/tests/test_store_common: tests/unit/test_store_common.c $(UNIT_LIB_OBJS) \
+    $(call obj,server/store_common.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/store_common.c) \
 	    $(LDLIBS) -lcmocka
 
 # The server's queries: time ranges and the flame-graph tree.
@@ -252,7 +259,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
-SAN_TESTS := test_ch_sql test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap
+SAN_TESTS := test_ch_sql test_store_common test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
