@@ -128,3 +128,10 @@ def server_args():
     nodes = cluster()
     return ["--clickhouse", ",".join(n.url for n in nodes), "--clickhouse-cluster", CLUSTER,
             "--clickhouse-database", f"cx_{os.getpid()}_{_dbs}"]
+
+
+def single_server_args():
+    """The same for one ClickHouse server (the first node), no cluster."""
+    global _dbs
+    _dbs += 1
+    return ["--clickhouse", cluster()[0].url, "--clickhouse-database", f"cx_{os.getpid()}_{_dbs}"]

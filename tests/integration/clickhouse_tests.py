@@ -17,15 +17,17 @@ from server_tests import Server, check, collapsed_split, run_agent, stop_agent, 
 WORK = st.WORK
 
 
-def on_clickhouse(test):
-    """test with its servers on ClickHouse, named test_ch_<rest of its name>."""
+def on_clickhouse(test, single=False):
+    """test with its servers on the ClickHouse cluster (or on one ClickHouse
+    server), named test_ch_<rest of its name> (test_ch1_...)."""
     def run(tmp):
-        st.STORE = clickhouse_cluster.server_args
+        st.STORE = clickhouse_cluster.single_server_args if single else clickhouse_cluster.server_args
         try:
             test(tmp)
         finally:
             st.STORE = None
-    run.__name__ = "test_ch_" + test.__name__.removeprefix("test_server_").removeprefix("test_")
+    run.__name__ = ("test_ch1_" if single else "test_ch_") + \
+        test.__name__.removeprefix("test_server_").removeprefix("test_")
     run.__doc__ = test.__doc__
     return run
 
@@ -35,7 +37,8 @@ def on_clickhouse(test):
 SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_server_bad_input,
                                      st.test_server_auth, st.test_server_durability,
                                      st.test_agent_outage, st.test_server_labels,
-                                     st.test_server_rollups)]
+                                     st.test_server_rollups)] + \
+    [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)]
 
 
 def shard_rows(db, table):
