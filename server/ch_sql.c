@@ -75,6 +75,32 @@ bool ch_sql__identifier(const char *s)
     return true;
 }
 
+int ch_rb__u64(struct buf *b, uint64_t v)
+{
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(v >> (8 * i));
+    return buf__append(b, le, 8);
+}
+
+int ch_rb__varint(struct buf *b, uint64_t v)
+{
+    unsigned char out[10];
+    int n = 0;
+    while (v >= 0x80) {
+        out[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (unsigned char)v;
+    return buf__append(b, out, n);
+}
+
+int ch_rb__str(struct buf *b, const char *s, size_t len)
+{
+    int err = ch_rb__varint(b, len);
+    return err ? err : buf__append(b, s, len);
+}
+
 void ch_tsv__init(struct ch_tsv *t, char *text, size_t len)
 {
     t->p = text;

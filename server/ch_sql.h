@@ -28,6 +28,14 @@ int ch_sql__appendf(struct buf *b, const char *fmt, ...)
  * Database and cluster names are checked with it, never quoted. */
 bool ch_sql__identifier(const char *name);
 
+/* --- RowBinary rows, how the store inserts: values go as bytes, never
+ * through SQL text. Integers little-endian, 8 bytes for (U)Int64; a String
+ * or an Array's length as a LEB128 varint before its bytes or elements.
+ * Each returns 0, -E2BIG at b's cap or -ENOMEM. --- */
+int ch_rb__u64(struct buf *b, uint64_t v) __attribute__((warn_unused_result));
+int ch_rb__varint(struct buf *b, uint64_t v) __attribute__((warn_unused_result));
+int ch_rb__str(struct buf *b, const char *s, size_t len) __attribute__((warn_unused_result));
+
 /* --- TabSeparated answers: rows end in \n, fields split by \t, and \\,
  * \t, \n, \0, \b, \f, \r, \', \" escaped within a field --- */
 struct ch_tsv {

@@ -2,7 +2,8 @@
  * --clickhouse-database, default codexray), over its HTTP interface with
  * libcurl. SQL runs on ClickHouse 18.16 (Debian's) and on today's releases:
  * MergeTree engines with PARTITION BY / ORDER BY, arrays, TabSeparated
- * answers, values quoted by ch_sql__quote alone.
+ * answers. Values from requests reach query text through ch_sql__quote
+ * alone; inserted rows go as RowBinary (bytes, no SQL text at all).
  *
  * Tables (with --clickhouse-cluster C: each is T_local on every node and a
  * Distributed T over them, sharded as said; rows go into and queries read T):

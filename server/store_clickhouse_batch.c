@@ -20,7 +20,7 @@ static const char *const table_of[CH_N_INSERTS] = {
 #define BATCH_MAX (256u << 20)
 
 struct ch_batch {
-    struct buf sql[CH_N_INSERTS]; /* "INSERT INTO db.t (...) VALUES " and the rows */
+    struct buf sql[CH_N_INSERTS]; /* "INSERT INTO db.t (...) FORMAT RowBinary" and the rows */
     size_t bytes;
     int refs; /* puts in it that have not returned */
     bool done;
@@ -48,10 +48,10 @@ static int batch_add(struct ch_store *st, struct ch_batch *b, const struct buf r
     for (int i = 0; i < CH_N_INSERTS && !err; i++) {
         if (!rows[i].len)
             continue;
+        /* The statement's text, then its rows as bytes (RowBinary). */
         if (!b->sql[i].len)
-            err = ch_sql__appendf(&b->sql[i], "INSERT INTO %s.%s VALUES ", st->db, table_of[i]);
-        else
-            err = buf__append(&b->sql[i], ", ", 2);
+            err = ch_sql__appendf(&b->sql[i], "INSERT INTO %s.%s FORMAT RowBinary\n", st->db,
+                                  table_of[i]);
         if (!err)
             err = buf__append(&b->sql[i], rows[i].data, rows[i].len);
     }

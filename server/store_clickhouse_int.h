@@ -60,7 +60,7 @@ enum { CH_FUNCTIONS, CH_STACKS, CH_SAMPLES, CH_PROFILES, CH_N_INSERTS };
 /* A batch of puts' rows, written by one set of INSERTs (group commit). */
 struct ch_batch;
 
-/* Adds the rows (each "(...), (...)" or empty) of one put to the open batch
+/* Adds the rows (RowBinary, or empty) of one put to the open batch
  * and returns once ClickHouse acknowledged that batch's INSERTs: 0, or
  * -EAGAIN (logged) when any failed (none of its puts is then acknowledged;
  * a retry writes the same rows, which collapse). Puts arriving while a

@@ -18,14 +18,8 @@ const struct stack_hasher *chs_hasher(struct store *s)
 
 /* --- ingest --- */
 
-/* Starts a row of rows[t] (a ", " after the rows before). */
-static int row_begin(struct buf *rows, int t)
-{
-    return rows[t].len ? buf__append(&rows[t], ", (", 3) : buf__append(&rows[t], "(", 1);
-}
-
-/* The rows of the functions (want_fn[i]) and stacks (want_st[i]) not yet
- * known, into rows[CH_FUNCTIONS] and rows[CH_STACKS]. */
+/* The rows (RowBinary) of the functions (want_fn[i]) and stacks
+ * (want_st[i]) not yet known, into rows[CH_FUNCTIONS] and rows[CH_STACKS]. */
 static int put_keys(const struct store_profile *p, const bool *want_fn, const bool *want_st,
                     struct buf *rows)
 {
@@ -36,42 +30,38 @@ static int put_keys(const struct store_profile *p, const bool *want_fn, const bo
         if (!want_fn[i])
             continue;
         const struct store_put_function *f = &p->functions[i];
-        if (!(err = row_begin(rows, CH_FUNCTIONS)) &&
-            !(err = ch_sql__appendf(r, "%llu, %llu, ", (unsigned long long)f->key.a,
-                                    (unsigned long long)f->key.b)) &&
-            !(err = ch_sql__quote(r, f->f.name, strlen(f->f.name))) &&
-            !(err = buf__append(r, ", ", 2)) &&
-            !(err = ch_sql__quote(r, f->f.file, strlen(f->f.file))))
-            err = buf__append(r, ")", 1);
+        if (!(err = ch_rb__u64(r, f->key.a)) && !(err = ch_rb__u64(r, f->key.b)) &&
+            !(err = ch_rb__str(r, f->f.name, strlen(f->f.name))))
+            err = ch_rb__str(r, f->f.file, strlen(f->f.file));
     }
     r = &rows[CH_STACKS];
     for (size_t i = 0; !err && i < p->nstacks; i++) {
         if (!want_st[i])
             continue;
         const struct store_stack *k = &p->stacks[i];
-        if (!(err = row_begin(rows, CH_STACKS)))
-            err = ch_sql__appendf(r, "%llu, %llu, [", (unsigned long long)k->key.a,
-                                  (unsigned long long)k->key.b);
-        /* The two lanes: a first, then b. */
+        uint64_t n = 0;
+        for (uint32_t j = 0; j < k->nlocations; j++)
+            n += p->locations[k->locations[j]].nfunctions;
+        if (!(err = ch_rb__u64(r, k->key.a)))
+            err = ch_rb__u64(r, k->key.b);
+        /* The two lanes: fa, then fb. */
         for (int lane = 0; lane < 2 && !err; lane++) {
-            bool first = true;
+            err = ch_rb__varint(r, n);
             for (uint32_t j = 0; j < k->nlocations && !err; j++) {
                 const struct store_location *l = &p->locations[k->locations[j]];
                 for (uint32_t f = 0; f < l->nfunctions && !err; f++) {
                     struct stack_key fk = p->functions[l->functions[f]].key;
-                    err = ch_sql__appendf(r, "%s%llu", first ? "" : ",",
-                                          (unsigned long long)(lane ? fk.b : fk.a));
-                    first = false;
+                    err = ch_rb__u64(r, lane ? fk.b : fk.a);
                 }
             }
-            if (!err)
-                err = buf__append(r, lane ? "])" : "], [", lane ? 2 : 4);
         }
     }
     return err;
 }
 
-/* The samples rows and the profile's row, into rows[CH_SAMPLES] and rows[CH_PROFILES]. */
+/* The samples rows and the profile's row, into rows[CH_SAMPLES] and
+ * rows[CH_PROFILES]; ids holds the first columns of both, lsq the label
+ * sets (lsq[ls_off[i]..ls_off[i + 1]), the last one empty). */
 static int put_rows(const struct store_profile *p, const struct buf *ids, const struct buf *lsq,
                     const size_t *ls_off, struct buf *rows)
 {
@@ -82,20 +72,22 @@ static int put_rows(const struct store_profile *p, const struct buf *ids, const 
     for (size_t i = 0; !err && i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
         size_t ls = k->labelset == STORE_NO_LABELS ? p->nlabelsets : k->labelset;
-        if (!(err = row_begin(rows, CH_SAMPLES)) && !(err = buf__append(r, ids->data, ids->len)) &&
-            !(err = ch_sql__appendf(r, ", %llu, %llu, ", (unsigned long long)k->key.a,
-                                    (unsigned long long)k->key.b)) &&
-            !(err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])))
-            err = ch_sql__appendf(r, ", %lld, %lld)", (long long)k->samples, (long long)k->cpu_ns);
+        if (!(err = buf__append(r, ids->data, ids->len)) && !(err = ch_rb__u64(r, k->key.a)) &&
+            !(err = ch_rb__u64(r, k->key.b)) &&
+            !(err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])) &&
+            !(err = ch_rb__u64(r, (uint64_t)k->samples)))
+            err = ch_rb__u64(r, (uint64_t)k->cpu_ns);
         sat__acc(&total_samples, k->samples);
         sat__acc(&total_cpu, k->cpu_ns);
     }
     r = &rows[CH_PROFILES];
-    if (err || (err = row_begin(rows, CH_PROFILES)) || (err = buf__append(r, ids->data, ids->len)))
+    if (err || (err = buf__append(r, ids->data, ids->len)) ||
+        (err = ch_rb__u64(r, (uint64_t)p->duration_ns)) ||
+        (err = ch_rb__u64(r, (uint64_t)p->period_ns)) ||
+        (err = ch_rb__u64(r, (uint64_t)total_samples)) ||
+        (err = ch_rb__u64(r, (uint64_t)total_cpu)))
         return err;
-    return ch_sql__appendf(r, ", %lld, %lld, %lld, %lld, %lld)", (long long)p->duration_ns,
-                           (long long)p->period_ns, (long long)total_samples, (long long)total_cpu,
-                           (long long)p->bytes_in);
+    return ch_rb__u64(r, (uint64_t)p->bytes_in);
 }
 
 int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
@@ -117,20 +109,20 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
         goto out;
     }
     /* (app, time_ns, host, pid, labels): every row's first columns. */
-    if ((ret = ch_sql__quote(&ids, p->app, strlen(p->app))) ||
-        (ret = ch_sql__appendf(&ids, ", %lld, ", (long long)p->time_ns)) ||
-        (ret = ch_sql__quote(&ids, p->host ? p->host : "", p->host ? strlen(p->host) : 0)) ||
-        (ret = ch_sql__appendf(&ids, ", %lld, ", (long long)p->pid)) ||
+    if ((ret = ch_rb__str(&ids, p->app, strlen(p->app))) ||
+        (ret = ch_rb__u64(&ids, (uint64_t)p->time_ns)) ||
+        (ret = ch_rb__str(&ids, p->host ? p->host : "", p->host ? strlen(p->host) : 0)) ||
+        (ret = ch_rb__u64(&ids, (uint64_t)p->pid)) ||
         (ret = store_identity__text(&text, p->identity)) ||
-        (ret = ch_sql__quote(&ids, text.data ? text.data : "", text.len)))
+        (ret = ch_rb__str(&ids, text.data ? text.data : "", text.len)))
         goto too_big;
-    /* Each label set quoted once; the last is the empty one. */
+    /* Each label set encoded once; the last is the empty one. */
     for (size_t i = 0; i <= p->nlabelsets; i++) {
         ls_off[i] = lsq.len;
         if (i < p->nlabelsets && (ret = store_labelset__text(&text, &p->labelsets[i])))
             goto too_big;
-        if ((ret = ch_sql__quote(&lsq, i < p->nlabelsets && text.data ? text.data : "",
-                                 i < p->nlabelsets ? text.len : 0)))
+        if ((ret = ch_rb__str(&lsq, i < p->nlabelsets && text.data ? text.data : "",
+                              i < p->nlabelsets ? text.len : 0)))
             goto too_big;
     }
     ls_off[p->nlabelsets + 1] = lsq.len;

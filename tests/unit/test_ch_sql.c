@@ -120,6 +120,31 @@ static void test_quote_respects_the_cap(void **state)
     buf__free(&b);
 }
 
+static void test_row_binary(void **state)
+{
+    struct buf b;
+
+    (void)state;
+    buf__init(&b, 1 << 20);
+    assert_int_equal(ch_rb__u64(&b, 0x0102030405060708ull), 0);
+    assert_memory_equal(b.data, "\x08\x07\x06\x05\x04\x03\x02\x01", 8);
+    buf__reset(&b);
+    assert_int_equal(ch_rb__varint(&b, 300), 0); /* LEB128: 0xac 0x02 */
+    assert_int_equal(b.len, 2);
+    assert_memory_equal(b.data, "\xac\x02", 2);
+    buf__reset(&b);
+    /* A hostile string goes as its bytes, length first: nothing to escape. */
+    const char *h = "'; DROP TABLE x; --\x00\n\\";
+    assert_int_equal(ch_rb__str(&b, h, 22), 0);
+    assert_int_equal(b.len, 23);
+    assert_int_equal((unsigned char)b.data[0], 22);
+    assert_memory_equal(b.data + 1, h, 22);
+    buf__free(&b);
+    buf__init(&b, 4);
+    assert_int_equal(ch_rb__u64(&b, 1), -E2BIG);
+    buf__free(&b);
+}
+
 static void test_identifier(void **state)
 {
     (void)state;
@@ -201,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_quote_round_trips_hostile_names),
         cmocka_unit_test(test_quote_nul_and_exact_forms),
         cmocka_unit_test(test_quote_respects_the_cap),
+        cmocka_unit_test(test_row_binary),
         cmocka_unit_test(test_identifier),
         cmocka_unit_test(test_tsv_rows_and_escapes),
         cmocka_unit_test(test_tsv_garbage_is_refused),
