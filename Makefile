@@ -22,7 +22,7 @@ CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
           -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
           -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
 LDLIBS := -lbpf -ldw -lelf -lz -ldeflate -lzstd -lprotobuf-c -liberty -lcurl -lpthread
-SERVER_LDLIBS := -lmicrohttpd -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+SERVER_LDLIBS := -lmicrohttpd -lcurl -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
               common/json.c common/pprof/pprof_writer.c common/pprof/pprof_reader.c \
@@ -44,7 +44,9 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/aggregate.c agent/profile.c agent/output.c agent/dither.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c agent/cli.c \
               agent/record.c
-SERVER_SRC := server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
+SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
+              server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_rollup.c \
+              server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
               server/http.c server/text.c server/budget.c server/pprof_ids.c
 SERVER_MAIN := server/main.c

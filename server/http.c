@@ -276,7 +276,7 @@ static enum MHD_Result h_applications(struct http *h, struct MHD_Connection *c)
     if (parse_range(c, &from, &to, msg, sizeof(msg)))
         return respond_error(h, c, 400, msg);
     if ((err = store__applications(h->st, from, to, &apps, &n)))
-        return respond_error(h, c, 500, strerror(-err));
+        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
     buf__init(&b, 64u << 20);
     err = json__raw(&b, "{\"applications\":[");
     for (size_t i = 0; i < n && !err; i++) {
@@ -333,7 +333,7 @@ static enum MHD_Result h_labels(struct http *h, struct MHD_Connection *c)
     if (query_of(c, &q, msg, sizeof(msg)))
         return respond_error(h, c, 400, msg);
     if ((err = store__values(h->st, &q, &v)))
-        return respond_error(h, c, 500, strerror(-err));
+        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
     buf__init(&b, 64u << 20);
     err = json__raw(&b, "{");
     err = err ?: json_strs(&b, "host", v->v[0], v->n[0], true);
@@ -374,7 +374,7 @@ static enum MHD_Result h_profile(struct http *h, struct MHD_Connection *c)
     }
     int64_t t0 = (int64_t)clock__mono_ns();
     if ((err = store__merge(h->st, &q, &m)))
-        return respond_error(h, c, 500, strerror(-err));
+        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
     buf__init(&b, 1u << 30);
     const char *type;
     if (strcmp(format, "pprof") == 0) {
@@ -414,7 +414,7 @@ static enum MHD_Result h_timeline(struct http *h, struct MHD_Connection *c)
     if ((q.to_ns - q.from_ns) / step > 10000)
         return respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
     if ((err = store__timeline(h->st, &q, step, &cpu, &n)))
-        return respond_error(h, c, 500, strerror(-err));
+        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
     buf__init(&b, 16u << 20);
     err = json__raw(&b, "{\"from\":");
     err = err ?: json__f64(&b, q.from_ns / 1e9);

@@ -678,8 +678,11 @@ static int put(struct ingest_work *w, struct store *st, const struct store_profi
         return no_memory(w);
     int pr = store__put(st, sp, serr, sizeof(serr));
     if (pr)
-        return fail(w, pr == -E2BIG ? 413 : 500, "%s%s",
-                    pr == -E2BIG ? "" : "the store failed: ", serr);
+        return fail(w,
+                    pr == -E2BIG    ? 413
+                    : pr == -EAGAIN ? 503
+                                    : 500,
+                    "%s%s", pr == -E2BIG ? "" : "the store failed: ", serr);
     return 0;
 }
 

@@ -28,6 +28,13 @@ static const struct config_def server_opts[] = {
      "config file of key = value lines"},
     {"listen", CONFIG_STRING, "127.0.0.1:8080", 0, 0, "ADDR:PORT", "where to serve HTTP"},
     {"data-dir", CONFIG_STRING, "./data", 0, 0, "DIR", "where the SQLite store lives"},
+    {"clickhouse", CONFIG_STRING, NULL, 0, 0, "URL[,URL]",
+     "keep profiles in ClickHouse at these HTTP URLs instead of SQLite"},
+    {"clickhouse-cluster", CONFIG_STRING, NULL, 0, 0, "NAME",
+     "the ClickHouse cluster to shard over (tables made on every URL given)"},
+    {"clickhouse-database", CONFIG_STRING, "codexray", 0, 0, "DB", "the ClickHouse database"},
+    {"clickhouse-timeout-ms", CONFIG_INT, "30000", 100, 3600000, "MS",
+     "how long one ClickHouse request may take before the server answers 503"},
     {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
      "require Authorization: Bearer KEY on ingest (or CODEXRAY_API_KEY)"},
     {"read-api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
@@ -169,7 +176,13 @@ int main(int argc, char **argv)
         goto usage;
     }
 
-    st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));
+    const char *ch = config__str(c, "clickhouse");
+    if (ch && *ch)
+        st = store_clickhouse__open(ch, config__str(c, "clickhouse-cluster"),
+                                    config__str(c, "clickhouse-database"),
+                                    config__int(c, "clickhouse-timeout-ms"), err, sizeof(err));
+    else
+        st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));
     if (!st) {
         log_error("store: %s", err);
         goto out;
@@ -212,9 +225,10 @@ int main(int argc, char **argv)
         log_error("maintenance: cannot start its thread");
         goto out;
     }
-    log_info("codexray-server %s started: listen=%s data_dir=%s retention=%s auth=%s "
+    log_info("codexray-server %s started: listen=%s %s=%s retention=%s auth=%s "
              "read_auth=%s max_body=%ld",
-             CODEXRAY_VERSION, ho.listen, config__str(c, "data-dir"), config__str(c, "retention"),
+             CODEXRAY_VERSION, ho.listen, ch && *ch ? "clickhouse" : "data_dir",
+             ch && *ch ? ch : config__str(c, "data-dir"), config__str(c, "retention"),
              ho.api_key && *ho.api_key ? "api-key" : "none",
              ho.read_api_key && *ho.read_api_key ? "read-api-key" : "none", (long)ho.max_body);
     while (!stop)

@@ -47,6 +47,7 @@
 #include "../common/log.h"
 #include "stack_key.h"
 #include "store.h"
+#include "store_common.h"
 #include "store_sqlite_int.h"
 
 /* --- open --- */
@@ -106,9 +107,6 @@ int sqls_open_db(const char *path, sqlite3 **db, char *err, size_t errlen)
 
 static void sqlite_close(struct store *s);
 
-const char *const store_identity_keys[STORE_N_IDENTITY] = {"container_id", "pod", "namespace",
-                                                           "container", "systemd_unit"};
-
 static int prepare_readers(sqlite3 *db, struct readers *r, char *err, size_t errlen)
 {
     return prepare(db, "SELECT data FROM profiles WHERE " QUERY_FILTER, &r->profiles, err,
@@ -153,9 +151,8 @@ static int mark_all_dirty(sqlite3 *db, char *err, size_t errlen)
     return 0;
 }
 
-/* Keys as stack_key.h makes them now; stores made with another version (or
- * none) have their stacks keyed again when opened. */
-#define STACK_KEY_VERSION 2
+/* Stores made with another STACK_KEY_VERSION (or none) have their stacks
+ * keyed again when opened. */
 
 /* The stack key bases, drawn when the store is made; then every stack
  * without a key of this version gets one (a store made before keys, or
@@ -163,8 +160,7 @@ static int mark_all_dirty(sqlite3 *db, char *err, size_t errlen)
  * migrated whole or not at all. */
 static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
 {
-    static const char *const names[STACK_HASHER_BASES] = {"stack_base_a", "stack_base_b",
-                                                          "stack_base_c", "stack_base_d"};
+    const char *const *names = store_key_base_names;
     sqlite3 *db = st->wdb;
     sqlite3_stmt *q = NULL, *up = NULL;
     uint64_t base[STACK_HASHER_BASES] = {0};

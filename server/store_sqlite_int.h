@@ -20,21 +20,13 @@
 #include "../common/varint.h"
 #include "stack_key.h"
 #include "store.h"
+#include "store_common.h"
 
 /* Entries in each id cache before it is dropped and refilled from the
  * database: the caches are a speed-up, never the truth. */
 #define CACHE_MAX 2000000
 /* Stack keys cached: 24 bytes each, at most 2x that in the table. */
 #define STACK_CACHE_MAX 4000000
-
-#define N_LEVELS 2
-static const int64_t level_ns[N_LEVELS] = {600ll * 1000000000, 10800ll * 1000000000};
-
-static inline int64_t bucket_of(int64_t t, int64_t len)
-{
-    int64_t b = t / len * len;
-    return b > t ? b - len : b;
-}
 
 /* The rows a store_query selects; bind_query (store_sqlite_read.c) fills its parameters. The
  * (app, time_ns) index serves it; pid and host only filter. */

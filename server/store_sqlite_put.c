@@ -14,6 +14,7 @@
 #include "sat.h"
 #include "stack_key.h"
 #include "store.h"
+#include "store_common.h"
 #include "store_sqlite_int.h"
 #include "text.h"
 
@@ -94,13 +95,6 @@ static int64_t intern_row(struct hmap **cache, sqlite3_stmt *ins, sqlite3_stmt *
             *hmap__val(*cache, i) = id;
     }
     return id;
-}
-
-static int cmp_label(const void *a, const void *b)
-{
-    const struct store_label *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    return c ? c : strcmp(x->value, y->value);
 }
 
 /* How many keys ahead lookups prefetch: enough to cover a cache miss. */
@@ -218,21 +212,10 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         goto dberr;
     for (size_t i = 0; i < p->nlabelsets; i++) {
-        const struct store_labelset *ls = &p->labelsets[i];
-        struct store_label sorted[64];
-        size_t n = ls->n < 64 ? ls->n : 64;
-        memcpy(sorted, ls->labels, n * sizeof(*sorted));
-        qsort(sorted, n, sizeof(*sorted), cmp_label);
-        buf__reset(&text);
-        for (size_t j = 0; j < n; j++) {
-            if ((j && buf__append(&text, "\x1f", 1)) ||
-                buf__append(&text, sorted[j].key, strlen(sorted[j].key)) ||
-                buf__append(&text, "=", 1) ||
-                buf__append(&text, sorted[j].value, strlen(sorted[j].value))) {
-                snprintf(err, errlen, "labels too long");
-                ret = -E2BIG;
-                goto rollback;
-            }
+        if (store_labelset__text(&text, &p->labelsets[i])) {
+            snprintf(err, errlen, "labels too long");
+            ret = -E2BIG;
+            goto rollback;
         }
         ls_ids[i] = intern_row(&st->labelset_ids, st->ins_ls, st->sel_ls,
                                text.data ? text.data : "", text.len, NULL, false);
@@ -285,18 +268,10 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     sqlite3_bind_int64(ip, 9, total_cpu);
     sqlite3_bind_int64(ip, 10, p->bytes_in);
     sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
-    buf__reset(&text);
-    for (int i = 0; i < STORE_N_IDENTITY; i++) {
-        const char *v = p->identity[i];
-        if (v && *v &&
-            ((!text.len && buf__append(&text, "\x1f", 1)) ||
-             buf__append(&text, store_identity_keys[i], strlen(store_identity_keys[i])) ||
-             buf__append(&text, "=", 1) || buf__append(&text, v, strlen(v)) ||
-             buf__append(&text, "\x1f", 1))) {
-            snprintf(err, errlen, "labels too long");
-            ret = -E2BIG;
-            goto rollback;
-        }
+    if (store_identity__text(&text, p->identity)) {
+        snprintf(err, errlen, "labels too long");
+        ret = -E2BIG;
+        goto rollback;
     }
     sqlite3_bind_text(ip, 12, text.len ? text.data : "", text.len, SQLITE_STATIC);
     if (sqlite3_step(ip) != SQLITE_DONE)

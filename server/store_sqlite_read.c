@@ -14,6 +14,7 @@
 #include "sat.h"
 #include "stack_key.h"
 #include "store.h"
+#include "store_common.h"
 #include "store_sqlite_int.h"
 #include "text.h"
 
@@ -117,19 +118,6 @@ static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
             return r;
     }
     return 0;
-}
-
-void store_merged__free(struct store_merged *m)
-{
-    if (!m)
-        return;
-    free(m->functions);
-    for (size_t i = 0; i < m->nstacks; i++)
-        free(m->stacks[i].frames);
-    free(m->stacks);
-    buf__free(m->mem);
-    free(m->mem);
-    free(m);
 }
 
 /* The dense index of a: stack ids are rowids, so MAX(id) bounds them. */
@@ -280,27 +268,39 @@ out:
     return err;
 }
 
+/* Names function i (its id the key) from q_fn, whose text stays until the next call. */
+static void name_by_id(void *ctx, size_t i, const void *key, size_t len, const char **name,
+                       const char **file)
+{
+    sqlite3_stmt *q = ctx;
+    int64_t id;
+
+    (void)i;
+    if (len != sizeof(id))
+        return;
+    memcpy(&id, key, sizeof(id));
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        *name = (const char *)sqlite3_column_text(q, 0);
+        *file = (const char *)sqlite3_column_text(q, 1);
+    }
+}
+
 int sqls_merge(struct store *s, const struct store_query *q, struct store_merged **out)
 {
     struct sqlite_store *st = S(s);
     struct merge_acc a = {0};
     sqlite3_stmt *scan = NULL;
-    struct hmap *fn_local = hmap__new(); /* function id -> local index */
-    struct store_merged *m = calloc(1, sizeof(*m));
-    struct buf *names = calloc(1, sizeof(*names));
-    uint64_t *fn_global = NULL; /* local index -> function id */
-    size_t *name_off = NULL;    /* local index -> (name offset, file offset) pairs */
-    size_t nfn = 0, capfn = 0;
-    int err = -ENOMEM;
+    struct merged_builder b;
+    int64_t profiles = 0;
+    int err;
 
     *out = NULL;
-    if (!fn_local || !m || !names) {
-        free(names);
-        names = NULL;
-        goto out_nolock;
+    if ((err = merged_builder__init(&b))) {
+        merged_builder__free(&b);
+        return err;
     }
-    buf__init(names, 1u << 30);
-    m->mem = names;
     pthread_mutex_lock(&st->rmu);
     /* One read transaction: rollups, raw profiles and stacks of one moment. */
     if (sqlite3_exec(st->rdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
@@ -308,13 +308,8 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
         goto out_unlock;
     }
     if ((err = sqls_acc_init(&a, st->rdb)) ||
-        (err = sqls_accumulate(&st->rd, q, N_LEVELS, &a, &m->profiles)))
+        (err = sqls_accumulate(&st->rd, q, N_LEVELS, &a, &profiles)))
         goto out;
-    m->stacks = calloc(a.nvals + 1, sizeof(*m->stacks));
-    if (!m->stacks) {
-        err = -ENOMEM;
-        goto out;
-    }
     /* When the merge touches a good part of all stacks, one scan of the
      * table beats a point query per stack. */
     bool use_scan = a.ndense && a.nvals * 4 >= a.ndense;
@@ -350,83 +345,17 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
             p = sqlite3_column_blob(st->q_stack, 0); /* NULL for a stack of no frames */
             end = p ? p + sqlite3_column_bytes(st->q_stack, 0) : p;
         }
-        int64_t v[2] = {a.vals[vi].samples, a.vals[vi].cpu};
-        struct store_merged_stack *ms = &m->stacks[m->nstacks];
-        uint32_t cap = 16;
-        ms->frames = malloc(cap * sizeof(uint32_t));
-        if (!ms->frames) {
-            err = -ENOMEM;
+        if ((err = merged_builder__stack(&b, a.vals[vi].samples, a.vals[vi].cpu)))
             goto out;
-        }
         uint64_t fid;
         while (p && p < end && (p = varint__get(p, end, &fid))) {
-            bool fresh;
-            long li = hmap__put(fn_local, &fid, sizeof(fid), &fresh);
-            if (li < 0) {
-                err = -ENOMEM;
+            int64_t id = (int64_t)fid;
+            if ((err = merged_builder__frame(&b, &id, sizeof(id))))
                 goto out;
-            }
-            if (fresh) {
-                if (nfn == capfn) {
-                    capfn = capfn ? capfn * 2 : 256;
-                    uint64_t *g = realloc(fn_global, capfn * sizeof(*g));
-                    size_t *o = g ? realloc(name_off, capfn * 2 * sizeof(*o)) : NULL;
-                    if (g)
-                        fn_global = g;
-                    if (!g || !o) {
-                        err = -ENOMEM;
-                        goto out;
-                    }
-                    name_off = o;
-                }
-                fn_global[nfn] = fid;
-                *hmap__val(fn_local, li) = nfn++;
-            }
-            if (ms->nframes == cap) {
-                cap *= 2;
-                uint32_t *f = realloc(ms->frames, cap * sizeof(*f));
-                if (!f) {
-                    err = -ENOMEM;
-                    goto out;
-                }
-                ms->frames = f;
-            }
-            ms->frames[ms->nframes++] = *hmap__val(fn_local, li);
         }
         sqlite3_reset(st->q_stack); /* an unfinished statement would pin the snapshot */
-        ms->samples = v[0];
-        ms->cpu_ns = v[1];
-        m->nstacks++;
     }
-    /* Names last, into one buffer: its pointers are fixed once it stops growing. */
-    for (size_t i = 0; i < nfn; i++) {
-        sqlite3_reset(st->q_fn);
-        sqlite3_bind_int64(st->q_fn, 1, fn_global[i]);
-        const char *name = "?", *file = "";
-        if (sqlite3_step(st->q_fn) == SQLITE_ROW) {
-            name = (const char *)sqlite3_column_text(st->q_fn, 0);
-            file = (const char *)sqlite3_column_text(st->q_fn, 1);
-        }
-        name_off[2 * i] = names->len;
-        int r1 = buf__append(names, name, strlen(name) + 1);
-        name_off[2 * i + 1] = names->len;
-        int r2 = r1 ? r1 : buf__append(names, file, strlen(file) + 1);
-        sqlite3_reset(st->q_fn);
-        if (r2) {
-            err = r2;
-            goto out;
-        }
-    }
-    m->functions = calloc(nfn + 1, sizeof(*m->functions));
-    if (!m->functions) {
-        err = -ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < nfn; i++)
-        m->functions[i] = (struct store_function){names->data + name_off[2 * i],
-                                                  names->data + name_off[2 * i + 1]};
-    m->nfunctions = nfn;
-    err = 0;
+    err = merged_builder__finish(&b, profiles, name_by_id, st->q_fn, out);
 out:
     sqlite3_finalize(scan);
     sqlite3_reset(st->q_stack);
@@ -434,38 +363,13 @@ out:
     sqlite3_exec(st->rdb, "COMMIT", NULL, NULL, NULL);
 out_unlock:
     pthread_mutex_unlock(&st->rmu);
-out_nolock:
     sqls_acc_free(&a);
-    hmap__free(fn_local);
-    free(fn_global);
-    free(name_off);
     if (err)
-        store_merged__free(m);
-    else
-        *out = m;
+        merged_builder__free(&b);
     return err;
 }
 
 /* --- applications, timeline --- */
-
-void store_apps__free(struct store_app *apps, size_t n)
-{
-    for (size_t i = 0; apps && i < n; i++) {
-        free(apps[i].name);
-        for (size_t j = 0; j < apps[i].nhosts; j++)
-            free(apps[i].hosts[j]);
-        free(apps[i].hosts);
-    }
-    free(apps);
-}
-
-static int cmp_app_cpu(const void *a, const void *b)
-{
-    const struct store_app *x = a, *y = b;
-    if (x->cpu_ns != y->cpu_ns)
-        return x->cpu_ns > y->cpu_ns ? -1 : 1;
-    return strcmp(x->name, y->name);
-}
 
 int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
                       size_t *n)
@@ -530,8 +434,7 @@ int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct st
     }
     if (rc != SQLITE_DONE)
         goto out;
-    if (napps)
-        qsort(apps, napps, sizeof(*apps), cmp_app_cpu);
+    store_apps__sort(apps, napps);
     err = 0;
 out:
     sqlite3_finalize(q);
@@ -586,42 +489,6 @@ int sqls_timeline(struct store *s, const struct store_query *qq, int64_t step_ns
 
 /* --- label values --- */
 
-void store_values__free(struct store_values *v)
-{
-    if (!v)
-        return;
-    for (int k = 0; k < STORE_N_IDENTITY + 2; k++) {
-        for (size_t i = 0; i < v->n[k]; i++)
-            free(v->v[k][i]);
-        free(v->v[k]);
-    }
-    free(v);
-}
-
-/* Adds value to list k once, up to STORE_MAX_VALUES. */
-static int values_add(struct store_values *v, struct hmap *seen, int k, const char *val, size_t len)
-{
-    char key[4200];
-    bool fresh;
-
-    if (!len || len + 2 > sizeof(key) || v->n[k] >= STORE_MAX_VALUES)
-        return 0;
-    key[0] = (char)('0' + k);
-    memcpy(key + 1, val, len);
-    if (hmap__put(seen, key, len + 1, &fresh) < 0)
-        return -ENOMEM;
-    if (!fresh)
-        return 0;
-    char **nv = realloc(v->v[k], (v->n[k] + 1) * sizeof(*nv));
-    if (!nv)
-        return -ENOMEM;
-    v->v[k] = nv;
-    if (!(nv[v->n[k]] = strndup(val, len)))
-        return -ENOMEM;
-    v->n[k]++;
-    return 0;
-}
-
 int sqls_values(struct store *s, const struct store_query *q, struct store_values **out)
 {
     struct sqlite_store *st = S(s);
@@ -645,24 +512,11 @@ int sqls_values(struct store *s, const struct store_query *q, struct store_value
         const char *host = (const char *)sqlite3_column_text(c, 0);
         char pid[24];
         int n = snprintf(pid, sizeof(pid), "%lld", (long long)sqlite3_column_int64(c, 1));
-        err = values_add(v, seen, 0, host, strlen(host));
+        err = store_values__add(v, seen, 0, host, strlen(host));
         if (!err && sqlite3_column_int64(c, 1))
-            err = values_add(v, seen, 1, pid, n);
-        /* "\x1fk=v\x1fk=v\x1f" */
-        for (const char *p = (const char *)sqlite3_column_text(c, 2); !err && p && *p;) {
-            const char *end = strchr(p + 1, '\x1f'), *eq;
-            if (!end)
-                break;
-            for (int k = 0; k < STORE_N_IDENTITY && !err; k++) {
-                size_t kl = strlen(store_identity_keys[k]);
-                eq = p + 1 + kl;
-                if (eq < end && *eq == '=' && strncmp(p + 1, store_identity_keys[k], kl) == 0)
-                    err = values_add(v, seen, k + 2, eq + 1, end - eq - 1);
-            }
-            p = end;
-            if (!p[1])
-                break;
-        }
+            err = store_values__add(v, seen, 1, pid, n);
+        if (!err)
+            err = store_values__add_identity(v, seen, (const char *)sqlite3_column_text(c, 2));
     }
     if (!err && rc != SQLITE_DONE)
         err = -EIO;

@@ -4,7 +4,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_varint \
-              test_ingest test_store test_http
+              test_ingest test_store test_http test_ch_sql test_store_common
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -18,6 +18,19 @@ $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call o
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
 	    $(LDLIBS) -lcmocka
 
+# The ClickHouse store's quoting and answer reading.
+$(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c) \
+	    $(LDLIBS) -lcmocka
+
+# What the server's stores share.
+$(B)/tests/test_store_common: tests/unit/test_store_common.c $(UNIT_LIB_OBJS) \
+    $(call obj,server/store_common.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/store_common.c) \
+	    $(LDLIBS) -lcmocka
+
 # The server's queries: time ranges and the flame-graph tree.
 $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,server/query.c)
 	@mkdir -p $(dir $@)
@@ -26,7 +39,7 @@ $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,serve
 
 # The server's ingest, store and HTTP layer: a store in a temporary
 # directory, a real loopback socket; any user.
-SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c \
+SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
     server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
     server/store_sqlite_maint.c server/text.c server/budget.c server/pprof_ids.c server/query.c)
 $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
@@ -251,11 +264,13 @@ SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 # clang's -Wstring-concatenation takes SQL split over lines for a missing comma.
 SAN_CFLAGS := -std=gnu11 $(WARN) -Wno-string-concatenation -D_GNU_SOURCE -pthread \
               -fno-strict-aliasing -I$(B) -I$(B)/gen
-SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c server/store_sqlite.c \
+SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
+           server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c server/store_clickhouse_batch.c \
+           server/store_clickhouse_rollup.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
            server/text.c server/budget.c server/pprof_ids.c server/query.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
-SAN_LIBS := -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+SAN_LIBS := -lcurl -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 $(B)/san/obj/%.o: %.c $(B)/gen/profile.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $(SAN_CFLAGS) -c $< -o $@
@@ -264,7 +279,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http
+             test_varint test_ingest test_store test_http test_ch_sql test_store_common
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -318,7 +333,7 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 
 # The server's ingest in-process, without HTTP: `ingest_bench DIR [REPS]`.
 $(B)/bench/ingest_bench: bench/ingest_bench.c \
-    $(call obj,$(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c server/store_sqlite.c \
+    $(call obj,$(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c server/store_sqlite.c \
       server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c server/text.c \
       server/budget.c server/pprof_ids.c) \
     $(PB_OBJ)
@@ -338,6 +353,7 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 	@python3 bench/py_bench.py
 	@python3 bench/compile_bench.py
 	@python3 bench/server_bench.py
+	@python3 bench/store_bench.py
 	@node bench/ui_bench.mjs
 
 # Only the web UI's part of the benchmark (about 30 s).

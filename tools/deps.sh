@@ -10,6 +10,7 @@ pkgs=(
     libprotobuf-c-dev protobuf-c-compiler
     libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
     libcmocka-dev
+    clickhouse-server  # the ClickHouse store's tests: two local servers as a two-shard cluster
     golang-go g++ python3 linux-perf bpftrace
     shellcheck python3-yaml systemd curl zstd
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core

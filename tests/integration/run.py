@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from pprof_read import raw, traces  # noqa: E402
 import server_tests  # noqa: E402
+import clickhouse_tests  # noqa: E402
 import hostile_tests  # noqa: E402
 import cfi_tests  # noqa: E402
 import sampling_tests  # noqa: E402
@@ -854,7 +855,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
-    + python_tests.TESTS + server_tests.TESTS + hostile_tests.TESTS + browser_tests.TESTS
+    + python_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS + hostile_tests.TESTS + browser_tests.TESTS
 
 
 def main():

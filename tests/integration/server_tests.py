@@ -37,11 +37,16 @@ def free_port():
     return port
 
 
+# The store the tests' servers use: None for SQLite (the default), else a
+# function giving a fresh store's flags (clickhouse_tests.py sets it).
+STORE = None
+
+
 class Server:
     def __init__(self, tmp, *args, port=None):
         self.port = port or free_port()
         self.data = os.path.join(tmp, "server-data")
-        self.args = args
+        self.args = (*(STORE() if STORE else ()), *args)
         self.start()
 
     def start(self):

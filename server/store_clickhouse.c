@@ -1,0 +1,470 @@
+/* The ClickHouse store: everything in a ClickHouse database (--clickhouse URL,
+ * --clickhouse-database, default codexray), over its HTTP interface with
+ * libcurl. SQL runs on ClickHouse 18.16 (Debian's) and on today's releases:
+ * MergeTree engines with PARTITION BY / ORDER BY, arrays, TabSeparated
+ * answers. Values from requests reach query text through ch_sql__quote
+ * alone; inserted rows go as RowBinary (bytes, no SQL text at all).
+ *
+ * Tables (with --clickhouse-cluster C: each is T_local on every node and a
+ * Distributed T over them, sharded as said; rows go into and queries read T):
+ *   meta(draw, k, v)            the stack key bases; several servers may draw
+ *                               at once: the smallest draw wins for all
+ *   functions(key_a, key_b, name, file)            by function key, sharded by key_a
+ *   stacks(key_a, key_b, fa, fb)                   frames as function keys (the
+ *                                                  a and b lanes), leaf first
+ *   profiles(app, time_ns, host, pid, duration_ns, period_ns, samples, cpu_ns,
+ *            bytes_in, labels)                     sharded by app
+ *   samples(app, time_ns, host, pid, labels, stack_a, stack_b, labelset,
+ *           samples, cpu_ns)                       sharded by app and stack key
+ * where labels are the identity labels ("\x1fk=v\x1f", store_identity__text)
+ * and labelset the stack's own labels (store_labelset__text). All are
+ * ReplacingMergeTree by their whole identity: a stack or function stored
+ * twice, and a retried upload (the same app, host, pid and start time: one
+ * process's minute), collapse into one row; queries read with FINAL, so a
+ * retry is never counted twice even before ClickHouse merges the parts.
+ * profiles and samples are partitioned by day, so retention drops whole
+ * partitions (days wholly before the cutoff).
+ *
+ * A put inserts new functions, new stacks, the samples and the profile row,
+ * each one INSERT acknowledged by ClickHouse (insert_distributed_sync=1 on a
+ * cluster) before the next; a failure anywhere fails the put (503), and the
+ * agent's retry writes the same rows again, which collapse.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "store_clickhouse_int.h"
+#include "store_common.h"
+
+#define CONNECT_TIMEOUT_MS 3000
+#define DAY_NS 86400000000000ll
+
+static const struct {
+    const char *name, *columns, *engine, *shard;
+} tables[] = {
+    {"meta", "draw UInt64, k String, v UInt64", "MergeTree ORDER BY (draw, k)", "draw"},
+    {"functions", "key_a UInt64, key_b UInt64, name String, file String",
+     "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"},
+    {"stacks", "key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
+     "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"},
+    {"profiles",
+     "app String, time_ns Int64, host String, pid Int64, duration_ns Int64, period_ns Int64, "
+     "samples Int64, cpu_ns Int64, bytes_in Int64, labels String",
+     "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
+     "ORDER BY (app, time_ns, host, pid)",
+     "cityHash64(app)"},
+    {"samples",
+     "app String, time_ns Int64, host String, pid Int64, labels String, stack_a UInt64, "
+     "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64",
+     "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
+     "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
+     "cityHash64(app, stack_a)"},
+    /* store_clickhouse_rollup.c */
+    {"rollups",
+     "app String, level UInt8, bucket_ns Int64, stack_a UInt64, stack_b UInt64, samples Int64, "
+     "cpu_ns Int64, version Int64",
+     "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
+     "ORDER BY (app, level, bucket_ns, stack_a, stack_b)",
+     "cityHash64(app, stack_a)"},
+    {"rollup_buckets", "app String, level UInt8, bucket_ns Int64, profiles Int64, version Int64",
+     "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
+     "ORDER BY (app, level, bucket_ns)",
+     "cityHash64(app)"},
+};
+#define N_TABLES (sizeof(tables) / sizeof(tables[0]))
+
+/* --- HTTP --- */
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+    struct buf *b = ctx;
+    return buf__append(b, p, size * n) ? 0 : size * n;
+}
+
+int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer)
+{
+    struct buf scratch;
+    struct buf *out = answer ? answer : &scratch;
+    char url[1200];
+    long status = 0;
+    int err = -EAGAIN;
+
+    buf__init(&scratch, 1 << 16);
+    buf__reset(out);
+    CURL *c = curl_easy_init();
+    if (!c) {
+        log_error("clickhouse: no curl handle");
+        goto out;
+    }
+    /* On a cluster, a Distributed insert returns once every shard has its rows. */
+    snprintf(url, sizeof(url), "%s/?%s", st->nodes[node],
+             st->cluster[0] ? "insert_distributed_sync=1" : "");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql->data ? sql->data : "");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sql->len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, st->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc != CURLE_OK) {
+        log_error("clickhouse: %s: %s", st->nodes[node],
+                  rc == CURLE_WRITE_ERROR ? "answer too large" : curl_easy_strerror(rc));
+        goto out;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200) {
+        /* ClickHouse's error text: its first line says what. */
+        size_t n = out->len < 300 ? out->len : 300;
+        const char *nl = out->data ? memchr(out->data, '\n', n) : NULL;
+        log_error("clickhouse: %s: HTTP %ld: %.*s", st->nodes[node], status,
+                  (int)(nl ? nl - out->data : (long)n), out->data ? out->data : "");
+        goto out;
+    }
+    /* ClickHouse acknowledges a statement without an answer by an empty
+     * body: anything else is not ClickHouse's acknowledgement. */
+    if (!answer && out->len) {
+        log_error("clickhouse: %s: an answer where none was due: %.80s", st->nodes[node],
+                  out->data);
+        goto out;
+    }
+    err = 0;
+out:
+    curl_easy_cleanup(c);
+    buf__free(&scratch);
+    return err;
+}
+
+/* --- open --- */
+
+/* Creates the database and tables on node i (ON CLUSTER when one node
+ * stands for a cluster: ClickHouse then needs its distributed DDL). */
+static int create_schema(struct ch_store *st, size_t node, bool on_cluster)
+{
+    struct buf sql;
+    char oc[100] = "";
+    int err = 0;
+
+    buf__init(&sql, 1 << 16);
+    if (on_cluster)
+        snprintf(oc, sizeof(oc), " ON CLUSTER %s", st->cluster);
+    buf__reset(&sql);
+    if ((err = ch_sql__appendf(&sql, "CREATE DATABASE IF NOT EXISTS %s%s", st->db, oc)) ||
+        (err = chs_exec(st, node, &sql, NULL)))
+        goto out;
+    for (size_t i = 0; i < N_TABLES; i++) {
+        const char *local = st->cluster[0] ? "_local" : "";
+        buf__reset(&sql);
+        if ((err = ch_sql__appendf(&sql, "CREATE TABLE IF NOT EXISTS %s.%s%s%s (%s) ENGINE = %s",
+                                   st->db, tables[i].name, local, oc, tables[i].columns,
+                                   tables[i].engine)) ||
+            (err = chs_exec(st, node, &sql, NULL)))
+            goto out;
+        if (!st->cluster[0])
+            continue;
+        buf__reset(&sql);
+        if ((err = ch_sql__appendf(&sql,
+                                   "CREATE TABLE IF NOT EXISTS %s.%s%s AS %s.%s_local "
+                                   "ENGINE = Distributed(%s, %s, %s_local, %s)",
+                                   st->db, tables[i].name, oc, st->db, tables[i].name, st->cluster,
+                                   st->db, tables[i].name, tables[i].shard)) ||
+            (err = chs_exec(st, node, &sql, NULL)))
+            goto out;
+    }
+out:
+    buf__free(&sql);
+    return err;
+}
+
+/* The bases of the smallest draw of this key version; a store without any
+ * gets ours, then reads again, so servers starting together agree. */
+static int open_keys(struct ch_store *st, char *err, size_t errlen)
+{
+    const char *const *names = store_key_base_names;
+    struct buf sql, ans;
+    uint64_t base[STACK_HASHER_BASES];
+    int rc = -EAGAIN;
+
+    buf__init(&sql, 1 << 16);
+    buf__init(&ans, 1 << 20);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint64_t best = UINT64_MAX, got_draw = 0;
+        int got = 0;
+        buf__reset(&sql);
+        if (ch_sql__appendf(&sql,
+                            "SELECT draw, k, v FROM %s.meta WHERE draw GLOBAL IN (SELECT draw FROM "
+                            "%s.meta WHERE k = 'stack_key_version' AND v = %d) FORMAT TabSeparated",
+                            st->db, st->db, STACK_KEY_VERSION) ||
+            chs_exec(st, 0, &sql, &ans)) {
+            snprintf(err, errlen, "clickhouse: cannot read the stack key bases");
+            goto out;
+        }
+        struct ch_tsv t;
+        char *f[3];
+        int n;
+        ch_tsv__init(&t, ans.data, ans.len);
+        /* Rows of the smallest draw that has all four bases. */
+        while ((n = ch_tsv__row(&t, f, 3)) == 3) {
+            uint64_t draw, v;
+            if (ch_tsv__u64(f[0], &draw) || ch_tsv__u64(f[2], &v))
+                break;
+            for (int i = 0; i < STACK_HASHER_BASES; i++)
+                if (strcmp(f[1], names[i]) == 0 && draw <= best) {
+                    if (draw < best)
+                        got = 0;
+                    best = draw;
+                    base[i] = v;
+                    got |= 1 << i;
+                }
+        }
+        if (n != 0) {
+            snprintf(err, errlen, "clickhouse: a garbled answer reading the stack key bases");
+            goto out;
+        }
+        if (got == (1 << STACK_HASHER_BASES) - 1) {
+            got_draw = best;
+            if (stack_hasher__init(&st->hasher, base)) {
+                snprintf(err, errlen, "out of memory");
+                rc = -ENOMEM;
+                goto out;
+            }
+            log_info("store: clickhouse stack key bases of draw %llu",
+                     (unsigned long long)got_draw);
+            rc = 0;
+            goto out;
+        }
+        uint64_t draw;
+        if (stack_hasher__new_bases(base) || getentropy(&draw, sizeof(draw))) {
+            snprintf(err, errlen, "no random bytes for the stack keys");
+            goto out;
+        }
+        buf__reset(&sql);
+        if (ch_sql__appendf(&sql,
+                            "INSERT INTO %s.meta (draw, k, v) VALUES (%llu, 'stack_key_version', "
+                            "%d), (%llu, '%s', %llu), (%llu, '%s', %llu), (%llu, '%s', %llu), "
+                            "(%llu, '%s', %llu)",
+                            st->db, (unsigned long long)draw, STACK_KEY_VERSION,
+                            (unsigned long long)draw, names[0], (unsigned long long)base[0],
+                            (unsigned long long)draw, names[1], (unsigned long long)base[1],
+                            (unsigned long long)draw, names[2], (unsigned long long)base[2],
+                            (unsigned long long)draw, names[3], (unsigned long long)base[3]) ||
+            chs_exec(st, 0, &sql, NULL)) {
+            snprintf(err, errlen, "clickhouse: cannot store the stack key bases");
+            goto out;
+        }
+    }
+    snprintf(err, errlen, "clickhouse: the stack key bases stored are not read back");
+out:
+    buf__free(&sql);
+    buf__free(&ans);
+    return rc;
+}
+
+static void ch_close(struct store *s);
+static const struct store_ops ch_ops;
+
+struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
+                                     long timeout_ms, char *err, size_t errlen)
+{
+    struct ch_store *st = calloc(1, sizeof(*st));
+
+    if (!st) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    st->base.ops = &ch_ops;
+    st->timeout_ms = timeout_ms;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->bmu, NULL);
+    pthread_cond_init(&st->bcv, NULL);
+    if (!ch_sql__identifier(db) || (cluster && *cluster && !ch_sql__identifier(cluster))) {
+        snprintf(err, errlen,
+                 "--clickhouse-database and --clickhouse-cluster: letters, digits and _ only");
+        goto fail;
+    }
+    snprintf(st->db, sizeof(st->db), "%s", db);
+    snprintf(st->cluster, sizeof(st->cluster), "%s", cluster ? cluster : "");
+    /* URLs, comma-separated: with a cluster, every node the tables go on. */
+    for (const char *p = urls; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n && p[n - 1] == '/')
+            n--;
+        if (n) {
+            char **nn = realloc(st->nodes, (st->nnodes + 1) * sizeof(*nn));
+            if (!nn || !(nn[st->nnodes] = strndup(p, n))) {
+                if (nn)
+                    st->nodes = nn;
+                snprintf(err, errlen, "out of memory");
+                goto fail;
+            }
+            st->nodes = nn;
+            if (n > 1000 || (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
+                snprintf(err, errlen, "--clickhouse: http:// or https:// URLs, comma-separated");
+                st->nnodes++;
+                goto fail;
+            }
+            st->nnodes++;
+        }
+        p = e ? e + 1 : p + n;
+    }
+    if (!st->nnodes) {
+        snprintf(err, errlen, "--clickhouse: no URL");
+        goto fail;
+    }
+    st->fns = stack_keymap__new(4000000);
+    st->stacks = stack_keymap__new(4000000);
+    if (!st->fns || !st->stacks) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    /* One URL for a cluster: ClickHouse spreads the DDL (ON CLUSTER, with
+     * ZooKeeper); several: the store creates the tables on each. */
+    bool on_cluster = st->cluster[0] && st->nnodes == 1;
+    for (size_t i = 0; i < st->nnodes; i++) {
+        if (create_schema(st, i, on_cluster)) {
+            snprintf(err, errlen, "clickhouse: cannot create the tables at %s", st->nodes[i]);
+            goto fail;
+        }
+        if (on_cluster)
+            break;
+    }
+    if (open_keys(st, err, errlen))
+        goto fail;
+    return &st->base;
+fail:
+    ch_close(&st->base);
+    return NULL;
+}
+
+/* --- retention, size, close --- */
+
+/* Drops the day partitions wholly before the cutoff, on every node (a
+ * Distributed table has no partitions of its own). */
+static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
+{
+    struct ch_store *st = CH(s);
+    struct buf sql, ans;
+    int64_t day = older_than_ns / DAY_NS; /* partitions below it end before the cutoff */
+    int err = 0;
+
+    *deleted = 0;
+    buf__init(&sql, 1 << 16);
+    buf__init(&ans, 1 << 24);
+    if ((err = ch_sql__appendf(&sql,
+                               "SELECT count() FROM %s.profiles WHERE time_ns < %lld "
+                               "FORMAT TabSeparated",
+                               st->db, (long long)(day * DAY_NS))) ||
+        (err = chs_exec(st, 0, &sql, &ans)))
+        goto out;
+    struct ch_tsv t;
+    char *f[1];
+    ch_tsv__init(&t, ans.data, ans.len);
+    if (ch_tsv__row(&t, f, 1) != 1 || ch_tsv__i64(f[0], deleted)) {
+        err = -EAGAIN;
+        goto out;
+    }
+    bool all_nodes = !st->cluster[0] || st->nnodes > 1;
+    const char *loc = st->cluster[0] ? "_local" : "";
+    for (size_t node = 0; node < (all_nodes ? st->nnodes : 1); node++) {
+        buf__reset(&sql);
+        if ((err = ch_sql__appendf(&sql,
+                                   "SELECT DISTINCT table, partition FROM system.parts WHERE "
+                                   "active AND database = '%s' AND table IN ('profiles%s', "
+                                   "'samples%s', 'rollups%s', 'rollup_buckets%s') "
+                                   "FORMAT TabSeparated",
+                                   st->db, loc, loc, loc, loc)) ||
+            (err = chs_exec(st, node, &sql, &ans)))
+            goto out;
+        ch_tsv__init(&t, ans.data, ans.len);
+        char *g[2];
+        int n;
+        struct buf drop;
+        buf__init(&drop, 1 << 16);
+        while (!err && (n = ch_tsv__row(&t, g, 2)) == 2) {
+            int64_t part;
+            if (ch_tsv__i64(g[1], &part) || !ch_sql__identifier(g[0]))
+                continue;
+            if (part >= day)
+                continue;
+            buf__reset(&drop);
+            if (!(err = ch_sql__appendf(&drop, "ALTER TABLE %s.%s DROP PARTITION %lld", st->db,
+                                        g[0], (long long)part)))
+                err = chs_exec(st, node, &drop, NULL);
+        }
+        buf__free(&drop);
+        if (err)
+            goto out;
+    }
+out:
+    buf__free(&sql);
+    buf__free(&ans);
+    return err ? -EAGAIN : 0;
+}
+
+static int64_t ch_size_bytes(struct store *s)
+{
+    struct ch_store *st = CH(s);
+    struct buf sql, ans;
+    int64_t total = 0;
+
+    buf__init(&sql, 4096);
+    buf__init(&ans, 4096);
+    bool all_nodes = !st->cluster[0] || st->nnodes > 1;
+    for (size_t node = 0; node < (all_nodes ? st->nnodes : 1); node++) {
+        struct ch_tsv t;
+        char *f[1];
+        int64_t v;
+        buf__reset(&sql);
+        if (ch_sql__appendf(&sql,
+                            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND "
+                            "database = '%s' FORMAT TabSeparated",
+                            st->db) ||
+            chs_exec(st, node, &sql, &ans))
+            continue;
+        ch_tsv__init(&t, ans.data, ans.len);
+        if (ch_tsv__row(&t, f, 1) == 1 && !ch_tsv__i64(f[0], &v))
+            total += v;
+    }
+    buf__free(&sql);
+    buf__free(&ans);
+    return total;
+}
+
+static void ch_close(struct store *s)
+{
+    struct ch_store *st = CH(s);
+
+    for (size_t i = 0; i < st->nnodes; i++)
+        free(st->nodes[i]);
+    free(st->nodes);
+    stack_keymap__free(st->fns);
+    stack_keymap__free(st->stacks);
+    stack_hasher__free(&st->hasher);
+    chs_batch__free(st->open);
+    pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->bmu);
+    pthread_cond_destroy(&st->bcv);
+    free(st);
+}
+
+static const struct store_ops ch_ops = {
+    .hasher = chs_hasher,
+    .put = chs_put,
+    .put_mem = chs_put_mem,
+    .merge = chs_merge,
+    .applications = chs_applications,
+    .values = chs_values,
+    .timeline = chs_timeline,
+    .retain = ch_retain,
+    .rollup = chs_rollup,
+    .size_bytes = ch_size_bytes,
+    .close = ch_close,
+};

@@ -1,0 +1,93 @@
+/* The ClickHouse store's private header, included by its files alone (the
+ * store's face is store.h). Files by concern:
+ *   store_clickhouse.c       HTTP to ClickHouse, open, schema, stack key bases,
+ *                            retention, size, close
+ *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
+ *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
+ *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
+ * The tables are described at the top of store_clickhouse.c.
+ */
+#ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
+#define CODEXRAY_STORE_CLICKHOUSE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/buf.h"
+#include "ch_sql.h"
+#include "stack_key.h"
+#include "store.h"
+
+/* The largest answer read from ClickHouse, and the largest statement sent. */
+#define CH_MAX_ANSWER (1u << 30)
+#define CH_MAX_STATEMENT (1u << 30)
+
+struct ch_store {
+    struct store base;
+    char **nodes; /* the ClickHouse HTTP URLs given; nodes[0] takes queries and inserts */
+    size_t nnodes;
+    char db[65];
+    char cluster[65]; /* "" for one server */
+    long timeout_ms;  /* of each request */
+    struct stack_hasher hasher;
+    /* Keys known to be stored (a cache: ClickHouse holds the truth, and a
+     * key stored twice collapses in its ReplacingMergeTree). */
+    pthread_mutex_t mu;
+    struct stack_keymap *fns, *stacks;
+    /* Group commit (store_clickhouse_batch.c), under bmu. */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    struct ch_batch *open; /* rows waiting for the next write; NULL when none */
+    bool writing;          /* a batch is being written */
+};
+
+static inline struct ch_store *CH(struct store *s)
+{
+    return (struct ch_store *)s;
+}
+
+/* Runs sql (the whole body of the request) on node i; with answer, the
+ * answer's text goes there (reset first). Returns 0, or -EAGAIN when
+ * ClickHouse cannot be reached, times out or errs: logged with the reason. */
+int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer);
+
+/* The inserts of a put, in the order they run: a stack's functions are
+ * stored before it, and its samples before the profile's row. */
+enum { CH_FUNCTIONS, CH_STACKS, CH_SAMPLES, CH_PROFILES, CH_N_INSERTS };
+
+/* A batch of puts' rows, written by one set of INSERTs (group commit). */
+struct ch_batch;
+
+/* Adds the rows (RowBinary, or empty) of one put to the open batch
+ * and returns once ClickHouse acknowledged that batch's INSERTs: 0, or
+ * -EAGAIN (logged) when any failed (none of its puts is then acknowledged;
+ * a retry writes the same rows, which collapse). Puts arriving while a
+ * batch is written wait for the next, so concurrent uploads share
+ * INSERTs: ClickHouse wants few large inserts, not many small ones. */
+int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS]);
+/* Frees the open batch (at close, with no put running). */
+void chs_batch__free(struct ch_batch *b);
+
+/* store_clickhouse_rollup.c: the rows a merge of q without host, pid or
+ * label filters sums, into rows (a SELECT of stack_a, stack_b, samples,
+ * cpu_ns: current rollups for whole buckets, raw samples for the rest), and
+ * its profiles count into count (a SELECT of one row, column c). One round
+ * trip to choose. Returns 0 or -errno (-EAGAIN: ClickHouse failed). */
+int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct buf *rows,
+                     struct buf *count);
+int chs_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
+
+/* The store_ops of store_clickhouse_rw.c (store.h says what each does). */
+const struct stack_hasher *chs_hasher(struct store *s);
+int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+size_t chs_put_mem(struct store *s, const struct store_profile *p);
+int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out);
+int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
+                     size_t *n);
+int chs_timeline(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
+                 size_t *nsteps);
+int chs_values(struct store *s, const struct store_query *q, struct store_values **out);
+
+#endif

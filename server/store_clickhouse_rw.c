@@ -1,0 +1,578 @@
+/* The ClickHouse store's ingest and reads: each read is one statement (one
+ * round trip), summed in ClickHouse; only distinct stacks come back. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hmap.h"
+#include "../common/log.h"
+#include "sat.h"
+#include "store_clickhouse_int.h"
+#include "store_common.h"
+
+const struct stack_hasher *chs_hasher(struct store *s)
+{
+    return &CH(s)->hasher;
+}
+
+/* --- ingest --- */
+
+/* The rows (RowBinary) of the functions (want_fn[i]) and stacks
+ * (want_st[i]) not yet known, into rows[CH_FUNCTIONS] and rows[CH_STACKS]. */
+static int put_keys(const struct store_profile *p, const bool *want_fn, const bool *want_st,
+                    struct buf *rows)
+{
+    struct buf *r = &rows[CH_FUNCTIONS];
+    int err = 0;
+
+    for (size_t i = 0; !err && i < p->nfunctions; i++) {
+        if (!want_fn[i])
+            continue;
+        const struct store_put_function *f = &p->functions[i];
+        if (!(err = ch_rb__u64(r, f->key.a)) && !(err = ch_rb__u64(r, f->key.b)) &&
+            !(err = ch_rb__str(r, f->f.name, strlen(f->f.name))))
+            err = ch_rb__str(r, f->f.file, strlen(f->f.file));
+    }
+    r = &rows[CH_STACKS];
+    for (size_t i = 0; !err && i < p->nstacks; i++) {
+        if (!want_st[i])
+            continue;
+        const struct store_stack *k = &p->stacks[i];
+        uint64_t n = 0;
+        for (uint32_t j = 0; j < k->nlocations; j++)
+            n += p->locations[k->locations[j]].nfunctions;
+        if (!(err = ch_rb__u64(r, k->key.a)))
+            err = ch_rb__u64(r, k->key.b);
+        /* The two lanes: fa, then fb. */
+        for (int lane = 0; lane < 2 && !err; lane++) {
+            err = ch_rb__varint(r, n);
+            for (uint32_t j = 0; j < k->nlocations && !err; j++) {
+                const struct store_location *l = &p->locations[k->locations[j]];
+                for (uint32_t f = 0; f < l->nfunctions && !err; f++) {
+                    struct stack_key fk = p->functions[l->functions[f]].key;
+                    err = ch_rb__u64(r, lane ? fk.b : fk.a);
+                }
+            }
+        }
+    }
+    return err;
+}
+
+/* The samples rows and the profile's row, into rows[CH_SAMPLES] and
+ * rows[CH_PROFILES]; ids holds the first columns of both, lsq the label
+ * sets (lsq[ls_off[i]..ls_off[i + 1]), the last one empty). */
+static int put_rows(const struct store_profile *p, const struct buf *ids, const struct buf *lsq,
+                    const size_t *ls_off, struct buf *rows)
+{
+    struct buf *r = &rows[CH_SAMPLES];
+    int64_t total_samples = 0, total_cpu = 0;
+    int err = 0;
+
+    for (size_t i = 0; !err && i < p->nstacks; i++) {
+        const struct store_stack *k = &p->stacks[i];
+        size_t ls = k->labelset == STORE_NO_LABELS ? p->nlabelsets : k->labelset;
+        if (!(err = buf__append(r, ids->data, ids->len)) && !(err = ch_rb__u64(r, k->key.a)) &&
+            !(err = ch_rb__u64(r, k->key.b)) &&
+            !(err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])) &&
+            !(err = ch_rb__u64(r, (uint64_t)k->samples)))
+            err = ch_rb__u64(r, (uint64_t)k->cpu_ns);
+        sat__acc(&total_samples, k->samples);
+        sat__acc(&total_cpu, k->cpu_ns);
+    }
+    r = &rows[CH_PROFILES];
+    if (err || (err = buf__append(r, ids->data, ids->len)) ||
+        (err = ch_rb__u64(r, (uint64_t)p->duration_ns)) ||
+        (err = ch_rb__u64(r, (uint64_t)p->period_ns)) ||
+        (err = ch_rb__u64(r, (uint64_t)total_samples)) ||
+        (err = ch_rb__u64(r, (uint64_t)total_cpu)))
+        return err;
+    return ch_rb__u64(r, (uint64_t)p->bytes_in);
+}
+
+int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
+{
+    struct ch_store *st = CH(s);
+    struct buf rows[CH_N_INSERTS], ids, lsq, text;
+    size_t *ls_off = malloc((p->nlabelsets + 2) * sizeof(*ls_off));
+    bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
+    bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
+    int ret = -ENOMEM;
+
+    for (int i = 0; i < CH_N_INSERTS; i++)
+        buf__init(&rows[i], CH_MAX_STATEMENT);
+    buf__init(&ids, 1 << 20);
+    buf__init(&lsq, 256u << 20);
+    buf__init(&text, 1 << 20);
+    if (!ls_off || !want_fn || !want_st) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    /* (app, time_ns, host, pid, labels): every row's first columns. */
+    if ((ret = ch_rb__str(&ids, p->app, strlen(p->app))) ||
+        (ret = ch_rb__u64(&ids, (uint64_t)p->time_ns)) ||
+        (ret = ch_rb__str(&ids, p->host ? p->host : "", p->host ? strlen(p->host) : 0)) ||
+        (ret = ch_rb__u64(&ids, (uint64_t)p->pid)) ||
+        (ret = store_identity__text(&text, p->identity)) ||
+        (ret = ch_rb__str(&ids, text.data ? text.data : "", text.len)))
+        goto too_big;
+    /* Each label set encoded once; the last is the empty one. */
+    for (size_t i = 0; i <= p->nlabelsets; i++) {
+        ls_off[i] = lsq.len;
+        if (i < p->nlabelsets && (ret = store_labelset__text(&text, &p->labelsets[i])))
+            goto too_big;
+        if ((ret = ch_rb__str(&lsq, i < p->nlabelsets && text.data ? text.data : "",
+                              i < p->nlabelsets ? text.len : 0)))
+            goto too_big;
+    }
+    ls_off[p->nlabelsets + 1] = lsq.len;
+    /* What the caches do not know yet. */
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const struct store_stack *k = &p->stacks[i];
+        if (stack_keymap__get(st->stacks, k->key))
+            continue;
+        want_st[i] = true;
+        for (uint32_t j = 0; j < k->nlocations; j++) {
+            const struct store_location *l = &p->locations[k->locations[j]];
+            for (uint32_t f = 0; f < l->nfunctions; f++)
+                if (!want_fn[l->functions[f]] &&
+                    !stack_keymap__get(st->fns, p->functions[l->functions[f]].key))
+                    want_fn[l->functions[f]] = true;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    if ((ret = put_keys(p, want_fn, want_st, rows)) ||
+        (ret = put_rows(p, &ids, &lsq, ls_off, rows)))
+        goto too_big;
+    if ((ret = chs_batch__submit(st, rows))) {
+        snprintf(err, errlen, "clickhouse did not take the profile (see the log)");
+        ret = -EAGAIN;
+        goto out;
+    }
+    /* Stored: remembered. A full cache empties itself (stack_keymap). */
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < p->nfunctions; i++)
+        if (want_fn[i] && stack_keymap__put(st->fns, p->functions[i].key, 1))
+            break;
+    for (size_t i = 0; i < p->nstacks; i++)
+        if (want_st[i] && stack_keymap__put(st->stacks, p->stacks[i].key, 1))
+            break;
+    pthread_mutex_unlock(&st->mu);
+    ret = 0;
+    goto out;
+too_big:
+    snprintf(err, errlen, ret == -E2BIG ? "profile too large" : "out of memory");
+out:
+    free(ls_off);
+    free(want_fn);
+    free(want_st);
+    for (int i = 0; i < CH_N_INSERTS; i++)
+        buf__free(&rows[i]);
+    buf__free(&ids);
+    buf__free(&lsq);
+    buf__free(&text);
+    return ret;
+}
+
+/* The statement's text at most: ~100 bytes a stack row, ~40 a frame, the
+ * names quoted (x4), and the fixed buffers. */
+size_t chs_put_mem(struct store *s, const struct store_profile *p)
+{
+    (void)s;
+    size_t n = p->nstacks * 300 + p->nfunctions * 100 + p->nlocations * 64;
+    for (size_t i = 0; i < p->nfunctions; i++)
+        n += 4 * (strlen(p->functions[i].f.name) + strlen(p->functions[i].f.file));
+    return n * 2 + 4 * (1u << 20);
+}
+
+/* --- reads --- */
+
+/* The WHERE of a query: its app, range, and the filters it has. */
+static int where(struct buf *b, const struct store_query *q)
+{
+    struct buf needle;
+    int err;
+
+    if ((err = buf__append(b, " WHERE app = ", 13)) ||
+        (err = ch_sql__quote(b, q->app, strlen(q->app))) ||
+        (err = ch_sql__appendf(b, " AND time_ns >= %lld AND time_ns < %lld", (long long)q->from_ns,
+                               (long long)q->to_ns)))
+        return err;
+    if (q->pid && (err = ch_sql__appendf(b, " AND pid = %lld", (long long)q->pid)))
+        return err;
+    if (q->host && ((err = buf__append(b, " AND host = ", 12)) ||
+                    (err = ch_sql__quote(b, q->host, strlen(q->host)))))
+        return err;
+    buf__init(&needle, 1 << 16);
+    for (int i = 0; i < STORE_N_IDENTITY && !err; i++) {
+        if (!q->identity[i])
+            continue;
+        if (!(err = store_identity__needle(&needle, i, q->identity[i])) &&
+            !(err = buf__append(b, " AND position(labels, ", 22)) &&
+            !(err = ch_sql__quote(b, needle.data, needle.len)))
+            err = buf__append(b, ") > 0", 5);
+    }
+    buf__free(&needle);
+    return err;
+}
+
+struct ch_fn {
+    const char *name, *file;
+};
+
+static void name_by_key(void *ctx, size_t i, const void *key, size_t len, const char **name,
+                        const char **file)
+{
+    struct hmap *fns = ((void **)ctx)[0];
+    struct ch_fn *names = ((void **)ctx)[1];
+    long k = hmap__find(fns, key, len);
+
+    (void)i;
+    if (k >= 0) {
+        *name = names[k].name;
+        *file = names[k].file;
+    }
+}
+
+/* Builds the merged result from the merge statement's rows (kinds 0-3). */
+static int merge_parse(struct buf *ans, struct store_merged **out)
+{
+    struct hmap *stacks = hmap__new(), *fns = hmap__new();
+    struct ch_fn *names = NULL;
+    char **frames = NULL; /* stack index -> (fa, fb) text */
+    struct {
+        uint64_t k[2];
+        int64_t s, c;
+    } *sums = NULL;
+    size_t nsums = 0, capsums = 0, capfr = 0, capn = 0;
+    uint64_t *fa = malloc(STACK_KEY_MAX_FRAMES * 2 * sizeof(*fa)), *fb = fa + STACK_KEY_MAX_FRAMES;
+    int64_t profiles = 0;
+    struct merged_builder b = {0};
+    struct ch_tsv t;
+    char *f[9];
+    int n, err = -ENOMEM;
+
+    if (!stacks || !fns || !fa || (err = merged_builder__init(&b)))
+        goto out;
+    err = -EAGAIN; /* a garbled answer */
+    ch_tsv__init(&t, ans->data, ans->len);
+    while ((n = ch_tsv__row(&t, f, 9)) == 9) {
+        uint64_t k[2];
+        int64_t v[2];
+        if (ch_tsv__u64(f[1], &k[0]) || ch_tsv__u64(f[2], &k[1]) || ch_tsv__i64(f[7], &v[0]) ||
+            ch_tsv__i64(f[8], &v[1]) || f[0][1])
+            goto bad;
+        if (f[0][0] == '3') {
+            profiles = (int64_t)k[0];
+        } else if (f[0][0] == '0') {
+            if (nsums == capsums) {
+                capsums = capsums ? capsums * 2 : 1024;
+                void *ns = realloc(sums, capsums * sizeof(*sums));
+                if (!ns)
+                    goto oom;
+                sums = ns;
+            }
+            sums[nsums].k[0] = k[0], sums[nsums].k[1] = k[1];
+            sums[nsums].s = v[0], sums[nsums++].c = v[1];
+        } else if (f[0][0] == '1' || f[0][0] == '2') {
+            struct hmap *m = f[0][0] == '1' ? stacks : fns;
+            bool fresh;
+            long i = hmap__put(m, k, sizeof(k), &fresh);
+            if (i < 0)
+                goto oom;
+            size_t *cap = m == stacks ? &capfr : &capn;
+            if ((size_t)i >= *cap) {
+                *cap = *cap ? *cap * 2 : 1024;
+                void *nv = m == stacks ? realloc(frames, *cap * 2 * sizeof(*frames))
+                                       : realloc(names, *cap * sizeof(*names));
+                if (!nv)
+                    goto oom;
+                if (m == stacks)
+                    frames = nv;
+                else
+                    names = nv;
+            }
+            if (m == stacks)
+                frames[2 * i] = f[3], frames[2 * i + 1] = f[4];
+            else
+                names[i] = (struct ch_fn){f[5], f[6]};
+        } else {
+            goto bad;
+        }
+    }
+    if (n != 0)
+        goto bad;
+    for (size_t i = 0; i < nsums; i++) {
+        long si = hmap__find(stacks, sums[i].k, sizeof(sums[i].k));
+        if (si < 0)
+            continue; /* its stack not (yet) readable: counts without a stack are dropped */
+        int na = ch_tsv__u64_array(frames[2 * si], fa, STACK_KEY_MAX_FRAMES);
+        int nb = ch_tsv__u64_array(frames[2 * si + 1], fb, STACK_KEY_MAX_FRAMES);
+        if (na < 0 || na != nb)
+            goto bad;
+        if ((err = merged_builder__stack(&b, sums[i].s, sums[i].c)))
+            goto out;
+        for (int j = 0; j < na; j++) {
+            uint64_t key[2] = {fa[j], fb[j]};
+            if ((err = merged_builder__frame(&b, key, sizeof(key))))
+                goto out;
+        }
+    }
+    err = merged_builder__finish(&b, profiles, name_by_key, (void *[]){fns, names}, out);
+    goto out;
+oom:
+    err = -ENOMEM;
+    goto out;
+bad:
+    log_error("clickhouse: a garbled answer to a merge");
+    err = -EAGAIN;
+out:
+    merged_builder__free(&b);
+    hmap__free(stacks);
+    hmap__free(fns);
+    free(names);
+    free(frames);
+    free(sums);
+    free(fa);
+    return err;
+}
+
+int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out)
+{
+    struct ch_store *st = CH(s);
+    struct buf sql, rows, count, ans;
+    const char *d = st->db;
+    bool filtered = q->host || q->pid;
+    int err;
+
+    for (int i = 0; i < STORE_N_IDENTITY; i++)
+        filtered |= q->identity[i] != NULL;
+    *out = NULL;
+    buf__init(&sql, 64u << 20);
+    buf__init(&rows, 16u << 20);
+    buf__init(&count, 16u << 20);
+    buf__init(&ans, CH_MAX_ANSWER);
+    /* The rows to sum: rollups where they serve (no filter), else raw. */
+    if (!filtered) {
+        if ((err = chs_rollup__rows(st, q, &rows, &count)))
+            goto out;
+    } else if ((err = ch_sql__appendf(&rows,
+                                      "SELECT stack_a, stack_b, samples, cpu_ns FROM "
+                                      "%s.samples FINAL",
+                                      d)) ||
+               (err = where(&rows, q)) ||
+               (err = ch_sql__appendf(&count,
+                                      "SELECT toUInt64(count()) AS c FROM %s.profiles "
+                                      "FINAL",
+                                      d)) ||
+               (err = where(&count, q))) {
+        goto out;
+    }
+    const char *R = rows.data, *C = count.data;
+    /* One statement: the sums by stack (0), those stacks' frames (1), their
+     * functions' names (2) and the count of profiles (3). */
+    if ((err = ch_sql__appendf(
+             &sql,
+             "SELECT 0, stack_a, stack_b, emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
+             "sum(samples), sum(cpu_ns) FROM (%s) GROUP BY stack_a, stack_b "
+             "UNION ALL SELECT 1, key_a, key_b, any(fa), any(fb), '', '', toInt64(0), toInt64(0) "
+             "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)) "
+             "GROUP BY key_a, key_b "
+             "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), emptyArrayUInt64(), "
+             "any(name), any(file), toInt64(0), toInt64(0) FROM %s.functions WHERE (key_a, key_b) "
+             "GLOBAL IN (SELECT tupleElement(k, 1), tupleElement(k, 2) FROM (SELECT "
+             "arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM %s.stacks WHERE (key_a, "
+             "key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)))) GROUP BY key_a, key_b "
+             "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
+             "toInt64(0), toInt64(0) FROM (%s) FORMAT TabSeparated",
+             R, d, R, d, d, R, C)))
+        goto out;
+    if ((err = chs_exec(st, 0, &sql, &ans)))
+        goto out;
+    err = merge_parse(&ans, out);
+out:
+    buf__free(&sql);
+    buf__free(&rows);
+    buf__free(&count);
+    buf__free(&ans);
+    return err == -E2BIG ? -EINVAL : err;
+}
+
+int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
+                     size_t *n)
+{
+    struct ch_store *st = CH(s);
+    struct buf sql, ans;
+    struct store_app *apps = NULL;
+    size_t napps = 0, cap = 0;
+    int err;
+
+    *out = NULL;
+    *n = 0;
+    buf__init(&sql, 1 << 16);
+    buf__init(&ans, 256u << 20);
+    if ((err = ch_sql__appendf(&sql,
+                               "SELECT app, host, max(time_ns + duration_ns), sum(cpu_ns) FROM "
+                               "%s.profiles FINAL WHERE time_ns >= %lld AND time_ns < %lld "
+                               "GROUP BY app, host ORDER BY app, host FORMAT TabSeparated",
+                               st->db, (long long)from_ns, (long long)to_ns)) ||
+        (err = chs_exec(st, 0, &sql, &ans)))
+        goto out;
+    struct ch_tsv t;
+    char *f[4];
+    int r;
+    ch_tsv__init(&t, ans.data, ans.len);
+    while ((r = ch_tsv__row(&t, f, 4)) == 4) {
+        int64_t last, cpu;
+        if (ch_tsv__i64(f[2], &last) || ch_tsv__i64(f[3], &cpu))
+            break;
+        if (!napps || strcmp(apps[napps - 1].name, f[0]) != 0) {
+            if (napps == cap) {
+                cap = cap ? cap * 2 : 32;
+                struct store_app *na = realloc(apps, cap * sizeof(*na));
+                if (!na)
+                    goto oom;
+                apps = na;
+            }
+            memset(&apps[napps], 0, sizeof(apps[napps]));
+            if (!(apps[napps++].name = strdup(f[0])))
+                goto oom;
+        }
+        struct store_app *a = &apps[napps - 1];
+        char **h = realloc(a->hosts, (a->nhosts + 1) * sizeof(*h));
+        if (!h)
+            goto oom;
+        a->hosts = h;
+        if (!(h[a->nhosts] = strdup(f[1])))
+            goto oom;
+        a->nhosts++;
+        if (last > a->last_seen_ns)
+            a->last_seen_ns = last;
+        sat__acc(&a->cpu_ns, cpu > 0 ? cpu : 0);
+    }
+    if (r != 0) {
+        log_error("clickhouse: a garbled answer listing applications");
+        err = -EAGAIN;
+        goto out;
+    }
+    store_apps__sort(apps, napps);
+    goto out;
+oom:
+    err = -ENOMEM;
+out:
+    buf__free(&sql);
+    buf__free(&ans);
+    if (err) {
+        store_apps__free(apps, napps);
+    } else {
+        *out = apps;
+        *n = napps;
+    }
+    return err;
+}
+
+int chs_timeline(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
+                 size_t *nsteps)
+{
+    struct ch_store *st = CH(s);
+    struct buf sql, ans;
+    int err;
+
+    *cpu_ns = NULL;
+    *nsteps = 0;
+    if (step_ns <= 0 || q->to_ns <= q->from_ns)
+        return -EINVAL;
+    size_t n = (q->to_ns - q->from_ns + step_ns - 1) / step_ns;
+    if (n > 100000)
+        return -E2BIG;
+    int64_t *v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    buf__init(&sql, 1 << 20);
+    buf__init(&ans, 64u << 20);
+    if ((err = ch_sql__appendf(&sql,
+                               "SELECT intDiv(time_ns - %lld, %lld) AS i, sum(cpu_ns) FROM "
+                               "%s.profiles FINAL",
+                               (long long)q->from_ns, (long long)step_ns, st->db)) ||
+        (err = where(&sql, q)) ||
+        (err = ch_sql__appendf(&sql, " GROUP BY i FORMAT TabSeparated")) ||
+        (err = chs_exec(st, 0, &sql, &ans)))
+        goto out;
+    struct ch_tsv t;
+    char *f[2];
+    int r;
+    ch_tsv__init(&t, ans.data, ans.len);
+    while ((r = ch_tsv__row(&t, f, 2)) == 2) {
+        int64_t i, c;
+        if (ch_tsv__i64(f[0], &i) || ch_tsv__i64(f[1], &c))
+            break;
+        if (i >= 0 && (size_t)i < n)
+            sat__acc(&v[i], c);
+    }
+    if (r != 0) {
+        log_error("clickhouse: a garbled answer to a timeline");
+        err = -EAGAIN;
+    }
+out:
+    buf__free(&sql);
+    buf__free(&ans);
+    if (err) {
+        free(v);
+        return err == -E2BIG ? -EINVAL : err;
+    }
+    *cpu_ns = v;
+    *nsteps = n;
+    return 0;
+}
+
+int chs_values(struct store *s, const struct store_query *q, struct store_values **out)
+{
+    struct ch_store *st = CH(s);
+    struct store_values *v = calloc(1, sizeof(*v));
+    struct hmap *seen = hmap__new();
+    struct buf sql, ans;
+    int err = -ENOMEM;
+
+    *out = NULL;
+    buf__init(&sql, 1 << 20);
+    buf__init(&ans, 256u << 20);
+    if (!v || !seen)
+        goto out;
+    if ((err = ch_sql__appendf(&sql, "SELECT DISTINCT host, pid, labels FROM %s.profiles FINAL",
+                               st->db)) ||
+        (err = where(&sql, q)) ||
+        (err = ch_sql__appendf(&sql, " LIMIT 100000 FORMAT TabSeparated")) ||
+        (err = chs_exec(st, 0, &sql, &ans)))
+        goto out;
+    struct ch_tsv t;
+    char *f[3];
+    int r = 0;
+    ch_tsv__init(&t, ans.data, ans.len);
+    while (!err && (r = ch_tsv__row(&t, f, 3)) == 3) {
+        int64_t pid;
+        if (ch_tsv__i64(f[1], &pid)) {
+            r = -EBADMSG;
+            break;
+        }
+        err = store_values__add(v, seen, 0, f[0], strlen(f[0]));
+        if (!err && pid)
+            err = store_values__add(v, seen, 1, f[1], strlen(f[1]));
+        if (!err)
+            err = store_values__add_identity(v, seen, f[2]);
+    }
+    if (!err && r != 0) {
+        log_error("clickhouse: a garbled answer listing label values");
+        err = -EAGAIN;
+    }
+out:
+    buf__free(&sql);
+    buf__free(&ans);
+    hmap__free(seen);
+    if (err) {
+        store_values__free(v);
+        return err == -E2BIG ? -EINVAL : err;
+    }
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,331 @@
+"""The server with its ClickHouse store (--clickhouse) over a local two-shard
+cluster (clickhouse_cluster.py): the server API tests of server_tests.py run
+as they run on SQLite (the same bodies, the store switched), and what only a
+cluster has: two servers over it, rows on both shards, a shard down."""
+import gzip
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+
+import clickhouse_cluster
+import server_tests as st
+from server_tests import Server, check, collapsed_split, run_agent, stop_agent, good_profile
+
+WORK = st.WORK
+
+
+def on_clickhouse(test, single=False):
+    """test with its servers on the ClickHouse cluster (or on one ClickHouse
+    server), named test_ch_<rest of its name> (test_ch1_...)."""
+    def run(tmp):
+        st.STORE = clickhouse_cluster.single_server_args if single else clickhouse_cluster.server_args
+        try:
+            test(tmp)
+        finally:
+            st.STORE = None
+    run.__name__ = ("test_ch1_" if single else "test_ch_") + \
+        test.__name__.removeprefix("test_server_").removeprefix("test_")
+    run.__doc__ = test.__doc__
+    return run
+
+
+# The SQLite-only tests read the store's file (stack_keys, retention); the
+# ClickHouse store's own come below.
+SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_server_bad_input,
+                                     st.test_server_auth, st.test_server_durability,
+                                     st.test_agent_outage, st.test_server_labels,
+                                     st.test_server_rollups)] + \
+    [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)]
+
+
+def shard_rows(db, table):
+    return [int(n.query(f"SELECT count() FROM {db}.{table}_local").strip())
+            for n in clickhouse_cluster.cluster()]
+
+
+def db_of(srv):
+    return srv.args[srv.args.index("--clickhouse-database") + 1]
+
+
+def test_ch_two_servers(tmp):
+    """Two servers over the cluster: one takes the agent's profiles, the
+    other answers with the 3:2:1 split; rows lie on both shards; the second
+    server read the first's stack key bases."""
+    st.STORE = clickhouse_cluster.server_args
+    try:
+        a_srv = Server(os.path.join(tmp))
+    finally:
+        st.STORE = None
+    b_srv = Server(tmp, *a_srv.args)
+    try:
+        a, log = run_agent(tmp, a_srv.url)
+        w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "4"], stdout=subprocess.PIPE,
+                             text=True)
+        w.communicate(timeout=30)
+        time.sleep(2.5)
+        rc, alog = stop_agent(a, log)
+        check(rc == 0, f"agent exited {rc}")
+        status, body = b_srv.get("/api/v1/applications?from=now-10m")
+        check(status == 200 and "cpu_split" in {x["name"] for x in json.loads(body)["applications"]},
+              f"the other server does not list cpu_split: {status} {body[:300]}")
+        status, body = b_srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                                 "&format=collapsed")
+        check(status == 200, f"collapsed from the other server: {status} {body[:200]}")
+        per = collapsed_split(body.decode())
+        hot = sum(per.values())
+        check(hot > 100, f"too few samples of hot_*: {per}")
+        share = {k: v / hot for k, v in per.items()}
+        print(f"    split read on the other server {share}")
+        for k, want in (("hot_a", 3 / 6), ("hot_b", 2 / 6), ("hot_c", 1 / 6)):
+            check(abs(share[k] - want) < 0.06, f"{k}: {share[k]:.3f}, want {want:.3f}")
+        # The same answer from both servers.
+        status, body_a = a_srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                                   "&format=collapsed")
+        check(collapsed_split(body_a.decode()) == per, "the two servers disagree")
+        rows = shard_rows(db_of(a_srv), "samples")
+        print(f"    sample rows per shard {rows}")
+        check(all(r > 0 for r in rows), f"rows not on both shards: {rows}")
+        la = open(os.path.join(tmp, f"server-{a_srv.port}.log")).read()
+        lb = open(os.path.join(tmp, f"server-{b_srv.port}.log")).read()
+        da = re.findall(r"stack key bases of draw (\d+)", la)
+        db = re.findall(r"stack key bases of draw (\d+)", lb)
+        check(da and da == db, f"the servers' stack key bases differ: {da} {db}")
+    finally:
+        a_srv.stop()
+        b_srv.stop()
+
+
+def test_ch_hostile_names_and_retries(tmp):
+    """Names that would break badly quoted SQL are stored and found as they
+    are; an upload sent twice counts once."""
+    srv = on_server(tmp)
+    try:
+        names = ["o'brien", "back\\slash\\", "'; DROP TABLE samples; --", "q\\'uote", "é€🔥",
+                 "%s%n"]
+        for n in names:
+            body = gzip.compress(good_profile(n, fn=f"fn_{n}"))
+            for _ in range(2):  # the agent's retry of the same window
+                status, out = srv.post("/api/v1/profiles", body)
+                check(status == 202, f"{n!r}: {status} {out}")
+        status, body = srv.get("/api/v1/applications?from=now-10m")
+        got = {x["name"] for x in json.loads(body)["applications"]}
+        check(set(names) <= got, f"names stored: {got}")
+        for n in names:
+            q = urllib.parse.quote(n)
+            status, body = srv.get(f"/api/v1/profile?app={q}&from=now-10m&format=collapsed")
+            check(status == 200, f"{n!r}: {status}")
+            # (collapsed stacks show a ';' in a name as ':', their separator)
+            want = "fn_" + n.replace(";", ":")
+            check(body.decode() == f"{want} 5\n", f"{n!r}: {body!r} (a retry counted twice?)")
+            status, body = srv.get(f"/api/v1/labels?app={q}&from=now-10m&host={q}")
+            check(status == 200, f"labels with host {n!r}: {status}")
+    finally:
+        srv.stop()
+
+
+def on_server(tmp, *args):
+    st.STORE = clickhouse_cluster.server_args
+    try:
+        return Server(tmp, *args)
+    finally:
+        st.STORE = None
+
+
+def test_ch_shard_down(tmp):
+    """A shard down during ingest: uploads and queries answer 503 (the
+    server stays up), the agent spools, and once the shard is back every
+    window is stored once."""
+    srv = on_server(tmp)
+    node = clickhouse_cluster.cluster()[1]
+    outdir = os.path.join(tmp, "files")
+    os.mkdir(outdir)
+    try:
+        a, log = run_agent(tmp, srv.url, "--output-dir", outdir)
+        node.stop()
+        try:
+            w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "4"],
+                                 stdout=subprocess.DEVNULL)
+            w.wait(timeout=30)
+            time.sleep(3)
+            status, body = srv.post("/api/v1/profiles", gzip.compress(good_profile("down")))
+            check(status == 503, f"ingest with a shard down: {status} {body}")
+            status, _ = srv.get("/api/v1/profile?app=cpu_split&from=now-10m")
+            check(status == 503, f"query with a shard down: {status}")
+        finally:
+            node.start()
+        want = got = 0
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+            status, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                                   "&format=flamegraph")
+            got = json.loads(body)["profiles"] if status == 200 else 0
+            if want and got >= want:
+                break
+            time.sleep(0.5)
+        rc, alog = stop_agent(a, log)
+        time.sleep(1)
+        want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+        status, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
+                               "&format=flamegraph")
+        got = json.loads(body)["profiles"]
+        print(f"    windows written {want}, stored after the shard came back {got}")
+        check("failed" in alog and "retrying" in alog, "no logged upload failure while down")
+        check(want >= 2 and got == want, f"{got} profiles stored for {want} windows")
+        slog = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
+        check("clickhouse:" in slog, "no log line of the failing ClickHouse")
+    finally:
+        srv.stop()
+
+
+def test_ch_retention(tmp):
+    """Retention drops the days wholly past it, on every shard."""
+    srv = on_server(tmp, "--retention", "1d")
+    try:
+        old = time.time_ns() - 3 * 86400 * 10**9
+        st_, out = srv.post("/api/v1/profiles", st.profile(
+            ["", "samples", "count", "cpu", "nanoseconds", "old_fn", "service", "oldapp"],
+            [(1, 2), (3, 4)], [([1], [5, 50000000], [(6, 7)])], locations=[(1, 1)],
+            functions=[(1, 5)], time_ns=old))
+        check(st_ == 202, f"old profile: {st_} {out}")
+        check(srv.post("/api/v1/profiles", good_profile("newapp"))[0] == 202, "new profile")
+        status, body = srv.get("/api/v1/applications?from=now-4d")
+        check({"oldapp", "newapp"} <= {x["name"] for x in json.loads(body)["applications"]},
+              f"before: {body}")
+        srv.stop()
+        srv.start()  # retention runs as the server starts
+        deadline = time.time() + 20
+        names = set()
+        while time.time() < deadline:
+            status, body = srv.get("/api/v1/applications?from=now-4d")
+            names = {x["name"] for x in json.loads(body)["applications"]}
+            if "oldapp" not in names:
+                break
+            time.sleep(0.5)
+        check(names == {"newapp"}, f"after retention: {names}")
+    finally:
+        srv.stop()
+
+
+class Proxy:
+    """An HTTP front of a ClickHouse node that passes requests on, or errs,
+    answers garbage, or hangs, as self.mode says."""
+    def __init__(self, target):
+        import http.server
+        import threading
+        import urllib.request
+        proxy = self
+        self.mode = "pass"
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                mode = proxy.mode
+                if mode == "hang":
+                    time.sleep(5)
+                    return
+                if mode == "pass":
+                    req = urllib.request.Request(target + self.path, data=body, method="POST")
+                    try:
+                        with urllib.request.urlopen(req, timeout=30) as r:
+                            status, out = r.status, r.read()
+                    except urllib.error.HTTPError as e:
+                        status, out = e.code, e.read()
+                elif mode == "garbage":
+                    status, out = 200, b"<html>\x00\x01 not\tTSV \\q\n<b>"
+                else:
+                    status, out = 500, b"Code: 999, e.displayText() = DB::Exception: injected"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_ch_errors_garbage_timeouts(tmp):
+    """A ClickHouse that errs, answers garbage or hangs: every API answers
+    503 within the timeout, the server stays up and logs why, and works
+    again once ClickHouse does."""
+    nodes = clickhouse_cluster.cluster()
+    proxy = Proxy(nodes[0].url)
+    args = clickhouse_cluster.server_args()
+    args[1] = f"{proxy.url},{nodes[1].url}"
+    srv = Server(tmp, *args, "--clickhouse-timeout-ms", "1500")
+    try:
+        body = gzip.compress(good_profile("flaky"))
+        check(srv.post("/api/v1/profiles", body)[0] == 202, "ingest while ClickHouse works")
+        reads = ["/api/v1/applications?from=now-10m", "/api/v1/profile?app=flaky&from=now-10m",
+                 "/api/v1/labels?app=flaky&from=now-10m",
+                 "/api/v1/timeline?app=flaky&from=now-10m"]
+        for mode in ("error", "garbage", "hang"):
+            proxy.mode = mode
+            t0 = time.monotonic()
+            status, out = srv.post("/api/v1/profiles", gzip.compress(good_profile("flaky2")))
+            check(status == 503, f"{mode}: ingest {status} {out}")
+            for path in reads:
+                status, out = srv.get(path)
+                check(status == 503, f"{mode}: {path} {status} {out[:200]}")
+            took = time.monotonic() - t0
+            check(took < 5 * 3, f"{mode}: took {took:.1f} s")
+            check(srv.get("/healthz")[0] == 200 and srv.p.poll() is None, f"{mode}: server down")
+        proxy.mode = "pass"
+        time.sleep(5)  # the hung requests' handlers end
+        check(srv.post("/api/v1/profiles", body)[0] == 202, "ingest once ClickHouse is back")
+        status, out = srv.get("/api/v1/profile?app=flaky&from=now-10m&format=collapsed")
+        check(status == 200 and out.decode() == "work 5\n", f"after: {status} {out}")
+        log = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
+        for why in ("HTTP 500: Code: 999", "an answer where none was due", "garbled answer",
+                    "Timeout"):
+            check(why in log, f"no log line saying {why!r}")
+    finally:
+        srv.stop()
+        proxy.close()
+
+
+
+def test_ch_rollups_read(tmp):
+    """A merge over whole buckets reads the rollups: with the raw samples
+    gone from both shards, it still has every sample, while a host filter
+    (which reads raw) has none."""
+    srv = on_server(tmp)
+    try:
+        H = 3 * 3600
+        base = (int(time.time()) - 3 * H) // H * H
+        for i in range(0, H, 20 * 60):
+            body = st.profile(["", "samples", "count", "cpu", "nanoseconds", "rolled", "service",
+                               "rsvc"], [(1, 2), (3, 4)], [([1], [3, 30000000], [(6, 7)])],
+                              locations=[(1, 1)], functions=[(1, 5)], time_ns=(base + i) * 10**9)
+            check(srv.post("/api/v1/profiles?pid=7", body)[0] == 202, "post")
+        deadline = time.time() + 30
+        while (st.metric(srv, "codexray_rollups_pending")
+               or st.metric(srv, "codexray_rollups_built_total") < 10):
+            check(time.time() < deadline, "rollups not built within 30 s")
+            time.sleep(0.5)
+        q = f"app=rsvc&from={base}&to={base + H}"
+        check(st.stacks_of(srv, q) == {"rolled": 27}, f"before: {st.stacks_of(srv, q)}")
+        check(st.stacks_of(srv, q + "&pid=7") == {"rolled": 27}, "raw, before")
+        db = db_of(srv)
+        for n in clickhouse_cluster.cluster():
+            n.query(f"TRUNCATE TABLE {db}.samples_local")
+        check(sum(shard_rows(db, "samples")) == 0, "samples left")
+        check(st.stacks_of(srv, q) == {"rolled": 27}, f"from rollups: {st.stacks_of(srv, q)}")
+        check(st.stacks_of(srv, q + "&pid=7") == {}, "raw, after: a pid filter reads raw")
+    finally:
+        srv.stop()
+
+TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
+                  test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read]

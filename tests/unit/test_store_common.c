@@ -1,0 +1,125 @@
+/* store_common: what both stores share. The merged-result builder numbers
+ * functions by first appearance and names them through the store; label
+ * texts and their needles; label values from identity texts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../server/store_common.h"
+
+static void name_of(void *ctx, size_t i, const void *key, size_t len, const char **name,
+                    const char **file)
+{
+    static char buf[32];
+    int64_t id;
+
+    (void)ctx;
+    (void)i;
+    assert_int_equal(len, sizeof(id));
+    memcpy(&id, key, sizeof(id));
+    if (id == 99)
+        return; /* unknown: "?" */
+    snprintf(buf, sizeof(buf), "fn%lld", (long long)id);
+    *name = buf;
+    *file = "f.c";
+}
+
+static void test_builder(void **state)
+{
+    struct merged_builder b;
+    struct store_merged *m;
+    int64_t ids[] = {7, 3, 7, 99};
+
+    (void)state;
+    assert_int_equal(merged_builder__init(&b), 0);
+    assert_int_equal(merged_builder__stack(&b, 5, 50), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(merged_builder__frame(&b, &ids[i], sizeof(ids[i])), 0);
+    assert_int_equal(merged_builder__stack(&b, 1, 10), 0); /* no frames */
+    assert_int_equal(merged_builder__stack(&b, 2, 20), 0);
+    /* A deep one: capacity grows past 16. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(merged_builder__frame(&b, &ids[i % 4], sizeof(ids[0])), 0);
+    assert_int_equal(merged_builder__nfunctions(&b), 3);
+    assert_int_equal(merged_builder__finish(&b, 4, name_of, NULL, &m), 0);
+    assert_int_equal(m->profiles, 4);
+    assert_int_equal(m->nfunctions, 3);
+    assert_string_equal(m->functions[0].name, "fn7");
+    assert_string_equal(m->functions[1].name, "fn3");
+    assert_string_equal(m->functions[1].file, "f.c");
+    assert_string_equal(m->functions[2].name, "?");
+    assert_string_equal(m->functions[2].file, "");
+    assert_int_equal(m->nstacks, 3);
+    assert_int_equal(m->stacks[0].nframes, 3);
+    assert_int_equal(m->stacks[0].frames[0], 0);
+    assert_int_equal(m->stacks[0].frames[1], 1);
+    assert_int_equal(m->stacks[0].frames[2], 0);
+    assert_true(m->stacks[0].samples == 5 && m->stacks[0].cpu_ns == 50);
+    assert_int_equal(m->stacks[1].nframes, 0);
+    assert_int_equal(m->stacks[2].nframes, 100);
+    static const uint32_t want[4] = {0, 1, 0, 2};
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(m->stacks[2].frames[i], want[i % 4]);
+    store_merged__free(m);
+    merged_builder__free(&b); /* after finish: a no-op */
+}
+
+static void test_label_texts(void **state)
+{
+    struct buf b;
+    struct store_label l[] = {{"pod", "p1"}, {"container", "c"}, {"app", "x=y"}};
+    struct store_labelset ls = {l, 3};
+    const char *id[STORE_N_IDENTITY] = {NULL, "web-1", "", "app", NULL};
+
+    (void)state;
+    buf__init(&b, 1 << 16);
+    assert_int_equal(store_labelset__text(&b, &ls), 0);
+    assert_string_equal(b.data, "app=x=y\x1f"
+                                "container=c\x1fpod=p1");
+    assert_int_equal(store_identity__text(&b, id), 0);
+    assert_string_equal(b.data, "\x1fpod=web-1\x1f"
+                                "container=app\x1f");
+    const char *none[STORE_N_IDENTITY] = {0};
+    assert_int_equal(store_identity__text(&b, none), 0);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(store_identity__needle(&b, 1, "web-1"), 0);
+    assert_string_equal(b.data, "\x1fpod=web-1\x1f");
+    buf__free(&b);
+    buf__init(&b, 8);
+    assert_int_equal(store_identity__text(&b, id), -E2BIG);
+    buf__free(&b);
+}
+
+static void test_values_from_identity(void **state)
+{
+    struct store_values *v = calloc(1, sizeof(*v));
+    struct hmap *seen = hmap__new();
+
+    (void)state;
+    assert_int_equal(store_values__add_identity(v, seen, "\x1fpod=a\x1fnamespace=n\x1f"), 0);
+    assert_int_equal(store_values__add_identity(v, seen, "\x1fpod=a\x1fpod=b\x1f"), 0);
+    assert_int_equal(store_values__add_identity(v, seen, "garbage without separators"), 0);
+    assert_int_equal(v->n[2 + 1], 2); /* pod: a, b once each */
+    assert_string_equal(v->v[3][0], "a");
+    assert_string_equal(v->v[3][1], "b");
+    assert_int_equal(v->n[2 + 2], 1);
+    assert_string_equal(v->v[4][0], "n");
+    store_values__free(v);
+    hmap__free(seen);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builder),
+        cmocka_unit_test(test_label_texts),
+        cmocka_unit_test(test_values_from_identity),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
