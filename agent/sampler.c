@@ -273,6 +273,11 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
     bpf_program__set_autoload(s->skel->progs.cx_walk_user_vma, s->vma);
     bpf_program__set_autoload(s->skel->progs.cx_on_exec, !s->vma);
     bpf_program__set_autoload(s->skel->progs.cx_on_exec_vma, s->vma);
+    /* Optional: without the tracepoint, new processes' first samples in
+     * libraries rely on their one lookup a sample. */
+    bool fault_hook = s->vma && libbpf_find_vmlinux_btf_id("page_fault_user", BPF_TRACE_RAW_TP) > 0;
+    bpf_program__set_autoload(s->skel->progs.cx_on_fault, fault_hook);
+    bpf_program__set_autoattach(s->skel->progs.cx_on_fault, false);
     if (!s->vma) {
         bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
         bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
@@ -298,6 +303,13 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
 
     /* attach: the scheduler tracepoints, then one perf event per CPU */
     r = sampler_bpf__attach(s->skel);
+    if (r == 0 && fault_hook) {
+        s->skel->links.cx_on_fault = bpf_program__attach(s->skel->progs.cx_on_fault);
+        if (!s->skel->links.cx_on_fault)
+            log_info("sampler: cannot attach to page_fault_user (%s): a new process's libraries "
+                     "are found by one lookup a sample",
+                     strerror(errno));
+    }
     if (r) {
         snprintf(err, errlen, "cannot attach the exec/exit tracepoints: %s", strerror(-r));
         goto fail;

@@ -342,7 +342,8 @@ $(B)/bench/ingest_bench: bench/ingest_bench.c \
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agent/unwind/cfi_fde.c \
-    agent/unwind/cfi_rows.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c)
+    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
+    common/hmap.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 

@@ -491,10 +491,56 @@ int cx_on_exec_vma(void *ctx)
 
     drop_walk_entries(tgid);
     proc_event(CX_REC_EXEC);
+    /* Start over for the new image, and open the window in which
+     * cx_on_fault learns the libraries it runs. */
+    struct cx_vma_learned *l = learned_entry(tgid);
+    if (l) {
+        l->mm = current_mm();
+        l->n = 0;
+        l->exec_ns = bpf_ktime_get_ns();
+    }
     if (bpf_find_vma(task, BPF_CORE_READ(task, mm, start_code), cx_vma_cb, &found, 0) == 0 &&
         found.blocks) {
         struct cx_vma_learned_map m = {found.start, found.end,    found.bias,
                                        found.table, found.blocks, bpf_ktime_get_ns()};
+        learn(tgid, &m);
+    }
+    return 0;
+}
+
+#define CX_PF_INSTR 0x10 /* X86_PF_INSTR: the fault was an instruction fetch */
+
+/* The code a young process runs first in each library (ld.so's libraries,
+ * a dlopen), learned at the instruction fetch that faults its first page
+ * in: a user page fault is taken in process context, where bpf_find_vma is
+ * free to be called. A sample may call it only once (in interrupt context
+ * a second call finds the first one's unlock still pending), so without
+ * this a new process's first sample in a library with no frame pointers
+ * (libc's qsort calling back into the program) was cut: about one sample in
+ * 20 of short processes. Only instruction faults, only in the
+ * CX_VMA_LEARNED_NS after an exec; loaded with cx_on_exec_vma where the
+ * kernel has the tracepoint (x86). */
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(cx_on_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    struct vma_found found = {};
+    struct cx_vma_learned *l;
+    __u64 now;
+
+    if (!(error_code & CX_PF_INSTR))
+        return 0;
+    l = bpf_map_lookup_elem(&vma_learned, &tgid);
+    if (!l || !l->exec_ns)
+        return 0;
+    now = bpf_ktime_get_ns();
+    if (now - l->exec_ns > CX_VMA_LEARNED_NS || l->mm != current_mm() ||
+        learned(tgid, address, now))
+        return 0;
+    if (bpf_find_vma(bpf_get_current_task_btf(), address, cx_vma_cb, &found, 0) == 0 &&
+        found.blocks) {
+        struct cx_vma_learned_map m = {found.start, found.end,    found.bias,
+                                       found.table, found.blocks, now};
         learn(tgid, &m);
     }
     return 0;

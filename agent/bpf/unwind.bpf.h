@@ -250,25 +250,34 @@ static __always_inline __u64 current_mm(void)
     return (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
 }
 
+/* Process tgid's entry in vma_learned, made (empty) when it has none. */
+static __always_inline struct cx_vma_learned *learned_entry(__u32 tgid)
+{
+    struct cx_vma_learned *l = bpf_map_lookup_elem(&vma_learned, &tgid);
+    __u32 zero = 0;
+
+    if (l)
+        return l;
+    const struct cx_vma_learned *empty = bpf_map_lookup_elem(&vma_learned_empty, &zero);
+    if (!empty)
+        return NULL;
+    bpf_map_update_elem(&vma_learned, &tgid, empty, BPF_NOEXIST);
+    return bpf_map_lookup_elem(&vma_learned, &tgid);
+}
+
 /* Adds m to what is learned of process tgid (unwind.h). */
 static __always_inline void learn(__u32 tgid, const struct cx_vma_learned_map *m)
 {
-    struct cx_vma_learned *l = bpf_map_lookup_elem(&vma_learned, &tgid);
+    struct cx_vma_learned *l = learned_entry(tgid);
     __u64 mm = current_mm();
-    __u32 zero = 0, at;
+    __u32 at;
 
-    if (!l) {
-        const struct cx_vma_learned *empty = bpf_map_lookup_elem(&vma_learned_empty, &zero);
-        if (!empty)
-            return;
-        bpf_map_update_elem(&vma_learned, &tgid, empty, BPF_NOEXIST);
-        l = bpf_map_lookup_elem(&vma_learned, &tgid);
-        if (!l)
-            return;
-    }
+    if (!l)
+        return;
     if (l->mm != mm) { /* a new image since (exec): start over */
         l->mm = mm;
         l->n = 0;
+        l->exec_ns = 0;
     }
     /* A ring: n counts every mapping learned, the latest MAX are kept. */
     at = l->n % CX_VMA_LEARNED_MAX;

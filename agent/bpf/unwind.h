@@ -138,7 +138,9 @@ struct cx_vma_learned_map {
 
 struct cx_vma_learned {
     __u64 mm; /* the address space (struct mm_struct *) they belong to */
-    __u32 n;  /* mappings learned so far; the latest CX_VMA_LEARNED_MAX are kept */
+    __u64
+        exec_ns; /* its exec: the libraries ld.so maps in the next CX_VMA_LEARNED_NS are learned */
+    __u32 n;     /* mappings learned so far; the latest CX_VMA_LEARNED_MAX are kept */
     __u32 pad;
     struct cx_vma_learned_map m[CX_VMA_LEARNED_MAX];
 };

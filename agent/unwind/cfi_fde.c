@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* --- FDE enumeration: our own, so every FDE is visited once, in order ---- */
 
@@ -81,9 +82,11 @@ static bool read_addr(const uint8_t **pp, const uint8_t *end, uint8_t enc, uint6
     }
 }
 
-/* The FDE address encoding of a CIE, from its 'z' augmentation data. A CIE
- * whose initial instructions are longer than max_insns is refused like an
- * FDE that is: libdw allocates a state per DW_CFA_remember_state. */
+/* What the FDEs of CIE c need: the encoding of their addresses (from the
+ * 'z' augmentation data), whether they carry augmentation data, the
+ * alignment factors, the return address register and the initial
+ * instructions. A CIE whose initial instructions are longer than max_insns
+ * is refused like an FDE that is. */
 static void parse_cie(const Dwarf_CIE *c, uint32_t max_insns, struct cie *out)
 {
     const char *aug = c->augmentation;
@@ -92,6 +95,13 @@ static void parse_cie(const Dwarf_CIE *c, uint32_t max_insns, struct cie *out)
 
     out->ok = false;
     out->enc = DW_EH_PE_absptr;
+    out->z = out->signal = false;
+    out->code_align = c->code_alignment_factor;
+    out->data_align = c->data_alignment_factor;
+    out->ra = c->return_address_register;
+    out->insns = c->initial_instructions;
+    out->insns_end = c->initial_instructions_end;
+    out->state_done = false;
     if (!c->initial_instructions || c->initial_instructions_end < c->initial_instructions ||
         (uint64_t)(c->initial_instructions_end - c->initial_instructions) > max_insns)
         return;
@@ -101,6 +111,7 @@ static void parse_cie(const Dwarf_CIE *c, uint32_t max_insns, struct cie *out)
     }
     if (aug[0] != 'z' || !p)
         return; /* "eh" and other pre-'z' forms: not written by current tools */
+    out->z = true;
     for (const char *a = aug + 1; *a; a++) {
         switch (*a) {
         case 'R':
@@ -121,7 +132,9 @@ static void parse_cie(const Dwarf_CIE *c, uint32_t max_insns, struct cie *out)
                 return;
             p++;
             break;
-        case 'S': /* a signal frame: libdw reports it per row */
+        case 'S': /* a signal frame: every row of its FDEs */
+            out->signal = true;
+            break;
         case 'B': /* arm64 BTI, MTE: no data */
         case 'G':
             break;
@@ -132,25 +145,42 @@ static void parse_cie(const Dwarf_CIE *c, uint32_t max_insns, struct cie *out)
     out->ok = true;
 }
 
-static const struct cie *cie_at(struct build *b, Elf_Data *d, bool eh, Dwarf_Off off)
+/* The index in b->cies of the CIE at off, parsed on first use; UINT32_MAX
+ * when out of memory or past MAX_CIES (a hostile file: its FDEs are then
+ * skipped as bad). */
+static uint32_t cie_at(struct build *b, Elf_Data *d, bool eh, Dwarf_Off off)
 {
     Dwarf_CFI_Entry ent;
     Dwarf_Off next;
-    struct cie *c;
+    bool fresh;
+    long i;
 
-    for (unsigned i = 0; i < b->ncies; i++) {
-        if (b->cies[i].off == off)
-            return &b->cies[i];
+    if (!b->cie_index && !(b->cie_index = hmap__new()))
+        return UINT32_MAX;
+    i = hmap__put(b->cie_index, &off, sizeof(off), &fresh);
+    if (i < 0)
+        return UINT32_MAX;
+    if (!fresh)
+        return (uint32_t)*hmap__val(b->cie_index, i);
+    *hmap__val(b->cie_index, i) = UINT32_MAX;
+    if (b->ncies == b->cies_cap) {
+        if (b->ncies >= MAX_CIES)
+            return UINT32_MAX;
+        uint32_t cap = b->cies_cap ? b->cies_cap * 2 : 8;
+        struct cie *n = realloc(b->cies, cap * sizeof(*n));
+        if (!n)
+            return UINT32_MAX;
+        b->cies = n;
+        b->cies_cap = cap;
     }
-    /* Real files have a handful; a hostile one with thousands only costs a
-     * parse per FDE. */
-    c = &b->cies[b->ncies < MAX_CIES ? b->ncies++ : off % MAX_CIES];
+    struct cie *c = &b->cies[b->ncies];
+    memset(c, 0, sizeof(*c));
     c->off = off;
-    c->ok = false;
     if (off < d->d_size && dwarf_next_cfi(b->ident, d, eh, off, &next, &ent) == 0 &&
         dwarf_cfi_cie_p(&ent))
         parse_cie(&ent.cie, b->o.max_fde_bytes, c);
-    return c;
+    *hmap__val(b->cie_index, i) = b->ncies;
+    return b->ncies++;
 }
 
 static bool in_text(const struct build *b, uint64_t start, uint64_t end)
@@ -179,11 +209,14 @@ int cfi_collect_fdes(struct build *b, Elf_Data *d, bool eh, uint64_t sec_va)
         off = next;
         if (dwarf_cfi_cie_p(&ent))
             continue;
-        const struct cie *c = cie_at(b, d, eh, ent.fde.CIE_pointer);
+        uint32_t ci = cie_at(b, d, eh, ent.fde.CIE_pointer);
+        const struct cie *c = ci != UINT32_MAX ? &b->cies[ci] : NULL;
         const uint8_t *p = ent.fde.start, *end = ent.fde.end;
-        uint64_t field_va = sec_va + (uint64_t)(p - (const uint8_t *)d->d_buf);
-        if (!c->ok || !read_addr(&p, end, c->enc, field_va, &start) ||
-            !read_value(&p, end, c->enc & 0x0f, &range)) {
+        uint64_t field_va = sec_va + (uint64_t)(p - (const uint8_t *)d->d_buf), aug_len = 0;
+        if (!c || !c->ok || !read_addr(&p, end, c->enc, field_va, &start) ||
+            !read_value(&p, end, c->enc & 0x0f, &range) ||
+            (c->z &&
+             (!read_value(&p, end, DW_EH_PE_uleb128, &aug_len) || aug_len > (uint64_t)(end - p)))) {
             st->skipped[CFI_SKIP_BAD]++;
             continue;
         }
@@ -209,7 +242,7 @@ int cfi_collect_fdes(struct build *b, Elf_Data *d, bool eh, uint64_t sec_va)
             b->fdes = n;
             b->fdes_cap = cap;
         }
-        b->fdes[b->nfdes++] = (struct fde){start, start + range};
+        b->fdes[b->nfdes++] = (struct fde){start, start + range, p + aug_len, end, ci};
     }
     return 0;
 }

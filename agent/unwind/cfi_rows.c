@@ -1,4 +1,6 @@
-/* libdw's frame state at each row of an FDE, turned into a BPF rule and merged. */
+/* libdw's frame state at each row of an FDE, turned into a BPF rule and
+ * merged: the reference the tests compare cfi_exec.c's rows with (and the
+ * table's row appending both share). */
 #include "cfi_table_int.h"
 
 #include <dwarf.h>
@@ -125,8 +127,7 @@ static struct cx_cfi_row classify(struct build *b, Dwarf_Frame *fr, bool signal,
         .cfa_off = (__s16)u, .rule = CX_CFI_RULE(cfa, fp), .fp_off = (__s8)fp_u};
 }
 
-/* Appends the rule for [addr, ...), merged into the last row when equal. */
-static int add_row(struct build *b, uint64_t addr, struct cx_cfi_row r)
+int cfi_add_row(struct build *b, uint64_t addr, struct cx_cfi_row r)
 {
     struct cfi_table *t = b->t;
 
@@ -189,12 +190,12 @@ int cfi_walk_fde(struct build *b, Dwarf_CFI *cfi, const struct fde *f, bool gap_
             }
         }
         free(fr);
-        err = add_row(b, addr, r);
+        err = cfi_add_row(b, addr, r);
         if (err)
             return err;
         addr = end;
     }
     if (gap_after)
-        return add_row(b, f->end, (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_NONE, 0)});
+        return cfi_add_row(b, f->end, (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_NONE, 0)});
     return 0;
 }

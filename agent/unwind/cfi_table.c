@@ -181,6 +181,10 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
         if (ret)
             goto cleanup;
         cfi_src__close(&src);
+        /* The CIEs point into the section just closed. */
+        hmap__free(b.cie_index);
+        b.cie_index = NULL;
+        b.ncies = 0;
         ret = cfi_src__open(&b, &eh, &sh, d, eh_frame, &src);
         if (ret)
             goto cleanup;
@@ -189,7 +193,7 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
         ret = cfi_collect_fdes(&b, src.d, eh_frame, eh_frame ? sh.sh_addr : 0);
         if (ret)
             goto cleanup;
-        if (b.nfdes > 0) {
+        if (b.nfdes > 0 && b.o.libdw_rows) {
             ret = cfi_src__cfi(&b, eh_frame, &src);
             if (ret)
                 goto cleanup;
@@ -207,7 +211,8 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
     cfi_order_fdes(&b);
     for (size_t i = 0; i < b.nfdes; i++) {
         bool gap = i + 1 == b.nfdes || b.fdes[i + 1].start != b.fdes[i].end;
-        ret = cfi_walk_fde(&b, src.cfi, &b.fdes[i], gap);
+        ret = b.o.libdw_rows ? cfi_walk_fde(&b, src.cfi, &b.fdes[i], gap)
+                             : cfi_exec_fde(&b, &b.fdes[i], gap);
         if (ret)
             goto cleanup;
     }
@@ -228,6 +233,8 @@ cleanup:
     cfi_src__close(&src);
     elf_end(elf);
     free(b.fdes);
+    free(b.cies);
+    hmap__free(b.cie_index);
     cfi_table__free(b.t);
     return ret;
 }

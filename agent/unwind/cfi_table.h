@@ -2,9 +2,10 @@
  * the rows of its .eh_frame (or, when it has none, its .debug_frame), each
  * turned into one of the few rules BPF can follow.
  *
- * The rows come from libdw (dwarf_cfi_addrframe for every row of every FDE);
- * this module enumerates the FDEs itself, sorts them, and classifies what
- * libdw says at each row:
+ * This module enumerates the FDEs itself, sorts them, runs each FDE's call
+ * frame program once (its own interpreter, which follows libdw's semantics;
+ * libdw's dwarf_cfi_addrframe is the reference the tests compare with), and
+ * classifies the state at each row:
  *   CFA = sp + N, fp + N (a register rule, or DW_OP_bregN N)  CX_CFA_SP/_FP
  *   CFA = *(sp + N), *(fp + N) (stack realignment)            CX_CFA_DEREF_*
  *   ld's .plt expression                                      CX_CFA_PLT
@@ -23,6 +24,7 @@
 #define CODEXRAY_AGENT_UNWIND_CFI_TABLE_H
 
 #include <linux/types.h> /* the __u32 and friends unwind.h is written in */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +85,10 @@ struct cfi_table_opts {
     uint64_t max_section_bytes; /* .eh_frame or .debug_frame; default 64 MiB */
     uint32_t max_fde_bytes;     /* one FDE's encoded size (and a CIE's instructions); 64 KiB */
     uint32_t max_ms;            /* wall time for one build; default 5000 */
+    /* Rows from libdw's dwarf_cfi_addrframe(), one address at a time, not
+     * from our own interpreter (cfi_exec.c): the same table, many times
+     * slower; kept as the reference the tests compare with. */
+    bool libdw_rows;
 };
 
 /* Builds the table of the ELF file open (read-only) at fd; the fd is not

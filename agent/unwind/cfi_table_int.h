@@ -1,7 +1,8 @@
 /* What the files of the CFI table builder share (cfi_table.c the entry
- * point and limits, cfi_fde.c the FDE enumeration, cfi_rows.c libdw's rows
- * turned into rules, cfi_section.c the CFI sections and libdw's view of them,
- * cfi_stats.c the stats' names and log line). Only those files include it;
+ * point and limits, cfi_fde.c the FDE enumeration, cfi_exec.c our own
+ * interpreter of an FDE's instructions and its rows turned into rules,
+ * cfi_rows.c the same from libdw's rows (the tests' reference), cfi_section.c the CFI sections and
+ * libdw's view of them, cfi_stats.c the stats' names and log line). Only those files include it;
  * the module's face is cfi_table.h.
  */
 #ifndef CODEXRAY_AGENT_UNWIND_CFI_TABLE_INT_H
@@ -14,10 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../common/hmap.h"
 #include "cfi_table.h"
 
-#define MAX_SEGS 64  /* executable PT_LOAD segments looked at */
-#define MAX_CIES 256 /* CIEs cached while enumerating; more are parsed again */
+#define MAX_SEGS 64    /* executable PT_LOAD segments looked at */
+#define MAX_CIES 65536 /* distinct CIEs a section may have; FDEs of more are skipped */
 
 /* --- what is specific to the architecture ------------------------------- */
 
@@ -32,14 +34,43 @@ struct arch {
 
 /* --- the build's state --------------------------------------------------- */
 
+/* A register's rule in a frame state (cfi_exec.c), for the registers a row
+ * needs: the return address and the frame pointer. */
+struct cfi_reg_state {
+    uint8_t rule;        /* enum reg_rule of cfi_exec.c */
+    int64_t val;         /* CFA + val (offset rules), or a register */
+    const uint8_t *expr; /* an expression's bytes, in the section */
+    uint64_t expr_len;
+};
+
+/* The rules of a row: the CFA's, the return address's, the frame pointer's;
+ * other registers' rules are read and dropped. */
+struct cfi_state {
+    uint8_t cfa; /* enum cfa_rule of cfi_exec.c */
+    uint64_t cfa_reg;
+    int64_t cfa_off;
+    const uint8_t *cfa_expr;
+    uint64_t cfa_expr_len;
+    struct cfi_reg_state ra, fp;
+};
+
 struct fde {
     uint64_t start, end;
+    const uint8_t *insns, *insns_end; /* its call frame instructions, in the section */
+    uint32_t cie;                     /* index into build.cies */
 };
 
 struct cie {
     Dwarf_Off off;
     bool ok;     /* its FDEs' addresses can be read */
     uint8_t enc; /* how they are encoded (augmentation 'R') */
+    bool z;      /* its FDEs have augmentation data (augmentation 'z') */
+    bool signal; /* augmentation 'S': its FDEs are signal frames */
+    uint64_t code_align, ra;
+    int64_t data_align;
+    const uint8_t *insns, *insns_end; /* the initial instructions */
+    bool state_done, state_ok;        /* state computed (lazily), and valid */
+    struct cfi_state state;           /* the rules before the first FDE instruction */
 };
 
 struct build {
@@ -50,14 +81,15 @@ struct build {
         uint64_t lo, hi;
     } segs[MAX_SEGS];
     unsigned nsegs;
-    struct cie cies[MAX_CIES];
-    unsigned ncies;
+    struct cie *cies; /* every distinct CIE of the section, by first use */
+    uint32_t ncies, cies_cap;
+    struct hmap *cie_index; /* CIE offset -> index into cies */
     struct fde *fdes;
     size_t nfdes, fdes_cap;
     struct cfi_table *t;
     uint32_t rows_cap;
     uint64_t deadline;
-    uint64_t steps; /* rows asked of libdw, for the deadline */
+    uint64_t steps; /* rows made, for the deadline */
     char *err;
     size_t errlen;
 };
@@ -101,6 +133,15 @@ void cfi_order_fdes(struct build *b);
 /* Appends FDE f's rows to b->t (plus a CX_CFA_NONE row at its end when
  * gap_after); 0, or -ETIME/-E2BIG/-ENOMEM/-EINVAL through cfi_fail. */
 int cfi_walk_fde(struct build *b, Dwarf_CFI *cfi, const struct fde *f, bool gap_after);
+/* Appends the rule r for [addr, ...), merged into the last row when equal;
+ * 0, or -E2BIG/-ENOMEM/-EINVAL through cfi_fail. */
+int cfi_add_row(struct build *b, uint64_t addr, struct cx_cfi_row r);
+
+/* cfi_exec.c */
+
+/* The same rows as cfi_walk_fde(), from our own interpreter of f's
+ * instructions (one pass, no libdw). */
+int cfi_exec_fde(struct build *b, const struct fde *f, bool gap_after);
 
 /* cfi_section.c */
 

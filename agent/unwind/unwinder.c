@@ -30,6 +30,7 @@
 #define MAX_SEGS 8
 /* Rows per batch update: one syscall per 64k rows, not one per row. */
 #define LOAD_CHUNK 65536
+#define COMMIT_MAX 64 /* tables put in cfi_tables in one batch */
 /* Tables built since the heap was last trimmed before it is trimmed again. */
 #define TRIM_AFTER_BYTES (1u << 20)
 
@@ -55,6 +56,7 @@ struct table {
     uint32_t rows, blocks;
     uint64_t bytes, unsupported;
     int slot;
+    int map_fd;     /* its filled BPF array until cfi_tables holds it; else -1 */
     unsigned users; /* processes whose list holds it */
     uint64_t unused_since_ns;
     char why[160];
@@ -92,7 +94,9 @@ struct unwinder {
     unsigned char *slot_used; /* CX_CFI_MAX_TABLES */
     unsigned next_slot;
     uint64_t bytes, rows, unsupported;
+    uint64_t filling_bytes;    /* of tables filled, not yet in cfi_tables */
     uint64_t built_since_trim; /* bytes of rows */
+    bool closing;              /* unwinder__free: the BPF maps are not emptied */
     unsigned loaded, without, nprocs_bpf;
     bool procs_full_logged, slots_full_logged;
     struct binary *vdso; /* the kernel's vDSO image, as a file; NULL if not had */
@@ -204,6 +208,7 @@ static struct table *table_get(struct unwinder *u, struct binary *b)
         return NULL;
     t->bin = binary__get(b);
     t->slot = -1;
+    t->map_fd = -1;
     t->state = T_QUEUED;
     t->hnext = *pp;
     *pp = t;
@@ -258,10 +263,13 @@ static void table_unload(struct unwinder *u, struct table *t)
 {
     if (t->state != T_LOADED)
         return;
-    for (unsigned i = 0; u->files_fd >= 0 && i < t->nkeys; i++)
+    /* Closing, the maps are freed with the sampler's object: a delete from
+     * cfi_tables would wait for an RCU grace period per table (2.2 s at the
+     * end of a whole-machine record). */
+    for (unsigned i = 0; !u->closing && u->files_fd >= 0 && i < t->nkeys; i++)
         bpf_map_delete_elem(u->files_fd, &t->keys[i]);
     __u32 key = t->slot;
-    if (bpf_map_delete_elem(u->tables_fd, &key) && errno != ENOENT)
+    if (!u->closing && bpf_map_delete_elem(u->tables_fd, &key) && errno != ENOENT)
         log_warn("unwind: cannot drop the table of %s: %s", t->bin->path, strerror(errno));
     u->slot_used[t->slot] = 0;
     u->bytes -= t->bytes;
@@ -293,10 +301,10 @@ static uint64_t unsupported_rows(const struct cfi_table_stats *s)
     return n;
 }
 
-/* Copies the rows, in blocks (bpf/unwind.h), into a new BPF array and puts
- * it in cfi_tables. Returns 0, or -1 with t->why set (the table is then
- * T_NONE). */
-static int table_load(struct unwinder *u, struct table *t)
+/* Copies the rows, in blocks (bpf/unwind.h), into a new BPF array: its fd
+ * in t->map_fd and a slot in t->slot, for tables_commit() to put in
+ * cfi_tables. Returns 0, or -1 with t->why set (nothing held). */
+static int table_fill(struct unwinder *u, struct table *t)
 {
     struct cfi_table *ct = t->built;
     uint32_t nblocks = (ct->n + CX_CFI_BLOCK_ROWS - 1) / CX_CFI_BLOCK_ROWS;
@@ -305,7 +313,7 @@ static int table_load(struct unwinder *u, struct table *t)
     __u32 *keys = NULL;
     int fd = -1, slot = -1, err = -1;
 
-    if (u->bytes + bytes > u->o.max_bytes) {
+    if (u->bytes + u->filling_bytes + bytes > u->o.max_bytes) {
         snprintf(t->why, sizeof(t->why),
                  "table of %llu KiB over the cap (%llu of %llu MiB loaded; "
                  "--unwind-tables-max-mb)",
@@ -356,32 +364,75 @@ static int table_load(struct unwinder *u, struct table *t)
             }
         }
     }
-    __u32 key = slot;
-    if (bpf_map_update_elem(u->tables_fd, &key, &fd, BPF_ANY)) {
-        snprintf(t->why, sizeof(t->why), "cannot add the table to cfi_tables: %s", strerror(errno));
-        goto out;
-    }
     t->slot = slot;
-    slot = -1;
-    t->base = ct->base;
+    t->map_fd = fd;
     t->blocks = nblocks;
     t->bytes = bytes;
-    t->rows = ct->n;
-    t->unsupported = unsupported_rows(&ct->stats);
-    t->state = T_LOADED;
-    u->bytes += bytes;
-    u->rows += ct->n;
-    u->unsupported += t->unsupported;
-    u->loaded++;
+    u->filling_bytes += bytes;
+    slot = fd = -1;
     err = 0;
 out:
     if (slot >= 0)
         u->slot_used[slot] = 0;
     if (fd >= 0)
-        close(fd); /* cfi_tables holds the map now, or no one does */
+        close(fd);
     free(blocks);
     free(keys);
     return err;
+}
+
+/* t, filled, now in cfi_tables (ok) or given up (its slot freed). */
+static void table_committed(struct unwinder *u, struct table *t, bool ok, int errno_)
+{
+    struct cfi_table *ct = t->built;
+
+    u->filling_bytes -= t->bytes;
+    close(t->map_fd); /* cfi_tables holds the map now, or no one does */
+    t->map_fd = -1;
+    if (!ok) {
+        u->slot_used[t->slot] = 0;
+        t->slot = -1;
+        t->state = T_NONE;
+        snprintf(t->why, sizeof(t->why), "cannot add the table to cfi_tables: %s",
+                 strerror(errno_));
+        return;
+    }
+    t->base = ct->base;
+    t->rows = ct->n;
+    t->unsupported = unsupported_rows(&ct->stats);
+    t->state = T_LOADED;
+    u->bytes += t->bytes;
+    u->rows += ct->n;
+    u->unsupported += t->unsupported;
+    u->loaded++;
+}
+
+/* Puts the n filled tables in cfi_tables. An update of an array of maps
+ * waits for an RCU grace period (10-20 ms here) so that no BPF program still
+ * sees the old entry: one batch update waits once (Linux 6.7 and later), n
+ * updates n times. Before 5.6, or when the batch fails, one by one. */
+static void tables_commit(struct unwinder *u, struct table **ts, unsigned n)
+{
+    __u32 keys[COMMIT_MAX];
+    int fds[COMMIT_MAX];
+    __u32 count = n;
+
+    if (n == 0)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        keys[i] = (__u32)ts[i]->slot;
+        fds[i] = ts[i]->map_fd;
+    }
+    LIBBPF_OPTS(bpf_map_batch_opts, bo);
+    if (n > 1 && bpf_map_update_batch(u->tables_fd, keys, fds, &count, &bo) == 0) {
+        for (unsigned i = 0; i < n; i++)
+            table_committed(u, ts[i], true, 0);
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        int r = bpf_map_update_elem(u->tables_fd, &keys[i], &fds[i], BPF_ANY);
+        table_committed(u, ts[i], r == 0, r ? errno : 0);
+    }
 }
 
 /* --- processes --- */
@@ -551,6 +602,24 @@ static void table_free(struct unwinder *u, struct table *t)
     free(t);
 }
 
+/* The filled tables into cfi_tables at once, then under their files in
+ * file_unwind; their built rows freed. */
+static void commit_filled(struct unwinder *u, struct table **ts, unsigned n)
+{
+    tables_commit(u, ts, n);
+    for (unsigned i = 0; i < n; i++) {
+        struct table *t = ts[i];
+        if (t->state == T_LOADED) {
+            table_put_files(u, t);
+        } else {
+            log_warn("unwind: %s: no table: %s", t->bin->path, t->why);
+            u->without++;
+        }
+        cfi_table__free(t->built);
+        t->built = NULL;
+    }
+}
+
 void unwinder__poll(struct unwinder *u, uint64_t now_ns)
 {
     struct table *done, *t, *next;
@@ -563,31 +632,36 @@ void unwinder__poll(struct unwinder *u, uint64_t now_ns)
     done = u->done;
     u->done = NULL;
     pthread_mutex_unlock(&u->mu);
+    struct table *filled[COMMIT_MAX];
+    unsigned nfilled = 0;
     for (t = done; t; t = next) {
         next = t->qnext;
         t->qnext = NULL;
         pthread_mutex_lock(&u->mu);
         u->pending--;
         pthread_mutex_unlock(&u->mu);
+        any = true;
         if (t->built) {
             u->built_since_trim += (uint64_t)t->built->n * sizeof(struct cx_cfi_row);
             log_table(t, t->built);
-            if (table_load(u, t)) {
-                t->state = T_NONE;
-                log_warn("unwind: %s: no table: %s", t->bin->path, t->why);
-            } else {
-                table_put_files(u, t);
+            if (table_fill(u, t) == 0) {
+                filled[nfilled++] = t;
+                if (nfilled == COMMIT_MAX) {
+                    commit_filled(u, filled, nfilled);
+                    nfilled = 0;
+                }
+                continue;
             }
+            log_warn("unwind: %s: no table: %s", t->bin->path, t->why);
             cfi_table__free(t->built);
             t->built = NULL;
         } else {
-            t->state = T_NONE;
             log_debug("unwind: %s: no table: %s", t->bin->path, t->why);
         }
-        if (t->state == T_NONE)
-            u->without++;
-        any = true;
+        t->state = T_NONE;
+        u->without++;
     }
+    commit_filled(u, filled, nfilled);
     if (!any)
         return;
     for (unsigned b = 0; b < NBUCKETS; b++)
@@ -737,6 +811,7 @@ void unwinder__free(struct unwinder *u)
         pthread_mutex_unlock(&u->mu);
         pthread_join(u->th, NULL);
     }
+    u->closing = true;
     for (unsigned b = 0; b < NBUCKETS; b++) {
         struct uproc *up, *un;
         for (up = u->procs[b]; up; up = un) {

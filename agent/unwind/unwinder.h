@@ -45,8 +45,10 @@ struct unwinder;
 struct unwinder *unwinder__new(int tables_fd, int procs_fd, int files_fd,
                                const struct unwinder_opts *o, char *err, size_t errlen);
 
-/* Stops the builder and frees every table and entry (the BPF maps are left
- * empty). u may be NULL. */
+/* Stops the builder and frees every table and entry. The BPF maps are left
+ * as they are, not emptied: call it just before the sampler that owns them
+ * is freed (emptying an array of maps waits for an RCU grace period per
+ * table). u may be NULL. */
 void unwinder__free(struct unwinder *u);
 
 /* p's mappings were (re)read: its entry is rebuilt, and binaries seen for

@@ -617,6 +617,52 @@ static void test_cross_check_libc(void **state)
     free(list);
 }
 
+/* Our interpreter against libdw's rows, one address at a time: the same
+ * table, row for row, and the same counts. */
+static void same_both_ways(const char *path)
+{
+    struct cfi_table_opts ol = {.libdw_rows = true};
+    struct cfi_table *a = NULL, *l = NULL;
+    char err[256];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    assert_true(fd >= 0);
+    assert_int_equal(cfi_table__build(fd, NULL, &a, err, sizeof(err)), 0);
+    assert_int_equal(cfi_table__build(fd, &ol, &l, err, sizeof(err)), 0);
+    close(fd);
+    assert_int_equal(a->base, l->base);
+    assert_int_equal(a->n, l->n);
+    for (uint32_t i = 0; i < a->n; i++) {
+        if (memcmp(&a->rows[i], &l->rows[i], sizeof(a->rows[i])) != 0)
+            fail_msg("%s: row %u: pc 0x%x rule 0x%x, libdw pc 0x%x rule 0x%x", path, i,
+                     a->rows[i].pc, a->rows[i].rule, l->rows[i].pc, l->rows[i].rule);
+    }
+    assert_memory_equal(a->stats.unsupported, l->stats.unsupported, sizeof(a->stats.unsupported));
+    assert_memory_equal(a->stats.skipped, l->stats.skipped, sizeof(a->stats.skipped));
+    assert_int_equal(a->stats.rows_raw, l->stats.rows_raw);
+    assert_int_equal(a->stats.signal_rows, l->stats.signal_rows);
+    assert_int_equal(a->stats.end_rows, l->stats.end_rows);
+    assert_int_equal(a->stats.plt_rows, l->stats.plt_rows);
+    cfi_table__free(a);
+    cfi_table__free(l);
+}
+
+static void test_same_as_libdw(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "cfi_omit", "cfi_fp", "cfi_cxx", "cfi_debug_frame", "cfi_debug_frame_z", "cfi_rust"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        same_both_ways(fixture(names[i]));
+    /* libc: signal frames, _start's and clone3's undefined return address,
+     * remember/restore state; libstdc++: a big C++ library. */
+    static const char *const libs[] = {LIBC, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"};
+    for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+        if (access(libs[i], R_OK) == 0)
+            same_both_ways(libs[i]);
+    }
+}
+
 static void test_debug_frame(void **state)
 {
     (void)state;
@@ -858,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_cross_check_fixtures),
         cmocka_unit_test(test_cross_check_rust),
         cmocka_unit_test(test_cross_check_libc),
+        cmocka_unit_test(test_same_as_libdw),
         cmocka_unit_test(test_debug_frame),
         cmocka_unit_test(test_errors_and_caps),
         cmocka_unit_test(test_truncated),
