@@ -107,8 +107,13 @@ def check_page(page, problems):
 
 
 def check_sources(problems):
-    files = subprocess.run(["git", "ls-files", "--", *SOURCE_DIRS], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split()
+    p = subprocess.run(["git", "ls-files", "--", *SOURCE_DIRS], cwd=ROOT, capture_output=True,
+                       text=True)
+    if p.returncode == 0:
+        files = p.stdout.split()
+    else:  # not a git checkout (a tarball): the files as they are
+        files = [os.path.relpath(os.path.join(d, f), ROOT) for s in SOURCE_DIRS
+                 for d, _, fs in os.walk(os.path.join(ROOT, s)) for f in fs]
     files = [f for f in files if f.endswith((".c", ".h"))]
     internals = ""
     for p in glob.glob(os.path.join(ROOT, "docs", "internals", "*.md")):
