@@ -1,6 +1,6 @@
 # CodeXray build. Everything lands in build/.
 #   make          build the agent (installs missing Debian packages first)
-#   make test     unit tests, integration tests (root, real BPF), then the deploy checks
+#   make test     unit tests, integration tests (root, real BPF), the deploy and docs checks
 #   make test-install   Docker, Podman, systemd (nspawn) and the Kubernetes manifest, for real
 #   make test-kernels   the agent under qemu on Debian's kernels (KERNELS="5.10 6.1 6.12 sid")
 #   make deps     install the Debian packages the build and tests need
@@ -54,7 +54,7 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
-.PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check test-install \
+.PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
         test-kernels bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 

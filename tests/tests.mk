@@ -254,7 +254,12 @@ integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B
 deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 	@/usr/bin/python3 tests/deploy/check_deploy.py
 
-test: unit sanitize integration deploy-check fuzz-check
+# README.md and docs/: every relative link resolves, every path named exists,
+# every source file has its page in docs/internals/ (tools/docs_check.py).
+docs-check:
+	@python3 tools/docs_check.py
+
+test: unit sanitize integration deploy-check fuzz-check docs-check
 
 # --- ASan and UBSan: the server's and common/'s unit tests, and the fuzz
 # target of the ingest path (libFuzzer, Debian's clang). Objects of their own
