@@ -23,6 +23,7 @@
 #include "collect.h"
 #include "node.h"
 #include "ship.h"
+#include "symbolize/debuginfod.h"
 #include "worker.h"
 
 static volatile sig_atomic_t stop;
@@ -72,6 +73,7 @@ static const struct config_def agent_opts[] = {
     {"unwind-tables-max-mb", CONFIG_INT, "128", 1, 65536, "MIB",
      "memory for CFI tables in BPF, all binaries together"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
+    CLI_DEBUGINFOD_OPTS,
 };
 #define N_AGENT_OPTS (sizeof(agent_opts) / sizeof(agent_opts[0]))
 
@@ -178,6 +180,7 @@ static int run_agent(int argc, char **argv)
     struct config *c = config__new(agent_opts, N_AGENT_OPTS);
     struct worker *wk = NULL;
     struct shipper *sh = NULL;
+    struct debuginfod *dbg = NULL;
     struct collector col;
     char err[1024], host[256];
     int ret = 1;
@@ -198,6 +201,8 @@ static int run_agent(int argc, char **argv)
         goto out;
     }
     const char *endpoint = config__str(c, "endpoint");
+    /* First: it sets the environment its client reads, before any thread. */
+    dbg = cli__debuginfod(c, config__str(c, "data-dir"), endpoint, config__str(c, "api-key"));
     if (endpoint && *endpoint) {
         struct ship_opts sho = {endpoint, config__str(c, "api-key"), config__str(c, "data-dir"),
                                 (uint64_t)config__int(c, "spool-max")};
@@ -241,7 +246,7 @@ static int run_agent(int argc, char **argv)
                   (unsigned long long)((clock__mono_ns() - t0) / 1000000));
     }
 
-    struct worker_opts wo = {dir, sh, host, 1000000000ull / so.sample_rate_hz, kstacks};
+    struct worker_opts wo = {dir, sh, host, 1000000000ull / so.sample_rate_hz, kstacks, dbg};
     wk = worker__start(&wo);
     if (!wk) {
         log_error("worker: cannot start its thread: %s", strerror(errno));
@@ -280,6 +285,7 @@ static int run_agent(int argc, char **argv)
 out:
     worker__stop(wk); /* the last window is spooled before the shipper's last pass */
     shipper__stop(sh);
+    debuginfod__stop(dbg);
     collector__close(&col);
     config__free(c);
     return ret;

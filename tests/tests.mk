@@ -166,6 +166,19 @@ CFI_WORKLOADS := $(B)/workloads/cfi_split $(B)/workloads/qsort_cb $(B)/workloads
                  $(B)/workloads/vdso_loop \
                  $(B)/workloads/cxx_split $(B)/workloads/rust_split
 WORKLOADS += $(CFI_WORKLOADS)
+# The debuginfod tests' workloads: built with -g, their debug files split out
+# into workloads/debug/ (objcopy --only-keep-debug) and the binaries stripped
+# (--strip-all), as distributions ship them.
+DEBUGINFOD_WORKLOADS := $(B)/workloads/stripped_split $(B)/workloads/stripped_cxx
+WORKLOADS += $(DEBUGINFOD_WORKLOADS)
+$(B)/workloads/stripped_split: $(B)/workloads/cfi_split
+	@mkdir -p $(B)/workloads/debug
+	objcopy --only-keep-debug $< $(B)/workloads/debug/$(notdir $@).debug
+	strip --strip-all -o $@ $<
+$(B)/workloads/stripped_cxx: $(B)/workloads/cxx_split
+	@mkdir -p $(B)/workloads/debug
+	objcopy --only-keep-debug $< $(B)/workloads/debug/$(notdir $@).debug
+	strip --strip-all -o $@ $<
 $(B)/workloads/cfi_split: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<

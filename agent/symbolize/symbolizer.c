@@ -4,6 +4,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -15,6 +16,8 @@
 
 #include "../../common/hmap.h"
 #include "../../common/log.h"
+#include "debuginfod.h"
+#include "debuglink.h"
 #include "demangle.h"
 #include "dwarf_scopes.h"
 #include "gopclntab.h"
@@ -24,12 +27,18 @@
 /* Results cached per binary before symbolizer__trim() starts over. */
 #define CACHE_MAX_ENTRIES 200000
 #define MAX_SEGMENTS 64
+/* Binaries the window summary names (those with the most unnamed frames). */
+#define SUMMARY_TOP 5
 
 struct segment {
     uint64_t offset, filesz, vaddr;
 };
 
 struct cu_range;
+
+/* Where a binary that lacks names stands with debuginfod. */
+enum dbg_state { DBG_NOT_ASKED, DBG_NO_ID, DBG_PENDING, DBG_FAILED, DBG_FETCHED };
+static const char *const dbg_names[] = {"not_asked", "no_build_id", "pending", "failed", "fetched"};
 
 struct binsyms {
     Dwfl *dwfl;
@@ -53,6 +62,17 @@ struct binsyms {
      * resolve); it reads the file's image that libdwfl holds. */
     struct gopclntab *go;
 
+    /* debuginfod: the fetched debug file (NULL until it is here), whether
+     * find_debuginfo handed it out already (a second call is for a dwz
+     * file), the window it was last asked about, frames left unnamed in
+     * this window (the window summary's list). Kept across a reload. */
+    enum dbg_state dbg;
+    char *fetched;
+    bool fetched_used;
+    unsigned epoch;
+    uint64_t unnamed_window;
+    const char *name; /* the binary's base name; lives as long as it */
+
     struct hmap *strings; /* interned names, stored with their NUL */
     struct hmap *cache;   /* (offset << 1 | is_return) -> index into results */
     struct sym_result *results;
@@ -66,7 +86,12 @@ struct symbolizer {
     size_t nall, cap_all;
     struct binary *vdso; /* binary__open_vdso(), on first use */
     bool vdso_tried;
+    unsigned epoch; /* windows: symbolizer__trim() counts them */
 };
+
+/* The background fetcher (debuginfod.h), when there is one. Set once,
+ * before the first lookup, by symbolizer__set_debuginfod. */
+static struct debuginfod *fetcher;
 
 /* Only one symbolizer exists per process (the worker's); syms_free needs to
  * find it without a back pointer in every binary. */
@@ -96,12 +121,44 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 
 static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debug" */
 
+/* libdwfl's search for a separate debug file. Without a fetcher it is
+ * libdwfl's own. With one, DEBUGINFOD_URLS is set, and libdwfl's search
+ * would end by asking those servers itself, in this thread: so the local
+ * places are searched here (/usr/lib/debug/.build-id/, then the fetched
+ * file, then .gnu_debuglink), and never the network. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    struct binsyms *bs = userdata ? *userdata : NULL;
+    int fd;
+
+    if (!fetcher)
+        return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                            debuglink_crc, debuginfo_file_name);
+    fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                      debuglink_crc, debuginfo_file_name);
+    if (fd >= 0)
+        return fd;
+    if (bs && bs->fetched && !bs->fetched_used) {
+        fd = open(bs->fetched, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            bs->fetched_used = true;
+            *debuginfo_file_name = strdup(bs->fetched);
+            return fd;
+        }
+    }
+    return debuglink__open(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+}
+
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
+
+static void release(struct binsyms *bs);
 
 static void binsyms_free(void *p)
 {
@@ -119,6 +176,14 @@ static void binsyms_free(void *p)
         }
     }
     pthread_mutex_unlock(&all_mu);
+    release(bs);
+    free(bs->fetched);
+    free(bs);
+}
+
+/* Frees what bs holds (not bs, not its fetched path). */
+static void release(struct binsyms *bs)
+{
     if (bs->dwfl && !bs->broken)
         dwfl_end(bs->dwfl);
     gopclntab__free(bs->go);
@@ -131,7 +196,6 @@ static void binsyms_free(void *p)
     hmap__free(bs->cache);
     free(bs->results);
     free(bs->cu_ranges);
-    free(bs);
 }
 
 struct symbolizer *symbolizer__new(void)
@@ -140,8 +204,6 @@ struct symbolizer *symbolizer__new(void)
 
     if (!s)
         return NULL;
-    /* Never reach out to a debuginfod server from a privileged agent. */
-    unsetenv("DEBUGINFOD_URLS");
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = on_sigbus;
@@ -237,6 +299,10 @@ static void load(struct binsyms *bs, struct binary *b)
         return;
     }
     bs->bias = bias;
+    void **ud = NULL; /* find_debuginfo's way back to bs */
+    dwfl_module_info(bs->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (ud)
+        *ud = bs;
     /* File offsets become ELF addresses through the loadable segments. */
     if (elf_getphdrnum(elf, &nph) == 0) {
         for (size_t i = 0; i < nph && bs->nseg < MAX_SEGMENTS; i++) {
@@ -273,11 +339,33 @@ static void load(struct binsyms *bs, struct binary *b)
                  "it keeps only its exported symbols (.dynsym): internal functions have no name "
                  "and no debug file was found under /usr/lib/debug/.build-id/");
     }
+    if (bs->why[0] && bs->fetched && debugfile)
+        bs->why[0] = '\0'; /* the fetched file names what it can */
     log_debug("symbols: %s: loaded symbols=%d table_bytes=%zu symtab=%d dwarf=%d debug_file=%s "
               "gopclntab=%s",
               b->path, bs->nsyms, symtab__bytes(bs->symtab), bs->has_symtab, bs->has_dwarf,
               debugfile ? debugfile : "none",
               bs->go ? gopclntab__version(bs->go) : (is_go ? "unreadable" : "none"));
+}
+
+/* Empties bs for a fresh load, keeping what survives one (its place in the
+ * symbolizer's list, the debuginfod state and fetched file). Out of memory,
+ * bs is left without tables: its frames go unnamed. */
+static void reset(struct binsyms *bs)
+{
+    struct binsyms keep = {.dbg = bs->dbg,
+                           .fetched = bs->fetched,
+                           .epoch = bs->epoch,
+                           .unnamed_window = bs->unnamed_window,
+                           .name = bs->name};
+    release(bs);
+    *bs = keep;
+    bs->strings = hmap__new();
+    bs->cache = hmap__new();
+    if (!bs->strings || !bs->cache) {
+        bs->broken = true; /* nothing is read; lookups find no module */
+        snprintf(bs->why, sizeof(bs->why), "out of memory");
+    }
 }
 
 static void give_up(struct binsyms *bs, struct binary *b)
@@ -289,10 +377,75 @@ static void give_up(struct binsyms *bs, struct binary *b)
     log_warn("symbols: %s: %s; its frames stay unnamed", b->path, bs->why);
 }
 
+/* Asks the fetcher about a binary that lacks names: called after each
+ * load, and again in each later window while its file is on its way.
+ * Returns true when the file is here and bs should be loaded anew. */
+static bool ask_debuginfod(struct binsyms *bs, struct binary *b)
+{
+    char path[4096], why[256];
+    size_t l;
+
+    if (!fetcher || bs->broken || !bs->mod || bs->dbg == DBG_FETCHED || !bs->why[0] || bs->go)
+        return false;
+    if (!b->build_id[0]) {
+        bs->dbg = DBG_NO_ID;
+        return false;
+    }
+    enum debuginfod_state st =
+        debuginfod__want(fetcher, b->build_id, b->path, path, sizeof(path), why, sizeof(why));
+    if (st == DEBUGINFOD_READY) {
+        free(bs->fetched);
+        bs->fetched = strdup(path);
+        return bs->fetched != NULL;
+    }
+    bool first = bs->dbg == DBG_NOT_ASKED;
+    bs->dbg = st == DEBUGINFOD_FAILED ? DBG_FAILED : DBG_PENDING;
+    if (first && (l = strlen(bs->why)) < sizeof(bs->why))
+        snprintf(bs->why + l, sizeof(bs->why) - l, "; %s",
+                 st == DEBUGINFOD_FAILED ? "debuginfod has no debug file for it yet"
+                                         : "its debug file is being fetched from debuginfod "
+                                           "(named from a later window)");
+    return false;
+}
+
+/* Loads b's symbols into bs (empty but for what survives a reload), under
+ * the SIGBUS guard; then once more if debuginfod has its file already. */
+static void load_guarded(struct symbolizer *s, struct binsyms *bs, struct binary *b)
+{
+    sigjmp_buf jb;
+
+    bs->epoch = s->epoch;
+    bs->name = b->name;
+    if (sigsetjmp(jb, 1) == 0) {
+        sigbus_guard = &jb;
+        load(bs, b);
+        if (ask_debuginfod(bs, b)) {
+            reset(bs);
+            load(bs, b);
+            bs->dbg = DBG_FETCHED;
+            log_info("symbols: %s build_id=%s: named from the debug file debuginfod fetched (%s)",
+                     b->path, b->build_id, bs->why[0] ? bs->why : "symbols and DWARF");
+        }
+    } else {
+        give_up(bs, b);
+    }
+    sigbus_guard = NULL;
+}
+
 static struct binsyms *get(struct symbolizer *s, struct binary *b)
 {
     struct binsyms *bs = b->syms;
 
+    /* A binary waiting for its debug file is asked about once a window, at
+     * its first lookup, when no result of it is held: a reload then frees
+     * nothing in use. */
+    if (bs && (bs->dbg == DBG_PENDING || bs->dbg == DBG_FAILED) && bs->epoch != s->epoch) {
+        bs->epoch = s->epoch;
+        if (ask_debuginfod(bs, b)) {
+            reset(bs);
+            load_guarded(s, bs, b);
+        }
+    }
     if (bs)
         return bs;
     bs = calloc(1, sizeof(*bs));
@@ -318,14 +471,7 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
     }
     s->all[s->nall++] = bs;
     pthread_mutex_unlock(&all_mu);
-    sigjmp_buf jb;
-    if (sigsetjmp(jb, 1) == 0) {
-        sigbus_guard = &jb;
-        load(bs, b);
-    } else {
-        give_up(bs, b);
-    }
-    sigbus_guard = NULL;
+    load_guarded(s, bs, b);
     b->syms = bs;
     b->syms_free = binsyms_free;
     return bs;
@@ -620,6 +766,13 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
         resolve(bs, file_offset, false, r);
 }
 
+/* Counts r for the window summary when it is unnamed; returns it. */
+static const struct sym_result *counted(struct binsyms *bs, const struct sym_result *r)
+{
+    bs->unnamed_window += !r->named;
+    return r;
+}
+
 const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary *b,
                                             uint64_t file_offset, bool is_return)
 {
@@ -628,11 +781,11 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     uint64_t key = file_offset << 1 | is_return;
     long i;
 
-    if (!bs)
+    if (!bs || !bs->cache || !bs->strings)
         return &oom;
     i = hmap__find(bs->cache, &key, sizeof(key));
     if (i >= 0)
-        return &bs->results[*hmap__val(bs->cache, i)];
+        return counted(bs, &bs->results[*hmap__val(bs->cache, i)]);
     /* Room for the result first, so a key never exists without one. */
     if (bs->nresults == bs->cap_results) {
         size_t cap = bs->cap_results ? bs->cap_results * 2 : 256;
@@ -657,6 +810,7 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     }
     sigbus_guard = NULL;
     *hmap__val(bs->cache, i) = bs->nresults++;
+    bs->unnamed_window += !r->named;
     if (!r->named && !bs->logged) {
         bs->logged = true;
         /* load() says why where symbols or debug information are missing:
@@ -694,11 +848,66 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
     return bs && bs->has_dwarf;
 }
 
-void symbolizer__trim(struct symbolizer *s)
+void symbolizer__set_debuginfod(struct symbolizer *s, struct debuginfod *d)
 {
+    (void)s;
+    fetcher = d;
+}
+
+static int by_unnamed(const void *a, const void *b)
+{
+    const struct binsyms *x = *(struct binsyms *const *)a, *y = *(struct binsyms *const *)b;
+    return x->unnamed_window > y->unnamed_window ? -1 : x->unnamed_window < y->unnamed_window;
+}
+
+void symbolizer__unnamed_summary(struct symbolizer *s, char *out, size_t n)
+{
+    struct binsyms *top[SUMMARY_TOP];
+    size_t k = 0, more = 0, len = 0;
+
+    out[0] = '\0';
     pthread_mutex_lock(&all_mu);
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
+        if (!bs->unnamed_window)
+            continue;
+        if (k < SUMMARY_TOP) {
+            top[k++] = bs;
+            continue;
+        }
+        /* Keep the biggest: replace the smallest held. */
+        size_t min = 0;
+        for (size_t j = 1; j < k; j++)
+            if (top[j]->unnamed_window < top[min]->unnamed_window)
+                min = j;
+        more++;
+        if (bs->unnamed_window > top[min]->unnamed_window)
+            top[min] = bs;
+    }
+    qsort(top, k, sizeof(top[0]), by_unnamed);
+    for (size_t j = 0; j < k && len + 1 < n; j++) {
+        int w =
+            snprintf(out + len, n - len, "%s%s:%llu:debuginfod=%s", j ? "," : "",
+                     top[j]->name ? top[j]->name : "?", (unsigned long long)top[j]->unnamed_window,
+                     fetcher ? dbg_names[top[j]->dbg] : "off");
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (more && len + 1 < n)
+        snprintf(out + len, n - len, ",+%zu", more);
+    pthread_mutex_unlock(&all_mu);
+    if (!out[0] && n > 1)
+        snprintf(out, n, "none");
+}
+
+void symbolizer__trim(struct symbolizer *s)
+{
+    pthread_mutex_lock(&all_mu);
+    s->epoch++;
+    for (size_t i = 0; i < s->nall; i++) {
+        struct binsyms *bs = s->all[i];
+        bs->unnamed_window = 0;
         if (hmap__len(bs->cache) < CACHE_MAX_ENTRIES)
             continue;
         struct hmap *c = hmap__new(), *st = hmap__new();
