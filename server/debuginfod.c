@@ -19,8 +19,9 @@
 #include "../common/log.h"
 
 /* A miss upstream is remembered this long: a fleet asking for a build id no
- * one has does not ask upstream once per agent. */
-#define MISS_TTL_NS (60ull * 1000000000ull)
+ * one has does not ask upstream once per agent. Short: libdebuginfod calls
+ * a server that timed out, with another that said 404, a miss too. */
+#define MISS_TTL_NS (15ull * 1000000000ull)
 /* Misses remembered at most; past it the table starts over. */
 #define MISS_MAX 100000
 /* Upstream fetches at once (HTTP worker threads they hold); more: 503. */
@@ -316,7 +317,7 @@ int dbgsrv__open(struct dbgsrv *s, const char *id, const char *kind, int *fd, ui
     if (mi >= 0 && *hmap__val(s->misses, mi) > clock__mono_ns()) {
         pthread_mutex_unlock(&s->mu);
         count(s, M_MISSES, 1);
-        snprintf(why, whylen, "no upstream server has it (asked less than a minute ago)");
+        snprintf(why, whylen, "no upstream server has it (asked seconds ago)");
         return -ENOENT;
     }
     if (s->ninflight >= FETCHES_MAX) {
