@@ -231,10 +231,14 @@ static int fetch(struct dbgsrv *s, const char *id, const char *kind, char *why, 
         fd = debuginfod_find_debuginfo(c, (const unsigned char *)id, 0, &path);
     uint64_t ms = (clock__mono_ns() - t0) / 1000000;
     if (fd < 0) {
+        /* libdebuginfod says ENOENT also when a server timed out and another
+         * said 404: a miss that took the whole timeout may be a slow server. */
+        bool miss = fd == -ENOENT && ms < (uint64_t)s->o.timeout_s * 1000;
         count(s, M_FETCH_FAILED, 1);
-        ret = fd == -ENOENT ? -ENOENT : -EAGAIN;
+        ret = miss ? -ENOENT : -EAGAIN;
         snprintf(why, n, "upstream: %s",
-                 fd == -ENOENT ? "no upstream server has it" : strerror(-fd));
+                 miss ? "no upstream server has it"
+                      : (fd == -ENOENT ? "an upstream server timed out" : strerror(-fd)));
         log_info("debuginfod: %s/%s from upstream: %s (%llu ms)", id, kind, why,
                  (unsigned long long)ms);
         goto out;
