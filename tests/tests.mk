@@ -3,7 +3,8 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query
+              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query \
+              test_debugfile test_dbgsrv
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -22,6 +23,13 @@ $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,serve
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query.c) \
 	    $(LDLIBS) -lcmocka
+
+# The server's debuginfod paths.
+$(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c) \
+	    $(LDLIBS) -lcmocka
+$(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.

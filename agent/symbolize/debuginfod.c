@@ -116,7 +116,8 @@ static int on_progress(debuginfod_client *c, long done, long total)
     return __atomic_load_n(&d->stopping, __ATOMIC_RELAXED);
 }
 
-/* Fetches id into DIR/files (or finds it there). Returns 0, or -1 with why. */
+/* Fetches id into DIR/files (or finds it there). Returns 0 (fetched), 1
+ * (found there), or -1 with why; *not_found when no server has it. */
 static int fetch(struct debuginfod *d, debuginfod_client *c, const char *id, char *why, size_t n)
 {
     char dst[4096], *path = NULL;
@@ -130,7 +131,7 @@ static int fetch(struct debuginfod *d, debuginfod_client *c, const char *id, cha
         close(fd);
         if (ret == 0) {
             utimensat(AT_FDCWD, dst, NULL, 0);
-            return 0;
+            return 1;
         }
         unlink(dst);
     }
@@ -213,12 +214,12 @@ static void *run(void *arg)
         struct entry *e = &d->entries[i];
         e->queued = false;
         d->busy = false;
-        if (r == 0) {
+        if (r >= 0) {
             e->state = DEBUGINFOD_READY;
             e->failures = 0;
-            log_info("debuginfod: %s build_id=%s: debug file fetched in %llu ms; its frames are "
+            log_info("debuginfod: %s build_id=%s: debug file %s in %llu ms; its frames are "
                      "named from the next window",
-                     what, id, (unsigned long long)ms);
+                     what, id, r ? "found in the cache" : "fetched", (unsigned long long)ms);
         } else {
             e->state = DEBUGINFOD_FAILED;
             e->failures++;
@@ -227,8 +228,11 @@ static void *run(void *arg)
                 wait = RETRY_MAX_NS;
             e->retry_ns = clock__mono_ns() + wait;
             snprintf(e->why, sizeof(e->why), "%s", why);
+            /* A miss is the common case (most binaries have no debug file
+             * anywhere): info; anything else (refused, unreachable) warns. */
             if (!e->logged)
-                log_warn("debuginfod: %s build_id=%s: no debug file: %s (asked %s in %llu ms; "
+                log__msg(strstr(why, "(404)") ? LOG_INFO : LOG_WARN,
+                         "debuginfod: %s build_id=%s: no debug file: %s (asked %s in %llu ms; "
                          "asked again in %llu s, logged once)",
                          what, id, why, d->urls, (unsigned long long)ms,
                          (unsigned long long)(wait / 1000000000ull));
