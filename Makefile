@@ -33,6 +33,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
              agent/symbolize/gopclntab.c agent/symbolize/plt.c \
              agent/symbolize/debuginfod.c agent/symbolize/debuglink.c \
+             agent/symbolize/symbolizer_debuginfod.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c \
              agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
              agent/unwind/go_table.c agent/unwind/unwinder.c \

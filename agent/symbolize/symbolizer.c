@@ -16,82 +16,15 @@
 
 #include "../../common/hmap.h"
 #include "../../common/log.h"
-#include "debuginfod.h"
-#include "debuglink.h"
 #include "demangle.h"
 #include "dwarf_scopes.h"
 #include "gopclntab.h"
 #include "plt.h"
+#include "symbolizer_int.h"
 #include "symtab.h"
 
 /* Results cached per binary before symbolizer__trim() starts over. */
 #define CACHE_MAX_ENTRIES 200000
-#define MAX_SEGMENTS 64
-/* Binaries the window summary names (those with the most unnamed frames). */
-#define SUMMARY_TOP 5
-
-struct segment {
-    uint64_t offset, filesz, vaddr;
-};
-
-struct cu_range;
-
-/* Where a binary that lacks names stands with debuginfod. */
-enum dbg_state { DBG_NOT_ASKED, DBG_NO_ID, DBG_PENDING, DBG_FAILED, DBG_FETCHED };
-static const char *const dbg_names[] = {"not_asked", "no_build_id", "pending", "failed", "fetched"};
-
-struct binsyms {
-    Dwfl *dwfl;
-    Dwfl_Module *mod;
-    uint64_t bias; /* module address = ELF vaddr + bias */
-    struct segment seg[MAX_SEGMENTS];
-    unsigned nseg;
-    bool has_symtab, has_dwarf;
-    int nsyms;
-    struct symtab *symtab;      /* the symbols by address (symtab.h) */
-    struct plt *plt;            /* PLT stubs' names (plt.h) */
-    char why[512];              /* "" when it has symbols */
-    struct cu_range *cu_ranges; /* see find_cu */
-    struct hmap *cu_index;      /* a unit's DIE offset -> its struct cu_scopes * */
-    size_t ncu_ranges;
-    bool cu_ranges_built;
-    Dwarf_Addr dwarf_bias;
-    bool logged;
-    bool broken; /* a SIGBUS while reading it: nothing more is read */
-    /* A Go binary's own line table, which names its Go code first (see
-     * resolve); it reads the file's image that libdwfl holds. */
-    struct gopclntab *go;
-
-    /* debuginfod: the fetched debug file (NULL until it is here), whether
-     * find_debuginfo handed it out already (a second call is for a dwz
-     * file), the window it was last asked about, frames left unnamed in
-     * this window (the window summary's list). Kept across a reload. */
-    enum dbg_state dbg;
-    char *fetched;
-    bool fetched_used;
-    unsigned epoch;
-    uint64_t unnamed_window;
-    const char *name; /* the binary's base name; lives as long as it */
-
-    struct hmap *strings; /* interned names, stored with their NUL */
-    struct hmap *cache;   /* (offset << 1 | is_return) -> index into results */
-    struct sym_result *results;
-    size_t nresults, cap_results;
-};
-
-struct symbolizer {
-    /* Binaries whose state we made, so trim can visit them. Weak: a binary
-     * freed elsewhere frees its state through syms_free, which unlists it. */
-    struct binsyms **all;
-    size_t nall, cap_all;
-    struct binary *vdso; /* binary__open_vdso(), on first use */
-    bool vdso_tried;
-    unsigned epoch; /* windows: symbolizer__trim() counts them */
-};
-
-/* The background fetcher (debuginfod.h), when there is one. Set once,
- * before the first lookup, by symbolizer__set_debuginfod. */
-static struct debuginfod *fetcher;
 
 /* Only one symbolizer exists per process (the worker's); syms_free needs to
  * find it without a back pointer in every binary. */
@@ -100,7 +33,7 @@ static struct symbolizer *the_symbolizer;
  * the main thread (its cache sweep) while the worker walks the list. The
  * binsyms themselves need no lock: a binary no one references is used by no
  * one. */
-static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t symbolizer_all_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* libdwfl maps binaries into memory. A user who truncates a file the agent
  * has mapped would make the next read of it raise SIGBUS and kill the agent:
@@ -121,39 +54,9 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 
 static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debug" */
 
-/* libdwfl's search for a separate debug file. Without a fetcher it is
- * libdwfl's own. With one, DEBUGINFOD_URLS is set, and libdwfl's search
- * would end by asking those servers itself, in this thread: so the local
- * places are searched here (/usr/lib/debug/.build-id/, then the fetched
- * file, then .gnu_debuglink), and never the network. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-                          const char *file_name, const char *debuglink_file,
-                          GElf_Word debuglink_crc, char **debuginfo_file_name)
-{
-    struct binsyms *bs = userdata ? *userdata : NULL;
-    int fd;
-
-    if (!fetcher)
-        return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-                                            debuglink_crc, debuginfo_file_name);
-    fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-                                      debuglink_crc, debuginfo_file_name);
-    if (fd >= 0)
-        return fd;
-    if (bs && bs->fetched && !bs->fetched_used) {
-        fd = open(bs->fetched, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            bs->fetched_used = true;
-            *debuginfo_file_name = strdup(bs->fetched);
-            return fd;
-        }
-    }
-    return debuglink__open(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
-}
-
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = find_debuginfo,
+    .find_debuginfo = symbolizer_find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
@@ -167,7 +70,7 @@ static void binsyms_free(void *p)
 
     if (!bs)
         return;
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     s = the_symbolizer;
     for (size_t i = 0; s && i < s->nall; i++) {
         if (s->all[i] == bs) {
@@ -175,7 +78,7 @@ static void binsyms_free(void *p)
             break;
         }
     }
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
     release(bs);
     free(bs->fetched);
     free(bs);
@@ -209,9 +112,9 @@ struct symbolizer *symbolizer__new(void)
     sa.sa_sigaction = on_sigbus;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigaction(SIGBUS, &sa, NULL);
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     the_symbolizer = s;
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
     return s;
 }
 
@@ -229,10 +132,10 @@ void symbolizer__free(struct symbolizer *s)
     if (!s)
         return;
     binary__put(s->vdso); /* while its state can still be unlisted */
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     if (the_symbolizer == s)
         the_symbolizer = NULL;
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
     free(s->all);
     free(s);
 }
@@ -377,37 +280,6 @@ static void give_up(struct binsyms *bs, struct binary *b)
     log_warn("symbols: %s: %s; its frames stay unnamed", b->path, bs->why);
 }
 
-/* Asks the fetcher about a binary that lacks names: called after each
- * load, and again in each later window while its file is on its way.
- * Returns true when the file is here and bs should be loaded anew. */
-static bool ask_debuginfod(struct binsyms *bs, struct binary *b)
-{
-    char path[4096], why[256];
-    size_t l;
-
-    if (!fetcher || bs->broken || !bs->mod || bs->dbg == DBG_FETCHED || !bs->why[0] || bs->go)
-        return false;
-    if (!b->build_id[0]) {
-        bs->dbg = DBG_NO_ID;
-        return false;
-    }
-    enum debuginfod_state st =
-        debuginfod__want(fetcher, b->build_id, b->path, path, sizeof(path), why, sizeof(why));
-    if (st == DEBUGINFOD_READY) {
-        free(bs->fetched);
-        bs->fetched = strdup(path);
-        return bs->fetched != NULL;
-    }
-    bool first = bs->dbg == DBG_NOT_ASKED;
-    bs->dbg = st == DEBUGINFOD_FAILED ? DBG_FAILED : DBG_PENDING;
-    if (first && (l = strlen(bs->why)) < sizeof(bs->why))
-        snprintf(bs->why + l, sizeof(bs->why) - l, "; %s",
-                 st == DEBUGINFOD_FAILED ? "debuginfod has no debug file for it yet"
-                                         : "its debug file is being fetched from debuginfod "
-                                           "(named from a later window)");
-    return false;
-}
-
 /* Loads b's symbols into bs (empty but for what survives a reload), under
  * the SIGBUS guard; then once more if debuginfod has its file already. */
 static void load_guarded(struct symbolizer *s, struct binsyms *bs, struct binary *b)
@@ -419,7 +291,7 @@ static void load_guarded(struct symbolizer *s, struct binsyms *bs, struct binary
     if (sigsetjmp(jb, 1) == 0) {
         sigbus_guard = &jb;
         load(bs, b);
-        if (ask_debuginfod(bs, b)) {
+        if (symbolizer_ask_debuginfod(bs, b)) {
             reset(bs);
             load(bs, b);
             bs->dbg = DBG_FETCHED;
@@ -441,7 +313,7 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
      * nothing in use. */
     if (bs && (bs->dbg == DBG_PENDING || bs->dbg == DBG_FAILED) && bs->epoch != s->epoch) {
         bs->epoch = s->epoch;
-        if (ask_debuginfod(bs, b)) {
+        if (symbolizer_ask_debuginfod(bs, b)) {
             reset(bs);
             load_guarded(s, bs, b);
         }
@@ -457,12 +329,12 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
         binsyms_free(bs);
         return NULL;
     }
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     if (s->nall == s->cap_all) {
         size_t cap = s->cap_all ? s->cap_all * 2 : 64;
         struct binsyms **a = realloc(s->all, cap * sizeof(*a));
         if (!a) {
-            pthread_mutex_unlock(&all_mu);
+            pthread_mutex_unlock(&symbolizer_all_mu);
             binsyms_free(bs);
             return NULL;
         }
@@ -470,7 +342,7 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
         s->cap_all = cap;
     }
     s->all[s->nall++] = bs;
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
     load_guarded(s, bs, b);
     b->syms = bs;
     b->syms_free = binsyms_free;
@@ -848,62 +720,9 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
     return bs && bs->has_dwarf;
 }
 
-void symbolizer__set_debuginfod(struct symbolizer *s, struct debuginfod *d)
-{
-    (void)s;
-    fetcher = d;
-}
-
-static int by_unnamed(const void *a, const void *b)
-{
-    const struct binsyms *x = *(struct binsyms *const *)a, *y = *(struct binsyms *const *)b;
-    return x->unnamed_window > y->unnamed_window ? -1 : x->unnamed_window < y->unnamed_window;
-}
-
-void symbolizer__unnamed_summary(struct symbolizer *s, char *out, size_t n)
-{
-    struct binsyms *top[SUMMARY_TOP];
-    size_t k = 0, more = 0, len = 0;
-
-    out[0] = '\0';
-    pthread_mutex_lock(&all_mu);
-    for (size_t i = 0; i < s->nall; i++) {
-        struct binsyms *bs = s->all[i];
-        if (!bs->unnamed_window)
-            continue;
-        if (k < SUMMARY_TOP) {
-            top[k++] = bs;
-            continue;
-        }
-        /* Keep the biggest: replace the smallest held. */
-        size_t min = 0;
-        for (size_t j = 1; j < k; j++)
-            if (top[j]->unnamed_window < top[min]->unnamed_window)
-                min = j;
-        more++;
-        if (bs->unnamed_window > top[min]->unnamed_window)
-            top[min] = bs;
-    }
-    qsort(top, k, sizeof(top[0]), by_unnamed);
-    for (size_t j = 0; j < k && len + 1 < n; j++) {
-        int w =
-            snprintf(out + len, n - len, "%s%s:%llu:debuginfod=%s", j ? "," : "",
-                     top[j]->name ? top[j]->name : "?", (unsigned long long)top[j]->unnamed_window,
-                     fetcher ? dbg_names[top[j]->dbg] : "off");
-        if (w < 0)
-            break;
-        len += (size_t)w;
-    }
-    if (more && len + 1 < n)
-        snprintf(out + len, n - len, ",+%zu", more);
-    pthread_mutex_unlock(&all_mu);
-    if (!out[0] && n > 1)
-        snprintf(out, n, "none");
-}
-
 void symbolizer__trim(struct symbolizer *s)
 {
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     s->epoch++;
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
@@ -922,5 +741,5 @@ void symbolizer__trim(struct symbolizer *s)
         bs->strings = st;
         bs->nresults = 0;
     }
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
 }

@@ -22,9 +22,8 @@ static void test_parse_path(void **state)
                      0);
     assert_string_equal(id, "459c42dee68c3e90ee9fa9ef063597ff98368475");
     assert_string_equal(kind, "debuginfo");
-    assert_int_equal(dbgsrv__parse_path("/debuginfod/buildid/0011223344556677/executable", id,
-                                        &kind),
-                     0);
+    assert_int_equal(
+        dbgsrv__parse_path("/debuginfod/buildid/0011223344556677/executable", id, &kind), 0);
     assert_string_equal(kind, "executable");
     static const char *const bad[] = {
         "/debuginfod/buildid/0011223344556677/source/etc/passwd", /* sources: not served */

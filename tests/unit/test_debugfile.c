@@ -40,12 +40,12 @@ static void test_valid_id(void **state)
     long_id[sizeof(long_id) - 1] = '\0';
     assert_false(debugfile__valid_id(long_id)); /* 130 digits */
     long_id[DEBUGFILE_ID_MAX] = '\0';
-    assert_true(debugfile__valid_id(long_id)); /* 128: the most */
-    assert_false(debugfile__valid_id("459C42DEE68C3E90"));   /* uppercase */
-    assert_false(debugfile__valid_id("459c42dee68c3e9"));    /* odd */
-    assert_false(debugfile__valid_id("0123"));               /* too short */
-    assert_false(debugfile__valid_id("../../etc/passwd"));   /* a path */
-    assert_false(debugfile__valid_id("00112233/44556677"));  /* a slash */
+    assert_true(debugfile__valid_id(long_id));              /* 128: the most */
+    assert_false(debugfile__valid_id("459C42DEE68C3E90"));  /* uppercase */
+    assert_false(debugfile__valid_id("459c42dee68c3e9"));   /* odd */
+    assert_false(debugfile__valid_id("0123"));              /* too short */
+    assert_false(debugfile__valid_id("../../etc/passwd"));  /* a path */
+    assert_false(debugfile__valid_id("00112233/44556677")); /* a slash */
     assert_false(debugfile__valid_id("0011223344556677 ")); /* trailing space */
     assert_false(debugfile__valid_id(""));
     assert_false(debugfile__valid_id(NULL));
@@ -177,7 +177,7 @@ static void test_client_cache_without_server(void **state)
 {
     (void)state;
     char dir[] = "/tmp/cx-dbgd-XXXXXX", id[BINARY_BUILD_ID_MAX * 2 + 1],
-        other[BINARY_BUILD_ID_MAX * 2 + 1], p[512], path[4096], why[256], err[256];
+         other[BINARY_BUILD_ID_MAX * 2 + 1], p[512], path[4096], why[256], err[256];
 
     assert_non_null(mkdtemp(dir));
     read_id(DEBUG_FILE, id);
