@@ -77,7 +77,9 @@ static void reason(int rc, char *why, size_t n)
 {
     switch (-rc) {
     case ENOENT:
-        snprintf(why, n, "no server has it (404)");
+        /* libdebuginfod says ENOENT for a 404 and for other HTTP errors
+         * (a 503 from a server whose upstream is away) alike. */
+        snprintf(why, n, "no server gave it (HTTP 404 or another error status)");
         break;
     case EFBIG:
         snprintf(why, n, "larger than the cap");
@@ -231,7 +233,7 @@ static void *run(void *arg)
             /* A miss is the common case (most binaries have no debug file
              * anywhere): info; anything else (refused, unreachable) warns. */
             if (!e->logged)
-                log__msg(strstr(why, "(404)") ? LOG_INFO : LOG_WARN,
+                log__msg(strstr(why, "no server gave it") ? LOG_INFO : LOG_WARN,
                          "debuginfod: %s build_id=%s: no debug file: %s (asked %s in %llu ms; "
                          "asked again in %llu s, logged once)",
                          what, id, why, d->urls, (unsigned long long)ms,

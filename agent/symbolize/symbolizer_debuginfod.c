@@ -16,8 +16,7 @@
 
 struct debuginfod *symbolizer_fetcher;
 
-static const char *const dbg_names[] = {"not_asked", "no_build_id", "pending", "failed",
-                                        "fetched"};
+static const char *const dbg_names[] = {"not_asked", "no_build_id", "pending", "failed", "fetched"};
 
 /* libdwfl's search for a separate debug file. Without a symbolizer_fetcher it is
  * libdwfl's own. With one, DEBUGINFOD_URLS is set, and libdwfl's search
@@ -57,14 +56,15 @@ bool symbolizer_ask_debuginfod(struct binsyms *bs, struct binary *b)
     char path[4096], why[256];
     size_t l;
 
-    if (!symbolizer_fetcher || bs->broken || !bs->mod || bs->dbg == DBG_FETCHED || !bs->why[0] || bs->go)
+    if (!symbolizer_fetcher || bs->broken || !bs->mod || bs->dbg == DBG_FETCHED || !bs->why[0] ||
+        bs->go)
         return false;
     if (!b->build_id[0]) {
         bs->dbg = DBG_NO_ID;
         return false;
     }
-    enum debuginfod_state st =
-        debuginfod__want(symbolizer_fetcher, b->build_id, b->path, path, sizeof(path), why, sizeof(why));
+    enum debuginfod_state st = debuginfod__want(symbolizer_fetcher, b->build_id, b->path, path,
+                                                sizeof(path), why, sizeof(why));
     if (st == DEBUGINFOD_READY) {
         free(bs->fetched);
         bs->fetched = strdup(path);
@@ -132,4 +132,3 @@ void symbolizer__unnamed_summary(struct symbolizer *s, char *out, size_t n)
     if (!out[0] && n > 1)
         snprintf(out, n, "none");
 }
-
