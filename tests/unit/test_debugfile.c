@@ -13,9 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../../agent/symbolize/binary.h"
 #include "../../agent/symbolize/debuginfod.h"
+#include "../../agent/symbolize/debuglink.h"
 #include "../../common/debugfile.h"
 
 #define DEBUG_FILE "build/fixtures/split.debug" /* fp_c's, objcopy --only-keep-debug */
@@ -213,6 +215,37 @@ static void test_client_cache_without_server(void **state)
     assert_int_equal(system(p), 0);
 }
 
+/* The symbolizer's local search by .gnu_debuglink (used in place of
+ * libdwfl's once DEBUGINFOD_URLS is set): beside the binary, CRC checked. */
+static void test_debuglink_search(void **state)
+{
+    (void)state;
+    unsigned char buf[1 << 16];
+    uLong crc = crc32(0, Z_NULL, 0);
+    FILE *f = fopen(DEBUG_FILE, "rb");
+    size_t n;
+    char *path = NULL;
+    int fd;
+
+    assert_non_null(f);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        crc = crc32(crc, buf, (uInt)n);
+    fclose(f);
+    fd = debuglink__open("build/fixtures/debuglink_c", "split.debug", (uint32_t)crc, &path);
+    assert_true(fd >= 0);
+    assert_string_equal(path, "build/fixtures/split.debug");
+    close(fd);
+    free(path);
+    /* A CRC that differs: not this binary's debug file. */
+    assert_int_equal(
+        debuglink__open("build/fixtures/debuglink_c", "split.debug", (uint32_t)crc ^ 1, &path), -1);
+    assert_null(path);
+    /* The binary itself is never its own debug file; no link, nothing. */
+    assert_int_equal(debuglink__open("build/fixtures/debuglink_c", "debuglink_c", 0, &path), -1);
+    assert_int_equal(debuglink__open("build/fixtures/debuglink_c", NULL, 0, &path), -1);
+    assert_int_equal(debuglink__open("build/fixtures/debuglink_c", "absent.debug", 0, &path), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_trim_oldest_first),
         cmocka_unit_test(test_client_cache_without_server),
+        cmocka_unit_test(test_debuglink_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
