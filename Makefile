@@ -21,17 +21,19 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
           -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
           -DCODEXRAY_VERSION='"$(VERSION)"' -I$(B) -I$(B)/gen -I/usr/include/elfutils
-LDLIBS := -lbpf -ldw -lelf -lz -ldeflate -lzstd -lprotobuf-c -liberty -lcurl -lpthread
-SERVER_LDLIBS := -lmicrohttpd -lcurl -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+LDLIBS := -lbpf -ldw -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -liberty -lcurl -lpthread
+SERVER_LDLIBS := -lmicrohttpd -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
               common/json.c common/pprof/pprof_writer.c common/pprof/pprof_reader.c \
-              common/zst.c
+              common/zst.c common/debugfile.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/procs/json_scan.c agent/procs/podman_meta.c agent/node.c agent/preflight.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
              agent/symbolize/gopclntab.c agent/symbolize/plt.c \
+             agent/symbolize/debuginfod.c agent/symbolize/debuglink.c \
+             agent/symbolize/symbolizer_debuginfod.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c \
              agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
              agent/unwind/go_table.c agent/unwind/unwinder.c \
@@ -43,12 +45,12 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/python/py_code.c agent/runtimes/python/py_lines.c \
              agent/aggregate.c agent/profile.c agent/output.c agent/dither.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/main.c agent/cli.c \
-              agent/record.c
+              agent/record.c agent/cli_debuginfod.c
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_rollup.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
-              server/http.c server/text.c server/budget.c server/pprof_ids.c
+              server/http.c server/text.c server/budget.c server/pprof_ids.c server/debuginfod.c
 SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

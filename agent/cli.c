@@ -88,6 +88,22 @@ static const struct cli_flag flags[] = {
      {"unwind-tables-max-mb", CONFIG_INT, "128", 1, 65536, "MIB",
       "memory for CFI tables in BPF, all binaries together"}},
     {BOTH, {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"}},
+    {CLI_RECORD,
+     {"data-dir", CONFIG_STRING, "/var/lib/codexray-agent", 0, 0, "DIR",
+      "where debug files fetched from debuginfod are kept (DIR/debuginfod)"}},
+    {BOTH,
+     {"debuginfod", CONFIG_STRING, NULL, 0, 0, "URLS",
+      "fetch debug files of stripped binaries from these debuginfod servers (space-separated; "
+      "default: $DEBUGINFOD_URLS, else ENDPOINT/debuginfod with --endpoint; \"none\": off)"}},
+    {BOTH,
+     {"debuginfod-cache-max", CONFIG_INT, "1073741824", 1048576, 1l << 42, "BYTES",
+      "the debug files kept under DATA_DIR/debuginfod; past it the least used go first"}},
+    {BOTH,
+     {"debuginfod-file-max", CONFIG_INT, "536870912", 4096, 1l << 36, "BYTES",
+      "the largest debug file taken"}},
+    {BOTH,
+     {"debuginfod-timeout", CONFIG_INT, "30", 1, 3600, "SECONDS",
+      "a debuginfod server silent this long is given up (asked again later)"}},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
 

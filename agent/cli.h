@@ -51,4 +51,15 @@ struct sampler_opts;
  * (only_tgid 0) or one. Returns 0, or 2 (usage) after printing why. */
 int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *so);
 
+struct debuginfod;
+/* Starts the background debuginfod client the --debuginfod* flags ask for,
+ * keeping its files under DATA_DIR/debuginfod; endpoint (may be NULL) is
+ * the server the agent ships to, asked when nothing else is set, with
+ * api_key. Returns NULL when it is off (and then clears DEBUGINFOD_URLS, so
+ * that libdwfl never asks on its own) or cannot start (logged). Call before
+ * any thread starts: it sets the environment libdebuginfod reads
+ * (cli_debuginfod.c). */
+struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const char *endpoint,
+                                   const char *api_key);
+
 #endif

@@ -22,6 +22,7 @@
 #include "dither.h"
 #include "record.h"
 #include "ship.h"
+#include "symbolize/debuginfod.h"
 #include "worker.h"
 
 /* How long the daemon waits, at start, for the CFI tables of the processes
@@ -33,6 +34,7 @@ static int run_agent(int argc, char **argv)
     struct config *c = cli__config_new(CLI_RUN);
     struct worker *wk = NULL;
     struct shipper *sh = NULL;
+    struct debuginfod *dbg = NULL;
     struct collector col;
     char err[1024], host[256];
     int ret = 1;
@@ -55,6 +57,8 @@ static int run_agent(int argc, char **argv)
         goto out;
     }
     const char *endpoint = config__str(c, "endpoint");
+    /* First: it sets the environment its client reads, before any thread. */
+    dbg = cli__debuginfod(c, config__str(c, "data-dir"), endpoint, config__str(c, "api-key"));
     if (endpoint && *endpoint) {
         struct ship_opts sho = {endpoint, config__str(c, "api-key"), config__str(c, "data-dir"),
                                 (uint64_t)config__int(c, "spool-max")};
@@ -98,7 +102,7 @@ static int run_agent(int argc, char **argv)
                   (unsigned long long)((clock__mono_ns() - t0) / 1000000));
     }
 
-    struct worker_opts wo = {dir, sh, host, dither__sample_ns(so.sample_rate_hz), kstacks};
+    struct worker_opts wo = {dir, sh, host, dither__sample_ns(so.sample_rate_hz), kstacks, dbg};
     wk = worker__start(&wo);
     if (!wk) {
         log_error("worker: cannot start its thread: %s", strerror(errno));
@@ -137,6 +141,7 @@ static int run_agent(int argc, char **argv)
 out:
     worker__stop(wk); /* the last window is spooled before the shipper's last pass */
     shipper__stop(sh);
+    debuginfod__stop(dbg);
     collector__close(&col);
     config__free(c);
     return ret;

@@ -13,12 +13,35 @@
 #include "dither.h"
 #include "output.h"
 #include "profile.h"
+#include "symbolize/debuginfod.h"
 #include "record.h"
+
+/* A recording is named once, at its end: the binaries it met that lack
+ * names are asked of debuginfod first (a naming pass whose profile is
+ * thrown away), and the debug files waited for, at most timeout_s. */
+static void record_fetch_first(struct symbolizer *sym, struct debuginfod *dbg,
+                               const struct agg_window *w, unsigned timeout_s)
+{
+    struct rt_namers *rt = rt_namers__new("/proc");
+    struct profile_ctx ctx = {sym, NULL, "", 1, rt, clock__mono_ns()};
+    struct profile_stats st = {0};
+    struct pprof_writer *pw = rt ? profile__writer(&ctx, w->start_ns, 1) : NULL;
+
+    for (size_t i = 0; pw && i < w->nprocs; i++)
+        profile__add_proc(pw, &ctx, w->procs[i], &st);
+    pprof_writer__free(pw);
+    rt_namers__free(rt);
+    if (!debuginfod__wait_idle(dbg, timeout_s * 1000u))
+        log_warn("record: debuginfod still fetching after %u s: those binaries stay unnamed",
+                 timeout_s);
+    symbolizer__trim(sym); /* a new "window": what arrived is loaded */
+}
 
 int record__main(int argc, char **argv)
 {
     struct config *c = cli__config_new(CLI_RECORD);
     struct symbolizer *sym = NULL;
+    struct debuginfod *dbg = NULL;
     struct kallsyms *ks = NULL;
     struct rt_namers *rt = NULL;
     struct pprof_writer *pw = NULL;
@@ -64,6 +87,8 @@ int record__main(int argc, char **argv)
             goto out;
         }
     }
+    /* Before any thread: it sets the environment its client reads. */
+    dbg = cli__debuginfod(c, config__str(c, "data-dir"), NULL, NULL);
     bool kstacks = config__bool(c, "kernel-stacks");
     struct sampler_opts so;
     struct unwinder_opts uo;
@@ -109,6 +134,10 @@ int record__main(int argc, char **argv)
 
     /* Name the frames now; every process goes into one profile. */
     sym = symbolizer__new();
+    if (sym && dbg) {
+        symbolizer__set_debuginfod(sym, dbg);
+        record_fetch_first(sym, dbg, w, (unsigned)config__int(c, "debuginfod-timeout"));
+    }
     if (kstacks) {
         const char *why = NULL;
         ks = kallsyms__load(&why);
@@ -158,6 +187,7 @@ out:
     collector__close(&col);
     kallsyms__free(ks);
     symbolizer__free(sym);
+    debuginfod__stop(dbg);
     rt_namers__free(rt);
     buf__free(&out);
     config__free(c);

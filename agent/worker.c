@@ -45,7 +45,7 @@ static void process(struct worker *wk, struct agg_window *w)
     struct profile_stats st = {0};
     uint64_t t0 = clock__mono_ns(), c0 = clock__thread_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
-    char path[4096], rts[256];
+    char path[4096], rts[256], unnamed[512];
     struct buf raw, out;
 
     if (wk->opts.kernel_stacks && !wk->ks_tried) {
@@ -113,12 +113,13 @@ static void process(struct worker *wk, struct agg_window *w)
     buf__free(&out);
     shipper__flush(wk->opts.shipper);
     profile_stats__runtimes_str(&st, rts, sizeof(rts));
+    symbolizer__unnamed_summary(wk->sym, unnamed, sizeof(unnamed));
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
-             "unnamed_frames=%.1f%% %s profiles=%u failed=%u bytes=%llu "
+             "unnamed_frames=%.1f%% unnamed_binaries=%s %s profiles=%u failed=%u bytes=%llu "
              "took_ms=%llu cpu_ms=%llu unwind_tables=%u unwind_table_bytes=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
-             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, rts, written, failed,
+             st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, unnamed, rts, written, failed,
              (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
              (unsigned long long)((clock__thread_ns() - c0) / 1000000), w->unwind.tables,
              (unsigned long long)w->unwind.bytes);
@@ -189,6 +190,7 @@ struct worker *worker__start(const struct worker_opts *opts)
         errno = ENOMEM;
         return NULL;
     }
+    symbolizer__set_debuginfod(wk->sym, opts->debuginfod);
     pthread_mutex_init(&wk->mu, NULL);
     pthread_cond_init(&wk->cv, NULL);
     r = pthread_create(&wk->thread, NULL, run, wk);

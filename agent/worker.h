@@ -17,6 +17,7 @@ struct worker_opts {
     const char *host;
     uint64_t period_ns;
     bool kernel_stacks;
+    struct debuginfod *debuginfod; /* NULL: none; outlives the worker */
 };
 
 struct worker;

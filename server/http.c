@@ -12,11 +12,14 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../common/buf.h"
 #include "../common/clock.h"
+#include "../common/debugfile.h"
 #include "../common/json.h"
 #include "../common/log.h"
+#include "debuginfod.h"
 #include "query.h"
 #include "text.h"
 #include "ui_assets.h"
@@ -53,8 +56,10 @@ struct request {
     struct buf body;
     bool started; /* the handler has seen it */
     bool too_big;
-    bool nul;      /* "%00" in the URI: a name or value would be cut short */
-    bool too_many; /* more query parameters than MAX_PARAMS */
+    bool nul;                     /* "%00" in the URI: a name or value would be cut short */
+    bool too_many;                /* more query parameters than MAX_PARAMS */
+    struct dbgsrv_upload *dbg_up; /* a debug file being uploaded (streamed to disk) */
+    char dbg_why[256];            /* why its upload was refused before its body */
 };
 
 /* Query parameters a request may have: the API takes a dozen. */
@@ -470,6 +475,8 @@ static enum MHD_Result h_metrics(struct http *h, struct MHD_Connection *c)
     LINE("codexray_rollups_pending %lld\n",
          (long long)__atomic_load_n(&h->m.rollups_pending, __ATOMIC_RELAXED));
 #undef LINE
+    if (h->opts.debuginfod && !err)
+        err = dbgsrv__metrics(h->opts.debuginfod, &b);
     if (err) {
         buf__free(&b);
         return respond_error(h, c, 500, "metrics too large");
@@ -507,6 +514,54 @@ static enum MHD_Result h_ui(struct http *h, struct MHD_Connection *c, const char
     return ret;
 }
 
+/* GET /debuginfod/buildid/ID/KIND: the file, or 404 (no one has it), 503
+ * (upstream away or busy: the agent asks again later), 400 (a bad path). */
+static enum MHD_Result h_debuginfod(struct http *h, struct MHD_Connection *c, const char *url)
+{
+    char id[DEBUGFILE_ID_MAX + 1], why[256] = "";
+    const char *kind;
+    uint64_t size;
+    int fd;
+
+    if (dbgsrv__parse_path(url, id, &kind))
+        return respond_error(h, c, 400,
+                             "expected /debuginfod/buildid/ID/debuginfo or /executable, ID in "
+                             "lowercase hex");
+    int r = dbgsrv__open(h->opts.debuginfod, id, kind, &fd, &size, why, sizeof(why));
+    if (r)
+        return respond_error(h, c, r == -ENOENT ? 404 : 503, why);
+    struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+    if (!resp) {
+        close(fd);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* PUT or POST /debuginfod/buildid/ID/KIND with the ingest key: the body,
+ * streamed to disk as it comes (rq->dbg_up, begun with the headers). */
+static enum MHD_Result h_debuginfod_put(struct http *h, struct MHD_Connection *c,
+                                        struct request *rq)
+{
+    char why[256];
+
+    if (!rq->dbg_up)
+        return respond_error(h, c, rq->dbg_why[0] ? 413 : 400,
+                             rq->dbg_why[0] ? rq->dbg_why : "bad upload");
+    int r = dbgsrv__upload_finish(rq->dbg_up, why, sizeof(why));
+    dbgsrv__upload_free(rq->dbg_up);
+    rq->dbg_up = NULL;
+    if (r) {
+        char esc[512];
+        log_warn("debuginfod: refused an upload: %s", text__escape(esc, sizeof(esc), why));
+        return respond_error(h, c, 422, why);
+    }
+    return respond(c, 201, "application/json", "{\"status\":\"stored\"}\n", 20, false);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -514,6 +569,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     struct http *h = cls;
     struct request *rq = *con_cls;
     bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
+    bool dbg = h->opts.debuginfod && strncmp(url, "/debuginfod/", 12) == 0;
+    bool dbg_put = dbg && (post || strcmp(method, "PUT") == 0);
 
     (void)version;
     if (!rq) {
@@ -532,6 +589,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         if (rq->nul)
             return respond_error(h, c, 400, "a NUL (%00) in the URI");
+        if (dbg_put) {
+            char id[DEBUGFILE_ID_MAX + 1];
+            const char *kind, *cl;
+            if (!authorized(h, c))
+                return respond_error(h, c, 401, "missing or wrong API key (--api-key)");
+            if (dbgsrv__parse_path(url, id, &kind))
+                return respond_error(h, c, 400, "expected /debuginfod/buildid/ID/debuginfo");
+            cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+            rq->dbg_up =
+                dbgsrv__upload_begin(h->opts.debuginfod, id, kind, cl ? strtoull(cl, NULL, 10) : 0,
+                                     rq->dbg_why, sizeof(rq->dbg_why));
+            if (!rq->dbg_up)
+                return respond_error(h, c, 413, rq->dbg_why);
+        }
         if (post && strcmp(url, "/api/v1/profiles") == 0) {
             /* Refuse before reading a byte when we can. */
             if (!authorized(h, c))
@@ -554,6 +625,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         return MHD_YES;
     }
+    if (*upload_size && rq->dbg_up) {
+        dbgsrv__upload_write(rq->dbg_up, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
     if (*upload_size) {
         if (!rq->too_big && buf__append(&rq->body, upload, *upload_size))
             rq->too_big = true; /* read on to the end, keeping nothing */
@@ -572,6 +648,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         return h_ingest(h, c, rq);
     }
+    if (dbg_put)
+        return h_debuginfod_put(h, c, rq);
     if (!get)
         return respond_error(h, c, 405, "only GET here");
     if (strcmp(url, "/healthz") == 0)
@@ -593,6 +671,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return h_labels(h, c);
     if (strcmp(url, "/metrics") == 0)
         return h_metrics(h, c);
+    if (dbg) { /* the read key, or the agents' ingest key */
+        if (!has_key(c, h->opts.read_api_key) &&
+            !(h->opts.api_key && *h->opts.api_key && has_key(c, h->opts.api_key)))
+            return respond_error(h, c, 401, "missing or wrong API key");
+        return h_debuginfod(h, c, url);
+    }
     if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0 || strncmp(url, "/ui/", 4) == 0)
         return h_ui(h, c, url);
     return respond_error(h, c, 404, "no such path");
@@ -607,6 +691,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)c;
     (void)toe;
     if (rq) {
+        dbgsrv__upload_free(rq->dbg_up);
         buf__free(&rq->body);
         free(rq);
         *con_cls = NULL;

@@ -17,6 +17,7 @@ struct http_opts {
     unsigned threads;
     unsigned ingest_concurrency; /* bodies decoded at once; the rest wait */
     unsigned per_client;         /* connections one client address may hold */
+    struct dbgsrv *debuginfod;   /* /debuginfod/ (debuginfod.h); NULL: not served */
 };
 
 struct http;

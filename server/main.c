@@ -15,6 +15,7 @@
 #include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/log.h"
+#include "debuginfod.h"
 #include "http.h"
 #include "query.h"
 #include "store.h"
@@ -53,6 +54,15 @@ static const struct config_def server_opts[] = {
     {"max-connections-per-client", CONFIG_INT, "64", 1, 1000, "N",
      "connections one client address may hold (of 1,000 in all)"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
+    {"debuginfod-upstream", CONFIG_STRING, NULL, 0, 0, "URLS",
+     "debuginfod servers asked for debug files no agent uploaded (space-separated); each file "
+     "fetched once, kept under DATA_DIR/debuginfod, served at /debuginfod/"},
+    {"debuginfod-cache-max", CONFIG_INT, "1073741824", 1048576, 1l << 42, "BYTES",
+     "the upstream debug files kept; past it the least used go first"},
+    {"debuginfod-file-max", CONFIG_INT, "536870912", 4096, 1l << 36, "BYTES",
+     "the largest debug file taken, uploaded or fetched"},
+    {"debuginfod-timeout", CONFIG_INT, "30", 1, 3600, "SECONDS",
+     "an upstream debuginfod server silent this long is given up"},
 };
 #define N_OPTS (sizeof(server_opts) / sizeof(server_opts[0]))
 
@@ -147,6 +157,7 @@ int main(int argc, char **argv)
     struct config *c = NULL;
     struct store *st = NULL;
     struct http *h = NULL;
+    struct dbgsrv *dbg = NULL;
     char err[1024];
     int ret = 1;
 
@@ -176,6 +187,16 @@ int main(int argc, char **argv)
         goto usage;
     }
 
+    /* First: it sets the environment libdebuginfod reads, before any thread. */
+    char dbgdir[4096];
+    snprintf(dbgdir, sizeof(dbgdir), "%s/debuginfod", config__str(c, "data-dir"));
+    struct dbgsrv_opts dso = {dbgdir, config__str(c, "debuginfod-upstream"),
+                              (uint64_t)config__int(c, "debuginfod-cache-max"),
+                              (uint64_t)config__int(c, "debuginfod-file-max"),
+                              (unsigned)config__int(c, "debuginfod-timeout")};
+    dbg = dbgsrv__new(&dso, err, sizeof(err));
+    if (!dbg)
+        log_warn("debuginfod: %s; /debuginfod/ is not served", err);
     const char *ch = config__str(c, "clickhouse");
     if (ch && *ch)
         st = store_clickhouse__open(ch, config__str(c, "clickhouse-cluster"),
@@ -205,6 +226,7 @@ int main(int argc, char **argv)
         .threads = config__int(c, "threads"),
         .ingest_concurrency = config__int(c, "ingest-concurrency"),
         .per_client = config__int(c, "max-connections-per-client"),
+        .debuginfod = dbg,
     };
     h = http__start(&ho, st, err, sizeof(err));
     if (!h) {
@@ -231,6 +253,10 @@ int main(int argc, char **argv)
              ch && *ch ? ch : config__str(c, "data-dir"), config__str(c, "retention"),
              ho.api_key && *ho.api_key ? "api-key" : "none",
              ho.read_api_key && *ho.read_api_key ? "read-api-key" : "none", (long)ho.max_body);
+    if (dbg)
+        log_info("debuginfod: serving /debuginfod/ from %s (uploads%s%s)", dbgdir,
+                 dso.upstream && *dso.upstream ? ", upstream " : "",
+                 dso.upstream && *dso.upstream ? dso.upstream : "");
     while (!stop)
         pause();
     log_info("stopping");
@@ -242,6 +268,7 @@ int main(int argc, char **argv)
     ret = 0;
 out:
     http__stop(h);
+    dbgsrv__free(dbg);
     store__close(st);
     config__free(c);
     return ret;

@@ -4,7 +4,8 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
               test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_varint \
-              test_ingest test_store test_http test_ch_sql test_store_common
+              test_ingest test_store test_http test_ch_sql test_store_common \
+              test_debugfile test_dbgsrv
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -41,7 +42,8 @@ $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,serve
 # directory, a real loopback socket; any user.
 SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
     server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
-    server/store_sqlite_maint.c server/text.c server/budget.c server/pprof_ids.c server/query.c)
+    server/store_sqlite_maint.c server/text.c server/budget.c server/pprof_ids.c server/query.c \
+    server/debuginfod.c)
 $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
     $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
 	@mkdir -p $(dir $@)
@@ -52,6 +54,13 @@ $(B)/tests/test_http: tests/unit/test_http.c tests/unit/server_helpers.h $(UNIT_
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) \
 	    $(call obj,server/http.c) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
+
+# The server's debuginfod paths.
+$(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c) \
+	    $(LDLIBS) -lcmocka
+$(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
@@ -196,6 +205,19 @@ CFI_WORKLOADS := $(B)/workloads/cfi_split $(B)/workloads/qsort_cb $(B)/workloads
                  $(B)/workloads/vdso_loop \
                  $(B)/workloads/cxx_split $(B)/workloads/rust_split
 WORKLOADS += $(CFI_WORKLOADS)
+# The debuginfod tests' workloads: built with -g, their debug files split out
+# into workloads/debug/ (objcopy --only-keep-debug) and the binaries stripped
+# (--strip-all), as distributions ship them.
+DEBUGINFOD_WORKLOADS := $(B)/workloads/stripped_split $(B)/workloads/stripped_cxx
+WORKLOADS += $(DEBUGINFOD_WORKLOADS)
+$(B)/workloads/stripped_split: $(B)/workloads/cfi_split
+	@mkdir -p $(B)/workloads/debug
+	objcopy --only-keep-debug $< $(B)/workloads/debug/$(notdir $@).debug
+	strip --strip-all -o $@ $<
+$(B)/workloads/stripped_cxx: $(B)/workloads/cxx_split
+	@mkdir -p $(B)/workloads/debug
+	objcopy --only-keep-debug $< $(B)/workloads/debug/$(notdir $@).debug
+	strip --strip-all -o $@ $<
 $(B)/workloads/cfi_split: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
@@ -273,9 +295,9 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c server/store_clickhouse_batch.c \
            server/store_clickhouse_rollup.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
-           server/text.c server/budget.c server/pprof_ids.c server/query.c
+           server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
-SAN_LIBS := -lcurl -lsqlite3 -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
+SAN_LIBS := -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 $(B)/san/obj/%.o: %.c $(B)/gen/profile.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $(SAN_CFLAGS) -c $< -o $@

@@ -6,11 +6,12 @@ set -euo pipefail
 
 pkgs=(
     make gcc clang llvm pkg-config clang-format
-    libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libdeflate-dev libzstd-dev libiberty-dev xxd
+    libbpf-dev bpftool libelf-dev libdw-dev libdebuginfod-dev zlib1g-dev libdeflate-dev libzstd-dev libiberty-dev xxd
     libprotobuf-c-dev protobuf-c-compiler
     libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
     libcmocka-dev
     clickhouse-server  # the ClickHouse store's tests: two local servers as a two-shard cluster
+    debuginfod  # the debuginfod tests: Debian's server over a directory of debug files
     golang-go g++ python3 linux-perf bpftrace
     shellcheck python3-yaml systemd curl zstd
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core

@@ -4,6 +4,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -19,54 +20,11 @@
 #include "dwarf_scopes.h"
 #include "gopclntab.h"
 #include "plt.h"
+#include "symbolizer_int.h"
 #include "symtab.h"
 
 /* Results cached per binary before symbolizer__trim() starts over. */
 #define CACHE_MAX_ENTRIES 200000
-#define MAX_SEGMENTS 64
-
-struct segment {
-    uint64_t offset, filesz, vaddr;
-};
-
-struct cu_range;
-
-struct binsyms {
-    Dwfl *dwfl;
-    Dwfl_Module *mod;
-    uint64_t bias; /* module address = ELF vaddr + bias */
-    struct segment seg[MAX_SEGMENTS];
-    unsigned nseg;
-    bool has_symtab, has_dwarf;
-    int nsyms;
-    struct symtab *symtab;      /* the symbols by address (symtab.h) */
-    struct plt *plt;            /* PLT stubs' names (plt.h) */
-    char why[512];              /* "" when it has symbols */
-    struct cu_range *cu_ranges; /* see find_cu */
-    struct hmap *cu_index;      /* a unit's DIE offset -> its struct cu_scopes * */
-    size_t ncu_ranges;
-    bool cu_ranges_built;
-    Dwarf_Addr dwarf_bias;
-    bool logged;
-    bool broken; /* a SIGBUS while reading it: nothing more is read */
-    /* A Go binary's own line table, which names its Go code first (see
-     * resolve); it reads the file's image that libdwfl holds. */
-    struct gopclntab *go;
-
-    struct hmap *strings; /* interned names, stored with their NUL */
-    struct hmap *cache;   /* (offset << 1 | is_return) -> index into results */
-    struct sym_result *results;
-    size_t nresults, cap_results;
-};
-
-struct symbolizer {
-    /* Binaries whose state we made, so trim can visit them. Weak: a binary
-     * freed elsewhere frees its state through syms_free, which unlists it. */
-    struct binsyms **all;
-    size_t nall, cap_all;
-    struct binary *vdso; /* binary__open_vdso(), on first use */
-    bool vdso_tried;
-};
 
 /* Only one symbolizer exists per process (the worker's); syms_free needs to
  * find it without a back pointer in every binary. */
@@ -75,7 +33,7 @@ static struct symbolizer *the_symbolizer;
  * the main thread (its cache sweep) while the worker walks the list. The
  * binsyms themselves need no lock: a binary no one references is used by no
  * one. */
-static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t symbolizer_all_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* libdwfl maps binaries into memory. A user who truncates a file the agent
  * has mapped would make the next read of it raise SIGBUS and kill the agent:
@@ -98,10 +56,12 @@ static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debu
 
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = symbolizer_find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
+
+static void release(struct binsyms *bs);
 
 static void binsyms_free(void *p)
 {
@@ -110,7 +70,7 @@ static void binsyms_free(void *p)
 
     if (!bs)
         return;
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     s = the_symbolizer;
     for (size_t i = 0; s && i < s->nall; i++) {
         if (s->all[i] == bs) {
@@ -118,7 +78,15 @@ static void binsyms_free(void *p)
             break;
         }
     }
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
+    release(bs);
+    free(bs->fetched);
+    free(bs);
+}
+
+/* Frees what bs holds (not bs, not its fetched path). */
+static void release(struct binsyms *bs)
+{
     if (bs->dwfl && !bs->broken)
         dwfl_end(bs->dwfl);
     gopclntab__free(bs->go);
@@ -131,7 +99,6 @@ static void binsyms_free(void *p)
     hmap__free(bs->cache);
     free(bs->results);
     free(bs->cu_ranges);
-    free(bs);
 }
 
 struct symbolizer *symbolizer__new(void)
@@ -140,16 +107,14 @@ struct symbolizer *symbolizer__new(void)
 
     if (!s)
         return NULL;
-    /* Never reach out to a debuginfod server from a privileged agent. */
-    unsetenv("DEBUGINFOD_URLS");
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = on_sigbus;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigaction(SIGBUS, &sa, NULL);
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     the_symbolizer = s;
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
     return s;
 }
 
@@ -167,10 +132,10 @@ void symbolizer__free(struct symbolizer *s)
     if (!s)
         return;
     binary__put(s->vdso); /* while its state can still be unlisted */
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     if (the_symbolizer == s)
         the_symbolizer = NULL;
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
     free(s->all);
     free(s);
 }
@@ -237,6 +202,10 @@ static void load(struct binsyms *bs, struct binary *b)
         return;
     }
     bs->bias = bias;
+    void **ud = NULL; /* find_debuginfo's way back to bs */
+    dwfl_module_info(bs->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (ud)
+        *ud = bs;
     /* File offsets become ELF addresses through the loadable segments. */
     if (elf_getphdrnum(elf, &nph) == 0) {
         for (size_t i = 0; i < nph && bs->nseg < MAX_SEGMENTS; i++) {
@@ -273,11 +242,33 @@ static void load(struct binsyms *bs, struct binary *b)
                  "it keeps only its exported symbols (.dynsym): internal functions have no name "
                  "and no debug file was found under /usr/lib/debug/.build-id/");
     }
+    if (bs->why[0] && bs->fetched && debugfile)
+        bs->why[0] = '\0'; /* the fetched file names what it can */
     log_debug("symbols: %s: loaded symbols=%d table_bytes=%zu symtab=%d dwarf=%d debug_file=%s "
               "gopclntab=%s",
               b->path, bs->nsyms, symtab__bytes(bs->symtab), bs->has_symtab, bs->has_dwarf,
               debugfile ? debugfile : "none",
               bs->go ? gopclntab__version(bs->go) : (is_go ? "unreadable" : "none"));
+}
+
+/* Empties bs for a fresh load, keeping what survives one (its place in the
+ * symbolizer's list, the debuginfod state and fetched file). Out of memory,
+ * bs is left without tables: its frames go unnamed. */
+static void reset(struct binsyms *bs)
+{
+    struct binsyms keep = {.dbg = bs->dbg,
+                           .fetched = bs->fetched,
+                           .epoch = bs->epoch,
+                           .unnamed_window = bs->unnamed_window,
+                           .name = bs->name};
+    release(bs);
+    *bs = keep;
+    bs->strings = hmap__new();
+    bs->cache = hmap__new();
+    if (!bs->strings || !bs->cache) {
+        bs->broken = true; /* nothing is read; lookups find no module */
+        snprintf(bs->why, sizeof(bs->why), "out of memory");
+    }
 }
 
 static void give_up(struct binsyms *bs, struct binary *b)
@@ -289,10 +280,44 @@ static void give_up(struct binsyms *bs, struct binary *b)
     log_warn("symbols: %s: %s; its frames stay unnamed", b->path, bs->why);
 }
 
+/* Loads b's symbols into bs (empty but for what survives a reload), under
+ * the SIGBUS guard; then once more if debuginfod has its file already. */
+static void load_guarded(struct symbolizer *s, struct binsyms *bs, struct binary *b)
+{
+    sigjmp_buf jb;
+
+    bs->epoch = s->epoch;
+    bs->name = b->name;
+    if (sigsetjmp(jb, 1) == 0) {
+        sigbus_guard = &jb;
+        load(bs, b);
+        if (symbolizer_ask_debuginfod(bs, b)) {
+            reset(bs);
+            load(bs, b);
+            bs->dbg = DBG_FETCHED;
+            log_info("symbols: %s build_id=%s: named from the debug file debuginfod fetched (%s)",
+                     b->path, b->build_id, bs->why[0] ? bs->why : "symbols and DWARF");
+        }
+    } else {
+        give_up(bs, b);
+    }
+    sigbus_guard = NULL;
+}
+
 static struct binsyms *get(struct symbolizer *s, struct binary *b)
 {
     struct binsyms *bs = b->syms;
 
+    /* A binary waiting for its debug file is asked about once a window, at
+     * its first lookup, when no result of it is held: a reload then frees
+     * nothing in use. */
+    if (bs && (bs->dbg == DBG_PENDING || bs->dbg == DBG_FAILED) && bs->epoch != s->epoch) {
+        bs->epoch = s->epoch;
+        if (symbolizer_ask_debuginfod(bs, b)) {
+            reset(bs);
+            load_guarded(s, bs, b);
+        }
+    }
     if (bs)
         return bs;
     bs = calloc(1, sizeof(*bs));
@@ -304,12 +329,12 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
         binsyms_free(bs);
         return NULL;
     }
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
     if (s->nall == s->cap_all) {
         size_t cap = s->cap_all ? s->cap_all * 2 : 64;
         struct binsyms **a = realloc(s->all, cap * sizeof(*a));
         if (!a) {
-            pthread_mutex_unlock(&all_mu);
+            pthread_mutex_unlock(&symbolizer_all_mu);
             binsyms_free(bs);
             return NULL;
         }
@@ -317,15 +342,8 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
         s->cap_all = cap;
     }
     s->all[s->nall++] = bs;
-    pthread_mutex_unlock(&all_mu);
-    sigjmp_buf jb;
-    if (sigsetjmp(jb, 1) == 0) {
-        sigbus_guard = &jb;
-        load(bs, b);
-    } else {
-        give_up(bs, b);
-    }
-    sigbus_guard = NULL;
+    pthread_mutex_unlock(&symbolizer_all_mu);
+    load_guarded(s, bs, b);
     b->syms = bs;
     b->syms_free = binsyms_free;
     return bs;
@@ -620,6 +638,13 @@ static void resolve(struct binsyms *bs, uint64_t file_offset, bool is_return, st
         resolve(bs, file_offset, false, r);
 }
 
+/* Counts r for the window summary when it is unnamed; returns it. */
+static const struct sym_result *counted(struct binsyms *bs, const struct sym_result *r)
+{
+    bs->unnamed_window += !r->named;
+    return r;
+}
+
 const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary *b,
                                             uint64_t file_offset, bool is_return)
 {
@@ -628,11 +653,11 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     uint64_t key = file_offset << 1 | is_return;
     long i;
 
-    if (!bs)
+    if (!bs || !bs->cache || !bs->strings)
         return &oom;
     i = hmap__find(bs->cache, &key, sizeof(key));
     if (i >= 0)
-        return &bs->results[*hmap__val(bs->cache, i)];
+        return counted(bs, &bs->results[*hmap__val(bs->cache, i)]);
     /* Room for the result first, so a key never exists without one. */
     if (bs->nresults == bs->cap_results) {
         size_t cap = bs->cap_results ? bs->cap_results * 2 : 256;
@@ -657,6 +682,7 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     }
     sigbus_guard = NULL;
     *hmap__val(bs->cache, i) = bs->nresults++;
+    bs->unnamed_window += !r->named;
     if (!r->named && !bs->logged) {
         bs->logged = true;
         /* load() says why where symbols or debug information are missing:
@@ -696,9 +722,11 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
 
 void symbolizer__trim(struct symbolizer *s)
 {
-    pthread_mutex_lock(&all_mu);
+    pthread_mutex_lock(&symbolizer_all_mu);
+    s->epoch++;
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
+        bs->unnamed_window = 0;
         if (hmap__len(bs->cache) < CACHE_MAX_ENTRIES)
             continue;
         struct hmap *c = hmap__new(), *st = hmap__new();
@@ -713,5 +741,5 @@ void symbolizer__trim(struct symbolizer *s)
         bs->strings = st;
         bs->nresults = 0;
     }
-    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&symbolizer_all_mu);
 }

@@ -53,9 +53,21 @@ const char *symbolizer__why_unnamed(struct symbolizer *s, struct binary *b);
 /* True when b has DWARF (file names, lines, inlined frames). */
 bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b);
 
-/* Drops cached results of binaries whose caches grew past their cap. Call
- * between windows, when no result is held. */
+/* Drops cached results of binaries whose caches grew past their cap, and
+ * starts a new window: a binary whose debug file debuginfod was fetching is
+ * asked about again at its first lookup after this (and reloaded when the
+ * file is here). Call between windows, when no result is held. */
 void symbolizer__trim(struct symbolizer *s);
+
+struct debuginfod;
+/* Names binaries that lack symbols from debug files d fetches (see
+ * debuginfod.h; d outlives s). Call before the first lookup. */
+void symbolizer__set_debuginfod(struct symbolizer *s, struct debuginfod *d);
+
+/* The binaries with the most unnamed frames since the last trim, as
+ * "NAME:FRAMES:debuginfod=STATE,..." (STATE: off, not_asked, no_build_id,
+ * pending, failed, fetched), "none" when every frame was named. */
+void symbolizer__unnamed_summary(struct symbolizer *s, char *out, size_t n);
 
 /* The vDSO's image as a binary (binary__open_vdso), to name [vdso] frames
  * with; NULL when there is none. Owned by s. */

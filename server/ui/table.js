@@ -36,8 +36,10 @@ export function unnamedNotes(t) {
     if (r.share <= 0.1) return [];
     const bins = r.binaries.slice(0, 6).map((b) => `${b.binary} (${fmtPct(b.share)})`).join(', ');
     return [message('warn', `${fmtPct(r.share)} of the time is in frames without names, in ${bins}.`,
-        'To name them: keep symbols in these binaries (strip --strip-unneeded at most, not --strip-all) or install their ' +
-        'debug packages (-dbgsym / -dbg), and build with frame pointers (-fno-omit-frame-pointer ' +
+        'To name them: keep symbols in these binaries (strip --strip-unneeded at most, not --strip-all), install their ' +
+        'debug packages (-dbgsym / -dbg), or have their debug files fetched by build id (codexray-server ' +
+        '--debuginfod-upstream, or upload your own builds\' to /debuginfod/; the agent log\'s unnamed_binaries says ' +
+        'whether each was looked for), and build with frame pointers (-fno-omit-frame-pointer ' +
         '-mno-omit-leaf-frame-pointer); for Java, run the JVM with -XX:+PreserveFramePointer.')];
 }
 

@@ -408,7 +408,8 @@ def test_dockerfile(tmp):
     test_only = {"clang-format", "libcmocka-dev", "golang-go", "g++", "python3", "linux-perf",
                  "bpftrace", "shellcheck", "python3-yaml", "systemd", "curl", "chromium",
                  "nodejs", "openjdk-17-jdk-headless", "zstd",
-                 "qemu-system-x86", "busybox-static"}  # make test-kernels
+                 "qemu-system-x86", "busybox-static",  # make test-kernels
+                 "debuginfod"}  # the debuginfod tests' server
     missing = deps_packages() - test_only - apt_packages(build)
     check(not missing, f"the build stage lacks {sorted(missing)} (in tools/deps.sh)")
     runs = " ".join(a for i, a in build["instructions"] if i == "RUN")

@@ -14,7 +14,7 @@ from common import (CACHE, HOSTNAME, ROOT, Failure, Teardown, apps, check, colla
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # the host's (make deps), bound read-only
 # What the machine needs beyond minbase: systemd to boot, the libraries the
 # two binaries load (as the Docker images' runtime stages install them).
-PACKAGES = ("systemd,systemd-sysv,dbus,libbpf1,libelf1,libdw1,libprotobuf-c1,libcurl4,"
+PACKAGES = ("systemd,systemd-sysv,dbus,libbpf1,libelf1,libdw1,libdebuginfod1,libprotobuf-c1,libcurl4,"
             "libzstd1,libdeflate0,zlib1g,libmicrohttpd12,libsqlite3-0,ca-certificates")
 
 

@@ -24,6 +24,7 @@ import cfi_tests  # noqa: E402
 import sampling_tests  # noqa: E402
 import python_tests  # noqa: E402
 import browser_tests  # noqa: E402
+import debuginfod_tests  # noqa: E402
 import runner  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -855,7 +856,8 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
-    + python_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS + hostile_tests.TESTS + browser_tests.TESTS
+    + python_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS + hostile_tests.TESTS \
+    + browser_tests.TESTS + debuginfod_tests.TESTS
 
 
 def main():
@@ -864,7 +866,7 @@ def main():
         return 1
     return runner.run(TESTS, "integration",
                       (Failure, server_tests.Failure, cfi_tests.Failure, python_tests.Failure,
-                       sampling_tests.Failure),
+                       sampling_tests.Failure, debuginfod_tests.Failure),
                       "cx-it-")
 
 
