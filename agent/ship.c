@@ -378,8 +378,11 @@ static void *run(void *arg)
         uint64_t total, t0 = (clock__mono_ns() / 1000000), bytes = 0;
         unsigned sent = 0, refused = 0;
         bool failed = false;
-        if (list_spool(sh->dir, &v, &n, &total))
+        if (list_spool(sh->dir, &v, &n, &total)) {
+            if (last)
+                break; /* nothing to send; looping would spin once stopping */
             continue;
+        }
         for (size_t i = 0; i < n && !failed; i++) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/%s", sh->dir, v[i].name);
