@@ -2,7 +2,7 @@
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
-              test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
+              test_cfi_table test_cfi_table_xcheck test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_detect test_py_detect_hostile test_py_code test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_ch_sql test_store_common \
               test_debugfile test_dbgsrv
@@ -97,7 +97,7 @@ CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cx
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
                 $(B)/fixtures/cfi_rust
 FIXTURES += $(CFI_FIXTURES)
-$(B)/tests/test_cfi_table: $(CFI_FIXTURES)
+$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
