@@ -1,11 +1,13 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
-              test_cfi_table test_cfi_table_xcheck test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_detect_hostile test_py_code test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
-              test_ingest test_store test_http test_ch_sql test_store_common \
-              test_debugfile test_dbgsrv
+              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
+              test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
+              test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
+              test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
+              test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
+              test_ingest test_store test_http test_ch_sql test_store_common test_debugfile \
+              test_dbgsrv
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -171,7 +173,8 @@ PY_LAYOUT_PYENV := $(foreach v,$(PY_LAYOUT_PYENV),$(if \
     $(wildcard $(PYENV_ROOT)/versions/$(v)/include/python$(call py_minor,$(v))*/Python.h),$(v)))
 PY_LAYOUT_FIXTURES := $(patsubst %,$(B)/fixtures/py_layout/%.txt,$(PY_LAYOUT_PYENV))
 FIXTURES += $(PY_LAYOUT_FIXTURES)
-$(B)/tests/test_py_layout: $(PY_LAYOUT_FIXTURES)
+$(B)/tests/test_py_layout $(B)/tests/test_py_layout_hostile: $(PY_LAYOUT_FIXTURES) \
+    tests/unit/py_layout_helpers.h
 $(B)/fixtures/py_layout/%.txt: tools/python_layout.sh tools/python_layout/layout.c
 	@mkdir -p $(dir $@)
 	{ echo "# prefix $(PYENV_ROOT)/versions/$*"; tools/python_layout.sh --one \
