@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/hmap.h"
+#include "runtimes/runtime.h"
 
 struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks)
 {

@@ -17,8 +17,12 @@
 
 #include "bpf/sample.h"
 #include "procs/procs.h"
-#include "runtimes/runtime.h"
 #include "unwind/unwinder.h"
+
+/* The runtimes' (runtimes/runtime.h), only pointed to here: this header does
+ * not include runtimes/, whose namers include it. */
+struct rt_obj;
+struct rt_frame_out;
 
 #define AGG_NO_MAP UINT32_MAX
 

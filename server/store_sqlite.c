@@ -151,40 +151,36 @@ static int mark_all_dirty(sqlite3 *db, char *err, size_t errlen)
     return 0;
 }
 
-/* Stores made with another STACK_KEY_VERSION (or none) have their stacks
- * keyed again when opened. */
+/* sqlite's reason for the failure of a stack keys' step into err; returns -1. */
+static int keys_dberr(sqlite3 *db, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "sqlite: stack keys: %s", sqlite3_errmsg(db));
+    return -1;
+}
 
-/* The stack key bases, drawn when the store is made; then every stack
- * without a key of this version gets one (a store made before keys, or
- * with another version), and keys are unique. One transaction: a store is
- * migrated whole or not at all. */
-static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
+/* Inside open_keys' transaction: the stacks table's key column (added when
+ * missing) and the stack hasher's bases from meta into base; bases missing,
+ * or of another STACK_KEY_VERSION, are drawn anew and stored, and every
+ * stored key is cleared (with its index) to be computed again. Returns 0, or
+ * -1 with err set. */
+static int keys_bases(sqlite3 *db, uint64_t base[STACK_HASHER_BASES], char *err, size_t errlen)
 {
     const char *const *names = store_key_base_names;
-    sqlite3 *db = st->wdb;
-    sqlite3_stmt *q = NULL, *up = NULL;
-    uint64_t base[STACK_HASHER_BASES] = {0};
-    struct stack_key *fkeys = NULL, *frame_keys = NULL;
-    struct {
-        int64_t id;
-        struct stack_key key;
-    } *todo = NULL;
-    int got = 0, rc = -1, version = 0;
+    sqlite3_stmt *q = NULL;
+    int got = 0, version = 0;
     bool has_key = false;
 
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        goto dberr;
     if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('stacks') WHERE name = 'key'", -1,
                            &q, NULL) != SQLITE_OK)
-        goto dberr;
+        return keys_dberr(db, err, errlen);
     has_key = sqlite3_step(q) == SQLITE_ROW;
     sqlite3_finalize(q);
     q = NULL;
     if (!has_key &&
         sqlite3_exec(db, "ALTER TABLE stacks ADD COLUMN key BLOB", NULL, NULL, NULL) != SQLITE_OK)
-        goto dberr;
+        return keys_dberr(db, err, errlen);
     if (sqlite3_prepare_v2(db, "SELECT k, v FROM meta", -1, &q, NULL) != SQLITE_OK)
-        goto dberr;
+        return keys_dberr(db, err, errlen);
     while (sqlite3_step(q) == SQLITE_ROW) {
         const char *k = (const char *)sqlite3_column_text(q, 0);
         for (int i = 0; k && i < STACK_HASHER_BASES; i++) {
@@ -202,7 +198,7 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
         int e = stack_hasher__new_bases(base);
         if (e) {
             snprintf(err, errlen, "no random bytes for the stack keys: %s", strerror(-e));
-            goto fail;
+            return -1;
         }
         char sql[400];
         snprintf(sql, sizeof(sql),
@@ -213,65 +209,95 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
                  (long long)base[2], names[3], (long long)base[3], STACK_KEY_VERSION);
         if (sqlite3_exec(db, "DROP INDEX IF EXISTS stacks_key", NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-            goto dberr;
+            return keys_dberr(db, err, errlen);
     }
-    if (stack_hasher__init(&st->hasher, base)) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
+    return 0;
+}
+
+/* Inside open_keys' transaction, with st->hasher ready: how many stacks
+ * have no key (*pending) and the highest function id (*max_fn); when some
+ * have none, the key of every function by id in *fkeys (max_fn + 1 of them)
+ * and room for one stack's frames' keys in *frame_keys, both the caller's
+ * to free, even on failure. Returns 0, or -1 with err set. */
+static int keys_functions(struct sqlite_store *st, sqlite3 *db, int64_t *pending, int64_t *max_fn,
+                          struct stack_key **fkeys, struct stack_key **frame_keys, char *err,
+                          size_t errlen)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+
     /* Stacks without a key: each frames blob (function ids) -> the keys of
      * its functions -> its key. Function ids are rowids, dense from 1. */
-    int64_t pending = 0, max_fn = 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT (SELECT count(*) FROM stacks WHERE key IS NULL), "
                            "(SELECT coalesce(max(id), 0) FROM functions)",
                            -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_step(q) != SQLITE_ROW)
-        goto dberr;
-    pending = sqlite3_column_int64(q, 0);
-    max_fn = sqlite3_column_int64(q, 1);
+        sqlite3_step(q) != SQLITE_ROW) {
+        rc = keys_dberr(db, err, errlen);
+        goto out;
+    }
+    *pending = sqlite3_column_int64(q, 0);
+    *max_fn = sqlite3_column_int64(q, 1);
     sqlite3_finalize(q);
     q = NULL;
-    if (pending) {
-        if (max_fn > (1 << 28) || !(fkeys = calloc(max_fn + 1, sizeof(*fkeys))) ||
-            !(frame_keys = malloc(STACK_KEY_MAX_FRAMES * sizeof(*frame_keys)))) {
-            snprintf(err, errlen, "no memory to key %lld stored stacks", (long long)pending);
-            goto fail;
+    if (*pending) {
+        if (*max_fn > (1 << 28) || !(*fkeys = calloc(*max_fn + 1, sizeof(**fkeys))) ||
+            !(*frame_keys = malloc(STACK_KEY_MAX_FRAMES * sizeof(**frame_keys)))) {
+            snprintf(err, errlen, "no memory to key %lld stored stacks", (long long)*pending);
+            rc = -1;
+            goto out;
         }
         if (sqlite3_prepare_v2(db, "SELECT id, name, file FROM functions", -1, &q, NULL) !=
-            SQLITE_OK)
-            goto dberr;
+            SQLITE_OK) {
+            rc = keys_dberr(db, err, errlen);
+            goto out;
+        }
         while (sqlite3_step(q) == SQLITE_ROW) {
             int64_t id = sqlite3_column_int64(q, 0);
             const char *name = (const char *)sqlite3_column_text(q, 1);
             const char *file = (const char *)sqlite3_column_text(q, 2);
-            if (id > 0 && id <= max_fn)
-                fkeys[id] = stack_hasher__function(&st->hasher, name ? name : "",
-                                                   sqlite3_column_bytes(q, 1), file ? file : "",
-                                                   sqlite3_column_bytes(q, 2));
+            if (id > 0 && id <= *max_fn)
+                (*fkeys)[id] = stack_hasher__function(&st->hasher, name ? name : "",
+                                                      sqlite3_column_bytes(q, 1), file ? file : "",
+                                                      sqlite3_column_bytes(q, 2));
         }
-        sqlite3_finalize(q);
-        q = NULL;
     }
-    /* The index first: a key that another stack has already (the same
-     * frames stored twice by an earlier version) is then refused, and that
-     * row keeps no key: it is still read by id, and new profiles go to the
-     * other. */
-    if (sqlite3_exec(db, "CREATE UNIQUE INDEX IF NOT EXISTS stacks_key ON stacks(key)", NULL, NULL,
-                     NULL) != SQLITE_OK)
-        goto dberr;
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* Inside open_keys' transaction, after keys_functions: the key of each of
+ * the (at most pending) stacks without one, written to it; a key another
+ * stack has already is refused by the unique index and counted in *dups,
+ * the others in *keyed. Returns 0, or -1 with err set. */
+static int keys_stacks(struct sqlite_store *st, sqlite3 *db, int64_t pending, int64_t max_fn,
+                       const struct stack_key *fkeys, struct stack_key *frame_keys, int64_t *keyed,
+                       int64_t *dups, char *err, size_t errlen)
+{
+    sqlite3_stmt *q = NULL, *up = NULL;
+    struct {
+        int64_t id;
+        struct stack_key key;
+    } *todo = NULL;
+    int rc = -1;
+
     /* Keys computed first, written after: a table is not updated while a
      * statement still reads it. */
     if (pending && !(todo = malloc(pending * sizeof(*todo)))) {
         snprintf(err, errlen, "no memory to key %lld stored stacks", (long long)pending);
-        goto fail;
+        rc = -1;
+        goto out;
     }
     if (sqlite3_prepare_v2(db, "SELECT id, frames FROM stacks WHERE key IS NULL", -1, &q, NULL) !=
             SQLITE_OK ||
         sqlite3_prepare_v2(db, "UPDATE stacks SET key = ? WHERE id = ?", -1, &up, NULL) !=
-            SQLITE_OK)
-        goto dberr;
-    int64_t keyed = 0, dups = 0, ntodo = 0;
+            SQLITE_OK) {
+        rc = keys_dberr(db, err, errlen);
+        goto out;
+    }
+    int64_t ntodo = 0;
     while (ntodo < pending && sqlite3_step(q) == SQLITE_ROW) {
         const unsigned char *p = sqlite3_column_blob(q, 1); /* NULL when empty */
         const unsigned char *end = p ? p + sqlite3_column_bytes(q, 1) : p;
@@ -292,31 +318,76 @@ static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
         sqlite3_bind_int64(up, 2, todo[i].id);
         int rc2 = sqlite3_step(up);
         if ((rc2 & 0xff) == SQLITE_CONSTRAINT) {
-            dups++;
+            (*dups)++;
             continue;
         }
-        if (rc2 != SQLITE_DONE)
-            goto dberr;
-        keyed++;
+        if (rc2 != SQLITE_DONE) {
+            rc = keys_dberr(db, err, errlen);
+            goto out;
+        }
+        (*keyed)++;
     }
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-        goto dberr;
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    sqlite3_finalize(up);
+    free(todo);
+    return rc;
+}
+
+/* Stores made with another STACK_KEY_VERSION (or none) have their stacks
+ * keyed again when opened. */
+
+/* The stack key bases, drawn when the store is made; then every stack
+ * without a key of this version gets one (a store made before keys, or
+ * with another version), and keys are unique. One transaction: a store is
+ * migrated whole or not at all. */
+static int open_keys(struct sqlite_store *st, char *err, size_t errlen)
+{
+    sqlite3 *db = st->wdb;
+    uint64_t base[STACK_HASHER_BASES] = {0};
+    struct stack_key *fkeys = NULL, *frame_keys = NULL;
+    int64_t pending = 0, max_fn = 0, keyed = 0, dups = 0;
+    int rc = -1;
+
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = keys_dberr(db, err, errlen);
+        goto out;
+    }
+    if ((rc = keys_bases(db, base, err, errlen)))
+        goto out;
+    if (stack_hasher__init(&st->hasher, base)) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    if ((rc = keys_functions(st, db, &pending, &max_fn, &fkeys, &frame_keys, err, errlen)))
+        goto out;
+    /* The index first: a key that another stack has already (the same
+     * frames stored twice by an earlier version) is then refused, and that
+     * row keeps no key: it is still read by id, and new profiles go to the
+     * other. */
+    if (sqlite3_exec(db, "CREATE UNIQUE INDEX IF NOT EXISTS stacks_key ON stacks(key)", NULL, NULL,
+                     NULL) != SQLITE_OK) {
+        rc = keys_dberr(db, err, errlen);
+        goto out;
+    }
+    if ((rc = keys_stacks(st, db, pending, max_fn, fkeys, frame_keys, &keyed, &dups, err, errlen)))
+        goto out;
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = keys_dberr(db, err, errlen);
+        goto out;
+    }
     if (keyed || dups)
         log_info("store: %lld stored stacks keyed (stack key version %d); %lld the same as "
                  "another, left without a key",
                  (long long)keyed, STACK_KEY_VERSION, (long long)dups);
     rc = 0;
-    goto out;
-dberr:
-    snprintf(err, errlen, "sqlite: stack keys: %s", sqlite3_errmsg(db));
-fail:
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 out:
-    sqlite3_finalize(q);
-    sqlite3_finalize(up);
+    if (rc)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     free(fkeys);
     free(frame_keys);
-    free(todo);
     return rc;
 }
 

@@ -1,11 +1,13 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
-              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate test_identity test_node test_perfmap test_jvm \
-              test_cfi_table test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
-              test_py_detect test_py_code test_dither test_plt test_file_unwind test_query test_varint \
-              test_ingest test_store test_http test_ch_sql test_store_common \
-              test_debugfile test_dbgsrv
+              test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
+              test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
+              test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
+              test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
+              test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
+              test_ingest test_store test_http test_ch_sql test_store_common test_debugfile \
+              test_dbgsrv
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -61,6 +63,9 @@ $(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,ser
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c) \
 	    $(LDLIBS) -lcmocka
 $(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
+# Helpers shared by a test split in two (header-only, not seen by the pattern rule).
+$(B)/tests/test_py_code $(B)/tests/test_py_code_hostile: tests/unit/py_code_helpers.h
+$(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detect_helpers.h
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
@@ -94,7 +99,7 @@ CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cx
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
                 $(B)/fixtures/cfi_rust
 FIXTURES += $(CFI_FIXTURES)
-$(B)/tests/test_cfi_table: $(CFI_FIXTURES)
+$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
@@ -168,7 +173,8 @@ PY_LAYOUT_PYENV := $(foreach v,$(PY_LAYOUT_PYENV),$(if \
     $(wildcard $(PYENV_ROOT)/versions/$(v)/include/python$(call py_minor,$(v))*/Python.h),$(v)))
 PY_LAYOUT_FIXTURES := $(patsubst %,$(B)/fixtures/py_layout/%.txt,$(PY_LAYOUT_PYENV))
 FIXTURES += $(PY_LAYOUT_FIXTURES)
-$(B)/tests/test_py_layout: $(PY_LAYOUT_FIXTURES)
+$(B)/tests/test_py_layout $(B)/tests/test_py_layout_hostile: $(PY_LAYOUT_FIXTURES) \
+    tests/unit/py_layout_helpers.h
 $(B)/fixtures/py_layout/%.txt: tools/python_layout.sh tools/python_layout/layout.c
 	@mkdir -p $(dir $@)
 	{ echo "# prefix $(PYENV_ROOT)/versions/$*"; tools/python_layout.sh --one \

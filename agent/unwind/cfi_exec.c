@@ -116,6 +116,104 @@ static bool block(struct prog *g, const uint8_t **data, uint64_t *len)
 /* What running a program stopped at. */
 enum step { STEP_ROW, STEP_END, STEP_ERR };
 
+/* Applies op, one of the instructions that set the CFA's or a register's
+ * rule (its operands read from g), to fs. Returns false when op is not one
+ * of them or its operands are malformed (run() then fails: STEP_ERR). */
+static bool rule(struct prog *g, struct cfi_state *fs, uint8_t op)
+{
+    const struct build *b = g->b;
+    const struct cie *c = g->cie;
+    uint64_t reg, u;
+    int64_t s;
+
+    switch (op) {
+    case DW_CFA_def_cfa:
+        if (!uleb(g, &reg) || !uleb(g, &u))
+            return false;
+        fs->cfa = CFA_OFF, fs->cfa_reg = reg, fs->cfa_off = (int64_t)u;
+        return true;
+    case DW_CFA_def_cfa_sf:
+        if (!uleb(g, &reg) || !sleb(g, &s))
+            return false;
+        fs->cfa = CFA_OFF, fs->cfa_reg = reg, fs->cfa_off = s * c->data_align;
+        return true;
+    case DW_CFA_def_cfa_register:
+        if (!uleb(g, &reg))
+            return false;
+        if (fs->cfa != CFA_OFF)
+            fs->cfa = CFA_INVALID;
+        fs->cfa_reg = reg;
+        return true;
+    case DW_CFA_def_cfa_offset:
+        if (!uleb(g, &u))
+            return false;
+        if (fs->cfa != CFA_OFF)
+            fs->cfa = CFA_INVALID;
+        fs->cfa_off = (int64_t)u;
+        return true;
+    case DW_CFA_def_cfa_offset_sf:
+        if (!sleb(g, &s))
+            return false;
+        if (fs->cfa != CFA_OFF)
+            fs->cfa = CFA_INVALID;
+        fs->cfa_off = s * c->data_align;
+        return true;
+    case DW_CFA_def_cfa_expression:
+        if (!block(g, &fs->cfa_expr, &fs->cfa_expr_len))
+            return false;
+        fs->cfa = CFA_EXPR;
+        return true;
+    case DW_CFA_undefined:
+    case DW_CFA_same_value:
+        if (!uleb(g, &reg))
+            return false;
+        set_reg(b, fs, reg, op == DW_CFA_undefined ? R_UNDEF : R_SAME, 0);
+        return true;
+    case DW_CFA_offset_extended:
+    case DW_CFA_val_offset:
+        if (!uleb(g, &reg) || !uleb(g, &u))
+            return false;
+        set_reg(b, fs, reg, op == DW_CFA_val_offset ? R_VAL_OFFSET : R_OFFSET,
+                (int64_t)u * c->data_align);
+        return true;
+    case DW_CFA_offset_extended_sf:
+    case DW_CFA_val_offset_sf:
+        if (!uleb(g, &reg) || !sleb(g, &s))
+            return false;
+        set_reg(b, fs, reg, op == DW_CFA_val_offset_sf ? R_VAL_OFFSET : R_OFFSET,
+                s * c->data_align);
+        return true;
+    case DW_CFA_GNU_negative_offset_extended:
+        if (!uleb(g, &reg) || !uleb(g, &u))
+            return false;
+        set_reg(b, fs, reg, R_OFFSET, -(int64_t)u * c->data_align);
+        return true;
+    case DW_CFA_register:
+        if (!uleb(g, &reg) || !uleb(g, &u))
+            return false;
+        set_reg(b, fs, reg, R_REG, (int64_t)u);
+        return true;
+    case DW_CFA_expression:
+    case DW_CFA_val_expression: {
+        const uint8_t *e;
+        if (!uleb(g, &reg) || !block(g, &e, &u))
+            return false;
+        struct cfi_reg_state *r = tracked(b, fs, reg);
+        if (r)
+            *r = (struct cfi_reg_state){
+                .rule = op == DW_CFA_expression ? R_EXPR : R_VAL_EXPR, .expr = e, .expr_len = u};
+        return true;
+    }
+    case DW_CFA_GNU_window_save: /* SPARC's shorthand, as libdw reads it */
+        for (reg = 8; reg < 32; reg++)
+            set_reg(b, fs, reg, reg < 16 ? R_REG : R_OFFSET,
+                    reg < 16 ? (int64_t)reg + 16 : (int64_t)(reg - 16) * 8);
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Runs g's instructions until one moves the location (*adv is then the new
  * location: STEP_ROW), the program ends (STEP_END) or it is malformed
  * (STEP_ERR). cie_init: the CIE's own initial instructions, where restore is
@@ -126,7 +224,6 @@ static enum step run(struct prog *g, struct cfi_state *fs, const struct cfi_stat
     const struct build *b = g->b;
     const struct cie *c = g->cie;
     uint64_t reg, u, a;
-    int64_t s;
 
     while (g->p < g->end) {
         uint8_t op = *g->p++;
@@ -164,84 +261,6 @@ static enum step run(struct prog *g, struct cfi_state *fs, const struct cfi_stat
             goto advance;
         case DW_CFA_set_loc: /* not written by today's tools: not followed */
             return STEP_ERR;
-        case DW_CFA_def_cfa:
-            if (!uleb(g, &reg) || !uleb(g, &u))
-                return STEP_ERR;
-            fs->cfa = CFA_OFF, fs->cfa_reg = reg, fs->cfa_off = (int64_t)u;
-            continue;
-        case DW_CFA_def_cfa_sf:
-            if (!uleb(g, &reg) || !sleb(g, &s))
-                return STEP_ERR;
-            fs->cfa = CFA_OFF, fs->cfa_reg = reg, fs->cfa_off = s * c->data_align;
-            continue;
-        case DW_CFA_def_cfa_register:
-            if (!uleb(g, &reg))
-                return STEP_ERR;
-            if (fs->cfa != CFA_OFF)
-                fs->cfa = CFA_INVALID;
-            fs->cfa_reg = reg;
-            continue;
-        case DW_CFA_def_cfa_offset:
-            if (!uleb(g, &u))
-                return STEP_ERR;
-            if (fs->cfa != CFA_OFF)
-                fs->cfa = CFA_INVALID;
-            fs->cfa_off = (int64_t)u;
-            continue;
-        case DW_CFA_def_cfa_offset_sf:
-            if (!sleb(g, &s))
-                return STEP_ERR;
-            if (fs->cfa != CFA_OFF)
-                fs->cfa = CFA_INVALID;
-            fs->cfa_off = s * c->data_align;
-            continue;
-        case DW_CFA_def_cfa_expression:
-            if (!block(g, &fs->cfa_expr, &fs->cfa_expr_len))
-                return STEP_ERR;
-            fs->cfa = CFA_EXPR;
-            continue;
-        case DW_CFA_undefined:
-        case DW_CFA_same_value:
-            if (!uleb(g, &reg))
-                return STEP_ERR;
-            set_reg(b, fs, reg, op == DW_CFA_undefined ? R_UNDEF : R_SAME, 0);
-            continue;
-        case DW_CFA_offset_extended:
-        case DW_CFA_val_offset:
-            if (!uleb(g, &reg) || !uleb(g, &u))
-                return STEP_ERR;
-            set_reg(b, fs, reg, op == DW_CFA_val_offset ? R_VAL_OFFSET : R_OFFSET,
-                    (int64_t)u * c->data_align);
-            continue;
-        case DW_CFA_offset_extended_sf:
-        case DW_CFA_val_offset_sf:
-            if (!uleb(g, &reg) || !sleb(g, &s))
-                return STEP_ERR;
-            set_reg(b, fs, reg, op == DW_CFA_val_offset_sf ? R_VAL_OFFSET : R_OFFSET,
-                    s * c->data_align);
-            continue;
-        case DW_CFA_GNU_negative_offset_extended:
-            if (!uleb(g, &reg) || !uleb(g, &u))
-                return STEP_ERR;
-            set_reg(b, fs, reg, R_OFFSET, -(int64_t)u * c->data_align);
-            continue;
-        case DW_CFA_register:
-            if (!uleb(g, &reg) || !uleb(g, &u))
-                return STEP_ERR;
-            set_reg(b, fs, reg, R_REG, (int64_t)u);
-            continue;
-        case DW_CFA_expression:
-        case DW_CFA_val_expression: {
-            const uint8_t *e;
-            if (!uleb(g, &reg) || !block(g, &e, &u))
-                return STEP_ERR;
-            struct cfi_reg_state *r = tracked(b, fs, reg);
-            if (r)
-                *r = (struct cfi_reg_state){.rule = op == DW_CFA_expression ? R_EXPR : R_VAL_EXPR,
-                                            .expr = e,
-                                            .expr_len = u};
-            continue;
-        }
         case DW_CFA_restore_extended:
             if (!uleb(g, &reg))
                 return STEP_ERR;
@@ -260,12 +279,9 @@ static enum step run(struct prog *g, struct cfi_state *fs, const struct cfi_stat
             if (!uleb(g, &u))
                 return STEP_ERR;
             continue;
-        case DW_CFA_GNU_window_save: /* SPARC's shorthand, as libdw reads it */
-            for (reg = 8; reg < 32; reg++)
-                set_reg(b, fs, reg, reg < 16 ? R_REG : R_OFFSET,
-                        reg < 16 ? (int64_t)reg + 16 : (int64_t)(reg - 16) * 8);
-            continue;
         default:
+            if (rule(g, fs, op))
+                continue;
             return STEP_ERR;
         }
     restore:

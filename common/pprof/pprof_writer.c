@@ -316,124 +316,143 @@ static void encode_mem_free(struct encode_mem *e)
     free(e->packed);
 }
 
-static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_deflater *gz)
+/* The arrays the message points at, sized for w (nloc locations holding
+ * nlines lines in all): 0, or -ENOMEM with what was had left in e for
+ * encode_mem_free. */
+static int encode_alloc(const struct pprof_writer *w, struct encode_mem *e, size_t nlines)
 {
-    Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
-    struct encode_mem e;
     size_t nstr = hmap__len(w->strings), nfun = hmap__len(w->functions);
-    size_t nmap = hmap__len(w->mappings), nloc = hmap__len(w->locations), nlines = 0;
-    int err = -ENOMEM;
-
-    memset(&e, 0, sizeof(e));
-    if (w->failed)
-        return -ENOMEM;
-    for (size_t i = 0; i < nloc; i++)
-        nlines += ((const struct loc_head *)hmap__key(w->locations, i, NULL))->n;
+    size_t nmap = hmap__len(w->mappings), nloc = hmap__len(w->locations);
 
     /* +1 everywhere: calloc(0) may return NULL. */
-    e.vt = calloc(w->nsample_types + 1, sizeof(*e.vt));
-    e.vtp = calloc(w->nsample_types + 1, sizeof(*e.vtp));
-    e.s = calloc(w->nsamples + 1, sizeof(*e.s));
-    e.sp = calloc(w->nsamples + 1, sizeof(*e.sp));
-    e.l = calloc(w->nlabels + 1, sizeof(*e.l));
-    e.lp = calloc(w->nlabels + 1, sizeof(*e.lp));
-    e.m = calloc(nmap + 1, sizeof(*e.m));
-    e.mp = calloc(nmap + 1, sizeof(*e.mp));
-    e.loc = calloc(nloc + 1, sizeof(*e.loc));
-    e.locp = calloc(nloc + 1, sizeof(*e.locp));
-    e.line = calloc(nlines + 1, sizeof(*e.line));
-    e.linep = calloc(nlines + 1, sizeof(*e.linep));
-    e.f = calloc(nfun + 1, sizeof(*e.f));
-    e.fp = calloc(nfun + 1, sizeof(*e.fp));
-    e.strings = calloc(nstr + 1, sizeof(*e.strings));
-    if (!e.vt || !e.vtp || !e.s || !e.sp || !e.l || !e.lp || !e.m || !e.mp || !e.loc || !e.locp ||
-        !e.line || !e.linep || !e.f || !e.fp || !e.strings)
-        goto out;
+    e->vt = calloc(w->nsample_types + 1, sizeof(*e->vt));
+    e->vtp = calloc(w->nsample_types + 1, sizeof(*e->vtp));
+    e->s = calloc(w->nsamples + 1, sizeof(*e->s));
+    e->sp = calloc(w->nsamples + 1, sizeof(*e->sp));
+    e->l = calloc(w->nlabels + 1, sizeof(*e->l));
+    e->lp = calloc(w->nlabels + 1, sizeof(*e->lp));
+    e->m = calloc(nmap + 1, sizeof(*e->m));
+    e->mp = calloc(nmap + 1, sizeof(*e->mp));
+    e->loc = calloc(nloc + 1, sizeof(*e->loc));
+    e->locp = calloc(nloc + 1, sizeof(*e->locp));
+    e->line = calloc(nlines + 1, sizeof(*e->line));
+    e->linep = calloc(nlines + 1, sizeof(*e->linep));
+    e->f = calloc(nfun + 1, sizeof(*e->f));
+    e->fp = calloc(nfun + 1, sizeof(*e->fp));
+    e->strings = calloc(nstr + 1, sizeof(*e->strings));
+    if (!e->vt || !e->vtp || !e->s || !e->sp || !e->l || !e->lp || !e->m || !e->mp || !e->loc ||
+        !e->locp || !e->line || !e->linep || !e->f || !e->fp || !e->strings)
+        return -ENOMEM;
+    return 0;
+}
 
+/* The sample types, labels and samples of w into p, in e's arrays (which
+ * encode_alloc sized). Cannot fail. */
+static void encode_samples(const struct pprof_writer *w, struct encode_mem *e,
+                           Perftools__Profiles__Profile *p)
+{
     for (size_t i = 0; i < w->nsample_types; i++) {
-        perftools__profiles__value_type__init(&e.vt[i]);
-        e.vt[i].type = w->sample_types[i][0];
-        e.vt[i].unit = w->sample_types[i][1];
-        e.vtp[i] = &e.vt[i];
+        perftools__profiles__value_type__init(&e->vt[i]);
+        e->vt[i].type = w->sample_types[i][0];
+        e->vt[i].unit = w->sample_types[i][1];
+        e->vtp[i] = &e->vt[i];
     }
-    p.n_sample_type = w->nsample_types;
-    p.sample_type = e.vtp;
+    p->n_sample_type = w->nsample_types;
+    p->sample_type = e->vtp;
 
     for (size_t i = 0; i < w->nlabels; i++) {
-        perftools__profiles__label__init(&e.l[i]);
-        e.l[i].key = w->labels[i].key;
-        e.l[i].str = w->labels[i].str;
-        e.l[i].num = w->labels[i].num;
-        e.l[i].num_unit = w->labels[i].num_unit;
-        e.lp[i] = &e.l[i];
+        perftools__profiles__label__init(&e->l[i]);
+        e->l[i].key = w->labels[i].key;
+        e->l[i].str = w->labels[i].str;
+        e->l[i].num = w->labels[i].num;
+        e->l[i].num_unit = w->labels[i].num_unit;
+        e->lp[i] = &e->l[i];
     }
     for (size_t i = 0; i < w->nsamples; i++) {
         const struct sample_rec *r = &w->samples[i];
-        perftools__profiles__sample__init(&e.s[i]);
+        perftools__profiles__sample__init(&e->s[i]);
         /* Empty parts point nowhere: their arrays may be NULL (no sample
          * has locations, or labels), and NULL + 0 is undefined. */
-        e.s[i].n_location_id = r->nloc;
-        e.s[i].location_id = r->nloc ? w->loc_ids + r->loc_off : NULL;
-        e.s[i].n_value = w->nsample_types;
-        e.s[i].value = w->nsample_types ? w->values + r->val_off : NULL;
-        e.s[i].n_label = r->nlab;
-        e.s[i].label = r->nlab ? e.lp + r->lab_off : NULL;
-        e.sp[i] = &e.s[i];
+        e->s[i].n_location_id = r->nloc;
+        e->s[i].location_id = r->nloc ? w->loc_ids + r->loc_off : NULL;
+        e->s[i].n_value = w->nsample_types;
+        e->s[i].value = w->nsample_types ? w->values + r->val_off : NULL;
+        e->s[i].n_label = r->nlab;
+        e->s[i].label = r->nlab ? e->lp + r->lab_off : NULL;
+        e->sp[i] = &e->s[i];
     }
-    p.n_sample = w->nsamples;
-    p.sample = e.sp;
+    p->n_sample = w->nsamples;
+    p->sample = e->sp;
+}
+
+/* The mappings, locations (with their lines) and functions of w into p, in
+ * e's arrays (which encode_alloc sized). Cannot fail. */
+static void encode_tables(const struct pprof_writer *w, struct encode_mem *e,
+                          Perftools__Profiles__Profile *p)
+{
+    size_t nfun = hmap__len(w->functions);
+    size_t nmap = hmap__len(w->mappings), nloc = hmap__len(w->locations);
 
     for (size_t i = 0; i < nmap; i++) {
         const struct mapping_key *k = hmap__key(w->mappings, i, NULL);
-        perftools__profiles__mapping__init(&e.m[i]);
-        e.m[i].id = i + 1;
-        e.m[i].memory_start = k->start;
-        e.m[i].memory_limit = k->limit;
-        e.m[i].file_offset = k->offset;
-        e.m[i].filename = k->file;
-        e.m[i].build_id = k->build_id;
-        e.m[i].has_functions = k->flags & 1;
-        e.m[i].has_filenames = !!(k->flags & 2);
-        e.m[i].has_line_numbers = !!(k->flags & 4);
-        e.m[i].has_inline_frames = !!(k->flags & 8);
-        e.mp[i] = &e.m[i];
+        perftools__profiles__mapping__init(&e->m[i]);
+        e->m[i].id = i + 1;
+        e->m[i].memory_start = k->start;
+        e->m[i].memory_limit = k->limit;
+        e->m[i].file_offset = k->offset;
+        e->m[i].filename = k->file;
+        e->m[i].build_id = k->build_id;
+        e->m[i].has_functions = k->flags & 1;
+        e->m[i].has_filenames = !!(k->flags & 2);
+        e->m[i].has_line_numbers = !!(k->flags & 4);
+        e->m[i].has_inline_frames = !!(k->flags & 8);
+        e->mp[i] = &e->m[i];
     }
-    p.n_mapping = nmap;
-    p.mapping = e.mp;
+    p->n_mapping = nmap;
+    p->mapping = e->mp;
 
     size_t li = 0;
     for (size_t i = 0; i < nloc; i++) {
         const struct loc_head *h = hmap__key(w->locations, i, NULL);
         const struct line_key *lk = (const struct line_key *)(h + 1);
-        perftools__profiles__location__init(&e.loc[i]);
-        e.loc[i].id = i + 1;
-        e.loc[i].mapping_id = h->mapping_id;
-        e.loc[i].address = h->address;
-        e.loc[i].n_line = h->n;
-        e.loc[i].line = e.linep + li;
+        perftools__profiles__location__init(&e->loc[i]);
+        e->loc[i].id = i + 1;
+        e->loc[i].mapping_id = h->mapping_id;
+        e->loc[i].address = h->address;
+        e->loc[i].n_line = h->n;
+        e->loc[i].line = e->linep + li;
         for (size_t j = 0; j < h->n; j++, li++) {
-            perftools__profiles__line__init(&e.line[li]);
-            e.line[li].function_id = lk[j].function_id;
-            e.line[li].line = lk[j].line;
-            e.linep[li] = &e.line[li];
+            perftools__profiles__line__init(&e->line[li]);
+            e->line[li].function_id = lk[j].function_id;
+            e->line[li].line = lk[j].line;
+            e->linep[li] = &e->line[li];
         }
-        e.locp[i] = &e.loc[i];
+        e->locp[i] = &e->loc[i];
     }
-    p.n_location = nloc;
-    p.location = e.locp;
+    p->n_location = nloc;
+    p->location = e->locp;
 
     for (size_t i = 0; i < nfun; i++) {
         const struct func_key *k = hmap__key(w->functions, i, NULL);
-        perftools__profiles__function__init(&e.f[i]);
-        e.f[i].id = i + 1;
-        e.f[i].name = k->name;
-        e.f[i].system_name = k->system_name;
-        e.f[i].filename = k->file;
-        e.f[i].start_line = k->start_line;
-        e.fp[i] = &e.f[i];
+        perftools__profiles__function__init(&e->f[i]);
+        e->f[i].id = i + 1;
+        e->f[i].name = k->name;
+        e->f[i].system_name = k->system_name;
+        e->f[i].filename = k->file;
+        e->f[i].start_line = k->start_line;
+        e->fp[i] = &e->f[i];
     }
-    p.n_function = nfun;
-    p.function = e.fp;
+    p->n_function = nfun;
+    p->function = e->fp;
+}
+
+/* The string table of w into p: the strings copied out NUL-terminated into
+ * one block, which is returned (the caller frees it once p is packed);
+ * NULL when out of memory (p untouched). */
+static char *encode_strings(const struct pprof_writer *w, struct encode_mem *e,
+                            Perftools__Profiles__Profile *p)
+{
+    size_t nstr = hmap__len(w->strings);
 
     /* Keys are stored without a NUL; copy them out terminated. */
     size_t total = 0;
@@ -444,18 +463,41 @@ static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_
     }
     char *sbuf = malloc(total + 1);
     if (!sbuf)
-        goto out;
+        return NULL;
     char *q = sbuf;
     for (size_t i = 0; i < nstr; i++) {
         size_t len;
         const char *k = hmap__key(w->strings, i, &len);
         memcpy(q, k, len);
         q[len] = '\0';
-        e.strings[i] = q;
+        e->strings[i] = q;
         q += len + 1;
     }
-    p.n_string_table = nstr;
-    p.string_table = e.strings;
+    p->n_string_table = nstr;
+    p->string_table = e->strings;
+    return sbuf;
+}
+
+static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_deflater *gz)
+{
+    Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+    struct encode_mem e;
+    size_t nloc = hmap__len(w->locations), nlines = 0;
+    int err = -ENOMEM;
+
+    memset(&e, 0, sizeof(e));
+    if (w->failed)
+        return -ENOMEM;
+    for (size_t i = 0; i < nloc; i++)
+        nlines += ((const struct loc_head *)hmap__key(w->locations, i, NULL))->n;
+
+    if (encode_alloc(w, &e, nlines))
+        goto out;
+    encode_samples(w, &e, &p);
+    encode_tables(w, &e, &p);
+    char *sbuf = encode_strings(w, &e, &p);
+    if (!sbuf)
+        goto out;
 
     perftools__profiles__value_type__init(&e.period_type);
     e.period_type.type = w->period_type[0];
