@@ -26,7 +26,8 @@ struct ingest_identity {
 };
 
 /* Returns the HTTP status: 202 stored (durably), 400 not a valid profile,
- * 413 past a limit, 500 the store failed. msg says why for anything but 202.
+ * 413 past a limit, 503 the store is unavailable for now (ClickHouse down
+ * or timing out: the agent retries), 500 the store failed. msg says why for anything but 202.
  * Nothing is stored unless 202. Identical samples (the same stack and
  * labels) are stored as one. Everything it allocates (the inflated body,
  * tables, arrays, the store's put) is counted against lim->max_memory: a

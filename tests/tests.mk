@@ -362,7 +362,7 @@ $(B)/bench/deep: bench/deep.c
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ -lz -ldeflate -lzstd -lprotobuf-c -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread
 
 # The server's ingest in-process, without HTTP: `ingest_bench DIR [REPS]`.
 $(B)/bench/ingest_bench: bench/ingest_bench.c \
