@@ -695,11 +695,19 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
                      "some of its code lies outside every symbol it has (ELF address 0x%llx: "
                      "generated code, padding or a stub)",
                      (unsigned long long)r->elf_addr);
-        log_warn("symbols: %s%s%s: frames unnamed, shown as %s+0xADDR: %s%s", b->path,
-                 b->build_id[0] ? " build_id=" : "", b->build_id, b->name, bs->why,
-                 missing ? "; fix: install its debug package (-dbgsym/-dbg) or build with -g and "
-                           "do not strip --strip-all"
-                         : "");
+        if (bs->dbg == DBG_PENDING)
+            /* Not a problem yet: the file is on its way, and the reload
+             * that takes it says again if frames stay unnamed (the
+             * debuginfod client logs a failed fetch itself). */
+            log_info("symbols: %s build_id=%s: frames shown as %s+0xADDR until its debug file "
+                     "arrives from debuginfod",
+                     b->path, b->build_id, b->name);
+        else
+            log_warn("symbols: %s%s%s: frames unnamed, shown as %s+0xADDR: %s%s", b->path,
+                     b->build_id[0] ? " build_id=" : "", b->build_id, b->name, bs->why,
+                     missing ? "; fix: install its debug package (-dbgsym/-dbg), serve its debug "
+                               "file by debuginfod, or build with -g and do not strip --strip-all"
+                             : "");
     }
     return r;
 }
