@@ -139,6 +139,15 @@ def boot(args, series, vmlinuz, initramfs, d):
     return time.monotonic() - t0, how
 
 
+def boot_failed_before_init(d):
+    """True when the console shows the kernel panicking (or oopsing) before
+    it ran /init: a failure of the guest's boot, not of anything tested."""
+    con = read(os.path.join(d, "console.log"))
+    at_init = con.find("Run /init as init process")
+    m = re.search(r"Kernel panic|Oops:|BUG: ", con)
+    return m is not None and (at_init < 0 or m.start() < at_init)
+
+
 def unpack(d):
     """The guest's tar from the serial capture into d/results; False if none."""
     try:
@@ -393,6 +402,15 @@ def main():
         version, vmlinuz = found[series]
         d = os.path.join(args.out, series)
         secs, how = boot(args, series, vmlinuz, initramfs, d)
+        if boot_failed_before_init(d):
+            # The guest kernel died while booting, before /init (seen once:
+            # an int3 Oops in 6.12's timer interrupt under TCG's text
+            # patching): nothing of ours ran yet. One more boot.
+            print(f"kernels: {series}: the guest kernel failed before /init; booting again",
+                  flush=True)
+            os.replace(os.path.join(d, "console.log"), os.path.join(args.out,
+                                                                    f"{series}.failed-boot.log"))
+            secs, how = boot(args, series, vmlinuz, initramfs, d)
         row = analyze(series, version, d, secs, how)
         print(f"kernels: {series} ({version}): {'PASS' if not row['failures'] else 'FAIL'} in "
               f"{secs:.0f} s", flush=True)
