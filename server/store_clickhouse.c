@@ -15,7 +15,11 @@
  *   profiles(app, time_ns, host, pid, duration_ns, period_ns, samples, cpu_ns,
  *            bytes_in, labels)                     sharded by app
  *   samples(app, time_ns, host, pid, labels, stack_a, stack_b, labelset,
- *           samples, cpu_ns)                       sharded by app and stack key
+ *           samples, cpu_ns)                       sharded by profile (app, host,
+ *                                                  pid, time_ns): one upload's rows
+ *                                                  make a part on one shard, not
+ *                                                  on all; a retry lands on the
+ *                                                  same shard, where it collapses
  * where labels are the identity labels ("\x1fk=v\x1f", store_identity__text)
  * and labelset the stack's own labels (store_labelset__text). All are
  * ReplacingMergeTree by their whole identity: a stack or function stored
@@ -35,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -63,7 +68,7 @@ static const struct {
      "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64",
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
      "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
-     "cityHash64(app, stack_a)"},
+     "cityHash64(app, host, pid, time_ns)"},
     /* store_clickhouse_rollup.c */
     {"rollups",
      "app String, level UInt8, bucket_ns Int64, stack_a UInt64, stack_b UInt64, samples Int64, "
@@ -283,7 +288,12 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     st->timeout_ms = timeout_ms;
     pthread_mutex_init(&st->mu, NULL);
     pthread_mutex_init(&st->bmu, NULL);
-    pthread_cond_init(&st->bcv, NULL);
+    /* The batch's linger waits by the monotonic clock. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->bcv, &ca);
+    pthread_condattr_destroy(&ca);
     if (!ch_sql__identifier(db) || (cluster && *cluster && !ch_sql__identifier(cluster))) {
         snprintf(err, errlen,
                  "--clickhouse-database and --clickhouse-cluster: letters, digits and _ only");

@@ -41,6 +41,7 @@ struct ch_store {
     pthread_cond_t bcv;
     struct ch_batch *open; /* rows waiting for the next write; NULL when none */
     bool writing;          /* a batch is being written */
+    int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
 };
 
 static inline struct ch_store *CH(struct store *s)
@@ -60,23 +61,39 @@ enum { CH_FUNCTIONS, CH_STACKS, CH_SAMPLES, CH_PROFILES, CH_N_INSERTS };
 /* A batch of puts' rows, written by one set of INSERTs (group commit). */
 struct ch_batch;
 
-/* Adds the rows (RowBinary, or empty) of one put to the open batch
- * and returns once ClickHouse acknowledged that batch's INSERTs: 0, or
+/* Adds the rows (RowBinary, or empty) of one put to the open batch (the
+ * put arrived before: chs_batch__arrive) and returns once ClickHouse
+ * acknowledged that batch's INSERTs: 0, or
  * -EAGAIN (logged) when any failed (none of its puts is then acknowledged;
  * a retry writes the same rows, which collapse). Puts arriving while a
  * batch is written wait for the next, so concurrent uploads share
  * INSERTs: ClickHouse wants few large inserts, not many small ones. */
 int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS]);
+/* A put announces itself when it starts (arrive), so a batch about to be
+ * written may wait a few ms for it; it is counted until its submit, or
+ * its leave when it fails before. */
+void chs_batch__arrive(struct ch_store *st);
+void chs_batch__leave(struct ch_store *st);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
 
+/* A saturating sum of the Int64 column C (>= 0, as ingest admits them) in
+ * SQL: ClickHouse's sum() wraps past int64, so a wrapped sum (negative, or
+ * past 2^64 as a Float64 sum shows) is held at INT64_MAX, as sat.h does in
+ * C and the SQLite store does. Two uses of the same sum() are computed once. */
+#define CH_SAT_SUM(C)                                                                              \
+    "if(sum(" C ") < 0 OR sum(toFloat64(" C ")) > 1.8e19, toInt64(9223372036854775807), "          \
+    "sum(" C "))"
+
 /* store_clickhouse_rollup.c: the rows a merge of q without host, pid or
  * label filters sums, into rows (a SELECT of stack_a, stack_b, samples,
- * cpu_ns: current rollups for whole buckets, raw samples for the rest), and
- * its profiles count into count (a SELECT of one row, column c). One round
+ * cpu_ns: current rollups for whole buckets, raw samples for the rest),
+ * the same SELECT without FINAL into keys (for the stack keys alone: a
+ * retried row adds no key, and FINAL costs more than the read), and its
+ * profiles count into count (a SELECT of one row, column c). One round
  * trip to choose. Returns 0 or -errno (-EAGAIN: ClickHouse failed). */
 int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct buf *rows,
-                     struct buf *count);
+                     struct buf *keys, struct buf *count);
 int chs_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
 
 /* The store_ops of store_clickhouse_rw.c (store.h says what each does). */

@@ -97,7 +97,11 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     size_t *ls_off = malloc((p->nlabelsets + 2) * sizeof(*ls_off));
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
     bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
+    bool submitted = false;
     int ret = -ENOMEM;
+
+    /* A batch about to be written waits a little for this put. */
+    chs_batch__arrive(st);
 
     for (int i = 0; i < CH_N_INSERTS; i++)
         buf__init(&rows[i], CH_MAX_STATEMENT);
@@ -145,6 +149,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     if ((ret = put_keys(p, want_fn, want_st, rows)) ||
         (ret = put_rows(p, &ids, &lsq, ls_off, rows)))
         goto too_big;
+    submitted = true;
     if ((ret = chs_batch__submit(st, rows))) {
         snprintf(err, errlen, "clickhouse did not take the profile (see the log)");
         ret = -EAGAIN;
@@ -164,6 +169,8 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
 too_big:
     snprintf(err, errlen, ret == -E2BIG ? "profile too large" : "out of memory");
 out:
+    if (!submitted)
+        chs_batch__leave(st);
     free(ls_off);
     free(want_fn);
     free(want_st);
@@ -235,17 +242,18 @@ static void name_by_key(void *ctx, size_t i, const void *key, size_t len, const 
     }
 }
 
-/* Builds the merged result from the merge statement's rows (kinds 0-3). */
+/* Builds the merged result from the merge statement's rows: kind 0, a
+ * stack's key, frames (fa, fb) and sums; 2, a function's key and names; 3,
+ * the count of profiles. */
 static int merge_parse(struct buf *ans, struct store_merged **out)
 {
-    struct hmap *stacks = hmap__new(), *fns = hmap__new();
+    struct hmap *fns = hmap__new();
     struct ch_fn *names = NULL;
-    char **frames = NULL; /* stack index -> (fa, fb) text */
     struct {
-        uint64_t k[2];
+        char *fa, *fb; /* the frames' text, in ans */
         int64_t s, c;
     } *sums = NULL;
-    size_t nsums = 0, capsums = 0, capfr = 0, capn = 0;
+    size_t nsums = 0, capsums = 0, capn = 0;
     uint64_t *fa = malloc(STACK_KEY_MAX_FRAMES * 2 * sizeof(*fa)), *fb = fa + STACK_KEY_MAX_FRAMES;
     int64_t profiles = 0;
     struct merged_builder b = {0};
@@ -253,7 +261,7 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
     char *f[9];
     int n, err = -ENOMEM;
 
-    if (!stacks || !fns || !fa || (err = merged_builder__init(&b)))
+    if (!fns || !fa || (err = merged_builder__init(&b)))
         goto out;
     err = -EAGAIN; /* a garbled answer */
     ch_tsv__init(&t, ans->data, ans->len);
@@ -273,30 +281,21 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
                     goto oom;
                 sums = ns;
             }
-            sums[nsums].k[0] = k[0], sums[nsums].k[1] = k[1];
+            sums[nsums].fa = f[3], sums[nsums].fb = f[4];
             sums[nsums].s = v[0], sums[nsums++].c = v[1];
-        } else if (f[0][0] == '1' || f[0][0] == '2') {
-            struct hmap *m = f[0][0] == '1' ? stacks : fns;
+        } else if (f[0][0] == '2') {
             bool fresh;
-            long i = hmap__put(m, k, sizeof(k), &fresh);
+            long i = hmap__put(fns, k, sizeof(k), &fresh);
             if (i < 0)
                 goto oom;
-            size_t *cap = m == stacks ? &capfr : &capn;
-            if ((size_t)i >= *cap) {
-                *cap = *cap ? *cap * 2 : 1024;
-                void *nv = m == stacks ? realloc(frames, *cap * 2 * sizeof(*frames))
-                                       : realloc(names, *cap * sizeof(*names));
+            if ((size_t)i >= capn) {
+                capn = capn ? capn * 2 : 1024;
+                void *nv = realloc(names, capn * sizeof(*names));
                 if (!nv)
                     goto oom;
-                if (m == stacks)
-                    frames = nv;
-                else
-                    names = nv;
+                names = nv;
             }
-            if (m == stacks)
-                frames[2 * i] = f[3], frames[2 * i + 1] = f[4];
-            else
-                names[i] = (struct ch_fn){f[5], f[6]};
+            names[i] = (struct ch_fn){f[5], f[6]};
         } else {
             goto bad;
         }
@@ -304,11 +303,8 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
     if (n != 0)
         goto bad;
     for (size_t i = 0; i < nsums; i++) {
-        long si = hmap__find(stacks, sums[i].k, sizeof(sums[i].k));
-        if (si < 0)
-            continue; /* its stack not (yet) readable: counts without a stack are dropped */
-        int na = ch_tsv__u64_array(frames[2 * si], fa, STACK_KEY_MAX_FRAMES);
-        int nb = ch_tsv__u64_array(frames[2 * si + 1], fb, STACK_KEY_MAX_FRAMES);
+        int na = ch_tsv__u64_array(sums[i].fa, fa, STACK_KEY_MAX_FRAMES);
+        int nb = ch_tsv__u64_array(sums[i].fb, fb, STACK_KEY_MAX_FRAMES);
         if (na < 0 || na != nb)
             goto bad;
         if ((err = merged_builder__stack(&b, sums[i].s, sums[i].c)))
@@ -329,71 +325,86 @@ bad:
     err = -EAGAIN;
 out:
     merged_builder__free(&b);
-    hmap__free(stacks);
     hmap__free(fns);
     free(names);
-    free(frames);
     free(sums);
     free(fa);
     return err;
 }
 
+/* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns),
+ * the same rows without FINAL K, and the count C: the samples are read
+ * with FINAL once, summed per stack key (saturating), and joined to their
+ * frames (kind 0); the stack keys, read again without FINAL (two columns),
+ * pick the stacks and functions to look up by key (kind 2: names), so no
+ * lookup reads a whole table; the count of profiles (kind 3). */
+static int merge_sql(struct buf *sql, const char *d, const char *R, const char *K, const char *C)
+{
+    return ch_sql__appendf(sql,
+                           "SELECT 0, stack_a, stack_b, fa, fb, '', '', s, c FROM (SELECT stack_a, "
+                           "stack_b, " CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM(
+                               "cpu_ns") " AS c FROM (%s) GROUP BY "
+                                         "stack_a, stack_b) ANY INNER JOIN (SELECT key_a AS "
+                                         "stack_a, key_b AS stack_b, fa, fb "
+                                         "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT "
+                                         "DISTINCT stack_a, stack_b FROM "
+                                         "(%s))) USING (stack_a, stack_b) "
+                                         "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), "
+                                         "emptyArrayUInt64(), name, file, "
+                                         "toInt64(0), toInt64(0) FROM %s.functions WHERE (key_a, "
+                                         "key_b) GLOBAL IN (SELECT "
+                                         "tupleElement(k, 1), tupleElement(k, 2) FROM (SELECT "
+                                         "arrayJoin(arrayMap((x, y) -> (x, "
+                                         "y), fa, fb)) AS k FROM %s.stacks WHERE (key_a, key_b) "
+                                         "GLOBAL IN (SELECT DISTINCT "
+                                         "stack_a, stack_b FROM (%s)))) "
+                                         "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), "
+                                         "emptyArrayUInt64(), '', '', "
+                                         "toInt64(0), toInt64(0) FROM (%s) FORMAT TabSeparated",
+                           R, d, K, d, d, K, C);
+}
+
 int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out)
 {
     struct ch_store *st = CH(s);
-    struct buf sql, rows, count, ans;
+    struct buf sql, rows, keys, count, ans;
     const char *d = st->db;
     bool filtered = q->host || q->pid;
-    int err;
+    int err = 0;
 
     for (int i = 0; i < STORE_N_IDENTITY; i++)
         filtered |= q->identity[i] != NULL;
     *out = NULL;
     buf__init(&sql, 64u << 20);
     buf__init(&rows, 16u << 20);
+    buf__init(&keys, 16u << 20);
     buf__init(&count, 16u << 20);
     buf__init(&ans, CH_MAX_ANSWER);
     /* The rows to sum: rollups where they serve (no filter), else raw. */
     if (!filtered) {
-        if ((err = chs_rollup__rows(st, q, &rows, &count)))
+        if ((err = chs_rollup__rows(st, q, &rows, &keys, &count)))
             goto out;
-    } else if ((err = ch_sql__appendf(&rows,
-                                      "SELECT stack_a, stack_b, samples, cpu_ns FROM "
-                                      "%s.samples FINAL",
-                                      d)) ||
-               (err = where(&rows, q)) ||
-               (err = ch_sql__appendf(&count,
-                                      "SELECT toUInt64(count()) AS c FROM %s.profiles "
-                                      "FINAL",
-                                      d)) ||
-               (err = where(&count, q))) {
-        goto out;
+    } else {
+        for (int k = 0; k < 2 && !err; k++)
+            if (!(err = ch_sql__appendf(k ? &keys : &rows,
+                                        "SELECT stack_a, stack_b, samples, cpu_ns FROM "
+                                        "%s.samples%s",
+                                        d, k ? "" : " FINAL")))
+                err = where(k ? &keys : &rows, q);
+        if (err ||
+            (err = ch_sql__appendf(&count, "SELECT toUInt64(count()) AS c FROM %s.profiles FINAL",
+                                   d)) ||
+            (err = where(&count, q)))
+            goto out;
     }
-    const char *R = rows.data, *C = count.data;
-    /* One statement: the sums by stack (0), those stacks' frames (1), their
-     * functions' names (2) and the count of profiles (3). */
-    if ((err = ch_sql__appendf(
-             &sql,
-             "SELECT 0, stack_a, stack_b, emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
-             "sum(samples), sum(cpu_ns) FROM (%s) GROUP BY stack_a, stack_b "
-             "UNION ALL SELECT 1, key_a, key_b, any(fa), any(fb), '', '', toInt64(0), toInt64(0) "
-             "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)) "
-             "GROUP BY key_a, key_b "
-             "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), emptyArrayUInt64(), "
-             "any(name), any(file), toInt64(0), toInt64(0) FROM %s.functions WHERE (key_a, key_b) "
-             "GLOBAL IN (SELECT tupleElement(k, 1), tupleElement(k, 2) FROM (SELECT "
-             "arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM %s.stacks WHERE (key_a, "
-             "key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)))) GROUP BY key_a, key_b "
-             "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
-             "toInt64(0), toInt64(0) FROM (%s) FORMAT TabSeparated",
-             R, d, R, d, d, R, C)))
-        goto out;
-    if ((err = chs_exec(st, 0, &sql, &ans)))
+    if ((err = merge_sql(&sql, d, rows.data, keys.data, count.data)) ||
+        (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     err = merge_parse(&ans, out);
 out:
     buf__free(&sql);
     buf__free(&rows);
+    buf__free(&keys);
     buf__free(&count);
     buf__free(&ans);
     return err == -E2BIG ? -EINVAL : err;
@@ -412,11 +423,13 @@ int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct sto
     *n = 0;
     buf__init(&sql, 1 << 16);
     buf__init(&ans, 256u << 20);
-    if ((err = ch_sql__appendf(&sql,
-                               "SELECT app, host, max(time_ns + duration_ns), sum(cpu_ns) FROM "
-                               "%s.profiles FINAL WHERE time_ns >= %lld AND time_ns < %lld "
-                               "GROUP BY app, host ORDER BY app, host FORMAT TabSeparated",
-                               st->db, (long long)from_ns, (long long)to_ns)) ||
+    if ((err = ch_sql__appendf(
+             &sql,
+             "SELECT app, host, max(time_ns + duration_ns), " CH_SAT_SUM(
+                 "cpu_ns") " FROM "
+                           "%s.profiles FINAL WHERE time_ns >= %lld AND time_ns < %lld "
+                           "GROUP BY app, host ORDER BY app, host FORMAT TabSeparated",
+             st->db, (long long)from_ns, (long long)to_ns)) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct ch_tsv t;
@@ -491,10 +504,11 @@ int chs_timeline(struct store *s, const struct store_query *q, int64_t step_ns, 
         return -ENOMEM;
     buf__init(&sql, 1 << 20);
     buf__init(&ans, 64u << 20);
-    if ((err = ch_sql__appendf(&sql,
-                               "SELECT intDiv(time_ns - %lld, %lld) AS i, sum(cpu_ns) FROM "
-                               "%s.profiles FINAL",
-                               (long long)q->from_ns, (long long)step_ns, st->db)) ||
+    if ((err = ch_sql__appendf(
+             &sql,
+             "SELECT intDiv(time_ns - %lld, %lld) AS i, " CH_SAT_SUM("cpu_ns") " FROM "
+                                                                               "%s.profiles FINAL",
+             (long long)q->from_ns, (long long)step_ns, st->db)) ||
         (err = where(&sql, q)) ||
         (err = ch_sql__appendf(&sql, " GROUP BY i FORMAT TabSeparated")) ||
         (err = chs_exec(st, 0, &sql, &ans)))

@@ -11,6 +11,7 @@ import time
 import urllib.parse
 
 import clickhouse_cluster
+import hostile_tests
 import server_tests as st
 from server_tests import Server, check, collapsed_split, run_agent, stop_agent, good_profile
 
@@ -33,12 +34,14 @@ def on_clickhouse(test, single=False):
 
 
 # The SQLite-only tests read the store's file (stack_keys, retention); the
-# ClickHouse store's own come below.
+# ClickHouse store's own come below. Sums past int64 (test_ch_hostile_sums)
+# saturate in ClickHouse's SQL as in SQLite's.
 SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_server_bad_input,
                                      st.test_server_auth, st.test_server_durability,
                                      st.test_agent_outage, st.test_server_labels,
                                      st.test_server_rollups)] + \
-    [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)]
+    [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)] + \
+    [on_clickhouse(hostile_tests.test_server_hostile_sums)]
 
 
 def shard_rows(db, table):
