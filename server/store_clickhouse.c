@@ -9,9 +9,15 @@
  * Distributed T over them, sharded as said; rows go into and queries read T):
  *   meta(draw, k, v)            the stack key bases; several servers may draw
  *                               at once: the smallest draw wins for all
- *   functions(key_a, key_b, name, file)            by function key, sharded by key_a
- *   stacks(key_a, key_b, fa, fb)                   frames as function keys (the
+ *   functions(day, key_a, key_b, name, file)       by function key, sharded by key_a
+ *   stacks(day, key_a, key_b, fa, fb)              frames as function keys (the
  *                                                  a and b lanes), leaf first
+ * functions and stacks are partitioned by day (the day of the profiles that
+ * use them): a put stores each key again on the first use of a day (the
+ * caches hold the day each was stored for), so every day's samples and
+ * rollups find their stacks in that day's partition, a merge looks up only
+ * its days' partitions, and retention drops stacks and functions with the
+ * samples; the cost is a key stored once a day it is used, not once.
  *   profiles(app, time_ns, host, pid, duration_ns, period_ns, samples, cpu_ns,
  *            bytes_in, labels)                     sharded by app
  *   samples(app, time_ns, host, pid, labels, stack_a, stack_b, labelset,
@@ -47,16 +53,15 @@
 #include "store_common.h"
 
 #define CONNECT_TIMEOUT_MS 3000
-#define DAY_NS 86400000000000ll
 
 static const struct {
     const char *name, *columns, *engine, *shard;
 } tables[] = {
     {"meta", "draw UInt64, k String, v UInt64", "MergeTree ORDER BY (draw, k)", "draw"},
-    {"functions", "key_a UInt64, key_b UInt64, name String, file String",
-     "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"},
-    {"stacks", "key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
-     "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"},
+    {"functions", "day Int64, key_a UInt64, key_b UInt64, name String, file String",
+     "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
+    {"stacks", "day Int64, key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
+     "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
     {"profiles",
      "app String, time_ns Int64, host String, pid Int64, duration_ns Int64, period_ns Int64, "
      "samples Int64, cpu_ns Int64, bytes_in Int64, labels String",
@@ -362,7 +367,7 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
 {
     struct ch_store *st = CH(s);
     struct buf sql, ans;
-    int64_t day = older_than_ns / DAY_NS; /* partitions below it end before the cutoff */
+    int64_t day = older_than_ns / CH_DAY_NS; /* partitions below it end before the cutoff */
     int err = 0;
 
     *deleted = 0;
@@ -371,7 +376,7 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
     if ((err = ch_sql__appendf(&sql,
                                "SELECT count() FROM %s.profiles WHERE time_ns < %lld "
                                "FORMAT TabSeparated",
-                               st->db, (long long)(day * DAY_NS))) ||
+                               st->db, (long long)(day * CH_DAY_NS))) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct ch_tsv t;
@@ -388,9 +393,9 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         if ((err = ch_sql__appendf(&sql,
                                    "SELECT DISTINCT table, partition FROM system.parts WHERE "
                                    "active AND database = '%s' AND table IN ('profiles%s', "
-                                   "'samples%s', 'rollups%s', 'rollup_buckets%s') "
-                                   "FORMAT TabSeparated",
-                                   st->db, loc, loc, loc, loc)) ||
+                                   "'samples%s', 'rollups%s', 'rollup_buckets%s', 'stacks%s', "
+                                   "'functions%s') FORMAT TabSeparated",
+                                   st->db, loc, loc, loc, loc, loc, loc)) ||
             (err = chs_exec(st, node, &sql, &ans)))
             goto out;
         ch_tsv__init(&t, ans.data, ans.len);
@@ -413,6 +418,13 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         if (err)
             goto out;
     }
+    /* A profile of a dropped day arriving late must store its stacks
+     * again: the caches say which day each key was stored for, and that
+     * day's rows may be gone. */
+    pthread_mutex_lock(&st->mu);
+    stack_keymap__clear(st->fns);
+    stack_keymap__clear(st->stacks);
+    pthread_mutex_unlock(&st->mu);
 out:
     buf__free(&sql);
     buf__free(&ans);

@@ -10,8 +10,8 @@
 #include "store_clickhouse_int.h"
 
 static const char *const table_of[CH_N_INSERTS] = {
-    "functions (key_a, key_b, name, file)",
-    "stacks (key_a, key_b, fa, fb)",
+    "functions (day, key_a, key_b, name, file)",
+    "stacks (day, key_a, key_b, fa, fb)",
     "samples (app, time_ns, host, pid, labels, stack_a, stack_b, labelset, samples, cpu_ns)",
     "profiles (app, time_ns, host, pid, labels, duration_ns, period_ns, samples, cpu_ns, "
     "bytes_in)",

@@ -20,6 +20,8 @@
 #include "stack_key.h"
 #include "store.h"
 
+#define CH_DAY_NS 86400000000000ll
+
 /* The largest answer read from ClickHouse, and the largest statement sent. */
 #define CH_MAX_ANSWER (1u << 30)
 #define CH_MAX_STATEMENT (1u << 30)
@@ -32,8 +34,9 @@ struct ch_store {
     char cluster[65]; /* "" for one server */
     long timeout_ms;  /* of each request */
     struct stack_hasher hasher;
-    /* Keys known to be stored (a cache: ClickHouse holds the truth, and a
-     * key stored twice collapses in its ReplacingMergeTree). */
+    /* Keys known to be stored, each with the day + 1 it was last stored
+     * for (a cache: ClickHouse holds the truth, and a key stored twice on
+     * a day collapses in its ReplacingMergeTree). */
     pthread_mutex_t mu;
     struct stack_keymap *fns, *stacks;
     /* Group commit (store_clickhouse_batch.c), under bmu. */

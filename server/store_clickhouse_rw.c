@@ -19,10 +19,12 @@ const struct stack_hasher *chs_hasher(struct store *s)
 /* --- ingest --- */
 
 /* The rows (RowBinary) of the functions (want_fn[i]) and stacks
- * (want_st[i]) not yet known, into rows[CH_FUNCTIONS] and rows[CH_STACKS]. */
+ * (want_st[i]) not yet stored for the profile's day, into rows[CH_FUNCTIONS]
+ * and rows[CH_STACKS]. */
 static int put_keys(const struct store_profile *p, const bool *want_fn, const bool *want_st,
                     struct buf *rows)
 {
+    int64_t day = p->time_ns / CH_DAY_NS;
     struct buf *r = &rows[CH_FUNCTIONS];
     int err = 0;
 
@@ -30,7 +32,8 @@ static int put_keys(const struct store_profile *p, const bool *want_fn, const bo
         if (!want_fn[i])
             continue;
         const struct store_put_function *f = &p->functions[i];
-        if (!(err = ch_rb__u64(r, f->key.a)) && !(err = ch_rb__u64(r, f->key.b)) &&
+        if (!(err = ch_rb__u64(r, (uint64_t)day)) && !(err = ch_rb__u64(r, f->key.a)) &&
+            !(err = ch_rb__u64(r, f->key.b)) &&
             !(err = ch_rb__str(r, f->f.name, strlen(f->f.name))))
             err = ch_rb__str(r, f->f.file, strlen(f->f.file));
     }
@@ -42,7 +45,7 @@ static int put_keys(const struct store_profile *p, const bool *want_fn, const bo
         uint64_t n = 0;
         for (uint32_t j = 0; j < k->nlocations; j++)
             n += p->locations[k->locations[j]].nfunctions;
-        if (!(err = ch_rb__u64(r, k->key.a)))
+        if (!(err = ch_rb__u64(r, (uint64_t)day)) && !(err = ch_rb__u64(r, k->key.a)))
             err = ch_rb__u64(r, k->key.b);
         /* The two lanes: fa, then fb. */
         for (int lane = 0; lane < 2 && !err; lane++) {
@@ -98,6 +101,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
     bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
     bool submitted = false;
+    int64_t day = p->time_ns / CH_DAY_NS; /* the partition of its rows */
     int ret = -ENOMEM;
 
     /* A batch about to be written waits a little for this put. */
@@ -130,18 +134,18 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
             goto too_big;
     }
     ls_off[p->nlabelsets + 1] = lsq.len;
-    /* What the caches do not know yet. */
+    /* What the caches do not know as stored for this day. */
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
-        if (stack_keymap__get(st->stacks, k->key))
+        if (stack_keymap__get(st->stacks, k->key) == day + 1)
             continue;
         want_st[i] = true;
         for (uint32_t j = 0; j < k->nlocations; j++) {
             const struct store_location *l = &p->locations[k->locations[j]];
             for (uint32_t f = 0; f < l->nfunctions; f++)
                 if (!want_fn[l->functions[f]] &&
-                    !stack_keymap__get(st->fns, p->functions[l->functions[f]].key))
+                    stack_keymap__get(st->fns, p->functions[l->functions[f]].key) != day + 1)
                     want_fn[l->functions[f]] = true;
         }
     }
@@ -158,10 +162,10 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     /* Stored: remembered. A full cache empties itself (stack_keymap). */
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < p->nfunctions; i++)
-        if (want_fn[i] && stack_keymap__put(st->fns, p->functions[i].key, 1))
+        if (want_fn[i] && stack_keymap__put(st->fns, p->functions[i].key, day + 1))
             break;
     for (size_t i = 0; i < p->nstacks; i++)
-        if (want_st[i] && stack_keymap__put(st->stacks, p->stacks[i].key, 1))
+        if (want_st[i] && stack_keymap__put(st->stacks, p->stacks[i].key, day + 1))
             break;
     pthread_mutex_unlock(&st->mu);
     ret = 0;
@@ -338,30 +342,43 @@ out:
  * frames (kind 0); the stack keys, read again without FINAL (two columns),
  * pick the stacks and functions to look up by key (kind 2: names), so no
  * lookup reads a whole table; the count of profiles (kind 3). */
-static int merge_sql(struct buf *sql, const char *d, const char *R, const char *K, const char *C)
+static int merge_sql(struct buf *sql, const char *d, const struct store_query *q, const char *R,
+                     const char *K, const char *C)
 {
+    static const char sums[] = CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM("cpu_ns") " AS c";
+    /* The days whose partitions hold the stacks of the range's rows. */
+    long long d0 = q->from_ns / CH_DAY_NS, d1 = (q->to_ns - 1) / CH_DAY_NS;
+    int err;
+
+    if ((err = ch_sql__appendf(sql,
+                               "SELECT 0, stack_a, stack_b, fa, fb, '', '', s, c FROM (SELECT "
+                               "stack_a, stack_b, %s FROM (%s) GROUP BY stack_a, stack_b) ",
+                               sums, R)) ||
+        (err = ch_sql__appendf(sql,
+                               "ANY INNER JOIN (SELECT key_a AS stack_a, key_b AS stack_b, fa, fb "
+                               "FROM %s.stacks WHERE day >= %lld AND day <= %lld AND (key_a, "
+                               "key_b) GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM (%s))) "
+                               "USING (stack_a, stack_b) ",
+                               d, d0, d1, K)))
+        return err;
+    if ((err = ch_sql__appendf(sql,
+                               "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), "
+                               "emptyArrayUInt64(), name, file, toInt64(0), toInt64(0) FROM "
+                               "%s.functions WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
+                               "GLOBAL IN (SELECT tupleElement(k, 1), tupleElement(k, 2) FROM ",
+                               d, d0, d1)) ||
+        (err = ch_sql__appendf(sql,
+                               "(SELECT arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM "
+                               "%s.stacks WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
+                               "GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM (%s)))) "
+                               "LIMIT 1 BY key_a, key_b ",
+                               d, d0, d1, K)))
+        return err;
     return ch_sql__appendf(sql,
-                           "SELECT 0, stack_a, stack_b, fa, fb, '', '', s, c FROM (SELECT stack_a, "
-                           "stack_b, " CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM(
-                               "cpu_ns") " AS c FROM (%s) GROUP BY "
-                                         "stack_a, stack_b) ANY INNER JOIN (SELECT key_a AS "
-                                         "stack_a, key_b AS stack_b, fa, fb "
-                                         "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT "
-                                         "DISTINCT stack_a, stack_b FROM "
-                                         "(%s))) USING (stack_a, stack_b) "
-                                         "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), "
-                                         "emptyArrayUInt64(), name, file, "
-                                         "toInt64(0), toInt64(0) FROM %s.functions WHERE (key_a, "
-                                         "key_b) GLOBAL IN (SELECT "
-                                         "tupleElement(k, 1), tupleElement(k, 2) FROM (SELECT "
-                                         "arrayJoin(arrayMap((x, y) -> (x, "
-                                         "y), fa, fb)) AS k FROM %s.stacks WHERE (key_a, key_b) "
-                                         "GLOBAL IN (SELECT DISTINCT "
-                                         "stack_a, stack_b FROM (%s)))) "
-                                         "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), "
-                                         "emptyArrayUInt64(), '', '', "
-                                         "toInt64(0), toInt64(0) FROM (%s) FORMAT TabSeparated",
-                           R, d, K, d, d, K, C);
+                           "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), "
+                           "emptyArrayUInt64(), '', '', toInt64(0), toInt64(0) FROM (%s) "
+                           "FORMAT TabSeparated",
+                           C);
 }
 
 int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out)
@@ -397,7 +414,7 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
             (err = where(&count, q)))
             goto out;
     }
-    if ((err = merge_sql(&sql, d, rows.data, keys.data, count.data)) ||
+    if ((err = merge_sql(&sql, d, q, rows.data, keys.data, count.data)) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     err = merge_parse(&ans, out);
