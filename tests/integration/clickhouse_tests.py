@@ -185,7 +185,10 @@ def test_ch_shard_down(tmp):
 
 
 def test_ch_retention(tmp):
-    """Retention drops the days wholly past it, on every shard."""
+    """Retention drops the days wholly past it, on every shard: the samples
+    and profiles, and the stacks and functions stored for those days (a
+    stack is stored under each day that uses it), while the stacks of the
+    days kept stay and their merge still names its frames."""
     srv = on_server(tmp, "--retention", "1d")
     try:
         old = time.time_ns() - 3 * 86400 * 10**9
@@ -209,6 +212,22 @@ def test_ch_retention(tmp):
                 break
             time.sleep(0.5)
         check(names == {"newapp"}, f"after retention: {names}")
+        db = db_of(srv)
+        old_day = old // (86400 * 10**9)
+
+        def day_rows(table, where):
+            return sum(int(n.query(f"SELECT count() FROM {db}.{table}_local WHERE {where}").strip())
+                       for n in clickhouse_cluster.cluster())
+        for table in ("stacks", "functions", "samples"):
+            check(day_rows(table, f"day <= {old_day}" if table != "samples" else
+                           f"intDiv(time_ns, 86400000000000) <= {old_day}") == 0,
+                  f"{table} of the dropped day left")
+            check(day_rows(table, "1") > 0, f"{table} of the kept day gone")
+        q = "app=newapp&from=now-1d"
+        status, body = srv.get(f"/api/v1/profile?{q}&format=flamegraph")
+        g = json.loads(body)
+        check(status == 200 and g["total"] > 0 and any(n for n in g["names"] if n),
+              f"the kept day's merge: {status} {body[:300]}")
     finally:
         srv.stop()
 
