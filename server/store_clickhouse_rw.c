@@ -361,12 +361,13 @@ static int merge_sql(struct buf *sql, const char *d, const struct store_query *q
                                "USING (stack_a, stack_b) ",
                                d, d0, d1, K)))
         return err;
-    if ((err = ch_sql__appendf(sql,
-                               "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), "
-                               "emptyArrayUInt64(), name, file, toInt64(0), toInt64(0) FROM "
-                               "%s.functions WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
-                               "GLOBAL IN (SELECT tupleElement(k, 1), tupleElement(k, 2) FROM ",
-                               d, d0, d1)) ||
+    if ((err = ch_sql__appendf(
+             sql,
+             "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), "
+             "emptyArrayUInt64(), name, file, toInt64(0), toInt64(0) FROM "
+             "%s.functions WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
+             "GLOBAL IN (SELECT DISTINCT tupleElement(k, 1), tupleElement(k, 2) FROM ",
+             d, d0, d1)) ||
         (err = ch_sql__appendf(sql,
                                "(SELECT arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM "
                                "%s.stacks WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
