@@ -336,7 +336,8 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     }
     st->fns = stack_keymap__new(4000000);
     st->stacks = stack_keymap__new(4000000);
-    if (!st->fns || !st->stacks) {
+    st->names = chs_names__new();
+    if (!st->fns || !st->stacks || !st->names) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -469,6 +470,7 @@ static void ch_close(struct store *s)
     free(st->nodes);
     stack_keymap__free(st->fns);
     stack_keymap__free(st->stacks);
+    chs_names__free(st->names);
     stack_hasher__free(&st->hasher);
     chs_batch__free(st->open);
     pthread_mutex_destroy(&st->mu);

@@ -5,6 +5,7 @@
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
+ *   store_clickhouse_names.c function names seen, kept for later merges
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
@@ -39,6 +40,7 @@ struct ch_store {
      * a day collapses in its ReplacingMergeTree). */
     pthread_mutex_t mu;
     struct stack_keymap *fns, *stacks;
+    struct ch_names *names; /* function names seen (store_clickhouse_names.c) */
     /* Group commit (store_clickhouse_batch.c), under bmu. */
     pthread_mutex_t bmu;
     pthread_cond_t bcv;
@@ -46,6 +48,19 @@ struct ch_store {
     bool writing;          /* a batch is being written */
     int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
 };
+
+/* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
+#define CH_FN_KEY_LEN 16
+
+/* The cache of function names (a key's names never change). NULL when out
+ * of memory; free accepts NULL. get fills name and file (valid while the
+ * cache lives) and says whether key was there; put copies them in, or
+ * does nothing when the cache is full. Both lock inside. */
+struct ch_names;
+struct ch_names *chs_names__new(void);
+void chs_names__free(struct ch_names *n);
+bool chs_names__get(struct ch_names *n, const void *key, const char **name, const char **file);
+void chs_names__put(struct ch_names *n, const void *key, const char *name, const char *file);
 
 static inline struct ch_store *CH(struct store *s)
 {

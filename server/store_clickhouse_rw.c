@@ -232,51 +232,116 @@ struct ch_fn {
     const char *name, *file;
 };
 
-static void name_by_key(void *ctx, size_t i, const void *key, size_t len, const char **name,
-                        const char **file)
+static void name_by_index(void *ctx, size_t i, const void *key, size_t len, const char **name,
+                          const char **file)
 {
-    struct hmap *fns = ((void **)ctx)[0];
-    struct ch_fn *names = ((void **)ctx)[1];
-    long k = hmap__find(fns, key, len);
+    struct ch_fn *names = ctx;
 
-    (void)i;
-    if (k >= 0) {
-        *name = names[k].name;
-        *file = names[k].file;
+    (void)key;
+    (void)len;
+    if (names[i].name) {
+        *name = names[i].name;
+        *file = names[i].file;
     }
 }
 
-/* Builds the merged result from the merge statement's rows: kind 0, a
- * stack's key, frames (fa, fb) and sums; 2, a function's key and names; 3,
- * the count of profiles. */
-static int merge_parse(struct buf *ans, struct store_merged **out)
+/* Names the builder's functions: from the cache, and those it lacks with
+ * one more statement (functions by key in the query's days), whose answer
+ * goes to ans and into the cache. names[i] points into either. */
+static int merge_names(struct ch_store *st, const struct store_query *q,
+                       const struct merged_builder *b, struct ch_fn *names, struct buf *ans)
 {
-    struct hmap *fns = hmap__new();
+    size_t nf = merged_builder__nfunctions(b), nmiss = 0;
+    struct hmap *miss = hmap__new();
+    struct buf sql;
+    int err = -ENOMEM;
+
+    buf__init(&sql, 64u << 20);
+    if (!miss)
+        goto out;
+    err = ch_sql__appendf(&sql,
+                          "SELECT key_a, key_b, name, file FROM %s.functions WHERE day >= %lld AND "
+                          "day <= %lld AND key_a IN (",
+                          st->db, (long long)(q->from_ns / CH_DAY_NS),
+                          (long long)((q->to_ns - 1) / CH_DAY_NS));
+    for (size_t i = 0; i < nf && !err; i++) {
+        size_t len;
+        const void *key = merged_builder__key(b, i, &len);
+        uint64_t k[2];
+        if (len != CH_FN_KEY_LEN || chs_names__get(st->names, key, &names[i].name, &names[i].file))
+            continue;
+        bool fresh;
+        long j = hmap__put(miss, key, len, &fresh);
+        if (j < 0) {
+            err = -ENOMEM;
+            break;
+        }
+        *hmap__val(miss, j) = i;
+        memcpy(k, key, sizeof(k));
+        /* key_a alone: a list of numbers is parsed far faster than one
+         * of pairs; a row whose key_b differs is not asked for, below. */
+        err = ch_sql__appendf(&sql, "%s%llu", nmiss++ ? ", " : "", (unsigned long long)k[0]);
+    }
+    if (err || !nmiss)
+        goto out;
+    if ((err = ch_sql__appendf(&sql, ") LIMIT 1 BY key_a, key_b FORMAT TabSeparated")) ||
+        (err = chs_exec(st, 0, &sql, ans)))
+        goto out;
+    struct ch_tsv t;
+    char *f[4];
+    int n;
+    ch_tsv__init(&t, ans->data, ans->len);
+    while ((n = ch_tsv__row(&t, f, 4)) == 4) {
+        uint64_t k[2];
+        if (ch_tsv__u64(f[0], &k[0]) || ch_tsv__u64(f[1], &k[1]))
+            break;
+        long j = hmap__find(miss, k, sizeof(k));
+        if (j < 0)
+            continue;
+        size_t i = *hmap__val(miss, j);
+        names[i] = (struct ch_fn){f[2], f[3]};
+        chs_names__put(st->names, k, f[2], f[3]);
+    }
+    if (n != 0) {
+        log_error("clickhouse: a garbled answer naming functions");
+        err = -EAGAIN;
+    }
+out:
+    hmap__free(miss);
+    buf__free(&sql);
+    return err;
+}
+
+/* Builds the merged result from the merge statement's rows: kind 0, a
+ * stack's key, frames (fa, fb) and sums; 3, the count of profiles. */
+static int merge_parse(struct ch_store *st, const struct store_query *q, struct buf *ans,
+                       struct store_merged **out)
+{
     struct ch_fn *names = NULL;
     struct {
         char *fa, *fb; /* the frames' text, in ans */
         int64_t s, c;
     } *sums = NULL;
-    size_t nsums = 0, capsums = 0, capn = 0;
+    size_t nsums = 0, capsums = 0;
     uint64_t *fa = malloc(STACK_KEY_MAX_FRAMES * 2 * sizeof(*fa)), *fb = fa + STACK_KEY_MAX_FRAMES;
     int64_t profiles = 0;
     struct merged_builder b = {0};
+    struct buf nans;
     struct ch_tsv t;
-    char *f[9];
+    char *f[5];
     int n, err = -ENOMEM;
 
-    if (!fns || !fa || (err = merged_builder__init(&b)))
+    buf__init(&nans, CH_MAX_ANSWER);
+    if (!fa || (err = merged_builder__init(&b)))
         goto out;
     err = -EAGAIN; /* a garbled answer */
     ch_tsv__init(&t, ans->data, ans->len);
-    while ((n = ch_tsv__row(&t, f, 9)) == 9) {
-        uint64_t k[2];
+    while ((n = ch_tsv__row(&t, f, 5)) == 5) {
         int64_t v[2];
-        if (ch_tsv__u64(f[1], &k[0]) || ch_tsv__u64(f[2], &k[1]) || ch_tsv__i64(f[7], &v[0]) ||
-            ch_tsv__i64(f[8], &v[1]) || f[0][1])
+        if (ch_tsv__i64(f[3], &v[0]) || ch_tsv__i64(f[4], &v[1]) || f[0][1])
             goto bad;
         if (f[0][0] == '3') {
-            profiles = (int64_t)k[0];
+            profiles = v[0];
         } else if (f[0][0] == '0') {
             if (nsums == capsums) {
                 capsums = capsums ? capsums * 2 : 1024;
@@ -285,21 +350,8 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
                     goto oom;
                 sums = ns;
             }
-            sums[nsums].fa = f[3], sums[nsums].fb = f[4];
+            sums[nsums].fa = f[1], sums[nsums].fb = f[2];
             sums[nsums].s = v[0], sums[nsums++].c = v[1];
-        } else if (f[0][0] == '2') {
-            bool fresh;
-            long i = hmap__put(fns, k, sizeof(k), &fresh);
-            if (i < 0)
-                goto oom;
-            if ((size_t)i >= capn) {
-                capn = capn ? capn * 2 : 1024;
-                void *nv = realloc(names, capn * sizeof(*names));
-                if (!nv)
-                    goto oom;
-                names = nv;
-            }
-            names[i] = (struct ch_fn){f[5], f[6]};
         } else {
             goto bad;
         }
@@ -319,7 +371,11 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
                 goto out;
         }
     }
-    err = merged_builder__finish(&b, profiles, name_by_key, (void *[]){fns, names}, out);
+    if (!(names = calloc(merged_builder__nfunctions(&b) + 1, sizeof(*names))))
+        goto oom;
+    if ((err = merge_names(st, q, &b, names, &nans)))
+        goto out;
+    err = merged_builder__finish(&b, profiles, name_by_index, names, out);
     goto out;
 oom:
     err = -ENOMEM;
@@ -329,7 +385,7 @@ bad:
     err = -EAGAIN;
 out:
     merged_builder__free(&b);
-    hmap__free(fns);
+    buf__free(&nans);
     free(names);
     free(sums);
     free(fa);
@@ -339,9 +395,10 @@ out:
 /* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns),
  * the same rows without FINAL K, and the count C: the samples are read
  * with FINAL once, summed per stack key (saturating), and joined to their
- * frames (kind 0); the stack keys, read again without FINAL (two columns),
- * pick the stacks and functions to look up by key (kind 2: names), so no
- * lookup reads a whole table; the count of profiles (kind 3). */
+ * frames (kind 0), the stacks looked up by the keys of K (read without
+ * FINAL, two columns) in the query's days only, so the lookup reads no
+ * whole table; the count of profiles (kind 3). The functions' names come
+ * from the server's cache, or a second statement for those it lacks. */
 static int merge_sql(struct buf *sql, const char *d, const struct store_query *q, const char *R,
                      const char *K, const char *C)
 {
@@ -351,8 +408,8 @@ static int merge_sql(struct buf *sql, const char *d, const struct store_query *q
     int err;
 
     if ((err = ch_sql__appendf(sql,
-                               "SELECT 0, stack_a, stack_b, fa, fb, '', '', s, c FROM (SELECT "
-                               "stack_a, stack_b, %s FROM (%s) GROUP BY stack_a, stack_b) ",
+                               "SELECT 0, fa, fb, s, c FROM (SELECT stack_a, stack_b, %s FROM "
+                               "(%s) GROUP BY stack_a, stack_b) ",
                                sums, R)) ||
         (err = ch_sql__appendf(sql,
                                "ANY INNER JOIN (SELECT key_a AS stack_a, key_b AS stack_b, fa, fb "
@@ -361,24 +418,9 @@ static int merge_sql(struct buf *sql, const char *d, const struct store_query *q
                                "USING (stack_a, stack_b) ",
                                d, d0, d1, K)))
         return err;
-    if ((err = ch_sql__appendf(
-             sql,
-             "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), "
-             "emptyArrayUInt64(), name, file, toInt64(0), toInt64(0) FROM "
-             "%s.functions WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
-             "GLOBAL IN (SELECT DISTINCT tupleElement(k, 1), tupleElement(k, 2) FROM ",
-             d, d0, d1)) ||
-        (err = ch_sql__appendf(sql,
-                               "(SELECT arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM "
-                               "%s.stacks WHERE day >= %lld AND day <= %lld AND (key_a, key_b) "
-                               "GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM (%s)))) "
-                               "LIMIT 1 BY key_a, key_b ",
-                               d, d0, d1, K)))
-        return err;
     return ch_sql__appendf(sql,
-                           "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), "
-                           "emptyArrayUInt64(), '', '', toInt64(0), toInt64(0) FROM (%s) "
-                           "FORMAT TabSeparated",
+                           "UNION ALL SELECT 3, emptyArrayUInt64(), emptyArrayUInt64(), "
+                           "toInt64(c), toInt64(0) FROM (%s) FORMAT TabSeparated",
                            C);
 }
 
@@ -418,7 +460,7 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
     if ((err = merge_sql(&sql, d, q, rows.data, keys.data, count.data)) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
-    err = merge_parse(&ans, out);
+    err = merge_parse(st, q, &ans, out);
 out:
     buf__free(&sql);
     buf__free(&rows);
