@@ -35,10 +35,11 @@
  * profiles and samples are partitioned by day, so retention drops whole
  * partitions (days wholly before the cutoff).
  *
- * A put inserts new functions, new stacks, the samples and the profile row,
- * each one INSERT acknowledged by ClickHouse (insert_distributed_sync=1 on a
- * cluster) before the next; a failure anywhere fails the put (503), and the
- * agent's retry writes the same rows again, which collapse.
+ * A put inserts new functions, new stacks, the samples and the profile row
+ * (with the puts of its batch: store_clickhouse_batch.c), the first three
+ * at once and the profile row once they are acknowledged by ClickHouse
+ * (insert_distributed_sync=1 on a cluster); a failure anywhere fails the put
+ * (503), and the agent's retry writes the same rows again, which collapse.
  */
 #include <curl/curl.h>
 #include <errno.h>
