@@ -19,8 +19,8 @@ static const char *const table_of[CH_N_INSERTS] = {
 
 /* The most rows text one batch gathers before later puts wait for the next. */
 #define BATCH_MAX (256u << 20)
-/* How long a writer holds its batch open for puts already decoding (they
- * announced themselves, chs_batch__arrive): a few ms against the ~10 ms
+/* How long a writer holds its batch open for puts already making their
+ * rows (they announced themselves, chs_batch__arrive): a few ms against the ~10 ms
  * that every batch's parts cost ClickHouse, and never when no put is
  * coming, so one client alone waits for nothing. */
 #define LINGER_NS (4ll * 1000000)
