@@ -35,6 +35,19 @@ def ch_cpu():
     return sum(proc_cpu(n.p.pid) for n in clickhouse_cluster.cluster())
 
 
+def stack_table_bytes(args):
+    """Rows and bytes on disk of the stacks and functions tables (both
+    shards): what storing each key once a day it is used costs."""
+    db = args[args.index("--clickhouse-database") + 1]
+    rows = nbytes = 0
+    for n in clickhouse_cluster.cluster():
+        out = n.query("SELECT sum(rows), sum(bytes_on_disk) FROM system.parts WHERE active AND "
+                      f"database = '{db}' AND table IN ('stacks_local', 'functions_local')")
+        r, b = (int(x) for x in out.split())
+        rows, nbytes = rows + r, nbytes + b
+    return rows, nbytes
+
+
 def run_store(tmp, name, args, bodies, zbodies, start, hours, reps, minutes=60):
     os.makedirs(os.path.join(tmp, name))
     srv = Server(os.path.join(tmp, name), *args)
@@ -73,7 +86,8 @@ def run_store(tmp, name, args, bodies, zbodies, start, hours, reps, minutes=60):
         day = timed(srv, f"/api/v1/profile?app=benchapp&from={start}&to={start + hours * 3600}"
                          "&format=flamegraph", reps)
         size = metric(srv, "codexray_store_bytes")
-        return dict(rate=n / wall, cpu_ms=cpu / n * 1000, ch_ms=kcpu / n * 1000,
+        keys = stack_table_bytes(args) if is_ch else None
+        return dict(keys=keys, rate=n / wall, cpu_ms=cpu / n * 1000, ch_ms=kcpu / n * 1000,
                     rest_rate=n * (hours - 1) / rest if hours > 1 else float("nan"),
                     hour=hour, day=day, bytes=size / (n * hours), rollup_wait=rollup_wait)
     finally:
@@ -118,6 +132,10 @@ def main():
            "| measure | " + " | ".join(r) + " |", "|---|" + "---|" * len(r)]
     for label, f in rows:
         out.append(f"| {label} | " + " | ".join(f(x) for x in r.values()) + " |")
+    k = r["ClickHouse, 2 shards"]["keys"]
+    if k:
+        out += ["", f"ClickHouse stacks and functions (one day's keys, both shards): {k[0]} rows, "
+                f"{k[1] / 1024:.0f} KiB on disk ({k[1] / max(k[0], 1):.1f} bytes a row)"]
     report = "\n".join(out) + "\n"
     os.makedirs(os.path.join(B, "bench"), exist_ok=True)
     with open(os.path.join(B, "bench", "store_report.md"), "w") as f:

@@ -9,13 +9,23 @@
  * Distributed T over them, sharded as said; rows go into and queries read T):
  *   meta(draw, k, v)            the stack key bases; several servers may draw
  *                               at once: the smallest draw wins for all
- *   functions(key_a, key_b, name, file)            by function key, sharded by key_a
- *   stacks(key_a, key_b, fa, fb)                   frames as function keys (the
+ *   functions(day, key_a, key_b, name, file)       by function key, sharded by key_a
+ *   stacks(day, key_a, key_b, fa, fb)              frames as function keys (the
  *                                                  a and b lanes), leaf first
+ * functions and stacks are partitioned by day (the day of the profiles that
+ * use them): a put stores each key again on the first use of a day (the
+ * caches hold the day each was stored for), so every day's samples and
+ * rollups find their stacks in that day's partition, a merge looks up only
+ * its days' partitions, and retention drops stacks and functions with the
+ * samples; the cost is a key stored once a day it is used, not once.
  *   profiles(app, time_ns, host, pid, duration_ns, period_ns, samples, cpu_ns,
  *            bytes_in, labels)                     sharded by app
  *   samples(app, time_ns, host, pid, labels, stack_a, stack_b, labelset,
- *           samples, cpu_ns)                       sharded by app and stack key
+ *           samples, cpu_ns)                       sharded by profile (app, host,
+ *                                                  pid, time_ns): one upload's rows
+ *                                                  make a part on one shard, not
+ *                                                  on all; a retry lands on the
+ *                                                  same shard, where it collapses
  * where labels are the identity labels ("\x1fk=v\x1f", store_identity__text)
  * and labelset the stack's own labels (store_labelset__text). All are
  * ReplacingMergeTree by their whole identity: a stack or function stored
@@ -25,16 +35,18 @@
  * profiles and samples are partitioned by day, so retention drops whole
  * partitions (days wholly before the cutoff).
  *
- * A put inserts new functions, new stacks, the samples and the profile row,
- * each one INSERT acknowledged by ClickHouse (insert_distributed_sync=1 on a
- * cluster) before the next; a failure anywhere fails the put (503), and the
- * agent's retry writes the same rows again, which collapse.
+ * A put inserts new functions, new stacks, the samples and the profile row
+ * (with the puts of its batch: store_clickhouse_batch.c), the first three
+ * at once and the profile row once they are acknowledged by ClickHouse
+ * (insert_distributed_sync=1 on a cluster); a failure anywhere fails the put
+ * (503), and the agent's retry writes the same rows again, which collapse.
  */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -42,16 +54,15 @@
 #include "store_common.h"
 
 #define CONNECT_TIMEOUT_MS 3000
-#define DAY_NS 86400000000000ll
 
 static const struct {
     const char *name, *columns, *engine, *shard;
 } tables[] = {
     {"meta", "draw UInt64, k String, v UInt64", "MergeTree ORDER BY (draw, k)", "draw"},
-    {"functions", "key_a UInt64, key_b UInt64, name String, file String",
-     "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"},
-    {"stacks", "key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
-     "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"},
+    {"functions", "day Int64, key_a UInt64, key_b UInt64, name String, file String",
+     "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
+    {"stacks", "day Int64, key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
+     "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
     {"profiles",
      "app String, time_ns Int64, host String, pid Int64, duration_ns Int64, period_ns Int64, "
      "samples Int64, cpu_ns Int64, bytes_in Int64, labels String",
@@ -63,7 +74,7 @@ static const struct {
      "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64",
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
      "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
-     "cityHash64(app, stack_a)"},
+     "cityHash64(app, host, pid, time_ns)"},
     /* store_clickhouse_rollup.c */
     {"rollups",
      "app String, level UInt8, bucket_ns Int64, stack_a UInt64, stack_b UInt64, samples Int64, "
@@ -283,7 +294,12 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     st->timeout_ms = timeout_ms;
     pthread_mutex_init(&st->mu, NULL);
     pthread_mutex_init(&st->bmu, NULL);
-    pthread_cond_init(&st->bcv, NULL);
+    /* The batch's linger waits by the monotonic clock. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->bcv, &ca);
+    pthread_condattr_destroy(&ca);
     if (!ch_sql__identifier(db) || (cluster && *cluster && !ch_sql__identifier(cluster))) {
         snprintf(err, errlen,
                  "--clickhouse-database and --clickhouse-cluster: letters, digits and _ only");
@@ -321,7 +337,8 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     }
     st->fns = stack_keymap__new(4000000);
     st->stacks = stack_keymap__new(4000000);
-    if (!st->fns || !st->stacks) {
+    st->names = chs_names__new();
+    if (!st->fns || !st->stacks || !st->names) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -352,7 +369,7 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
 {
     struct ch_store *st = CH(s);
     struct buf sql, ans;
-    int64_t day = older_than_ns / DAY_NS; /* partitions below it end before the cutoff */
+    int64_t day = older_than_ns / CH_DAY_NS; /* partitions below it end before the cutoff */
     int err = 0;
 
     *deleted = 0;
@@ -361,7 +378,7 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
     if ((err = ch_sql__appendf(&sql,
                                "SELECT count() FROM %s.profiles WHERE time_ns < %lld "
                                "FORMAT TabSeparated",
-                               st->db, (long long)(day * DAY_NS))) ||
+                               st->db, (long long)(day * CH_DAY_NS))) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct ch_tsv t;
@@ -378,9 +395,9 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         if ((err = ch_sql__appendf(&sql,
                                    "SELECT DISTINCT table, partition FROM system.parts WHERE "
                                    "active AND database = '%s' AND table IN ('profiles%s', "
-                                   "'samples%s', 'rollups%s', 'rollup_buckets%s') "
-                                   "FORMAT TabSeparated",
-                                   st->db, loc, loc, loc, loc)) ||
+                                   "'samples%s', 'rollups%s', 'rollup_buckets%s', 'stacks%s', "
+                                   "'functions%s') FORMAT TabSeparated",
+                                   st->db, loc, loc, loc, loc, loc, loc)) ||
             (err = chs_exec(st, node, &sql, &ans)))
             goto out;
         ch_tsv__init(&t, ans.data, ans.len);
@@ -403,6 +420,13 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         if (err)
             goto out;
     }
+    /* A profile of a dropped day arriving late must store its stacks
+     * again: the caches say which day each key was stored for, and that
+     * day's rows may be gone. */
+    pthread_mutex_lock(&st->mu);
+    stack_keymap__clear(st->fns);
+    stack_keymap__clear(st->stacks);
+    pthread_mutex_unlock(&st->mu);
 out:
     buf__free(&sql);
     buf__free(&ans);
@@ -447,6 +471,7 @@ static void ch_close(struct store *s)
     free(st->nodes);
     stack_keymap__free(st->fns);
     stack_keymap__free(st->stacks);
+    chs_names__free(st->names);
     stack_hasher__free(&st->hasher);
     chs_batch__free(st->open);
     pthread_mutex_destroy(&st->mu);

@@ -4,13 +4,14 @@
  * its own INSERTs as before; many share theirs. */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../common/log.h"
 #include "store_clickhouse_int.h"
 
 static const char *const table_of[CH_N_INSERTS] = {
-    "functions (key_a, key_b, name, file)",
-    "stacks (key_a, key_b, fa, fb)",
+    "functions (day, key_a, key_b, name, file)",
+    "stacks (day, key_a, key_b, fa, fb)",
     "samples (app, time_ns, host, pid, labels, stack_a, stack_b, labelset, samples, cpu_ns)",
     "profiles (app, time_ns, host, pid, labels, duration_ns, period_ns, samples, cpu_ns, "
     "bytes_in)",
@@ -18,6 +19,11 @@ static const char *const table_of[CH_N_INSERTS] = {
 
 /* The most rows text one batch gathers before later puts wait for the next. */
 #define BATCH_MAX (256u << 20)
+/* How long a writer holds its batch open for puts already making their
+ * rows (they announced themselves, chs_batch__arrive): a few ms against the ~10 ms
+ * that every batch's parts cost ClickHouse, and never when no put is
+ * coming, so one client alone waits for nothing. */
+#define LINGER_NS (4ll * 1000000)
 
 struct ch_batch {
     struct buf sql[CH_N_INSERTS]; /* "INSERT INTO db.t (...) FORMAT RowBinary" and the rows */
@@ -65,13 +71,88 @@ static int batch_add(struct ch_store *st, struct ch_batch *b, const struct buf r
     return 0;
 }
 
-/* Writes b's INSERTs in order, stopping at the first failure. */
+struct write_one {
+    struct ch_store *st;
+    const struct buf *sql;
+    int result;
+};
+
+static void *write_thread(void *arg)
+{
+    struct write_one *w = arg;
+    w->result = chs_exec(w->st, 0, w->sql, NULL) ? -EAGAIN : 0;
+    return NULL;
+}
+
+/* Writes b's INSERTs: functions, stacks and samples at once (each is its
+ * own round trip and its own parts on every shard; nothing orders them
+ * but a merge's join, which drops samples whose stack is not yet there),
+ * then, once all three are acknowledged, the profiles: a rollup that
+ * counts a profile must find its samples (store_clickhouse_rollup.c). */
 static int batch_write(struct ch_store *st, struct ch_batch *b)
 {
-    for (int i = 0; i < CH_N_INSERTS; i++)
-        if (b->sql[i].len && chs_exec(st, 0, &b->sql[i], NULL))
-            return -EAGAIN;
-    return 0;
+    struct write_one w[CH_PROFILES];
+    pthread_t th[CH_PROFILES];
+    bool started[CH_PROFILES] = {false};
+    int err = 0;
+
+    for (int i = 0; i < CH_PROFILES; i++) {
+        w[i] = (struct write_one){st, &b->sql[i], 0};
+        if (!b->sql[i].len)
+            continue;
+        /* The last one present runs here; the others in threads (or here
+         * as well when no thread can be had). */
+        bool later = false;
+        for (int j = i + 1; j < CH_PROFILES; j++)
+            later |= b->sql[j].len > 0;
+        if (later && pthread_create(&th[i], NULL, write_thread, &w[i]) == 0)
+            started[i] = true;
+        else
+            write_thread(&w[i]);
+    }
+    for (int i = 0; i < CH_PROFILES; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        if (w[i].result)
+            err = -EAGAIN;
+    }
+    if (!err && b->sql[CH_PROFILES].len && chs_exec(st, 0, &b->sql[CH_PROFILES], NULL))
+        err = -EAGAIN;
+    return err;
+}
+
+void chs_batch__arrive(struct ch_store *st)
+{
+    pthread_mutex_lock(&st->bmu);
+    st->arriving++;
+    pthread_mutex_unlock(&st->bmu);
+}
+
+void chs_batch__leave(struct ch_store *st)
+{
+    pthread_mutex_lock(&st->bmu);
+    st->arriving--;
+    pthread_cond_broadcast(&st->bcv);
+    pthread_mutex_unlock(&st->bmu);
+}
+
+/* Under bmu, with st->writing set by the caller: waits up to LINGER_NS
+ * while puts that arrived are still to join the open batch. */
+static void linger(struct ch_store *st)
+{
+    struct timespec until;
+
+    if (!st->arriving)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += LINGER_NS;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    while (st->arriving && st->open && st->open->bytes < BATCH_MAX)
+        if (pthread_cond_timedwait(&st->bcv, &st->bmu, &until) == ETIMEDOUT)
+            break;
 }
 
 int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS])
@@ -80,6 +161,8 @@ int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS])
     int err;
 
     pthread_mutex_lock(&st->bmu);
+    st->arriving--; /* chs_batch__arrive's: here, joined or failed */
+    pthread_cond_broadcast(&st->bcv);
     /* A full open batch: wait for it to go (it will: someone writes it). */
     while (st->open && st->open->bytes >= BATCH_MAX)
         pthread_cond_wait(&st->bcv, &st->bmu);
@@ -103,10 +186,12 @@ int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS])
             pthread_cond_wait(&st->bcv, &st->bmu);
             continue;
         }
-        /* Nothing being written: mine is the open batch; write it. */
+        /* Nothing being written: mine is the open batch; write it, once
+         * the puts on their way have joined it (a few ms at most). */
+        st->writing = true;
+        linger(st);
         struct ch_batch *b = st->open;
         st->open = NULL;
-        st->writing = true;
         pthread_mutex_unlock(&st->bmu);
         int r = batch_write(st, b);
         pthread_mutex_lock(&st->bmu);

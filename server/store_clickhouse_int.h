@@ -5,6 +5,7 @@
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
+ *   store_clickhouse_names.c function names seen, kept for later merges
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
@@ -20,6 +21,8 @@
 #include "stack_key.h"
 #include "store.h"
 
+#define CH_DAY_NS 86400000000000ll
+
 /* The largest answer read from ClickHouse, and the largest statement sent. */
 #define CH_MAX_ANSWER (1u << 30)
 #define CH_MAX_STATEMENT (1u << 30)
@@ -32,16 +35,32 @@ struct ch_store {
     char cluster[65]; /* "" for one server */
     long timeout_ms;  /* of each request */
     struct stack_hasher hasher;
-    /* Keys known to be stored (a cache: ClickHouse holds the truth, and a
-     * key stored twice collapses in its ReplacingMergeTree). */
+    /* Keys known to be stored, each with the day + 1 it was last stored
+     * for (a cache: ClickHouse holds the truth, and a key stored twice on
+     * a day collapses in its ReplacingMergeTree). */
     pthread_mutex_t mu;
     struct stack_keymap *fns, *stacks;
+    struct ch_names *names; /* function names seen (store_clickhouse_names.c) */
     /* Group commit (store_clickhouse_batch.c), under bmu. */
     pthread_mutex_t bmu;
     pthread_cond_t bcv;
     struct ch_batch *open; /* rows waiting for the next write; NULL when none */
     bool writing;          /* a batch is being written */
+    int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
 };
+
+/* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
+#define CH_FN_KEY_LEN 16
+
+/* The cache of function names (a key's names never change). NULL when out
+ * of memory; free accepts NULL. get fills name and file (valid while the
+ * cache lives) and says whether key was there; put copies them in, or
+ * does nothing when the cache is full. Both lock inside. */
+struct ch_names;
+struct ch_names *chs_names__new(void);
+void chs_names__free(struct ch_names *n);
+bool chs_names__get(struct ch_names *n, const void *key, const char **name, const char **file);
+void chs_names__put(struct ch_names *n, const void *key, const char *name, const char *file);
 
 static inline struct ch_store *CH(struct store *s)
 {
@@ -60,23 +79,39 @@ enum { CH_FUNCTIONS, CH_STACKS, CH_SAMPLES, CH_PROFILES, CH_N_INSERTS };
 /* A batch of puts' rows, written by one set of INSERTs (group commit). */
 struct ch_batch;
 
-/* Adds the rows (RowBinary, or empty) of one put to the open batch
- * and returns once ClickHouse acknowledged that batch's INSERTs: 0, or
+/* Adds the rows (RowBinary, or empty) of one put to the open batch (the
+ * put arrived before: chs_batch__arrive) and returns once ClickHouse
+ * acknowledged that batch's INSERTs: 0, or
  * -EAGAIN (logged) when any failed (none of its puts is then acknowledged;
  * a retry writes the same rows, which collapse). Puts arriving while a
  * batch is written wait for the next, so concurrent uploads share
  * INSERTs: ClickHouse wants few large inserts, not many small ones. */
 int chs_batch__submit(struct ch_store *st, const struct buf rows[CH_N_INSERTS]);
+/* A put announces itself when it starts (arrive), so a batch about to be
+ * written may wait a few ms for it; it is counted until its submit, or
+ * its leave when it fails before. */
+void chs_batch__arrive(struct ch_store *st);
+void chs_batch__leave(struct ch_store *st);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
 
+/* A saturating sum of the Int64 column C (>= 0, as ingest admits them) in
+ * SQL: ClickHouse's sum() wraps past int64, so a wrapped sum (negative, or
+ * past 2^64 as a Float64 sum shows) is held at INT64_MAX, as sat.h does in
+ * C and the SQLite store does. Two uses of the same sum() are computed once. */
+#define CH_SAT_SUM(C)                                                                              \
+    "if(sum(" C ") < 0 OR sum(toFloat64(" C ")) > 1.8e19, toInt64(9223372036854775807), "          \
+    "sum(" C "))"
+
 /* store_clickhouse_rollup.c: the rows a merge of q without host, pid or
  * label filters sums, into rows (a SELECT of stack_a, stack_b, samples,
- * cpu_ns: current rollups for whole buckets, raw samples for the rest), and
- * its profiles count into count (a SELECT of one row, column c). One round
+ * cpu_ns: current rollups for whole buckets, raw samples for the rest),
+ * the same SELECT without FINAL into keys (for the stack keys alone: a
+ * retried row adds no key, and FINAL costs more than the read), and its
+ * profiles count into count (a SELECT of one row, column c). One round
  * trip to choose. Returns 0 or -errno (-EAGAIN: ClickHouse failed). */
 int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct buf *rows,
-                     struct buf *count);
+                     struct buf *keys, struct buf *count);
 int chs_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
 
 /* The store_ops of store_clickhouse_rw.c (store.h says what each does). */

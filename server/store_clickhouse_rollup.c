@@ -43,11 +43,13 @@ static int build(struct ch_store *st, const char *app, int level, int64_t bucket
     int err;
 
     buf__reset(sql);
-    if ((err = ch_sql__appendf(sql,
-                               "INSERT INTO %s.rollups (app, level, bucket_ns, stack_a, stack_b, "
-                               "samples, cpu_ns, version) SELECT app, %d, %lld, stack_a, stack_b, "
-                               "sum(samples), sum(cpu_ns), %lld FROM %s.samples FINAL WHERE app = ",
-                               st->db, level, (long long)bucket, (long long)version, st->db)) ||
+    if ((err = ch_sql__appendf(
+             sql,
+             "INSERT INTO %s.rollups (app, level, bucket_ns, stack_a, stack_b, "
+             "samples, cpu_ns, version) SELECT app, %d, %lld, stack_a, stack_b, " CH_SAT_SUM(
+                 "samples") ", " CH_SAT_SUM("cpu_ns") ", %lld FROM "
+                                                      "%s.samples FINAL WHERE app = ",
+             st->db, level, (long long)bucket, (long long)version, st->db)) ||
         (err = ch_sql__quote(sql, app, strlen(app))) ||
         (err = ch_sql__appendf(sql,
                                " AND time_ns >= %lld AND time_ns < %lld GROUP BY app, "
@@ -142,7 +144,7 @@ static int add_interval(struct buf *b, bool *first, int64_t from, int64_t to)
 }
 
 int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct buf *rows,
-                     struct buf *count)
+                     struct buf *keys, struct buf *count)
 {
     struct buf sql, ans, app, in, raw;
     struct bucket *cur = NULL;
@@ -247,33 +249,38 @@ int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct bu
         err = add_interval(&raw, &first_raw, raw_from, q->to_ns);
     if (err)
         goto out;
-    /* rows: (stack_a, stack_b, samples, cpu_ns) of the rollups and the raw rest. */
+    /* rows: (stack_a, stack_b, samples, cpu_ns) of the rollups and the raw
+     * rest; keys: the same without FINAL. */
     const char *d = st->db;
-    buf__reset(rows);
     buf__reset(count);
-    if (!first_in &&
-        (err = ch_sql__appendf(rows,
-                               "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.rollups FINAL "
-                               "WHERE app = %s AND (level, bucket_ns) IN (%s)%s",
-                               d, app.data, in.data, first_raw ? "" : " UNION ALL ")))
-        goto out;
-    if (!first_raw &&
-        ((err = ch_sql__appendf(rows,
-                                "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.samples FINAL "
-                                "WHERE app = %s AND (%s)",
-                                d, app.data, raw.data)) ||
-         (err = ch_sql__appendf(count,
-                                "SELECT toUInt64(count() + %lld) AS c FROM %s.profiles FINAL "
-                                "WHERE app = %s AND (%s)",
-                                (long long)in_rollups, d, app.data, raw.data))))
-        goto out;
-    if (first_raw)
+    for (int k = 0; k < 2 && !err; k++) {
+        struct buf *o = k ? keys : rows;
+        const char *fin = k ? "" : " FINAL";
+        buf__reset(o);
+        if (!first_in &&
+            (err = ch_sql__appendf(o,
+                                   "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.rollups%s "
+                                   "WHERE app = %s AND (level, bucket_ns) IN (%s)%s",
+                                   d, fin, app.data, in.data, first_raw ? "" : " UNION ALL ")))
+            break;
+        if (!first_raw && (err = ch_sql__appendf(o,
+                                                 "SELECT stack_a, stack_b, samples, cpu_ns FROM "
+                                                 "%s.samples%s WHERE app = %s AND (%s)",
+                                                 d, fin, app.data, raw.data)))
+            break;
+        if (first_in && first_raw) /* an empty range */
+            err = ch_sql__appendf(o,
+                                  "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.samples "
+                                  "WHERE 0",
+                                  d);
+    }
+    if (!err && !first_raw)
+        err = ch_sql__appendf(count,
+                              "SELECT toUInt64(count() + %lld) AS c FROM %s.profiles FINAL "
+                              "WHERE app = %s AND (%s)",
+                              (long long)in_rollups, d, app.data, raw.data);
+    else if (!err)
         err = ch_sql__appendf(count, "SELECT toUInt64(%lld) AS c", (long long)in_rollups);
-    if (!err && first_in && first_raw) /* an empty range */
-        err = ch_sql__appendf(rows,
-                              "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.samples "
-                              "WHERE 0",
-                              d);
 out:
     free(cur);
     buf__free(&sql);

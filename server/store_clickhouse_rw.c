@@ -19,10 +19,12 @@ const struct stack_hasher *chs_hasher(struct store *s)
 /* --- ingest --- */
 
 /* The rows (RowBinary) of the functions (want_fn[i]) and stacks
- * (want_st[i]) not yet known, into rows[CH_FUNCTIONS] and rows[CH_STACKS]. */
+ * (want_st[i]) not yet stored for the profile's day, into rows[CH_FUNCTIONS]
+ * and rows[CH_STACKS]. */
 static int put_keys(const struct store_profile *p, const bool *want_fn, const bool *want_st,
                     struct buf *rows)
 {
+    int64_t day = p->time_ns / CH_DAY_NS;
     struct buf *r = &rows[CH_FUNCTIONS];
     int err = 0;
 
@@ -30,7 +32,8 @@ static int put_keys(const struct store_profile *p, const bool *want_fn, const bo
         if (!want_fn[i])
             continue;
         const struct store_put_function *f = &p->functions[i];
-        if (!(err = ch_rb__u64(r, f->key.a)) && !(err = ch_rb__u64(r, f->key.b)) &&
+        if (!(err = ch_rb__u64(r, (uint64_t)day)) && !(err = ch_rb__u64(r, f->key.a)) &&
+            !(err = ch_rb__u64(r, f->key.b)) &&
             !(err = ch_rb__str(r, f->f.name, strlen(f->f.name))))
             err = ch_rb__str(r, f->f.file, strlen(f->f.file));
     }
@@ -42,7 +45,7 @@ static int put_keys(const struct store_profile *p, const bool *want_fn, const bo
         uint64_t n = 0;
         for (uint32_t j = 0; j < k->nlocations; j++)
             n += p->locations[k->locations[j]].nfunctions;
-        if (!(err = ch_rb__u64(r, k->key.a)))
+        if (!(err = ch_rb__u64(r, (uint64_t)day)) && !(err = ch_rb__u64(r, k->key.a)))
             err = ch_rb__u64(r, k->key.b);
         /* The two lanes: fa, then fb. */
         for (int lane = 0; lane < 2 && !err; lane++) {
@@ -97,7 +100,12 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     size_t *ls_off = malloc((p->nlabelsets + 2) * sizeof(*ls_off));
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
     bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
+    bool submitted = false;
+    int64_t day = p->time_ns / CH_DAY_NS; /* the partition of its rows */
     int ret = -ENOMEM;
+
+    /* A batch about to be written waits a little for this put. */
+    chs_batch__arrive(st);
 
     for (int i = 0; i < CH_N_INSERTS; i++)
         buf__init(&rows[i], CH_MAX_STATEMENT);
@@ -126,18 +134,18 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
             goto too_big;
     }
     ls_off[p->nlabelsets + 1] = lsq.len;
-    /* What the caches do not know yet. */
+    /* What the caches do not know as stored for this day. */
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
-        if (stack_keymap__get(st->stacks, k->key))
+        if (stack_keymap__get(st->stacks, k->key) == day + 1)
             continue;
         want_st[i] = true;
         for (uint32_t j = 0; j < k->nlocations; j++) {
             const struct store_location *l = &p->locations[k->locations[j]];
             for (uint32_t f = 0; f < l->nfunctions; f++)
                 if (!want_fn[l->functions[f]] &&
-                    !stack_keymap__get(st->fns, p->functions[l->functions[f]].key))
+                    stack_keymap__get(st->fns, p->functions[l->functions[f]].key) != day + 1)
                     want_fn[l->functions[f]] = true;
         }
     }
@@ -145,6 +153,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     if ((ret = put_keys(p, want_fn, want_st, rows)) ||
         (ret = put_rows(p, &ids, &lsq, ls_off, rows)))
         goto too_big;
+    submitted = true;
     if ((ret = chs_batch__submit(st, rows))) {
         snprintf(err, errlen, "clickhouse did not take the profile (see the log)");
         ret = -EAGAIN;
@@ -153,10 +162,10 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     /* Stored: remembered. A full cache empties itself (stack_keymap). */
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < p->nfunctions; i++)
-        if (want_fn[i] && stack_keymap__put(st->fns, p->functions[i].key, 1))
+        if (want_fn[i] && stack_keymap__put(st->fns, p->functions[i].key, day + 1))
             break;
     for (size_t i = 0; i < p->nstacks; i++)
-        if (want_st[i] && stack_keymap__put(st->stacks, p->stacks[i].key, 1))
+        if (want_st[i] && stack_keymap__put(st->stacks, p->stacks[i].key, day + 1))
             break;
     pthread_mutex_unlock(&st->mu);
     ret = 0;
@@ -164,6 +173,8 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
 too_big:
     snprintf(err, errlen, ret == -E2BIG ? "profile too large" : "out of memory");
 out:
+    if (!submitted)
+        chs_batch__leave(st);
     free(ls_off);
     free(want_fn);
     free(want_st);
@@ -221,50 +232,116 @@ struct ch_fn {
     const char *name, *file;
 };
 
-static void name_by_key(void *ctx, size_t i, const void *key, size_t len, const char **name,
-                        const char **file)
+static void name_by_index(void *ctx, size_t i, const void *key, size_t len, const char **name,
+                          const char **file)
 {
-    struct hmap *fns = ((void **)ctx)[0];
-    struct ch_fn *names = ((void **)ctx)[1];
-    long k = hmap__find(fns, key, len);
+    struct ch_fn *names = ctx;
 
-    (void)i;
-    if (k >= 0) {
-        *name = names[k].name;
-        *file = names[k].file;
+    (void)key;
+    (void)len;
+    if (names[i].name) {
+        *name = names[i].name;
+        *file = names[i].file;
     }
 }
 
-/* Builds the merged result from the merge statement's rows (kinds 0-3). */
-static int merge_parse(struct buf *ans, struct store_merged **out)
+/* Names the builder's functions: from the cache, and those it lacks with
+ * one more statement (functions by key in the query's days), whose answer
+ * goes to ans and into the cache. names[i] points into either. */
+static int merge_names(struct ch_store *st, const struct store_query *q,
+                       const struct merged_builder *b, struct ch_fn *names, struct buf *ans)
 {
-    struct hmap *stacks = hmap__new(), *fns = hmap__new();
-    struct ch_fn *names = NULL;
-    char **frames = NULL; /* stack index -> (fa, fb) text */
-    struct {
+    size_t nf = merged_builder__nfunctions(b), nmiss = 0;
+    struct hmap *miss = hmap__new();
+    struct buf sql;
+    int err = -ENOMEM;
+
+    buf__init(&sql, 64u << 20);
+    if (!miss)
+        goto out;
+    err = ch_sql__appendf(&sql,
+                          "SELECT key_a, key_b, name, file FROM %s.functions WHERE day >= %lld AND "
+                          "day <= %lld AND key_a IN (",
+                          st->db, (long long)(q->from_ns / CH_DAY_NS),
+                          (long long)((q->to_ns - 1) / CH_DAY_NS));
+    for (size_t i = 0; i < nf && !err; i++) {
+        size_t len;
+        const void *key = merged_builder__key(b, i, &len);
         uint64_t k[2];
+        if (len != CH_FN_KEY_LEN || chs_names__get(st->names, key, &names[i].name, &names[i].file))
+            continue;
+        bool fresh;
+        long j = hmap__put(miss, key, len, &fresh);
+        if (j < 0) {
+            err = -ENOMEM;
+            break;
+        }
+        *hmap__val(miss, j) = i;
+        memcpy(k, key, sizeof(k));
+        /* key_a alone: a list of numbers is parsed far faster than one
+         * of pairs; a row whose key_b differs is not asked for, below. */
+        err = ch_sql__appendf(&sql, "%s%llu", nmiss++ ? ", " : "", (unsigned long long)k[0]);
+    }
+    if (err || !nmiss)
+        goto out;
+    if ((err = ch_sql__appendf(&sql, ") LIMIT 1 BY key_a, key_b FORMAT TabSeparated")) ||
+        (err = chs_exec(st, 0, &sql, ans)))
+        goto out;
+    struct ch_tsv t;
+    char *f[4];
+    int n;
+    ch_tsv__init(&t, ans->data, ans->len);
+    while ((n = ch_tsv__row(&t, f, 4)) == 4) {
+        uint64_t k[2];
+        if (ch_tsv__u64(f[0], &k[0]) || ch_tsv__u64(f[1], &k[1]))
+            break;
+        long j = hmap__find(miss, k, sizeof(k));
+        if (j < 0)
+            continue;
+        size_t i = *hmap__val(miss, j);
+        names[i] = (struct ch_fn){f[2], f[3]};
+        chs_names__put(st->names, k, f[2], f[3]);
+    }
+    if (n != 0) {
+        log_error("clickhouse: a garbled answer naming functions");
+        err = -EAGAIN;
+    }
+out:
+    hmap__free(miss);
+    buf__free(&sql);
+    return err;
+}
+
+/* Builds the merged result from the merge statement's rows: kind 0, a
+ * stack's key, frames (fa, fb) and sums; 3, the count of profiles. */
+static int merge_parse(struct ch_store *st, const struct store_query *q, struct buf *ans,
+                       struct store_merged **out)
+{
+    struct ch_fn *names = NULL;
+    struct {
+        char *fa, *fb; /* the frames' text, in ans */
         int64_t s, c;
     } *sums = NULL;
-    size_t nsums = 0, capsums = 0, capfr = 0, capn = 0;
+    size_t nsums = 0, capsums = 0;
     uint64_t *fa = malloc(STACK_KEY_MAX_FRAMES * 2 * sizeof(*fa)), *fb = fa + STACK_KEY_MAX_FRAMES;
     int64_t profiles = 0;
     struct merged_builder b = {0};
+    struct buf nans;
     struct ch_tsv t;
-    char *f[9];
+    char *f[5];
     int n, err = -ENOMEM;
 
-    if (!stacks || !fns || !fa || (err = merged_builder__init(&b)))
+    buf__init(&nans, CH_MAX_ANSWER);
+    if (!fa || (err = merged_builder__init(&b)))
         goto out;
     err = -EAGAIN; /* a garbled answer */
     ch_tsv__init(&t, ans->data, ans->len);
-    while ((n = ch_tsv__row(&t, f, 9)) == 9) {
-        uint64_t k[2];
+    while ((n = ch_tsv__row(&t, f, 5)) == 5) {
         int64_t v[2];
-        if (ch_tsv__u64(f[1], &k[0]) || ch_tsv__u64(f[2], &k[1]) || ch_tsv__i64(f[7], &v[0]) ||
-            ch_tsv__i64(f[8], &v[1]) || f[0][1])
+        if (ch_tsv__i64(f[3], &v[0]) || ch_tsv__i64(f[4], &v[1]) || f[0][1])
             goto bad;
         if (f[0][0] == '3') {
-            profiles = (int64_t)k[0];
+            profiles = v[0];
         } else if (f[0][0] == '0') {
             if (nsums == capsums) {
                 capsums = capsums ? capsums * 2 : 1024;
@@ -273,30 +350,8 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
                     goto oom;
                 sums = ns;
             }
-            sums[nsums].k[0] = k[0], sums[nsums].k[1] = k[1];
+            sums[nsums].fa = f[1], sums[nsums].fb = f[2];
             sums[nsums].s = v[0], sums[nsums++].c = v[1];
-        } else if (f[0][0] == '1' || f[0][0] == '2') {
-            struct hmap *m = f[0][0] == '1' ? stacks : fns;
-            bool fresh;
-            long i = hmap__put(m, k, sizeof(k), &fresh);
-            if (i < 0)
-                goto oom;
-            size_t *cap = m == stacks ? &capfr : &capn;
-            if ((size_t)i >= *cap) {
-                *cap = *cap ? *cap * 2 : 1024;
-                void *nv = m == stacks ? realloc(frames, *cap * 2 * sizeof(*frames))
-                                       : realloc(names, *cap * sizeof(*names));
-                if (!nv)
-                    goto oom;
-                if (m == stacks)
-                    frames = nv;
-                else
-                    names = nv;
-            }
-            if (m == stacks)
-                frames[2 * i] = f[3], frames[2 * i + 1] = f[4];
-            else
-                names[i] = (struct ch_fn){f[5], f[6]};
         } else {
             goto bad;
         }
@@ -304,11 +359,8 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
     if (n != 0)
         goto bad;
     for (size_t i = 0; i < nsums; i++) {
-        long si = hmap__find(stacks, sums[i].k, sizeof(sums[i].k));
-        if (si < 0)
-            continue; /* its stack not (yet) readable: counts without a stack are dropped */
-        int na = ch_tsv__u64_array(frames[2 * si], fa, STACK_KEY_MAX_FRAMES);
-        int nb = ch_tsv__u64_array(frames[2 * si + 1], fb, STACK_KEY_MAX_FRAMES);
+        int na = ch_tsv__u64_array(sums[i].fa, fa, STACK_KEY_MAX_FRAMES);
+        int nb = ch_tsv__u64_array(sums[i].fb, fb, STACK_KEY_MAX_FRAMES);
         if (na < 0 || na != nb)
             goto bad;
         if ((err = merged_builder__stack(&b, sums[i].s, sums[i].c)))
@@ -319,7 +371,11 @@ static int merge_parse(struct buf *ans, struct store_merged **out)
                 goto out;
         }
     }
-    err = merged_builder__finish(&b, profiles, name_by_key, (void *[]){fns, names}, out);
+    if (!(names = calloc(merged_builder__nfunctions(&b) + 1, sizeof(*names))))
+        goto oom;
+    if ((err = merge_names(st, q, &b, names, &nans)))
+        goto out;
+    err = merged_builder__finish(&b, profiles, name_by_index, names, out);
     goto out;
 oom:
     err = -ENOMEM;
@@ -329,71 +385,86 @@ bad:
     err = -EAGAIN;
 out:
     merged_builder__free(&b);
-    hmap__free(stacks);
-    hmap__free(fns);
+    buf__free(&nans);
     free(names);
-    free(frames);
     free(sums);
     free(fa);
     return err;
 }
 
+/* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns),
+ * the same rows without FINAL K, and the count C: the samples are read
+ * with FINAL once, summed per stack key (saturating), and joined to their
+ * frames (kind 0), the stacks looked up by the keys of K (read without
+ * FINAL, two columns) in the query's days only, so the lookup reads no
+ * whole table; the count of profiles (kind 3). The functions' names come
+ * from the server's cache, or a second statement for those it lacks. */
+static int merge_sql(struct buf *sql, const char *d, const struct store_query *q, const char *R,
+                     const char *K, const char *C)
+{
+    static const char sums[] = CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM("cpu_ns") " AS c";
+    /* The days whose partitions hold the stacks of the range's rows. */
+    long long d0 = q->from_ns / CH_DAY_NS, d1 = (q->to_ns - 1) / CH_DAY_NS;
+    int err;
+
+    if ((err = ch_sql__appendf(sql,
+                               "SELECT 0, fa, fb, s, c FROM (SELECT stack_a, stack_b, %s FROM "
+                               "(%s) GROUP BY stack_a, stack_b) ",
+                               sums, R)) ||
+        (err = ch_sql__appendf(sql,
+                               "ANY INNER JOIN (SELECT key_a AS stack_a, key_b AS stack_b, fa, fb "
+                               "FROM %s.stacks WHERE day >= %lld AND day <= %lld AND (key_a, "
+                               "key_b) GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM (%s))) "
+                               "USING (stack_a, stack_b) ",
+                               d, d0, d1, K)))
+        return err;
+    return ch_sql__appendf(sql,
+                           "UNION ALL SELECT 3, emptyArrayUInt64(), emptyArrayUInt64(), "
+                           "toInt64(c), toInt64(0) FROM (%s) FORMAT TabSeparated",
+                           C);
+}
+
 int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out)
 {
     struct ch_store *st = CH(s);
-    struct buf sql, rows, count, ans;
+    struct buf sql, rows, keys, count, ans;
     const char *d = st->db;
     bool filtered = q->host || q->pid;
-    int err;
+    int err = 0;
 
     for (int i = 0; i < STORE_N_IDENTITY; i++)
         filtered |= q->identity[i] != NULL;
     *out = NULL;
     buf__init(&sql, 64u << 20);
     buf__init(&rows, 16u << 20);
+    buf__init(&keys, 16u << 20);
     buf__init(&count, 16u << 20);
     buf__init(&ans, CH_MAX_ANSWER);
     /* The rows to sum: rollups where they serve (no filter), else raw. */
     if (!filtered) {
-        if ((err = chs_rollup__rows(st, q, &rows, &count)))
+        if ((err = chs_rollup__rows(st, q, &rows, &keys, &count)))
             goto out;
-    } else if ((err = ch_sql__appendf(&rows,
-                                      "SELECT stack_a, stack_b, samples, cpu_ns FROM "
-                                      "%s.samples FINAL",
-                                      d)) ||
-               (err = where(&rows, q)) ||
-               (err = ch_sql__appendf(&count,
-                                      "SELECT toUInt64(count()) AS c FROM %s.profiles "
-                                      "FINAL",
-                                      d)) ||
-               (err = where(&count, q))) {
-        goto out;
+    } else {
+        for (int k = 0; k < 2 && !err; k++)
+            if (!(err = ch_sql__appendf(k ? &keys : &rows,
+                                        "SELECT stack_a, stack_b, samples, cpu_ns FROM "
+                                        "%s.samples%s",
+                                        d, k ? "" : " FINAL")))
+                err = where(k ? &keys : &rows, q);
+        if (err ||
+            (err = ch_sql__appendf(&count, "SELECT toUInt64(count()) AS c FROM %s.profiles FINAL",
+                                   d)) ||
+            (err = where(&count, q)))
+            goto out;
     }
-    const char *R = rows.data, *C = count.data;
-    /* One statement: the sums by stack (0), those stacks' frames (1), their
-     * functions' names (2) and the count of profiles (3). */
-    if ((err = ch_sql__appendf(
-             &sql,
-             "SELECT 0, stack_a, stack_b, emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
-             "sum(samples), sum(cpu_ns) FROM (%s) GROUP BY stack_a, stack_b "
-             "UNION ALL SELECT 1, key_a, key_b, any(fa), any(fb), '', '', toInt64(0), toInt64(0) "
-             "FROM %s.stacks WHERE (key_a, key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)) "
-             "GROUP BY key_a, key_b "
-             "UNION ALL SELECT 2, key_a, key_b, emptyArrayUInt64(), emptyArrayUInt64(), "
-             "any(name), any(file), toInt64(0), toInt64(0) FROM %s.functions WHERE (key_a, key_b) "
-             "GLOBAL IN (SELECT tupleElement(k, 1), tupleElement(k, 2) FROM (SELECT "
-             "arrayJoin(arrayMap((x, y) -> (x, y), fa, fb)) AS k FROM %s.stacks WHERE (key_a, "
-             "key_b) GLOBAL IN (SELECT stack_a, stack_b FROM (%s)))) GROUP BY key_a, key_b "
-             "UNION ALL SELECT 3, c, toUInt64(0), emptyArrayUInt64(), emptyArrayUInt64(), '', '', "
-             "toInt64(0), toInt64(0) FROM (%s) FORMAT TabSeparated",
-             R, d, R, d, d, R, C)))
+    if ((err = merge_sql(&sql, d, q, rows.data, keys.data, count.data)) ||
+        (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
-    if ((err = chs_exec(st, 0, &sql, &ans)))
-        goto out;
-    err = merge_parse(&ans, out);
+    err = merge_parse(st, q, &ans, out);
 out:
     buf__free(&sql);
     buf__free(&rows);
+    buf__free(&keys);
     buf__free(&count);
     buf__free(&ans);
     return err == -E2BIG ? -EINVAL : err;
@@ -412,11 +483,13 @@ int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct sto
     *n = 0;
     buf__init(&sql, 1 << 16);
     buf__init(&ans, 256u << 20);
-    if ((err = ch_sql__appendf(&sql,
-                               "SELECT app, host, max(time_ns + duration_ns), sum(cpu_ns) FROM "
-                               "%s.profiles FINAL WHERE time_ns >= %lld AND time_ns < %lld "
-                               "GROUP BY app, host ORDER BY app, host FORMAT TabSeparated",
-                               st->db, (long long)from_ns, (long long)to_ns)) ||
+    if ((err = ch_sql__appendf(
+             &sql,
+             "SELECT app, host, max(time_ns + duration_ns), " CH_SAT_SUM(
+                 "cpu_ns") " FROM "
+                           "%s.profiles FINAL WHERE time_ns >= %lld AND time_ns < %lld "
+                           "GROUP BY app, host ORDER BY app, host FORMAT TabSeparated",
+             st->db, (long long)from_ns, (long long)to_ns)) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct ch_tsv t;
@@ -491,10 +564,11 @@ int chs_timeline(struct store *s, const struct store_query *q, int64_t step_ns, 
         return -ENOMEM;
     buf__init(&sql, 1 << 20);
     buf__init(&ans, 64u << 20);
-    if ((err = ch_sql__appendf(&sql,
-                               "SELECT intDiv(time_ns - %lld, %lld) AS i, sum(cpu_ns) FROM "
-                               "%s.profiles FINAL",
-                               (long long)q->from_ns, (long long)step_ns, st->db)) ||
+    if ((err = ch_sql__appendf(
+             &sql,
+             "SELECT intDiv(time_ns - %lld, %lld) AS i, " CH_SAT_SUM("cpu_ns") " FROM "
+                                                                               "%s.profiles FINAL",
+             (long long)q->from_ns, (long long)step_ns, st->db)) ||
         (err = where(&sql, q)) ||
         (err = ch_sql__appendf(&sql, " GROUP BY i FORMAT TabSeparated")) ||
         (err = chs_exec(st, 0, &sql, &ans)))

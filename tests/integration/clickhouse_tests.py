@@ -11,6 +11,7 @@ import time
 import urllib.parse
 
 import clickhouse_cluster
+import hostile_tests
 import server_tests as st
 from server_tests import Server, check, collapsed_split, run_agent, stop_agent, good_profile
 
@@ -33,12 +34,14 @@ def on_clickhouse(test, single=False):
 
 
 # The SQLite-only tests read the store's file (stack_keys, retention); the
-# ClickHouse store's own come below.
+# ClickHouse store's own come below. Sums past int64 (test_ch_hostile_sums)
+# saturate in ClickHouse's SQL as in SQLite's.
 SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_server_bad_input,
                                      st.test_server_auth, st.test_server_durability,
                                      st.test_agent_outage, st.test_server_labels,
                                      st.test_server_rollups)] + \
-    [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)]
+    [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)] + \
+    [on_clickhouse(hostile_tests.test_server_hostile_sums)]
 
 
 def shard_rows(db, table):
@@ -182,7 +185,10 @@ def test_ch_shard_down(tmp):
 
 
 def test_ch_retention(tmp):
-    """Retention drops the days wholly past it, on every shard."""
+    """Retention drops the days wholly past it, on every shard: the samples
+    and profiles, and the stacks and functions stored for those days (a
+    stack is stored under each day that uses it), while the stacks of the
+    days kept stay and their merge still names its frames."""
     srv = on_server(tmp, "--retention", "1d")
     try:
         old = time.time_ns() - 3 * 86400 * 10**9
@@ -206,6 +212,22 @@ def test_ch_retention(tmp):
                 break
             time.sleep(0.5)
         check(names == {"newapp"}, f"after retention: {names}")
+        db = db_of(srv)
+        old_day = old // (86400 * 10**9)
+
+        def day_rows(table, where):
+            return sum(int(n.query(f"SELECT count() FROM {db}.{table}_local WHERE {where}").strip())
+                       for n in clickhouse_cluster.cluster())
+        for table in ("stacks", "functions", "samples"):
+            check(day_rows(table, f"day <= {old_day}" if table != "samples" else
+                           f"intDiv(time_ns, 86400000000000) <= {old_day}") == 0,
+                  f"{table} of the dropped day left")
+            check(day_rows(table, "1") > 0, f"{table} of the kept day gone")
+        q = "app=newapp&from=now-1d"
+        status, body = srv.get(f"/api/v1/profile?{q}&format=flamegraph")
+        g = json.loads(body)
+        check(status == 200 and g["total"] > 0 and any(n for n in g["names"] if n),
+              f"the kept day's merge: {status} {body[:300]}")
     finally:
         srv.stop()
 
