@@ -3,6 +3,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sys/time.h>
+#include <time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -388,6 +390,25 @@ static void test_cache(void **state)
     assert_null(perfmap_cache__get(c, 123, 8, 1600, 100, NULL));
     perfmap_cache__sweep(c, 2000);
     assert_true(perfmap_cache__once(c, 123, 8, 1));
+    /* A map written an hour before the process started (a pid reused):
+     * not its names. */
+    struct timespec boot;
+    assert_int_equal(clock_gettime(CLOCK_BOOTTIME, &boot), 0);
+    uint64_t now_ticks = (uint64_t)boot.tv_sec * (uint64_t)sysconf(_SC_CLK_TCK);
+    write_file(f.map, "1000 10 old\n", "w");
+    struct timeval hour_ago[2];
+    gettimeofday(&hour_ago[0], NULL);
+    hour_ago[0].tv_sec -= 3600;
+    hour_ago[1] = hour_ago[0];
+    assert_int_equal(utimes(f.map, hour_ago), 0);
+    assert_null(perfmap_cache__get(c, 123, now_ticks, 3000, 100, &why));
+    assert_non_null(strstr(why, "predates"));
+    /* The same file written since: read. */
+    write_file(f.map, "1000 10 new\n", "w");
+    pm = perfmap_cache__get(c, 123, now_ticks, 3200, 100, NULL);
+    assert_non_null(pm);
+    assert_string_equal(perfmap__lookup(pm, 0x1000), "new");
+    unlink(f.map);
     perfmap_cache__free(c);
     perfmap_cache__free(NULL);
     fake_free(&f);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../../common/buf.h"
@@ -482,11 +483,32 @@ static const char *why_of(int err)
     case -ELOOP:
     case -EXDEV:
         return "its /tmp/perf-PID.map is a symlink";
+    case -ESTALE:
+        return "its /tmp/perf-PID.map predates it (left by an earlier process of the same pid)";
     case -ENOMEM:
         return "out of memory";
     default:
         return "its /tmp/perf-PID.map cannot be read";
     }
+}
+
+/* True when the file at fd was last written before the process that started
+ * start_ticks (clock ticks after boot, /proc/PID/stat's field 22) began: a
+ * map left in /tmp by an earlier process of the same pid, whose names would
+ * be wrong here. A second of slack for clocks' granularity. */
+static bool older_than_process(int fd, uint64_t start_ticks)
+{
+    struct timespec real, boot;
+    struct stat st;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    if (!start_ticks || hz <= 0 || fstat(fd, &st) || clock_gettime(CLOCK_REALTIME, &real) ||
+        clock_gettime(CLOCK_BOOTTIME, &boot))
+        return false;
+    double started = (double)real.tv_sec + real.tv_nsec / 1e9 -
+                     ((double)boot.tv_sec + boot.tv_nsec / 1e9) + (double)start_ticks / (double)hz;
+    double written = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+    return written + 1.0 < started;
 }
 
 struct perfmap *perfmap_cache__get(struct perfmap_cache *c, uint32_t tgid, uint64_t start_time,
@@ -508,6 +530,10 @@ struct perfmap *perfmap_cache__get(struct perfmap_cache *c, uint32_t tgid, uint6
         p->reread = false;
         p->checked_ns = now_ns;
         fd = perfmap__open_proc(c->proc_root, tgid);
+        if (fd >= 0 && older_than_process(fd, start_time)) {
+            close(fd);
+            fd = -ESTALE;
+        }
         if (fd < 0) {
             p->err = fd;
         } else {
