@@ -222,14 +222,25 @@ static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
     char path[128];
     struct buf b;
     size_t bad = 0;
+    /* A re-read of the same image (not after an exec) that finds nothing
+     * keeps what was read: the process has exited (a zombie's maps are
+     * empty, a reaped one's gone) while its samples are still being
+     * aggregated, and without its maps their return addresses would look
+     * like junk and cut every stack. */
+    bool keep = !p->maps_stale && p->maps.n > 0;
     int r;
 
-    drop_maps(p);
-    p->maps_read_ns = now_ns;
-    p->maps_stale = false;
     snprintf(path, sizeof(path), "%s/%u/maps", ps->proc_root, p->tgid);
     buf__init(&b, MAPS_MAX);
     r = buf__read_file(&b, AT_FDCWD, path);
+    if (keep && ((r && r != -E2BIG) || b.len == 0)) {
+        p->maps_read_ns = now_ns;
+        buf__free(&b);
+        return;
+    }
+    drop_maps(p);
+    p->maps_read_ns = now_ns;
+    p->maps_stale = false;
     if (r && r != -E2BIG) {
         p->maps_err = -r;
         goto out;

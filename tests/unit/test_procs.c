@@ -1,0 +1,84 @@
+/* The process table on a /proc of our own making: what a re-read of a
+ * process's maps does when the process has gone. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../agent/procs/procs.h"
+#include "../../agent/symbolize/binary.h"
+
+#define PID 4242
+#define MS (1000ull * 1000)
+
+static void put(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%d/%s", dir, PID, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A process whose maps were read, then gone (a zombie's maps are empty; a
+ * reaped process has none): a re-read forced by an unknown address keeps
+ * what was read, so its samples still in the ring find their libraries.
+ * Before, the re-read emptied the table and every return address of the
+ * process looked like junk. */
+static void test_maps_kept_when_gone(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX", dir[512], cmd[600];
+
+    assert_non_null(mkdtemp(root));
+    snprintf(dir, sizeof(dir), "%s/%d", root, PID);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    put(root, "stat", "4242 (qsort_cb) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n");
+    put(root, "comm", "qsort_cb\n");
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    struct binary_cache *bc = binary_cache__new(root);
+    struct procs *ps = procs__new(bc, root, NULL);
+    assert_non_null(ps);
+    struct proc *p = procs__get(ps, PID, "qsort_cb", 1 * MS);
+    assert_non_null(p);
+    assert_non_null(procs__find_map(ps, p, 0x7f0000001000, false, 2 * MS));
+
+    put(root, "maps", ""); /* exited: a zombie */
+    /* An address in no mapping, the process young: its maps are read again. */
+    assert_null(procs__find_map(ps, p, 0x1000, true, 100 * MS));
+    const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 101 * MS);
+    assert_non_null(m);
+    assert_int_equal(m->start, 0x7f0000000000);
+    snprintf(cmd, sizeof(cmd), "%s/%d/maps", root, PID);
+    assert_int_equal(unlink(cmd), 0); /* reaped */
+    assert_null(procs__find_map(ps, p, 0x1000, true, 300 * MS));
+    assert_non_null(procs__find_map(ps, p, 0x7f0000100010, false, 301 * MS));
+
+    /* After an exec the old image's maps are not kept. */
+    procs__exec(ps, PID, 400 * MS);
+    put(root, "maps", "");
+    p = procs__get(ps, PID, "qsort_cb", 401 * MS);
+    assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 402 * MS));
+
+    procs__free(ps);
+    binary_cache__free(bc);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_maps_kept_when_gone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
