@@ -15,39 +15,13 @@
 #include <unistd.h>
 
 #include "../common/buf.h"
-#include "../common/clock.h"
 #include "../common/debugfile.h"
 #include "../common/json.h"
 #include "../common/log.h"
 #include "debuginfod.h"
-#include "query.h"
 #include "text.h"
+#include "http_int.h"
 #include "ui_assets.h"
-
-enum reject {
-    REJ_BAD_REQUEST,
-    REJ_UNAUTHORIZED,
-    REJ_TOO_LARGE,
-    REJ_NOT_FOUND,
-    REJ_INTERNAL,
-    REJ__COUNT
-};
-static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large", "not_found",
-                                           "internal"};
-
-struct metrics {
-    uint64_t profiles, bytes, rejects[REJ__COUNT];
-    uint64_t queries, query_ns;
-    int64_t rollups_built, rollups_pending;
-};
-
-struct http {
-    struct http_opts opts;
-    struct store *st;
-    struct MHD_Daemon *d;
-    struct metrics m;   /* updated with __atomic builtins */
-    sem_t ingest_slots; /* opts.ingest_concurrency: bodies decoded at once */
-};
 
 /* How long an upload waits for a slot before a 503: the agent retries. */
 #define INGEST_WAIT_S 30
@@ -101,13 +75,13 @@ static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
     return rq;
 }
 
-static void count(uint64_t *c, uint64_t v)
+void http_count(uint64_t *c, uint64_t v)
 {
     __atomic_add_fetch(c, v, __ATOMIC_RELAXED);
 }
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
-                               void *data, size_t len, bool owned)
+enum MHD_Result http_respond(struct MHD_Connection *c, unsigned status, const char *type,
+                             void *data, size_t len, bool owned)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(
         len, data, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
@@ -121,8 +95,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const 
 }
 
 /* Answers with {"error": msg}. */
-static enum MHD_Result respond_error(struct http *h, struct MHD_Connection *c, unsigned status,
-                                     const char *msg)
+enum MHD_Result http_respond_error(struct http *h, struct MHD_Connection *c, unsigned status,
+                                   const char *msg)
 {
     struct buf b;
     enum reject rj = status == 401                    ? REJ_UNAUTHORIZED
@@ -130,25 +104,26 @@ static enum MHD_Result respond_error(struct http *h, struct MHD_Connection *c, u
                      : status == 404 || status == 405 ? REJ_NOT_FOUND
                      : status >= 500                  ? REJ_INTERNAL
                                                       : REJ_BAD_REQUEST;
-    count(&h->m.rejects[rj], 1);
+    http_count(&h->m.rejects[rj], 1);
     buf__init(&b, 1 << 16);
     if (json__raw(&b, "{\"error\":") || json__str(&b, msg) || json__raw(&b, "}\n")) {
         buf__free(&b);
-        return respond(c, status, "text/plain", (void *)msg, strlen(msg), false);
+        return http_respond(c, status, "text/plain", (void *)msg, strlen(msg), false);
     }
-    return respond(c, status, "application/json", b.data, b.len, true);
+    return http_respond(c, status, "application/json", b.data, b.len, true);
 }
 
-static enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type,
-                                   struct buf *b)
+enum MHD_Result http_respond_buf(struct MHD_Connection *c, unsigned status, const char *type,
+                                 struct buf *b)
 {
-    enum MHD_Result r = respond(c, status, type, b->data ? b->data : "", b->len, b->data != NULL);
+    enum MHD_Result r =
+        http_respond(c, status, type, b->data ? b->data : "", b->len, b->data != NULL);
     b->data = NULL; /* the response owns it now */
     buf__free(b);
     return r;
 }
 
-static const char *arg(struct MHD_Connection *c, const char *key)
+const char *http_arg(struct MHD_Connection *c, const char *key)
 {
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
 }
@@ -183,29 +158,7 @@ static bool authorized(struct http *h, struct MHD_Connection *c)
     return has_key(c, h->opts.api_key);
 }
 
-static int parse_range(struct MHD_Connection *c, int64_t *from, int64_t *to, char *msg, size_t n)
-{
-    int64_t now = (int64_t)clock__real_ns();
-    const char *f = arg(c, "from"), *t = arg(c, "to");
-
-    *to = now;
-    *from = now - 3600ll * 1000000000ll;
-    if (f && query__parse_time(f, now, from)) {
-        snprintf(msg, n, "from: '%s' is neither Unix seconds nor now-DURATION", f);
-        return -1;
-    }
-    if (t && query__parse_time(t, now, to)) {
-        snprintf(msg, n, "to: '%s' is neither Unix seconds nor now-DURATION", t);
-        return -1;
-    }
-    if (*to <= *from) {
-        snprintf(msg, n, "from must be before to");
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_pid(const char *s, int64_t *pid)
+int http_parse_pid(const char *s, int64_t *pid)
 {
     char *end;
     if (!s) {
@@ -223,13 +176,13 @@ static int parse_pid(const char *s, int64_t *pid)
 
 static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct request *rq)
 {
-    struct ingest_identity id = {arg(c, "service"), arg(c, "host")};
+    struct ingest_identity id = {http_arg(c, "service"), http_arg(c, "host")};
     char msg[512];
 
     for (int i = 0; i < STORE_N_IDENTITY; i++)
-        id.identity[i] = arg(c, store_identity_keys[i]);
-    if (parse_pid(arg(c, "pid"), &id.pid))
-        return respond_error(h, c, 400, "pid: not a process id");
+        id.identity[i] = http_arg(c, store_identity_keys[i]);
+    if (http_parse_pid(http_arg(c, "pid"), &id.pid))
+        return http_respond_error(h, c, 400, "pid: not a process id");
     /* At most ingest_concurrency bodies decoded at once, each within
      * limits.max_memory: what uploads take is bounded whatever comes in. */
     struct timespec until;
@@ -237,7 +190,7 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
     until.tv_sec += INGEST_WAIT_S;
     while (sem_timedwait(&h->ingest_slots, &until)) {
         if (errno != EINTR)
-            return respond_error(h, c, 503, "busy: too many uploads at once, try again");
+            return http_respond_error(h, c, 503, "busy: too many uploads at once, try again");
     }
     int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
                                  &h->opts.limits, msg, sizeof(msg));
@@ -249,239 +202,11 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
         log_warn("ingest: refused %zu bytes from service=%s: %d %s", rq->body.len,
                  text__escape(svc, sizeof(svc), id.service), status,
                  text__escape(why, sizeof(why), msg));
-        return respond_error(h, c, status, msg);
+        return http_respond_error(h, c, status, msg);
     }
-    count(&h->m.profiles, 1);
-    count(&h->m.bytes, rq->body.len);
-    return respond(c, 202, "application/json", "{\"status\":\"stored\"}\n", 20, false);
-}
-
-/* Appends ,"key":["v",...] (without the comma when first), each value JSON-escaped. */
-static int json_strs(struct buf *b, const char *key, char *const *v, size_t n, bool first)
-{
-    int err = json__raw(b, first ? "\"" : ",\"");
-    err = err ?: json__raw(b, key);
-    err = err ?: json__raw(b, "\":[");
-    for (size_t i = 0; i < n && !err; i++) {
-        err = i ? json__raw(b, ",") : 0;
-        err = err ?: json__str(b, v[i]);
-    }
-    return err ?: json__raw(b, "]");
-}
-
-static enum MHD_Result h_applications(struct http *h, struct MHD_Connection *c)
-{
-    int64_t from, to;
-    struct store_app *apps;
-    size_t n;
-    char msg[256];
-    struct buf b;
-    int err;
-
-    if (parse_range(c, &from, &to, msg, sizeof(msg)))
-        return respond_error(h, c, 400, msg);
-    if ((err = store__applications(h->st, from, to, &apps, &n)))
-        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
-    buf__init(&b, 64u << 20);
-    err = json__raw(&b, "{\"applications\":[");
-    for (size_t i = 0; i < n && !err; i++) {
-        err = json__raw(&b, i ? ",{\"name\":" : "{\"name\":");
-        err = err ?: json__str(&b, apps[i].name);
-        err = err ?: json_strs(&b, "hosts", apps[i].hosts, apps[i].nhosts, false);
-        err = err ?: json__raw(&b, ",\"last_seen\":");
-        err = err ?: json__f64(&b, apps[i].last_seen_ns / 1e9);
-        err = err ?: json__raw(&b, ",\"cpu_cores\":");
-        err = err ?: json__f64(&b, (double)apps[i].cpu_ns / (double)(to - from));
-        err = err ?: json__raw(&b, "}");
-    }
-    err = err ?: json__raw(&b, "]}\n");
-    store_apps__free(apps, n);
-    if (err) {
-        buf__free(&b);
-        return respond_error(h, c, 500, "response too large");
-    }
-    return respond_buf(c, 200, "application/json", &b);
-}
-
-static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, size_t n)
-{
-    memset(q, 0, sizeof(*q));
-    q->app = arg(c, "app");
-    if (!q->app || !*q->app) {
-        snprintf(msg, n, "app: required");
-        return -1;
-    }
-    q->host = arg(c, "host");
-    if (q->host && !*q->host)
-        q->host = NULL;
-    if (parse_pid(arg(c, "pid"), &q->pid)) {
-        snprintf(msg, n, "pid: not a process id");
-        return -1;
-    }
-    for (int i = 0; i < STORE_N_IDENTITY; i++) {
-        q->identity[i] = arg(c, store_identity_keys[i]);
-        if (q->identity[i] && !*q->identity[i])
-            q->identity[i] = NULL;
-    }
-    return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
-}
-
-/* GET /api/v1/labels: what the UI's filters offer. */
-static enum MHD_Result h_labels(struct http *h, struct MHD_Connection *c)
-{
-    struct store_query q;
-    struct store_values *v = NULL;
-    char msg[256];
-    struct buf b;
-    int err;
-
-    if (query_of(c, &q, msg, sizeof(msg)))
-        return respond_error(h, c, 400, msg);
-    if ((err = store__values(h->st, &q, &v)))
-        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
-    buf__init(&b, 64u << 20);
-    err = json__raw(&b, "{");
-    err = err ?: json_strs(&b, "host", v->v[0], v->n[0], true);
-    err = err ?: json_strs(&b, "pid", v->v[1], v->n[1], false);
-    for (int i = 0; i < STORE_N_IDENTITY && !err; i++)
-        err = json_strs(&b, store_identity_keys[i], v->v[i + 2], v->n[i + 2], false);
-    err = err ?: json__raw(&b, "}\n");
-    store_values__free(v);
-    if (err) {
-        buf__free(&b);
-        return respond_error(h, c, 500, "response too large");
-    }
-    return respond_buf(c, 200, "application/json", &b);
-}
-
-static enum MHD_Result h_profile(struct http *h, struct MHD_Connection *c)
-{
-    struct store_query q;
-    struct store_merged *m = NULL;
-    char msg[256];
-    struct buf b;
-    int err;
-    const char *format = arg(c, "format"), *mn = arg(c, "max_nodes");
-    size_t max_nodes = 0;
-
-    if (query_of(c, &q, msg, sizeof(msg)))
-        return respond_error(h, c, 400, msg);
-    if (!format)
-        format = "pprof";
-    if (strcmp(format, "pprof") && strcmp(format, "collapsed") && strcmp(format, "flamegraph"))
-        return respond_error(h, c, 400, "format: pprof, collapsed or flamegraph");
-    if (mn) {
-        char *end;
-        long long v = strtoll(mn, &end, 10);
-        if (end == mn || *end || v < 1)
-            return respond_error(h, c, 400, "max_nodes: a whole number above 0");
-        max_nodes = v;
-    }
-    int64_t t0 = (int64_t)clock__mono_ns();
-    if ((err = store__merge(h->st, &q, &m)))
-        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
-    buf__init(&b, 1u << 30);
-    const char *type;
-    if (strcmp(format, "pprof") == 0) {
-        err = query__write_pprof(m, q.from_ns, q.to_ns, &b);
-        type = "application/octet-stream";
-    } else if (strcmp(format, "collapsed") == 0) {
-        err = query__write_collapsed(m, &b);
-        type = "text/plain; charset=utf-8";
-    } else {
-        err = query__write_flamegraph(m, max_nodes, &b);
-        type = "application/json";
-    }
-    store_merged__free(m);
-    count(&h->m.queries, 1);
-    count(&h->m.query_ns, (int64_t)clock__mono_ns() - t0);
-    if (err) {
-        buf__free(&b);
-        return respond_error(h, c, 500, strerror(-err));
-    }
-    return respond_buf(c, 200, type, &b);
-}
-
-static enum MHD_Result h_timeline(struct http *h, struct MHD_Connection *c)
-{
-    struct store_query q;
-    char msg[256];
-    int64_t step = 60ll * 1000000000ll, *cpu;
-    size_t n;
-    struct buf b;
-    int err;
-
-    if (query_of(c, &q, msg, sizeof(msg)))
-        return respond_error(h, c, 400, msg);
-    const char *s = arg(c, "step");
-    if (s && (query__parse_duration(s, &step) || step < 1000000000ll))
-        return respond_error(h, c, 400, "step: a duration of at least 1s (60, 60s, 5m, 1h)");
-    if ((q.to_ns - q.from_ns) / step > 10000)
-        return respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
-    if ((err = store__timeline(h->st, &q, step, &cpu, &n)))
-        return respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
-    buf__init(&b, 16u << 20);
-    err = json__raw(&b, "{\"from\":");
-    err = err ?: json__f64(&b, q.from_ns / 1e9);
-    err = err ?: json__raw(&b, ",\"step\":");
-    err = err ?: json__f64(&b, step / 1e9);
-    err = err ?: json__raw(&b, ",\"cpu_cores\":[");
-    for (size_t i = 0; i < n && !err; i++) {
-        err = i ? json__raw(&b, ",") : 0;
-        err = err ?: json__f64(&b, (double)cpu[i] / (double)step);
-    }
-    err = err ?: json__raw(&b, "]}\n");
-    free(cpu);
-    if (err) {
-        buf__free(&b);
-        return respond_error(h, c, 500, "response too large");
-    }
-    return respond_buf(c, 200, "application/json", &b);
-}
-
-static enum MHD_Result h_metrics(struct http *h, struct MHD_Connection *c)
-{
-    struct buf b;
-    char line[256];
-    int n, err = 0;
-
-    buf__init(&b, 1 << 20);
-#define LINE(...)                                                                                  \
-    do {                                                                                           \
-        n = snprintf(line, sizeof(line), __VA_ARGS__);                                             \
-        err = err ?: buf__append(&b, line, n);                                                     \
-    } while (0)
-    LINE("# TYPE codexray_profiles_ingested_total counter\n");
-    LINE("codexray_profiles_ingested_total %llu\n",
-         (unsigned long long)__atomic_load_n(&h->m.profiles, __ATOMIC_RELAXED));
-    LINE("# TYPE codexray_bytes_ingested_total counter\n");
-    LINE("codexray_bytes_ingested_total %llu\n",
-         (unsigned long long)__atomic_load_n(&h->m.bytes, __ATOMIC_RELAXED));
-    LINE("# TYPE codexray_requests_rejected_total counter\n");
-    for (int i = 0; i < REJ__COUNT; i++)
-        LINE("codexray_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
-             (unsigned long long)__atomic_load_n(&h->m.rejects[i], __ATOMIC_RELAXED));
-    LINE("# TYPE codexray_query_seconds summary\n");
-    LINE("codexray_query_seconds_count %llu\n",
-         (unsigned long long)__atomic_load_n(&h->m.queries, __ATOMIC_RELAXED));
-    LINE("codexray_query_seconds_sum %.6f\n",
-         __atomic_load_n(&h->m.query_ns, __ATOMIC_RELAXED) / 1e9);
-    LINE("# TYPE codexray_store_bytes gauge\n");
-    LINE("codexray_store_bytes %lld\n", (long long)store__size_bytes(h->st));
-    LINE("# TYPE codexray_rollups_built_total counter\n");
-    LINE("codexray_rollups_built_total %lld\n",
-         (long long)__atomic_load_n(&h->m.rollups_built, __ATOMIC_RELAXED));
-    LINE("# TYPE codexray_rollups_pending gauge\n");
-    LINE("codexray_rollups_pending %lld\n",
-         (long long)__atomic_load_n(&h->m.rollups_pending, __ATOMIC_RELAXED));
-#undef LINE
-    if (h->opts.debuginfod && !err)
-        err = dbgsrv__metrics(h->opts.debuginfod, &b);
-    if (err) {
-        buf__free(&b);
-        return respond_error(h, c, 500, "metrics too large");
-    }
-    return respond_buf(c, 200, "text/plain; version=0.0.4", &b);
+    http_count(&h->m.profiles, 1);
+    http_count(&h->m.bytes, rq->body.len);
+    return http_respond(c, 202, "application/json", "{\"status\":\"stored\"}\n", 20, false);
 }
 
 /* The web UI: "/" is index.html, "/ui/NAME" the embedded files. They are
@@ -496,7 +221,7 @@ static enum MHD_Result h_ui(struct http *h, struct MHD_Connection *c, const char
         if (strcmp(ui_assets[i].path, url) == 0)
             a = &ui_assets[i];
     if (!a)
-        return respond_error(h, c, 404, "no such file in the web UI");
+        return http_respond_error(h, c, 404, "no such file in the web UI");
     const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
     bool same = inm && strcmp(inm, a->etag) == 0;
     struct MHD_Response *r =
@@ -524,12 +249,12 @@ static enum MHD_Result h_debuginfod(struct http *h, struct MHD_Connection *c, co
     int fd;
 
     if (dbgsrv__parse_path(url, id, &kind))
-        return respond_error(h, c, 400,
-                             "expected /debuginfod/buildid/ID/debuginfo or /executable, ID in "
-                             "lowercase hex");
+        return http_respond_error(h, c, 400,
+                                  "expected /debuginfod/buildid/ID/debuginfo or /executable, ID in "
+                                  "lowercase hex");
     int r = dbgsrv__open(h->opts.debuginfod, id, kind, &fd, &size, why, sizeof(why));
     if (r)
-        return respond_error(h, c, r == -ENOENT ? 404 : 503, why);
+        return http_respond_error(h, c, r == -ENOENT ? 404 : 503, why);
     struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
     if (!resp) {
         close(fd);
@@ -549,17 +274,17 @@ static enum MHD_Result h_debuginfod_put(struct http *h, struct MHD_Connection *c
     char why[256];
 
     if (!rq->dbg_up)
-        return respond_error(h, c, rq->dbg_why[0] ? 413 : 400,
-                             rq->dbg_why[0] ? rq->dbg_why : "bad upload");
+        return http_respond_error(h, c, rq->dbg_why[0] ? 413 : 400,
+                                  rq->dbg_why[0] ? rq->dbg_why : "bad upload");
     int r = dbgsrv__upload_finish(rq->dbg_up, why, sizeof(why));
     dbgsrv__upload_free(rq->dbg_up);
     rq->dbg_up = NULL;
     if (r) {
         char esc[512];
         log_warn("debuginfod: refused an upload: %s", text__escape(esc, sizeof(esc), why));
-        return respond_error(h, c, 422, why);
+        return http_respond_error(h, c, 422, why);
     }
-    return respond(c, 201, "application/json", "{\"status\":\"stored\"}\n", 20, false);
+    return http_respond(c, 201, "application/json", "{\"status\":\"stored\"}\n", 20, false);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -585,36 +310,36 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (rq->too_many) {
             char msg[96];
             snprintf(msg, sizeof(msg), "more than %d query parameters", MAX_PARAMS);
-            return respond_error(h, c, 414, msg);
+            return http_respond_error(h, c, 414, msg);
         }
         if (rq->nul)
-            return respond_error(h, c, 400, "a NUL (%00) in the URI");
+            return http_respond_error(h, c, 400, "a NUL (%00) in the URI");
         if (dbg_put) {
             char id[DEBUGFILE_ID_MAX + 1];
             const char *kind, *cl;
             if (!authorized(h, c))
-                return respond_error(h, c, 401, "missing or wrong API key (--api-key)");
+                return http_respond_error(h, c, 401, "missing or wrong API key (--api-key)");
             if (dbgsrv__parse_path(url, id, &kind))
-                return respond_error(h, c, 400, "expected /debuginfod/buildid/ID/debuginfo");
+                return http_respond_error(h, c, 400, "expected /debuginfod/buildid/ID/debuginfo");
             cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
             rq->dbg_up =
                 dbgsrv__upload_begin(h->opts.debuginfod, id, kind, cl ? strtoull(cl, NULL, 10) : 0,
                                      rq->dbg_why, sizeof(rq->dbg_why));
             if (!rq->dbg_up)
-                return respond_error(h, c, 413, rq->dbg_why);
+                return http_respond_error(h, c, 413, rq->dbg_why);
         }
         if (post && strcmp(url, "/api/v1/profiles") == 0) {
             /* Refuse before reading a byte when we can. */
             if (!authorized(h, c))
-                return respond_error(h, c, 401,
-                                     "missing or wrong API key: send "
-                                     "Authorization: Bearer KEY");
+                return http_respond_error(h, c, 401,
+                                          "missing or wrong API key: send "
+                                          "Authorization: Bearer KEY");
             const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
             unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
             if (clen > h->opts.max_body) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "body larger than %zu bytes", h->opts.max_body);
-                return respond_error(h, c, 413, msg);
+                return http_respond_error(h, c, 413, msg);
             }
             /* Room for the body at once, rather than growing by doubling
              * (a copy each time), but at most 1 MiB before any of it has
@@ -638,48 +363,48 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (strcmp(url, "/api/v1/profiles") == 0) {
         if (!post)
-            return respond_error(h, c, 405, "POST a pprof profile here");
+            return http_respond_error(h, c, 405, "POST a pprof profile here");
         if (!authorized(h, c))
-            return respond_error(h, c, 401, "missing or wrong API key");
+            return http_respond_error(h, c, 401, "missing or wrong API key");
         if (rq->too_big) {
             char msg[128];
             snprintf(msg, sizeof(msg), "body larger than %zu bytes", h->opts.max_body);
-            return respond_error(h, c, 413, msg);
+            return http_respond_error(h, c, 413, msg);
         }
         return h_ingest(h, c, rq);
     }
     if (dbg_put)
         return h_debuginfod_put(h, c, rq);
     if (!get)
-        return respond_error(h, c, 405, "only GET here");
+        return http_respond_error(h, c, 405, "only GET here");
     if (strcmp(url, "/healthz") == 0)
-        return respond(c, 200, "text/plain", "ok\n", 3, false);
+        return http_respond(c, 200, "text/plain", "ok\n", 3, false);
     /* Everything else that reads data: the read key when there is one (the
      * UI's files stay open; its data calls send the key). */
     bool reads = strncmp(url, "/api/", 5) == 0 || strcmp(url, "/metrics") == 0;
     if (reads && !has_key(c, h->opts.read_api_key))
-        return respond_error(h, c, 401,
-                             "missing or wrong read API key: send Authorization: Bearer KEY "
-                             "(--read-api-key)");
+        return http_respond_error(h, c, 401,
+                                  "missing or wrong read API key: send Authorization: Bearer KEY "
+                                  "(--read-api-key)");
     if (strcmp(url, "/api/v1/applications") == 0)
-        return h_applications(h, c);
+        return http_api__applications(h, c);
     if (strcmp(url, "/api/v1/profile") == 0)
-        return h_profile(h, c);
+        return http_api__profile(h, c);
     if (strcmp(url, "/api/v1/timeline") == 0)
-        return h_timeline(h, c);
+        return http_api__timeline(h, c);
     if (strcmp(url, "/api/v1/labels") == 0)
-        return h_labels(h, c);
+        return http_api__labels(h, c);
     if (strcmp(url, "/metrics") == 0)
-        return h_metrics(h, c);
+        return http_api__metrics(h, c);
     if (dbg) { /* the read key, or the agents' ingest key */
         if (!has_key(c, h->opts.read_api_key) &&
             !(h->opts.api_key && *h->opts.api_key && has_key(c, h->opts.api_key)))
-            return respond_error(h, c, 401, "missing or wrong API key");
+            return http_respond_error(h, c, 401, "missing or wrong API key");
         return h_debuginfod(h, c, url);
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0 || strncmp(url, "/ui/", 4) == 0)
         return h_ui(h, c, url);
-    return respond_error(h, c, 404, "no such path");
+    return http_respond_error(h, c, 404, "no such path");
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,

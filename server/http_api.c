@@ -1,0 +1,266 @@
+/* The HTTP API's reads (applications, labels, profile, timeline) and
+ * /metrics: each parses its query, asks the store and writes its answer.
+ * The daemon, the routing, ingest and the UI's files are http.c's. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/clock.h"
+#include "../common/json.h"
+#include "debuginfod.h"
+#include "http_int.h"
+#include "query.h"
+
+static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large", "not_found",
+                                           "internal"};
+
+static int parse_range(struct MHD_Connection *c, int64_t *from, int64_t *to, char *msg, size_t n)
+{
+    int64_t now = (int64_t)clock__real_ns();
+    const char *f = http_arg(c, "from"), *t = http_arg(c, "to");
+
+    *to = now;
+    *from = now - 3600ll * 1000000000ll;
+    if (f && query__parse_time(f, now, from)) {
+        snprintf(msg, n, "from: '%s' is neither Unix seconds nor now-DURATION", f);
+        return -1;
+    }
+    if (t && query__parse_time(t, now, to)) {
+        snprintf(msg, n, "to: '%s' is neither Unix seconds nor now-DURATION", t);
+        return -1;
+    }
+    if (*to <= *from) {
+        snprintf(msg, n, "from must be before to");
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends ,"key":["v",...] (without the comma when first), each value JSON-escaped. */
+static int json_strs(struct buf *b, const char *key, char *const *v, size_t n, bool first)
+{
+    int err = json__raw(b, first ? "\"" : ",\"");
+    err = err ?: json__raw(b, key);
+    err = err ?: json__raw(b, "\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = i ? json__raw(b, ",") : 0;
+        err = err ?: json__str(b, v[i]);
+    }
+    return err ?: json__raw(b, "]");
+}
+
+enum MHD_Result http_api__applications(struct http *h, struct MHD_Connection *c)
+{
+    int64_t from, to;
+    struct store_app *apps;
+    size_t n;
+    char msg[256];
+    struct buf b;
+    int err;
+
+    if (parse_range(c, &from, &to, msg, sizeof(msg)))
+        return http_respond_error(h, c, 400, msg);
+    if ((err = store__applications(h->st, from, to, &apps, &n)))
+        return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    buf__init(&b, 64u << 20);
+    err = json__raw(&b, "{\"applications\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = json__raw(&b, i ? ",{\"name\":" : "{\"name\":");
+        err = err ?: json__str(&b, apps[i].name);
+        err = err ?: json_strs(&b, "hosts", apps[i].hosts, apps[i].nhosts, false);
+        err = err ?: json__raw(&b, ",\"last_seen\":");
+        err = err ?: json__f64(&b, apps[i].last_seen_ns / 1e9);
+        err = err ?: json__raw(&b, ",\"cpu_cores\":");
+        err = err ?: json__f64(&b, (double)apps[i].cpu_ns / (double)(to - from));
+        err = err ?: json__raw(&b, "}");
+    }
+    err = err ?: json__raw(&b, "]}\n");
+    store_apps__free(apps, n);
+    if (err) {
+        buf__free(&b);
+        return http_respond_error(h, c, 500, "response too large");
+    }
+    return http_respond_buf(c, 200, "application/json", &b);
+}
+
+static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, size_t n)
+{
+    memset(q, 0, sizeof(*q));
+    q->app = http_arg(c, "app");
+    if (!q->app || !*q->app) {
+        snprintf(msg, n, "app: required");
+        return -1;
+    }
+    q->host = http_arg(c, "host");
+    if (q->host && !*q->host)
+        q->host = NULL;
+    if (http_parse_pid(http_arg(c, "pid"), &q->pid)) {
+        snprintf(msg, n, "pid: not a process id");
+        return -1;
+    }
+    for (int i = 0; i < STORE_N_IDENTITY; i++) {
+        q->identity[i] = http_arg(c, store_identity_keys[i]);
+        if (q->identity[i] && !*q->identity[i])
+            q->identity[i] = NULL;
+    }
+    return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
+}
+
+enum MHD_Result http_api__labels(struct http *h, struct MHD_Connection *c)
+{
+    struct store_query q;
+    struct store_values *v = NULL;
+    char msg[256];
+    struct buf b;
+    int err;
+
+    if (query_of(c, &q, msg, sizeof(msg)))
+        return http_respond_error(h, c, 400, msg);
+    if ((err = store__values(h->st, &q, &v)))
+        return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    buf__init(&b, 64u << 20);
+    err = json__raw(&b, "{");
+    err = err ?: json_strs(&b, "host", v->v[0], v->n[0], true);
+    err = err ?: json_strs(&b, "pid", v->v[1], v->n[1], false);
+    for (int i = 0; i < STORE_N_IDENTITY && !err; i++)
+        err = json_strs(&b, store_identity_keys[i], v->v[i + 2], v->n[i + 2], false);
+    err = err ?: json__raw(&b, "}\n");
+    store_values__free(v);
+    if (err) {
+        buf__free(&b);
+        return http_respond_error(h, c, 500, "response too large");
+    }
+    return http_respond_buf(c, 200, "application/json", &b);
+}
+
+enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
+{
+    struct store_query q;
+    struct store_merged *m = NULL;
+    char msg[256];
+    struct buf b;
+    int err;
+    const char *format = http_arg(c, "format"), *mn = http_arg(c, "max_nodes");
+    size_t max_nodes = 0;
+
+    if (query_of(c, &q, msg, sizeof(msg)))
+        return http_respond_error(h, c, 400, msg);
+    if (!format)
+        format = "pprof";
+    if (strcmp(format, "pprof") && strcmp(format, "collapsed") && strcmp(format, "flamegraph"))
+        return http_respond_error(h, c, 400, "format: pprof, collapsed or flamegraph");
+    if (mn) {
+        char *end;
+        long long v = strtoll(mn, &end, 10);
+        if (end == mn || *end || v < 1)
+            return http_respond_error(h, c, 400, "max_nodes: a whole number above 0");
+        max_nodes = v;
+    }
+    int64_t t0 = (int64_t)clock__mono_ns();
+    if ((err = store__merge(h->st, &q, &m)))
+        return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    buf__init(&b, 1u << 30);
+    const char *type;
+    if (strcmp(format, "pprof") == 0) {
+        err = query__write_pprof(m, q.from_ns, q.to_ns, &b);
+        type = "application/octet-stream";
+    } else if (strcmp(format, "collapsed") == 0) {
+        err = query__write_collapsed(m, &b);
+        type = "text/plain; charset=utf-8";
+    } else {
+        err = query__write_flamegraph(m, max_nodes, &b);
+        type = "application/json";
+    }
+    store_merged__free(m);
+    http_count(&h->m.queries, 1);
+    http_count(&h->m.query_ns, (int64_t)clock__mono_ns() - t0);
+    if (err) {
+        buf__free(&b);
+        return http_respond_error(h, c, 500, strerror(-err));
+    }
+    return http_respond_buf(c, 200, type, &b);
+}
+
+enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
+{
+    struct store_query q;
+    char msg[256];
+    int64_t step = 60ll * 1000000000ll, *cpu;
+    size_t n;
+    struct buf b;
+    int err;
+
+    if (query_of(c, &q, msg, sizeof(msg)))
+        return http_respond_error(h, c, 400, msg);
+    const char *s = http_arg(c, "step");
+    if (s && (query__parse_duration(s, &step) || step < 1000000000ll))
+        return http_respond_error(h, c, 400, "step: a duration of at least 1s (60, 60s, 5m, 1h)");
+    if ((q.to_ns - q.from_ns) / step > 10000)
+        return http_respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
+    if ((err = store__timeline(h->st, &q, step, &cpu, &n)))
+        return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    buf__init(&b, 16u << 20);
+    err = json__raw(&b, "{\"from\":");
+    err = err ?: json__f64(&b, q.from_ns / 1e9);
+    err = err ?: json__raw(&b, ",\"step\":");
+    err = err ?: json__f64(&b, step / 1e9);
+    err = err ?: json__raw(&b, ",\"cpu_cores\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = i ? json__raw(&b, ",") : 0;
+        err = err ?: json__f64(&b, (double)cpu[i] / (double)step);
+    }
+    err = err ?: json__raw(&b, "]}\n");
+    free(cpu);
+    if (err) {
+        buf__free(&b);
+        return http_respond_error(h, c, 500, "response too large");
+    }
+    return http_respond_buf(c, 200, "application/json", &b);
+}
+
+enum MHD_Result http_api__metrics(struct http *h, struct MHD_Connection *c)
+{
+    struct buf b;
+    char line[256];
+    int n, err = 0;
+
+    buf__init(&b, 1 << 20);
+#define LINE(...)                                                                                  \
+    do {                                                                                           \
+        n = snprintf(line, sizeof(line), __VA_ARGS__);                                             \
+        err = err ?: buf__append(&b, line, n);                                                     \
+    } while (0)
+    LINE("# TYPE codexray_profiles_ingested_total counter\n");
+    LINE("codexray_profiles_ingested_total %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.profiles, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_bytes_ingested_total counter\n");
+    LINE("codexray_bytes_ingested_total %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.bytes, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_requests_rejected_total counter\n");
+    for (int i = 0; i < REJ__COUNT; i++)
+        LINE("codexray_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
+             (unsigned long long)__atomic_load_n(&h->m.rejects[i], __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_query_seconds summary\n");
+    LINE("codexray_query_seconds_count %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.queries, __ATOMIC_RELAXED));
+    LINE("codexray_query_seconds_sum %.6f\n",
+         __atomic_load_n(&h->m.query_ns, __ATOMIC_RELAXED) / 1e9);
+    LINE("# TYPE codexray_store_bytes gauge\n");
+    LINE("codexray_store_bytes %lld\n", (long long)store__size_bytes(h->st));
+    LINE("# TYPE codexray_rollups_built_total counter\n");
+    LINE("codexray_rollups_built_total %lld\n",
+         (long long)__atomic_load_n(&h->m.rollups_built, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_rollups_pending gauge\n");
+    LINE("codexray_rollups_pending %lld\n",
+         (long long)__atomic_load_n(&h->m.rollups_pending, __ATOMIC_RELAXED));
+#undef LINE
+    if (h->opts.debuginfod && !err)
+        err = dbgsrv__metrics(h->opts.debuginfod, &b);
+    if (err) {
+        buf__free(&b);
+        return http_respond_error(h, c, 500, "metrics too large");
+    }
+    return http_respond_buf(c, 200, "text/plain; version=0.0.4", &b);
+}
