@@ -30,6 +30,31 @@ bool debugfile__valid_id(const char *s)
     return n >= 8 && n % 2 == 0;
 }
 
+int debugfile__mkdir_p(const char *p)
+{
+    char tmp[4096];
+    size_t n = strlen(p);
+
+    if (n == 0 || n >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, p, n + 1);
+    for (char *s = tmp + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(tmp, 0700) && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    return mkdir(tmp, 0700) && errno != EEXIST ? -1 : 0;
+}
+
+char *debugfile__join(const char *a, const char *b)
+{
+    char *s = NULL;
+    return asprintf(&s, "%s/%s", a, b) < 0 ? NULL : s;
+}
+
 static void hex(const unsigned char *p, size_t n, char *out)
 {
     static const char d[] = "0123456789abcdef";
@@ -40,7 +65,7 @@ static void hex(const unsigned char *p, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-static bool id_in(Elf_Data *d, char *out)
+bool debugfile__note_build_id(Elf_Data *d, char *out)
 {
     size_t off = 0, name_off, desc_off;
     GElf_Nhdr nh;
@@ -108,7 +133,7 @@ int debugfile__check(int fd, const char *want_id, uint64_t max_bytes, char *why,
         if (!got[0] && sh.sh_type == SHT_NOTE && sh.sh_size <= NOTE_MAX) {
             Elf_Data *d = elf_getdata(s, NULL);
             if (d)
-                id_in(d, got);
+                debugfile__note_build_id(d, got);
         }
     }
     if (!got[0]) {

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <libelf.h>
+
 /* Longest build id accepted, in hex digits (64 bytes: more than any linker
  * writes; sha1 ids are 40 digits). */
 #define DEBUGFILE_ID_MAX 128
@@ -34,5 +36,17 @@ int debugfile__check(int fd, const char *want_id, uint64_t max_bytes, char *why,
  * counted but kept. Returns how many were deleted, or -1 when dir cannot be
  * read. */
 int debugfile__trim(const char *dir, uint64_t max_bytes);
+
+/* The GNU build id in the notes d holds (a PT_NOTE segment's or a SHT_NOTE
+ * section's), as lowercase hex into out (DEBUGFILE_ID_MAX + 1 bytes);
+ * false when there is none (or a longer one). */
+bool debugfile__note_build_id(Elf_Data *d, char *out);
+
+/* mkdir -p with mode 0700: 0, or -1 with errno (path longer than 4 KiB:
+ * -1). */
+int debugfile__mkdir_p(const char *path);
+
+/* "a/b", malloc'd; NULL when out of memory. */
+char *debugfile__join(const char *a, const char *b);
 
 #endif

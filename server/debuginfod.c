@@ -89,31 +89,6 @@ int dbgsrv__parse_path(const char *url, char *id, const char **kind)
     return 0;
 }
 
-static int mkdir_p(const char *p)
-{
-    char tmp[4096];
-    size_t n = strlen(p);
-
-    if (n == 0 || n >= sizeof(tmp))
-        return -1;
-    memcpy(tmp, p, n + 1);
-    for (char *s = tmp + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(tmp, 0700) && errno != EEXIST)
-            return -1;
-        *s = '/';
-    }
-    return mkdir(tmp, 0700) && errno != EEXIST ? -1 : 0;
-}
-
-static char *join(const char *a, const char *b)
-{
-    char *s = NULL;
-    return asprintf(&s, "%s/%s", a, b) < 0 ? NULL : s;
-}
-
 void dbgsrv__free(struct dbgsrv *s)
 {
     if (!s)
@@ -139,15 +114,16 @@ struct dbgsrv *dbgsrv__new(const struct dbgsrv_opts *o, char *err, size_t errlen
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->uploads = join(o->dir, "uploads");
-    s->cache = join(o->dir, "cache");
-    s->client = join(o->dir, "client");
+    s->uploads = debugfile__join(o->dir, "uploads");
+    s->cache = debugfile__join(o->dir, "cache");
+    s->client = debugfile__join(o->dir, "client");
     s->misses = hmap__new();
     if (!s->uploads || !s->cache || !s->client || !s->misses) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (mkdir_p(s->uploads) || mkdir_p(s->cache) || mkdir_p(s->client)) {
+    if (debugfile__mkdir_p(s->uploads) || debugfile__mkdir_p(s->cache) ||
+        debugfile__mkdir_p(s->client)) {
         snprintf(err, errlen, "cannot make the directories under %s: %s", o->dir, strerror(errno));
         goto fail;
     }

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../../common/debugfile.h"
 #include "../../common/hmap.h"
 #include "../procs/maps.h"
 
@@ -92,31 +93,8 @@ unsigned binary_cache__count(const struct binary_cache *bc)
     return n;
 }
 
-static void hex_encode(const unsigned char *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int build_id_from_data(Elf_Data *d, char *hex)
-{
-    size_t off = 0, name_off, desc_off;
-    GElf_Nhdr nh;
-
-    while (off < d->d_size && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-            memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-            nh.n_descsz <= BINARY_BUILD_ID_MAX) {
-            hex_encode((unsigned char *)d->d_buf + desc_off, nh.n_descsz, hex);
-            return 0;
-        }
-    }
-    return -1;
-}
+/* The notes are read by the same code as a fetched debug file's. */
+_Static_assert(BINARY_BUILD_ID_MAX * 2 == DEBUGFILE_ID_MAX, "one cap for build ids");
 
 int binary__read_build_id(int fd, char *hex)
 {
@@ -141,7 +119,7 @@ int binary__read_build_id(int fd, char *hex)
             Elf_Data *d = elf_getdata_rawchunk(e, ph.p_offset, ph.p_filesz,
                                                ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
             if (d)
-                ret = build_id_from_data(d, hex);
+                ret = debugfile__note_build_id(d, hex) ? 0 : -1;
         }
     }
     /* Then sections, for files without a PT_NOTE (separate debug files). */
@@ -151,7 +129,7 @@ int binary__read_build_id(int fd, char *hex)
             continue;
         Elf_Data *d = elf_getdata(s, NULL);
         if (d)
-            ret = build_id_from_data(d, hex);
+            ret = debugfile__note_build_id(d, hex) ? 0 : -1;
     }
 out:
     elf_end(e);

@@ -252,31 +252,6 @@ static void *run(void *arg)
     return NULL;
 }
 
-static int mkdir_p(const char *p)
-{
-    char tmp[4096];
-    size_t n = strlen(p);
-
-    if (n == 0 || n >= sizeof(tmp))
-        return -1;
-    memcpy(tmp, p, n + 1);
-    for (char *s = tmp + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(tmp, 0700) && errno != EEXIST)
-            return -1;
-        *s = '/';
-    }
-    return mkdir(tmp, 0700) && errno != EEXIST ? -1 : 0;
-}
-
-static char *join(const char *a, const char *b)
-{
-    char *s = NULL;
-    return asprintf(&s, "%s/%s", a, b) < 0 ? NULL : s;
-}
-
 static void free_all(struct debuginfod *d)
 {
     free(d->urls);
@@ -302,8 +277,8 @@ struct debuginfod *debuginfod__start(const struct debuginfod_opts *o, char *err,
     d->o = *o;
     d->urls = strdup(o->urls);
     d->dir = strdup(o->dir);
-    d->files = join(o->dir, "files");
-    d->client_dir = join(o->dir, "client");
+    d->files = debugfile__join(o->dir, "files");
+    d->client_dir = debugfile__join(o->dir, "client");
     d->auth = o->auth_token && *o->auth_token ? strdup(o->auth_token) : NULL;
     d->ids = hmap__new();
     if (!d->urls || !d->dir || !d->files || !d->client_dir || !d->ids ||
@@ -311,7 +286,7 @@ struct debuginfod *debuginfod__start(const struct debuginfod_opts *o, char *err,
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (mkdir_p(d->files) || mkdir_p(d->client_dir)) {
+    if (debugfile__mkdir_p(d->files) || debugfile__mkdir_p(d->client_dir)) {
         snprintf(err, errlen, "cannot make %s: %s", d->files, strerror(errno));
         goto fail;
     }
