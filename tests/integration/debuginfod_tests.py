@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 
+from cpu_split_answer import CHAIN, SPLIT, split_of
 from pprof_read import traces
 from server_tests import Server, free_port, run_agent, stop_agent
 
@@ -19,8 +20,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
 WORK = os.path.join(ROOT, "build", "workloads")
 DEBUG = os.path.join(WORK, "debug")
-SPLIT = {"hot_a": 3 / 6, "hot_b": 2 / 6, "hot_c": 1 / 6}
-CHAIN = ["dispatch", "run", "main"]
 
 
 class Failure(Exception):
@@ -143,18 +142,6 @@ def record_pid(tmp, pid, tag, *extra, env=None, seconds=5):
 
 def unnamed_share(log):
     return float(re.search(r"unnamed_frames=([0-9.]+)%", log).group(1))
-
-
-def split_of(ts):
-    per, whole, total = {k: 0 for k in SPLIT}, 0, 0
-    for t in ts:
-        total += t.count
-        leaf = t.frames[0]
-        if leaf in per:
-            per[leaf] += t.count
-            if t.frames[1:1 + len(CHAIN)] == CHAIN:
-                whole += t.count
-    return per, whole, total
 
 
 def check_split(ts, what, tolerance=0.06):

@@ -16,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from cpu_split_answer import CHAIN, SPLIT, split_of  # noqa: E402
 from pprof_read import raw, traces  # noqa: E402
 import server_tests  # noqa: E402
 import clickhouse_tests  # noqa: E402
@@ -31,8 +32,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT = os.path.join(ROOT, "build", "codexray-node-agent")
 WORK = os.path.join(ROOT, "build", "workloads")
 HZ = 100
-CHAIN = ["dispatch", "run", "main"]
-SPLIT = {"hot_a": 3 / 6, "hot_b": 2 / 6, "hot_c": 1 / 6}
 
 
 class Failure(Exception):
@@ -62,21 +61,6 @@ def record(tmp, *args, timeout=120):
                        text=True, timeout=timeout)
     check(p.returncode == 0, f"record exited {p.returncode}: {p.stderr}")
     return out, p.stderr
-
-
-def split_of(ts, pid=None):
-    """Share of samples per hot function, and the share with the whole chain."""
-    per, whole, total = {k: 0 for k in SPLIT}, 0, 0
-    for t in ts:
-        if pid is not None and t.labels.get("pid") != str(pid):
-            continue
-        total += t.count
-        leaf = t.frames[0]
-        if leaf in per:
-            per[leaf] += t.count
-            if t.frames[1:1 + len(CHAIN)] == CHAIN:
-                whole += t.count
-    return per, whole, total
 
 
 # --- the tests ---------------------------------------------------------------
