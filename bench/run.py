@@ -90,12 +90,42 @@ def stop_workload(ws):
     subprocess.run(["pkill", "-f", os.path.join(B, "bench", "many")], check=False)
 
 
-def run_agent(seconds, tmp):
+def run_agent(seconds, tmp, ship=False):
     """Measures one whole window after a first one: the first names every
-    binary (a one-time cost); steady state is what follows."""
+    binary (a one-time cost); steady state is what follows. The agent writes
+    pprof files to a directory, or with ship, uploads them to a
+    codexray-server on loopback, as a fleet runs it (the server's CPU is not
+    counted)."""
     outdir = os.path.join(tmp, "agent-out")
     os.makedirs(outdir, exist_ok=True)
-    a = subprocess.Popen([AGENT, "--interval", str(seconds), "--output-dir", outdir],
+    srv = None
+    if ship:
+        import socket
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+        data = tempfile.mkdtemp(prefix="srv-", dir=tmp)
+        srv = subprocess.Popen([os.path.join(B, "codexray-server"), "--listen",
+                                f"127.0.0.1:{port}", "--data-dir", data],
+                               stderr=subprocess.DEVNULL)
+        out = ["--endpoint", f"http://127.0.0.1:{port}", "--data-dir",
+               tempfile.mkdtemp(prefix="agent-", dir=tmp), "--debuginfod", "none"]
+    else:
+        out = ["--output-dir", outdir]
+    try:
+        return measure_agent(seconds, out)
+    finally:
+        if srv:
+            srv.terminate()
+            srv.wait()
+
+
+def run_agent_ship(seconds, tmp):
+    return run_agent(seconds, tmp, ship=True)
+
+
+def measure_agent(seconds, out):
+    a = subprocess.Popen([AGENT, "--interval", str(seconds), *out],
                          stderr=subprocess.PIPE, text=True)
     m = None
     while not m:  # log lines (tables built at start) come before the start line
@@ -180,12 +210,12 @@ def main():
         stats_was = f.read().strip()
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
-    results = {"agent": [], "perf": [], "bpftrace": []}
+    results = {"agent": [], "agent-ship": [], "perf": [], "bpftrace": []}
     try:
         with tempfile.TemporaryDirectory(prefix="cx-bench-") as tmp:
             for rep in range(args.reps):
-                for name, fn in (("agent", run_agent), ("perf", run_perf),
-                                 ("bpftrace", run_bpftrace)):
+                for name, fn in (("agent", run_agent), ("agent-ship", run_agent_ship),
+                                 ("perf", run_perf), ("bpftrace", run_bpftrace)):
                     ws = start_workload(3 * args.seconds + 10, args.procs)
                     try:
                         r = fn(args.seconds, tmp)
@@ -199,6 +229,7 @@ def main():
             f.write(stats_was)
 
     a, p, t = (results[k] for k in ("agent", "perf", "bpftrace"))
+    sh = results["agent-ship"]
     au, pu, tu = med(a, "us_per_sample"), med(p, "us_per_sample"), med(t, "us_per_sample")
     ab, tb = med(a, "bpf_ns"), med(t, "bpf_ns")
     lines = [
@@ -206,10 +237,17 @@ def main():
         f"{args.seconds} s measured a run (the agent: one whole --interval {args.seconds} window "
         f"after a first), median of {args.reps}",
         "",
+        "The agent writes a pprof file per process per window to --output-dir, or uploads each "
+        "to a codexray-server on loopback (--endpoint, as a fleet runs it; the server's CPU is "
+        "not counted).",
+        "",
         "| profiler | user-space CPU per sample | BPF time per sample | peak RSS | samples a run |",
         "|---|---|---|---|---|",
         f"| codexray-node-agent | {au:.1f} µs | {ab / 1000:.2f} µs | {med(a, 'rss_mib'):.1f} MiB "
         f"| {med(a, 'samples'):.0f} |",
+        f"| codexray-node-agent, shipping to codexray-server | {med(sh, 'us_per_sample'):.1f} µs "
+        f"| {med(sh, 'bpf_ns') / 1000:.2f} µs | {med(sh, 'rss_mib'):.1f} MiB "
+        f"| {med(sh, 'samples'):.0f} |",
         f"| perf record -g -a + perf script | {pu:.1f} µs | (in-kernel callchain) "
         f"| {med(p, 'rss_mib'):.1f} MiB | {med(p, 'samples'):.0f} |",
         f"| bpftrace profile:hz:100 | {tu:.1f} µs | {tb / 1000:.2f} µs | {med(t, 'rss_mib'):.1f} MiB "

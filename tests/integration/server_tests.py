@@ -381,13 +381,37 @@ def test_server_durability(tmp):
 
 def test_agent_outage(tmp):
     """The server is down for a while, then up: the spooled windows arrive,
-    none twice."""
+    none twice. The agent is killed outright (SIGKILL) during the outage and
+    started again: every window it had made was on disk already."""
     port = free_port()
     outdir = os.path.join(tmp, "files")
     os.mkdir(outdir)
     a, log = run_agent(tmp, f"http://127.0.0.1:{port}", "--output-dir", outdir)
     w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "5"], stdout=subprocess.DEVNULL)
     w.wait(timeout=30)
+    spool = os.path.join(tmp, "agent-data", "spool")
+    mine = f"~{w.pid}.cxspool"
+    ended, deadline = time.time(), time.time() + 30
+    while time.time() < deadline:
+        # Two windows (2 s each) after the workload's end, no window holds
+        # it any more; then every one written is to be in the spool.
+        want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+        if (time.time() - ended > 5 and want >= 2 and
+                len([f for f in os.listdir(spool) if f.endswith(mine)]) >= want):
+            break
+        time.sleep(0.2)
+    a.kill()
+    a.wait()
+    log.close()
+    with open(log.name) as f:
+        first_log = f.read()
+    spooled = len([f for f in os.listdir(spool) if f.endswith(mine)])
+    want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
+    check(want >= 2 and spooled == want,
+          f"{spooled} of the workload's {want} windows spooled before the kill")
+    check("failed" in first_log and "retrying" in first_log,
+          "no logged upload failure during the outage")
+    a, log = run_agent(tmp, f"http://127.0.0.1:{port}", "--output-dir", outdir)
     time.sleep(1)
     srv = Server(tmp, port=port)
     try:
@@ -407,8 +431,8 @@ def test_agent_outage(tmp):
         st, body = srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
                            "&format=flamegraph")
         got = json.loads(body)["profiles"]
-        print(f"    windows written {want}, stored after the outage {got}")
-        check("failed" in alog and "retrying" in alog, "no logged upload failure during the outage")
+        print(f"    windows written {want}, spooled before the kill {spooled}, stored after "
+              f"the outage {got}")
         check(want >= 2 and got == want, f"{got} profiles stored for {want} windows")
     finally:
         srv.stop()
