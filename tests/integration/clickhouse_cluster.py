@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -100,9 +101,12 @@ class Node:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.read().decode()
 
-    def stop(self):
+    def stop(self, kill=False):
+        """Stops the node: by SIGTERM (it waits for its connections to end,
+        which takes seconds once other nodes have queried it), or, with
+        kill, at once by SIGKILL, as a node that crashed."""
         if self.p and self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
+            self.p.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             try:
                 self.p.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -189,8 +193,13 @@ def cluster(ddl=False):
         _cluster = nodes
     elif ddl and _zk is None:
         _zk = ZooKeeper(_root)
+        # Both stopped at once: each waits seconds for its connections.
+        stops = [threading.Thread(target=n.stop) for n in _cluster]
+        for t in stops:
+            t.start()
+        for t in stops:
+            t.join()
         for n in _cluster:
-            n.stop()
             n.configure(_zk.port)
             n.start()
     return _cluster
