@@ -5,10 +5,12 @@
  * answers. Values from requests reach query text through ch_sql__quote
  * alone; inserted rows go as RowBinary (bytes, no SQL text at all).
  *
- * Tables (with --clickhouse-cluster C: each is T_local on every node and a
- * Distributed T over them, sharded as said; rows go into and queries read T):
+ * Tables (made by store_clickhouse_schema.c; with --clickhouse-cluster C:
+ * each is T_local on every node and a Distributed T over them, sharded as
+ * said; rows go into and queries read T):
  *   meta(draw, k, v)            the stack key bases; several servers may draw
- *                               at once: the smallest draw wins for all
+ *                               at once: the smallest draw wins for all; and
+ *                               the schema version (draw 0, 'schema_version')
  *   functions(day, key_a, key_b, name, file)       by function key, sharded by key_a
  *   stacks(day, key_a, key_b, fa, fb)              frames as function keys (the
  *                                                  a and b lanes), leaf first

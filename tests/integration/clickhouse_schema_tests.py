@@ -21,6 +21,24 @@ def new_db(what):
     return f"cx_{os.getpid()}_{what}{_dbs}"
 
 
+class SlowServer(Server):
+    """A server whose start may take long: through one URL its tables are
+    made ON CLUSTER, a round through ZooKeeper and every node per table.
+    Up once /healthz answers, within 60 s, while it runs."""
+    def start(self):
+        self.log = open(os.path.join(os.path.dirname(self.data), f"server-{self.port}.log"), "a")
+        self.p = subprocess.Popen([st.SERVER, "--listen", f"127.0.0.1:{self.port}", "--data-dir",
+                                   self.data, *self.args], stderr=self.log)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and self.p.poll() is None:
+            try:
+                if self.get("/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise st.Failure(f"the server did not come up (exit {self.p.poll()})")
+
+
 def tables_on(node, db):
     return set(node.query(f"SELECT name FROM system.tables WHERE database = '{db}'").split())
 
@@ -59,7 +77,7 @@ def test_ch_on_cluster(tmp):
     def args(node):
         return ["--clickhouse", node.url, "--clickhouse-cluster", clickhouse_cluster.CLUSTER,
                 "--clickhouse-database", db, "--retention", "1d"]
-    a_srv = Server(tmp, *args(nodes[0]))
+    a_srv = SlowServer(tmp, *args(nodes[0]))
     b_srv = None
     try:
         want = {f"{t}{s}" for t in TABLES for s in ("", "_local")}
@@ -97,7 +115,7 @@ def test_ch_on_cluster(tmp):
         check(all(before), f"the old day's rows not on both nodes: {before}")
         # Through the other node: the same profile; its retention (as it
         # starts) drops the old day on both nodes.
-        b_srv = Server(tmp, *args(nodes[1]))
+        b_srv = SlowServer(tmp, *args(nodes[1]))
         got_b = st.stacks_of(b_srv, "app=onc&from=now-10m")
         check(got_b == want_stacks, f"through node 1: {got_b}")
         deadline = time.time() + 30
