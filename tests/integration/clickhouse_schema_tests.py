@@ -65,8 +65,8 @@ def version_of(node, db):
 def test_ch_on_cluster(tmp):
     """One URL and the cluster's name: the tables are made ON CLUSTER on
     both nodes; a server through the other node answers with the same
-    merged profile; rows lie on both shards; retention through one URL
-    drops the old day on both nodes; with a node down, the server refuses
+    merged profile; rows lie on both shards; the size and retention
+    through one URL cover both nodes; with a node down, the server refuses
     to start and says what failed."""
     t0 = time.monotonic()
     nodes = clickhouse_cluster.cluster(ddl=True)
@@ -100,6 +100,17 @@ def test_ch_on_cluster(tmp):
         want_stacks = {"work_0": 25, "work_1": 30, "work_2": 25}
         got_a = st.stacks_of(a_srv, "app=onc&from=now-10m")
         check(got_a == want_stacks, f"through node 0: {got_a}")
+        # The size through one URL counts every node's parts (read again
+        # while background merges change them).
+        for _ in range(20):
+            by_node = [int(n.query(f"SELECT sum(bytes_on_disk) FROM system.parts WHERE active "
+                                   f"AND database = '{db}'")) for n in nodes]
+            size = st.metric(a_srv, "codexray_store_bytes")
+            if by_node == [int(n.query(f"SELECT sum(bytes_on_disk) FROM system.parts WHERE "
+                                       f"active AND database = '{db}'")) for n in nodes]:
+                break
+        print(f"    bytes per node {by_node}, the server's codexray_store_bytes {size:.0f}")
+        check(all(by_node) and size == sum(by_node), f"size {size}, nodes {by_node}")
         rows = shard_rows(db, "samples")
         print(f"    sample rows per shard {rows}")
         check(all(r > 0 for r in rows), f"rows not on both shards: {rows}")
