@@ -154,7 +154,8 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
  * HTTP URLs of ClickHouse (with cluster, its nodes, where the tables are
  * made; one URL: made ON CLUSTER), cluster (NULL or "" for one server) and
  * db name plain identifiers; timeout_ms bounds each request. NULL with err
- * filled. Its operations return
+ * filled, also for a database of another schema version (refused before
+ * anything is changed in it: store_clickhouse_schema.c). Its operations return
  * -EAGAIN when ClickHouse cannot be reached, errs, times out or answers
  * garbage (logged): the caller answers 503. */
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,

@@ -5,10 +5,12 @@
  * answers. Values from requests reach query text through ch_sql__quote
  * alone; inserted rows go as RowBinary (bytes, no SQL text at all).
  *
- * Tables (with --clickhouse-cluster C: each is T_local on every node and a
- * Distributed T over them, sharded as said; rows go into and queries read T):
+ * Tables (made by store_clickhouse_schema.c; with --clickhouse-cluster C:
+ * each is T_local on every node and a Distributed T over them, sharded as
+ * said; rows go into and queries read T):
  *   meta(draw, k, v)            the stack key bases; several servers may draw
- *                               at once: the smallest draw wins for all
+ *                               at once: the smallest draw wins for all; and
+ *                               the schema version (draw 0, 'schema_version')
  *   functions(day, key_a, key_b, name, file)       by function key, sharded by key_a
  *   stacks(day, key_a, key_b, fa, fb)              frames as function keys (the
  *                                                  a and b lanes), leaf first
@@ -43,6 +45,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,40 +58,6 @@
 
 #define CONNECT_TIMEOUT_MS 3000
 
-static const struct {
-    const char *name, *columns, *engine, *shard;
-} tables[] = {
-    {"meta", "draw UInt64, k String, v UInt64", "MergeTree ORDER BY (draw, k)", "draw"},
-    {"functions", "day Int64, key_a UInt64, key_b UInt64, name String, file String",
-     "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
-    {"stacks", "day Int64, key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
-     "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
-    {"profiles",
-     "app String, time_ns Int64, host String, pid Int64, duration_ns Int64, period_ns Int64, "
-     "samples Int64, cpu_ns Int64, bytes_in Int64, labels String",
-     "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
-     "ORDER BY (app, time_ns, host, pid)",
-     "cityHash64(app)"},
-    {"samples",
-     "app String, time_ns Int64, host String, pid Int64, labels String, stack_a UInt64, "
-     "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64",
-     "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
-     "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
-     "cityHash64(app, host, pid, time_ns)"},
-    /* store_clickhouse_rollup.c */
-    {"rollups",
-     "app String, level UInt8, bucket_ns Int64, stack_a UInt64, stack_b UInt64, samples Int64, "
-     "cpu_ns Int64, version Int64",
-     "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
-     "ORDER BY (app, level, bucket_ns, stack_a, stack_b)",
-     "cityHash64(app, stack_a)"},
-    {"rollup_buckets", "app String, level UInt8, bucket_ns Int64, profiles Int64, version Int64",
-     "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
-     "ORDER BY (app, level, bucket_ns)",
-     "cityHash64(app)"},
-};
-#define N_TABLES (sizeof(tables) / sizeof(tables[0]))
-
 /* --- HTTP --- */
 
 static size_t on_data(char *p, size_t size, size_t n, void *ctx)
@@ -97,11 +66,29 @@ static size_t on_data(char *p, size_t size, size_t n, void *ctx)
     return buf__append(b, p, size * n) ? 0 : size * n;
 }
 
-int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer)
+/* Fills why (when given) with the reason and logs it. */
+static void fail(const struct ch_store *st, size_t node, char *why, size_t whylen, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
+static void fail(const struct ch_store *st, size_t node, char *why, size_t whylen, const char *fmt,
+                 ...)
+{
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    log_error("clickhouse: %s: %s", st->nodes[node], text);
+    if (why)
+        snprintf(why, whylen, "%s", text);
+}
+
+int chs_exec_why(struct ch_store *st, size_t node, const char *params, const struct buf *sql,
+                 struct buf *answer, char *why, size_t whylen)
 {
     struct buf scratch;
     struct buf *out = answer ? answer : &scratch;
-    char url[1200];
+    char url[1400];
     long status = 0;
     int err = -EAGAIN;
 
@@ -109,12 +96,13 @@ int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf
     buf__reset(out);
     CURL *c = curl_easy_init();
     if (!c) {
-        log_error("clickhouse: no curl handle");
+        fail(st, node, why, whylen, "no curl handle");
         goto out;
     }
     /* On a cluster, a Distributed insert returns once every shard has its rows. */
-    snprintf(url, sizeof(url), "%s/?%s", st->nodes[node],
-             st->cluster[0] ? "insert_distributed_sync=1" : "");
+    const char *sync = st->cluster[0] ? "insert_distributed_sync=1" : "";
+    snprintf(url, sizeof(url), "%s/?%s%s%s", st->nodes[node], sync, *sync && params ? "&" : "",
+             params ? params : "");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql->data ? sql->data : "");
@@ -126,24 +114,23 @@ int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = curl_easy_perform(c);
     if (rc != CURLE_OK) {
-        log_error("clickhouse: %s: %s", st->nodes[node],
-                  rc == CURLE_WRITE_ERROR ? "answer too large" : curl_easy_strerror(rc));
+        fail(st, node, why, whylen, "%s",
+             rc == CURLE_WRITE_ERROR ? "answer too large" : curl_easy_strerror(rc));
         goto out;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
         /* ClickHouse's error text: its first line says what. */
-        size_t n = out->len < 300 ? out->len : 300;
+        size_t n = out->len < 400 ? out->len : 400;
         const char *nl = out->data ? memchr(out->data, '\n', n) : NULL;
-        log_error("clickhouse: %s: HTTP %ld: %.*s", st->nodes[node], status,
-                  (int)(nl ? nl - out->data : (long)n), out->data ? out->data : "");
+        fail(st, node, why, whylen, "HTTP %ld: %.*s", status, (int)(nl ? nl - out->data : (long)n),
+             out->data ? out->data : "");
         goto out;
     }
     /* ClickHouse acknowledges a statement without an answer by an empty
      * body: anything else is not ClickHouse's acknowledgement. */
     if (!answer && out->len) {
-        log_error("clickhouse: %s: an answer where none was due: %.80s", st->nodes[node],
-                  out->data);
+        fail(st, node, why, whylen, "an answer where none was due: %.80s", out->data);
         goto out;
     }
     err = 0;
@@ -153,46 +140,54 @@ out:
     return err;
 }
 
-/* --- open --- */
-
-/* Creates the database and tables on node i (ON CLUSTER when one node
- * stands for a cluster: ClickHouse then needs its distributed DDL). */
-static int create_schema(struct ch_store *st, size_t node, bool on_cluster)
+int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer)
 {
-    struct buf sql;
-    char oc[100] = "";
-    int err = 0;
+    return chs_exec_why(st, node, NULL, sql, answer, NULL, 0);
+}
 
-    buf__init(&sql, 1 << 16);
-    if (on_cluster)
-        snprintf(oc, sizeof(oc), " ON CLUSTER %s", st->cluster);
-    buf__reset(&sql);
-    if ((err = ch_sql__appendf(&sql, "CREATE DATABASE IF NOT EXISTS %s%s", st->db, oc)) ||
-        (err = chs_exec(st, node, &sql, NULL)))
+int chs_ddl(struct ch_store *st, size_t node, const struct buf *sql, char *why, size_t whylen)
+{
+    if (!st->on_cluster)
+        return chs_exec_why(st, node, NULL, sql, NULL, why, whylen);
+
+    /* ON CLUSTER: ClickHouse answers with a row per node (host, port,
+     * status, error, ...) once all have run it, or errs when one failed or
+     * did not answer in time: that wait ends before our request's timeout,
+     * so the error says which nodes did not run it. The answer is held
+     * back to its end, so a late error is an HTTP error, not a cut body. */
+    char params[100];
+    struct buf ans;
+    long wait_s = st->timeout_ms / 1000 - 1;
+    int err;
+
+    snprintf(params, sizeof(params), "wait_end_of_query=1&distributed_ddl_task_timeout=%ld",
+             wait_s < 1 ? 1L : wait_s);
+    buf__init(&ans, 1 << 20);
+    if ((err = chs_exec_why(st, node, params, sql, &ans, why, whylen)))
         goto out;
-    for (size_t i = 0; i < N_TABLES; i++) {
-        const char *local = st->cluster[0] ? "_local" : "";
-        buf__reset(&sql);
-        if ((err = ch_sql__appendf(&sql, "CREATE TABLE IF NOT EXISTS %s.%s%s%s (%s) ENGINE = %s",
-                                   st->db, tables[i].name, local, oc, tables[i].columns,
-                                   tables[i].engine)) ||
-            (err = chs_exec(st, node, &sql, NULL)))
+    struct ch_tsv t;
+    char *f[8];
+    int n;
+    ch_tsv__init(&t, ans.data, ans.len);
+    while ((n = ch_tsv__row(&t, f, 8)) >= 4) {
+        if (strcmp(f[2], "0")) {
+            fail(st, node, why, whylen, "ON CLUSTER %s: node %s:%s: status %s: %.300s", st->cluster,
+                 f[0], f[1], f[2], f[3]);
+            err = -EAGAIN;
             goto out;
-        if (!st->cluster[0])
-            continue;
-        buf__reset(&sql);
-        if ((err = ch_sql__appendf(&sql,
-                                   "CREATE TABLE IF NOT EXISTS %s.%s%s AS %s.%s_local "
-                                   "ENGINE = Distributed(%s, %s, %s_local, %s)",
-                                   st->db, tables[i].name, oc, st->db, tables[i].name, st->cluster,
-                                   st->db, tables[i].name, tables[i].shard)) ||
-            (err = chs_exec(st, node, &sql, NULL)))
-            goto out;
+        }
+    }
+    if (n != 0) {
+        fail(st, node, why, whylen, "ON CLUSTER %s: not an answer of distributed DDL: %.80s",
+             st->cluster, ans.data ? ans.data : "");
+        err = -EAGAIN;
     }
 out:
-    buf__free(&sql);
+    buf__free(&ans);
     return err;
 }
+
+/* --- open --- */
 
 /* The bases of the smallest draw of this key version; a store without any
  * gets ours, then reads again, so servers starting together agree. */
@@ -344,16 +339,8 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     }
     /* One URL for a cluster: ClickHouse spreads the DDL (ON CLUSTER, with
      * ZooKeeper); several: the store creates the tables on each. */
-    bool on_cluster = st->cluster[0] && st->nnodes == 1;
-    for (size_t i = 0; i < st->nnodes; i++) {
-        if (create_schema(st, i, on_cluster)) {
-            snprintf(err, errlen, "clickhouse: cannot create the tables at %s", st->nodes[i]);
-            goto fail;
-        }
-        if (on_cluster)
-            break;
-    }
-    if (open_keys(st, err, errlen))
+    st->on_cluster = st->cluster[0] && st->nnodes == 1;
+    if (chs_schema__open(st, err, errlen) || open_keys(st, err, errlen))
         goto fail;
     return &st->base;
 fail:
@@ -362,6 +349,16 @@ fail:
 }
 
 /* --- retention, size, close --- */
+
+/* Where a node's parts are listed: its system.parts, or, through the one
+ * URL of a cluster, every node's (the cluster table function). */
+static void parts_table(const struct ch_store *st, char *out, size_t len)
+{
+    if (st->on_cluster)
+        snprintf(out, len, "cluster('%s', system, parts)", st->cluster);
+    else
+        snprintf(out, len, "system.parts");
+}
 
 /* Drops the day partitions wholly before the cutoff, on every node (a
  * Distributed table has no partitions of its own). */
@@ -388,16 +385,21 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         err = -EAGAIN;
         goto out;
     }
-    bool all_nodes = !st->cluster[0] || st->nnodes > 1;
+    /* Through one URL, every node's parts are read through it, and the
+     * partitions dropped ON CLUSTER. */
     const char *loc = st->cluster[0] ? "_local" : "";
-    for (size_t node = 0; node < (all_nodes ? st->nnodes : 1); node++) {
+    char parts[100], oc[100] = "";
+    parts_table(st, parts, sizeof(parts));
+    if (st->on_cluster)
+        snprintf(oc, sizeof(oc), " ON CLUSTER %s", st->cluster);
+    for (size_t node = 0; node < (st->on_cluster ? 1 : st->nnodes); node++) {
         buf__reset(&sql);
         if ((err = ch_sql__appendf(&sql,
-                                   "SELECT DISTINCT table, partition FROM system.parts WHERE "
+                                   "SELECT DISTINCT table, partition FROM %s WHERE "
                                    "active AND database = '%s' AND table IN ('profiles%s', "
                                    "'samples%s', 'rollups%s', 'rollup_buckets%s', 'stacks%s', "
                                    "'functions%s') FORMAT TabSeparated",
-                                   st->db, loc, loc, loc, loc, loc, loc)) ||
+                                   parts, st->db, loc, loc, loc, loc, loc, loc)) ||
             (err = chs_exec(st, node, &sql, &ans)))
             goto out;
         ch_tsv__init(&t, ans.data, ans.len);
@@ -412,9 +414,9 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
             if (part >= day)
                 continue;
             buf__reset(&drop);
-            if (!(err = ch_sql__appendf(&drop, "ALTER TABLE %s.%s DROP PARTITION %lld", st->db,
-                                        g[0], (long long)part)))
-                err = chs_exec(st, node, &drop, NULL);
+            if (!(err = ch_sql__appendf(&drop, "ALTER TABLE %s.%s%s DROP PARTITION %lld", st->db,
+                                        g[0], oc, (long long)part)))
+                err = chs_ddl(st, node, &drop, NULL, 0);
         }
         buf__free(&drop);
         if (err)
@@ -441,16 +443,17 @@ static int64_t ch_size_bytes(struct store *s)
 
     buf__init(&sql, 4096);
     buf__init(&ans, 4096);
-    bool all_nodes = !st->cluster[0] || st->nnodes > 1;
-    for (size_t node = 0; node < (all_nodes ? st->nnodes : 1); node++) {
+    char parts[100];
+    parts_table(st, parts, sizeof(parts));
+    for (size_t node = 0; node < (st->on_cluster ? 1 : st->nnodes); node++) {
         struct ch_tsv t;
         char *f[1];
         int64_t v;
         buf__reset(&sql);
         if (ch_sql__appendf(&sql,
-                            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND "
+                            "SELECT sum(bytes_on_disk) FROM %s WHERE active AND "
                             "database = '%s' FORMAT TabSeparated",
-                            st->db) ||
+                            parts, st->db) ||
             chs_exec(st, node, &sql, &ans))
             continue;
         ch_tsv__init(&t, ans.data, ans.len);

@@ -1,7 +1,9 @@
 /* The ClickHouse store's private header, included by its files alone (the
  * store's face is store.h). Files by concern:
- *   store_clickhouse.c       HTTP to ClickHouse, open, schema, stack key bases,
+ *   store_clickhouse.c       HTTP to ClickHouse, open, stack key bases,
  *                            retention, size, close
+ *   store_clickhouse_schema.c the tables, made on each node or ON CLUSTER, and
+ *                            the schema version kept in the database
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
@@ -33,6 +35,7 @@ struct ch_store {
     size_t nnodes;
     char db[65];
     char cluster[65]; /* "" for one server */
+    bool on_cluster;  /* one URL for a cluster: DDL runs ON CLUSTER through it */
     long timeout_ms;  /* of each request */
     struct stack_hasher hasher;
     /* Keys known to be stored, each with the day + 1 it was last stored
@@ -71,6 +74,25 @@ static inline struct ch_store *CH(struct store *s)
  * answer's text goes there (reset first). Returns 0, or -EAGAIN when
  * ClickHouse cannot be reached, times out or errs: logged with the reason. */
 int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer);
+
+/* chs_exec with params added to the URL's query ("a=1&b=2", or NULL), and
+ * the failure's reason (as logged) in why when why is not NULL. */
+int chs_exec_why(struct ch_store *st, size_t node, const char *params, const struct buf *sql,
+                 struct buf *answer, char *why, size_t whylen);
+
+/* Runs a DDL statement (no answer) on node; with st->on_cluster, sql says
+ * ON CLUSTER and this returns once every node of the cluster ran it: a
+ * node that failed or did not answer within the request's timeout fails
+ * it. Returns 0 or -EAGAIN, the reason logged and in why (when not NULL). */
+int chs_ddl(struct ch_store *st, size_t node, const struct buf *sql, char *why, size_t whylen);
+
+/* store_clickhouse_schema.c: checks the schema version the database
+ * holds on every node given (through the one URL of a cluster: that one),
+ * then creates the database and the tables missing, and stores the
+ * version in a new database. Returns 0, or -1 with err filled: a database
+ * of another schema version (nothing is then changed in it), or a node
+ * that cannot be reached or failed the DDL. */
+int chs_schema__open(struct ch_store *st, char *err, size_t errlen);
 
 /* The inserts of a put, in the order they run: a stack's functions are
  * stored before it, and its samples before the profile's row. */

@@ -11,6 +11,7 @@ pkgs=(
     libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
     libcmocka-dev
     clickhouse-server  # the ClickHouse store's tests: two local servers as a two-shard cluster
+    zookeeper  # ClickHouse's distributed DDL (ON CLUSTER) in the ClickHouse tests, run with java
     debuginfod  # the debuginfod tests: Debian's server over a directory of debug files
     golang-go g++ python3 linux-perf bpftrace
     shellcheck python3-yaml systemd curl zstd

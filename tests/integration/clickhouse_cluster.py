@@ -1,6 +1,8 @@
 """Two local clickhouse-server processes (Debian's, tools/deps.sh) as a
 two-shard cluster named `cx`, started once per test run on loopback ports,
-each with its own data directory, removed at exit."""
+each with its own data directory, removed at exit. With ddl=True (the
+ON CLUSTER test), a local ZooKeeper (Debian's `zookeeper`, run with java)
+is started too and the nodes get ClickHouse's distributed DDL."""
 import atexit
 import os
 import shutil
@@ -8,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -33,7 +36,14 @@ CONFIG = """<?xml version="1.0"?>
   <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
   <quotas><default></default></quotas>
   <remote_servers><{cluster}>{shards}</{cluster}></remote_servers>
-</yandex>
+{ddl}</yandex>
+"""
+
+
+# ClickHouse's distributed DDL (ON CLUSTER): a queue in ZooKeeper.
+DDL = """  <zookeeper><node><host>127.0.0.1</host><port>{zk}</port></node>
+    <session_timeout_ms>30000</session_timeout_ms></zookeeper>
+  <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
 """
 
 
@@ -46,17 +56,24 @@ def _free_port():
 
 
 class Node:
-    def __init__(self, root, i, tcp_ports):
+    def __init__(self, root, i, tcp_ports, zk_port=None):
         self.dir = os.path.join(root, f"node{i}")
         self.http, self.tcp = _free_port(), tcp_ports[i]
+        self.tcp_ports = tcp_ports
         os.makedirs(self.dir)
-        shards = "".join(f"<shard><replica><host>127.0.0.1</host><port>{p}</port></replica></shard>"
-                         for p in tcp_ports)
-        with open(os.path.join(self.dir, "config.xml"), "w") as f:
-            f.write(CONFIG.format(d=self.dir, http=self.http, tcp=self.tcp, cluster=CLUSTER,
-                                  shards=shards))
+        self.configure(zk_port)
         self.p = None
         self.start()
+
+    def configure(self, zk_port):
+        """Writes the node's config: with zk_port, distributed DDL over that
+        ZooKeeper (taken at the next start)."""
+        shards = "".join(f"<shard><replica><host>127.0.0.1</host><port>{p}</port></replica></shard>"
+                         for p in self.tcp_ports)
+        with open(os.path.join(self.dir, "config.xml"), "w") as f:
+            f.write(CONFIG.format(d=self.dir, http=self.http, tcp=self.tcp, cluster=CLUSTER,
+                                  shards=shards, ddl=DDL.format(zk=zk_port) if zk_port else ""))
+        self.zk_port = zk_port
 
     @property
     def url(self):
@@ -84,9 +101,64 @@ class Node:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.read().decode()
 
+    def stop(self, kill=False):
+        """Stops the node: by SIGTERM (it waits for its connections to end,
+        which takes seconds once other nodes have queried it), or, with
+        kill, at once by SIGKILL, as a node that crashed."""
+        if self.p and self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.p = None
+        self.out.close()
+
+
+class ZooKeeper:
+    """A standalone ZooKeeper on a loopback port with its own data directory:
+    Debian's jar run with java directly (no systemd, no /etc/zookeeper)."""
+    JAR = "/usr/share/java/zookeeper.jar"
+
+    def __init__(self, root):
+        if not os.path.exists(self.JAR):
+            raise RuntimeError(f"{self.JAR} missing: Debian's zookeeper package (make deps)")
+        self.dir = os.path.join(root, "zookeeper")
+        os.makedirs(os.path.join(self.dir, "data"))
+        self.port = _free_port()
+        cfg = os.path.join(self.dir, "zoo.cfg")
+        with open(cfg, "w") as f:
+            f.write(f"tickTime=500\ndataDir={self.dir}/data\nclientPort={self.port}\n"
+                    "clientPortAddress=127.0.0.1\nmaxClientCnxns=0\n"
+                    "admin.enableServer=false\n4lw.commands.whitelist=srvr\n"
+                    # a test's queue of a few DDL tasks: no fsync per write
+                    "forceSync=no\n")
+        self.out = open(os.path.join(self.dir, "zookeeper.log"), "w")
+        t0 = time.monotonic()
+        # A small heap and the client JIT only: it serves a few DDL tasks.
+        self.p = subprocess.Popen(["java", "-Xmx128m", "-XX:+UseSerialGC",
+                                   "-XX:TieredStopAtLevel=1", "-Dzookeeper.admin.enableServer=false",
+                                   "-cp", self.JAR, "org.apache.zookeeper.server.ZooKeeperServerMain",
+                                   cfg], stdout=self.out, stderr=subprocess.STDOUT)
+        # Ready once it answers `srvr` as a server in a mode (standalone).
+        end = time.monotonic() + 60
+        while time.monotonic() < end and self.p.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                    s.sendall(b"srvr")
+                    if b"Mode:" in s.recv(4096):
+                        self.start_s = time.monotonic() - t0
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"zookeeper did not start; see {self.dir}/zookeeper.log")
+
     def stop(self):
         if self.p and self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
+            self.p.terminate()
             try:
                 self.p.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -97,25 +169,49 @@ class Node:
 
 
 _cluster = None
+_root = None
+_zk = None
 
 
-def cluster():
-    """The two nodes, started on first use; stopped and removed at exit."""
-    global _cluster
+def cluster(ddl=False):
+    """The two nodes, started on first use; stopped and removed at exit.
+    ddl: the nodes have distributed DDL (ON CLUSTER) over a ZooKeeper,
+    started (and the nodes restarted) on the first such call."""
+    global _cluster, _root, _zk
     if _cluster is None:
-        root = tempfile.mkdtemp(prefix="cx-clickhouse-")
+        _root = root = tempfile.mkdtemp(prefix="cx-clickhouse-")
         tcp = [_free_port(), _free_port()]
         nodes = []
 
         def cleanup():
             for n in nodes:
                 n.stop()
+            if _zk:
+                _zk.stop()
             shutil.rmtree(root, ignore_errors=True)
         atexit.register(cleanup)
+        if ddl:
+            _zk = ZooKeeper(root)
         for i in range(2):
-            nodes.append(Node(root, i, tcp))
+            nodes.append(Node(root, i, tcp, _zk.port if _zk else None))
         _cluster = nodes
+    elif ddl and _zk is None:
+        _zk = ZooKeeper(_root)
+        # Both stopped at once: each waits seconds for its connections.
+        stops = [threading.Thread(target=n.stop) for n in _cluster]
+        for t in stops:
+            t.start()
+        for t in stops:
+            t.join()
+        for n in _cluster:
+            n.configure(_zk.port)
+            n.start()
     return _cluster
+
+
+def zookeeper_start_s():
+    """How long the ZooKeeper took to answer (None when not started)."""
+    return _zk.start_s if _zk else None
 
 
 _dbs = 0

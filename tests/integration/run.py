@@ -20,6 +20,7 @@ from cpu_split_answer import CHAIN, SPLIT, split_of  # noqa: E402
 from pprof_read import raw, traces  # noqa: E402
 import server_tests  # noqa: E402
 import clickhouse_tests  # noqa: E402
+import clickhouse_schema_tests  # noqa: E402
 import hostile_tests  # noqa: E402
 import cfi_tests  # noqa: E402
 import sampling_tests  # noqa: E402
@@ -845,7 +846,8 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
-    + python_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS + hostile_tests.TESTS \
+    + python_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS \
+    + clickhouse_schema_tests.TESTS + hostile_tests.TESTS \
     + browser_tests.TESTS + debuginfod_tests.TESTS
 
 

@@ -1,0 +1,236 @@
+"""The ClickHouse store's schema on the local two-shard cluster
+(clickhouse_cluster.py): tables made ON CLUSTER through one URL (with a
+ZooKeeper for ClickHouse's distributed DDL), and the schema version kept in
+the database, which makes a server refuse a database of another schema."""
+import os
+import subprocess
+import time
+
+import clickhouse_cluster
+import server_tests as st
+from clickhouse_tests import shard_rows
+from server_tests import Server, check, good_profile
+
+TABLES = ("meta", "functions", "stacks", "profiles", "samples", "rollups", "rollup_buckets")
+_dbs = 0
+
+
+def new_db(what):
+    global _dbs
+    _dbs += 1
+    return f"cx_{os.getpid()}_{what}{_dbs}"
+
+
+class SlowServer(Server):
+    """A server whose start may take long: through one URL its tables are
+    made ON CLUSTER, a round through ZooKeeper and every node per table.
+    Up once /healthz answers, within 60 s, while it runs."""
+    def start(self):
+        self.log = open(os.path.join(os.path.dirname(self.data), f"server-{self.port}.log"), "a")
+        self.p = subprocess.Popen([st.SERVER, "--listen", f"127.0.0.1:{self.port}", "--data-dir",
+                                   self.data, *self.args], stderr=self.log)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and self.p.poll() is None:
+            try:
+                if self.get("/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise st.Failure(f"the server did not come up (exit {self.p.poll()})")
+
+
+def tables_on(node, db):
+    return set(node.query(f"SELECT name FROM system.tables WHERE database = '{db}'").split())
+
+
+def refused(tmp, *args):
+    """Runs a server expected to refuse to start: its exit code (None when
+    it did start) and log."""
+    try:
+        p = subprocess.run([st.SERVER, "--listen", f"127.0.0.1:{st.free_port()}", "--data-dir",
+                            os.path.join(tmp, "refused-data"), *args], capture_output=True,
+                           text=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        return None, e.stderr.decode() if e.stderr else ""
+    for line in p.stderr.splitlines():
+        if " store: " in line:
+            print("    refused:", line.split(" store: ", 1)[1][:400])
+    return p.returncode, p.stderr
+
+
+def version_of(node, db):
+    return node.query(f"SELECT v FROM {db}.meta WHERE k = 'schema_version'").split()
+
+
+def test_ch_on_cluster(tmp):
+    """One URL and the cluster's name: the tables are made ON CLUSTER on
+    both nodes; a server through the other node answers with the same
+    merged profile; rows lie on both shards; the size and retention
+    through one URL cover both nodes; with a node down, the server refuses
+    to start and says what failed."""
+    t0 = time.monotonic()
+    nodes = clickhouse_cluster.cluster(ddl=True)
+    print(f"    ZooKeeper answered in {clickhouse_cluster.zookeeper_start_s():.1f} s, "
+          f"the cluster had distributed DDL after {time.monotonic() - t0:.1f} s")
+    db = new_db("oncluster")
+
+    def args(node):
+        return ["--clickhouse", node.url, "--clickhouse-cluster", clickhouse_cluster.CLUSTER,
+                "--clickhouse-database", db, "--retention", "1d"]
+    a_srv = SlowServer(tmp, *args(nodes[0]))
+    b_srv = None
+    try:
+        want = {f"{t}{s}" for t in TABLES for s in ("", "_local")}
+        for i, n in enumerate(nodes):
+            got = tables_on(n, db)
+            check(got == want, f"node {i}: tables {sorted(got)}")
+        check(version_of(nodes[1], db) == ["2"], f"version {version_of(nodes[1], db)}")
+        # Profiles of 16 processes (samples are sharded by profile), and 8 of
+        # three days ago, each of its own app and function.
+        for pid in range(100, 116):
+            body = good_profile("onc", fn=f"work_{pid % 3}")
+            check(a_srv.post(f"/api/v1/profiles?pid={pid}", body)[0] == 202, "post")
+        old = time.time_ns() - 3 * 86400 * 10**9
+        for i in range(8):
+            body = st.profile(["", "samples", "count", "cpu", "nanoseconds", f"old_{i}", "service",
+                               f"old{i}"], [(1, 2), (3, 4)], [([1], [5, 50000000], [(6, 7)])],
+                              locations=[(1, 1)], functions=[(1, 5)], time_ns=old)
+            r = a_srv.post(f"/api/v1/profiles?pid={i + 1}", body)
+            check(r[0] == 202, f"post old: {r}")
+        want_stacks = {"work_0": 25, "work_1": 30, "work_2": 25}
+        got_a = st.stacks_of(a_srv, "app=onc&from=now-10m")
+        check(got_a == want_stacks, f"through node 0: {got_a}")
+        # The size through one URL counts every node's parts (read again
+        # while background merges change them).
+        for _ in range(20):
+            by_node = [int(n.query(f"SELECT sum(bytes_on_disk) FROM system.parts WHERE active "
+                                   f"AND database = '{db}'")) for n in nodes]
+            size = st.metric(a_srv, "codexray_store_bytes")
+            if by_node == [int(n.query(f"SELECT sum(bytes_on_disk) FROM system.parts WHERE "
+                                       f"active AND database = '{db}'")) for n in nodes]:
+                break
+        print(f"    bytes per node {by_node}, the server's codexray_store_bytes {size:.0f}")
+        check(all(by_node) and size == sum(by_node), f"size {size}, nodes {by_node}")
+        rows = shard_rows(db, "samples")
+        print(f"    sample rows per shard {rows}")
+        check(all(r > 0 for r in rows), f"rows not on both shards: {rows}")
+        old_day = old // (86400 * 10**9)
+
+        def old_rows(n):
+            return sum(int(n.query(f"SELECT count() FROM {db}.{t}_local WHERE {w}").strip())
+                       for t, w in (("stacks", f"day = {old_day}"),
+                                    ("functions", f"day = {old_day}"),
+                                    ("samples", f"intDiv(time_ns, 86400000000000) = {old_day}"),
+                                    ("profiles", f"intDiv(time_ns, 86400000000000) = {old_day}")))
+        before = [old_rows(n) for n in nodes]
+        check(all(before), f"the old day's rows not on both nodes: {before}")
+        # Through the other node: the same profile; its retention (as it
+        # starts) drops the old day on both nodes.
+        b_srv = SlowServer(tmp, *args(nodes[1]))
+        got_b = st.stacks_of(b_srv, "app=onc&from=now-10m")
+        check(got_b == want_stacks, f"through node 1: {got_b}")
+        deadline = time.time() + 30
+        while any(old_rows(n) for n in nodes) and time.time() < deadline:
+            time.sleep(0.3)
+        after = [old_rows(n) for n in nodes]
+        print(f"    the old day's rows per node {before} -> {after}")
+        check(after == [0, 0], f"retention left {after}")
+        check(st.stacks_of(b_srv, "app=onc&from=now-10m") == want_stacks, "kept day after")
+        check("(stored now)" not in open(os.path.join(tmp, f"server-{b_srv.port}.log")).read(),
+              "the second server stored the version again")
+    finally:
+        a_srv.stop()
+        if b_srv:
+            b_srv.stop()
+    # A node down (crashed): the DDL cannot run on it, and the server says so.
+    nodes[1].stop(kill=True)
+    try:
+        t = time.monotonic()
+        db = new_db("down")
+        rc, log = refused(tmp, "--clickhouse", nodes[0].url, "--clickhouse-cluster",
+                          clickhouse_cluster.CLUSTER, "--clickhouse-database", db,
+                          "--clickhouse-timeout-ms", "4000")
+        print(f"    refused in {time.monotonic() - t:.1f} s with a node down")
+        check(rc not in (0, None), f"started with a node down: {rc}")
+        check("cannot create the tables ON CLUSTER cx through " + nodes[0].url in log and
+              "every node of the cluster must be up" in log, f"the refusal: {log[-800:]}")
+    finally:
+        nodes[1].start()
+
+
+V1 = (("meta", "draw UInt64, k String, v UInt64", "MergeTree ORDER BY (draw, k)", "draw"),
+      ("functions", "key_a UInt64, key_b UInt64, name String, file String",
+       "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"),
+      ("stacks", "key_a UInt64, key_b UInt64, fa Array(UInt64), fb Array(UInt64)",
+       "ReplacingMergeTree ORDER BY (key_a, key_b)", "key_a"),
+      ("samples", "app String, time_ns Int64, host String, pid Int64, labels String, "
+       "stack_a UInt64, stack_b UInt64, labelset String, samples Int64, cpu_ns Int64",
+       "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
+       "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
+       "cityHash64(app, stack_a)"))
+
+
+def make_tables(db, defs):
+    """Tables made by hand on both nodes, as the server makes them on a cluster."""
+    for n in clickhouse_cluster.cluster():
+        n.query(f"CREATE DATABASE {db}")
+        for name, cols, engine, shard in defs:
+            n.query(f"CREATE TABLE {db}.{name}_local ({cols}) ENGINE = {engine}")
+            n.query(f"CREATE TABLE {db}.{name} AS {db}.{name}_local ENGINE = "
+                    f"Distributed({clickhouse_cluster.CLUSTER}, {db}, {name}_local, {shard})")
+
+
+def test_ch_schema_version(tmp):
+    """A new database gets the schema version; a server meeting one of an
+    older schema (the first, with no version) or of a newer version refuses
+    to start, names the database and what to do, and changes nothing in it;
+    a database made before versions were kept, with this schema's tables,
+    is taken and gets its version."""
+    nodes = clickhouse_cluster.cluster()
+    urls = ",".join(n.url for n in nodes)
+
+    def args(db):
+        return ["--clickhouse", urls, "--clickhouse-cluster", clickhouse_cluster.CLUSTER,
+                "--clickhouse-database", db]
+    # The first schema's tables, no version row.
+    db1 = new_db("v1")
+    make_tables(db1, V1)
+    before = [tables_on(n, db1) for n in nodes]
+    rc, log = refused(tmp, *args(db1))
+    check(rc not in (0, None), f"started on the first schema: {rc}")
+    check(f"database {db1} at {nodes[0].url}" in log and "version 1" in log and
+          "new --clickhouse-database" in log, f"the refusal: {log[-800:]}")
+    check([tables_on(n, db1) for n in nodes] == before, "tables changed in the refused database")
+    # A newer schema's version row.
+    db3 = new_db("v3")
+    make_tables(db3, V1[:1])
+    nodes[0].query(f"INSERT INTO {db3}.meta_local VALUES (0, 'schema_version', 3)")
+    rc, log = refused(tmp, *args(db3))
+    check(rc not in (0, None), f"started on schema 3: {rc}")
+    check(f"database {db3} at {nodes[0].url} holds schema version 3, newer than this server's 2"
+          in log and "--clickhouse-database" in log, f"the refusal: {log[-800:]}")
+    check(tables_on(nodes[1], db3) == {"meta", "meta_local"}, "tables made in a refused database")
+    # A new database: version 2 stored, and taken again at the next start.
+    db2 = new_db("v2")
+    srv = Server(tmp, *args(db2))
+    try:
+        check(version_of(nodes[0], db2) == ["2"], f"version {version_of(nodes[0], db2)}")
+        check(srv.post("/api/v1/profiles", good_profile("ver"))[0] == 202, "post")
+        srv.stop()
+        # Made before versions were kept: the same tables, no version row.
+        for n in nodes:
+            n.query(f"ALTER TABLE {db2}.meta_local DELETE WHERE k = 'schema_version'")
+        deadline = time.time() + 30
+        while version_of(nodes[0], db2) and time.time() < deadline:
+            time.sleep(0.2)
+        check(version_of(nodes[0], db2) == [], "the version row not deleted")
+        srv.start()
+        check(version_of(nodes[0], db2) == ["2"], "the version not stored in the old database")
+        check(st.stacks_of(srv, "app=ver&from=now-10m") == {"work": 5}, "its profile")
+        log = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
+        check(log.count("schema version 2 (stored now)") == 2, f"log: {log[-600:]}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_ch_on_cluster, test_ch_schema_version]
