@@ -246,7 +246,7 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
                  * pointer walk went through code without frame pointers and
                  * read junk. Everything from here up is junk too. */
                 a->kind = CX_FRAME_TRUNCATED;
-                a->flags = CX_TRUNC_FAULT;
+                a->flags = AGG_TRUNC_NO_MAPPING;
                 a->addr = 0;
                 n++;
                 break;

@@ -28,6 +28,10 @@ struct rt_frame_out;
 
 /* agg_frame.flags */
 #define AGG_F_RETURN 1u /* a return address: name the call before it */
+/* A truncation user space made (past the walk's own CX_TRUNC_* reasons): a
+ * return address in none of the process's executable mappings the agent
+ * knows, so it and everything above it are left out. */
+#define AGG_TRUNC_NO_MAPPING 16u
 
 struct agg_frame {
     uint64_t addr;

@@ -71,6 +71,9 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         }
         break;
     }
+    case CX_REC_MAPS:
+        procs__hint_maps(c->procs, h->tgid, h->time_ns, now);
+        break;
     case CX_REC_EXIT: {
         struct proc *gone = procs__exit(c->procs, h->tgid, now);
         if (gone && gone->skipped && sampler__skip(c->sampler, gone->tgid, false) == 0)

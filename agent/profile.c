@@ -45,6 +45,8 @@ static const char *trunc_name(unsigned reason)
         return "[truncated: CFI rule not supported]";
     case CX_TRUNC_CFI_BAD:
         return "[truncated: CFI gave a bad frame]";
+    case AGG_TRUNC_NO_MAPPING:
+        return "[truncated: return address in no known mapping]";
     default:
         return "[truncated]";
     }

@@ -27,6 +27,7 @@ enum cx_record_kind {
     CX_REC_SAMPLE = 1,
     CX_REC_EXEC = 2, /* a process called execve: its mappings changed */
     CX_REC_EXIT = 3, /* a thread group ended */
+    CX_REC_MAPS = 4, /* a young process ran a library's code the first time: read its maps now */
 };
 
 /* Frame kinds (cx_frame.kind). */

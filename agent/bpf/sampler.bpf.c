@@ -133,6 +133,29 @@ static __always_inline __u32 cx_task_ns_tid(struct task_struct *task)
     return up.nr;
 }
 
+static __always_inline void proc_event(__u32 kind)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    struct cx_proc_event *e;
+
+    if (target_tgid && (id >> 32) != target_tgid)
+        return;
+    e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    if (!e) {
+        stat_inc(CX_STAT_LOST_EVENTS);
+        return;
+    }
+    e->hdr.kind = kind;
+    e->hdr.tgid = id >> 32;
+    e->hdr.tid = (__u32)id;
+    e->hdr.cpu = bpf_get_smp_processor_id();
+    e->hdr.time_ns = bpf_ktime_get_ns();
+    bpf_get_current_comm(e->comm, sizeof(e->comm));
+    /* Woken at once: a short-lived process's maps must be read while it
+     * still exists. */
+    bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
 #include "unwind.bpf.h"
 #include "python.bpf.h"
 
@@ -436,29 +459,6 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     return 0;
 }
 
-static __always_inline void proc_event(__u32 kind)
-{
-    __u64 id = bpf_get_current_pid_tgid();
-    struct cx_proc_event *e;
-
-    if (target_tgid && (id >> 32) != target_tgid)
-        return;
-    e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-    if (!e) {
-        stat_inc(CX_STAT_LOST_EVENTS);
-        return;
-    }
-    e->hdr.kind = kind;
-    e->hdr.tgid = id >> 32;
-    e->hdr.tid = (__u32)id;
-    e->hdr.cpu = bpf_get_smp_processor_id();
-    e->hdr.time_ns = bpf_ktime_get_ns();
-    bpf_get_current_comm(e->comm, sizeof(e->comm));
-    /* Woken at once: a short-lived process's maps must be read while it
-     * still exists. */
-    bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-}
-
 /* The process's entries for the CFI and Python walks describe the program
  * it ran: gone with it (user space makes them anew from the new program's
  * mappings, or forgets the process; an entry left behind would point a
@@ -542,6 +542,14 @@ int BPF_PROG(cx_on_fault, unsigned long address, struct pt_regs *regs, unsigned 
         struct cx_vma_learned_map m = {found.start, found.end,    found.bias,
                                        found.table, found.blocks, now};
         learn(tgid, &m);
+        /* User space names frames by the maps it reads from /proc, and a
+         * short process's samples are often read after it has exited, when
+         * its maps are gone: if they were read before ld.so mapped the
+         * libraries, the walk was whole but user space had to cut it at the
+         * first return address into a library. Now, while the process runs
+         * a library's first code (every library is mapped by then), is when
+         * to read them. */
+        proc_event(CX_REC_MAPS);
     }
     return 0;
 }

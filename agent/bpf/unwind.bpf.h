@@ -265,15 +265,16 @@ static __always_inline struct cx_vma_learned *learned_entry(__u32 tgid)
     return bpf_map_lookup_elem(&vma_learned, &tgid);
 }
 
-/* Adds m to what is learned of process tgid (unwind.h). */
-static __always_inline void learn(__u32 tgid, const struct cx_vma_learned_map *m)
+/* Adds m to what is learned of process tgid (unwind.h). Returns whether
+ * the process is young (in the CX_VMA_LEARNED_NS after its exec). */
+static __always_inline int learn(__u32 tgid, const struct cx_vma_learned_map *m)
 {
     struct cx_vma_learned *l = learned_entry(tgid);
     __u64 mm = current_mm();
     __u32 at;
 
     if (!l)
-        return;
+        return 0;
     if (l->mm != mm) { /* a new image since (exec): start over */
         l->mm = mm;
         l->n = 0;
@@ -284,6 +285,7 @@ static __always_inline void learn(__u32 tgid, const struct cx_vma_learned_map *m
     if (at < CX_VMA_LEARNED_MAX)
         l->m[at] = *m;
     l->n++;
+    return l->exec_ns && m->at_ns - l->exec_ns < CX_VMA_LEARNED_NS;
 }
 
 /* The learned mapping of process tgid holding pc, newest first, or NULL. */
@@ -340,7 +342,11 @@ __noinline int cx_find_vma(__u32 tgid, __u64 pc)
     struct cx_vma_learned_map m = {found.start, found.end,    found.bias,
                                    found.table, found.blocks, now};
     use_learned(st, &m);
-    learn(tgid, &m);
+    /* A young process's library found here, not by cx_on_fault (its first
+     * code's page came in with another fault): user space may still lack
+     * it too, so it is told to read the maps (see cx_on_fault). */
+    if (learn(tgid, &m) && found.blocks)
+        proc_event(CX_REC_MAPS);
     return 1;
 }
 

@@ -338,6 +338,18 @@ void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
         read_maps(ps, p, now_ns);
 }
 
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t now_ns)
+{
+    struct proc *p = *slot(ps, tgid);
+
+    /* Only maps read before the hint miss what it tells of. ld.so maps
+     * every library before it runs code in any, so the read for the first
+     * hint finds them all, and the hints right after it (one per library)
+     * cost nothing. */
+    if (p && !p->exited && p->maps_read_ns <= hint_ns)
+        read_maps(ps, p, now_ns);
+}
+
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);

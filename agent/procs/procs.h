@@ -70,6 +70,11 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
 /* Exec: the maps are read again on the next sample. */
 void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
 
+/* A hint from the walk (CX_REC_MAPS, taken at hint_ns on the monotonic
+ * clock) that process tgid has mapped code since: its maps are read again
+ * now unless they were read after the hint, or it has exited. */
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t now_ns);
+
 /* Reads the maps of process tgid again now, if it is in the table and has
  * not exited: the listener hears of it as of any read. */
 void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns);

@@ -305,11 +305,13 @@ def test_cfi_new_processes_whole(tmp):
     agent has never seen (a fresh copy: its own inode) whose hot path
     crosses libc without frame pointers (qsort calling back into it): one
     that runs 3 s and 20 that live 0.15 s each, beside two CPU burners. At
-    least 95 % of their samples whole (no truncation mark): tables are built
+    least 99 % of their samples whole (no truncation mark), and of the
+    whole machine's: tables are built
     newest first and loaded as soon as done, the walk finds a new process's
     binaries by file before user space has read its maps (bpf_find_vma,
-    Linux 5.17), and its maps are read again once ld.so has mapped its
-    libraries."""
+    Linux 5.17), and user space reads its maps again when the walk's fault
+    hook sees it run a library's first code (ld.so has mapped them all by
+    then)."""
     fresh = os.path.join(tmp, "qsort_fresh")
     shutil.copy(os.path.join(WORK, "qsort_cb"), fresh)
     burners = [start("cfi_split", 30), start("cfi_split", 30)]
@@ -337,9 +339,14 @@ def test_cfi_new_processes_whole(tmp):
             agent.wait()
     check(agent.returncode == 0, f"record exited {agent.returncode}: {log[-2000:]}")
     want = {str(p) for p in pids}
-    total = cut = 0
-    examples = []
+    total = cut = all_total = all_cut = 0
+    examples, all_examples = [], {}
     for t in traces(out):
+        all_total += t.count
+        if any(f.startswith(TRUNC) for f in t.frames):
+            all_cut += t.count
+            k = f"{t.labels.get('comm', '?')}: " + " <- ".join(t.frames[-2:])
+            all_examples[k] = all_examples.get(k, 0) + t.count
         if t.labels.get("pid") not in want:
             continue
         total += t.count
@@ -350,12 +357,20 @@ def test_cfi_new_processes_whole(tmp):
     print(f"    pids in start order: {pids[-1]} (3 s), {pids[:-1]}")
     print(f"    {total - cut}/{total} samples whole of 21 new processes ({vma}); cut: "
           f"{examples[:3]}")
+    print(f"    whole machine: {all_total - all_cut}/{all_total} samples whole; cut: "
+          f"{sorted(all_examples.items(), key=lambda x: -x[1])[:4]}")
     check(total >= 150, f"only {total} samples of the new processes")
-    # The issue's target is 99 %; measured 95.8-97.6 % here (the walk's
-    # one bpf_find_vma lookup a sample leaves one sample in about every
-    # other new process cut; cause not found yet), against 63 % before the
-    # by-file fallback. Held at 95 % so that it does not slide back.
-    check(cut <= 0.05 * total, f"{cut}/{total} samples truncated: {examples[:5]}")
+    # 99 %: measured 100 % (635 of 635 samples over three runs) since the
+    # walk's fault hook wakes user space to read a young process's maps
+    # while it runs its libraries' first code; 95.8-97.6 % before (user
+    # space read them at exec and 10 ms later, often before ld.so had mapped
+    # libc, and a 0.15 s process is gone by the time its samples are read,
+    # so return addresses into libc were cut as junk).
+    check(cut <= 0.01 * total, f"{cut}/{total} samples truncated: {examples[:5]}")
+    # The whole machine too (the burners, the new processes, whatever else
+    # runs): 100 % measured in two runs.
+    check(all_cut <= 0.01 * all_total, f"whole machine: {all_cut}/{all_total} samples truncated: "
+          f"{sorted(all_examples.items(), key=lambda x: -x[1])[:5]}")
 
 
 TESTS = [test_cfi_c_split_without_frame_pointers, test_cfi_through_libc_qsort,

@@ -75,10 +75,49 @@ static void test_maps_kept_when_gone(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The walk's hint (a young process ran a library's first code): maps read
+ * before it are read again, so libc is known; a hint older than the last
+ * read costs nothing. */
+static void test_hint_reads_maps(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX", dir[512], cmd[600];
+
+    assert_non_null(mkdtemp(root));
+    snprintf(dir, sizeof(dir), "%s/%d", root, PID);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    put(root, "stat", "4242 (qsort_cb) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n");
+    put(root, "comm", "qsort_cb\n");
+    /* At exec: the program and ld.so only. */
+    put(root, "maps", "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    struct binary_cache *bc = binary_cache__new(root);
+    struct procs *ps = procs__new(bc, root, NULL);
+    assert_non_null(ps);
+    struct proc *p = procs__get(ps, PID, "qsort_cb", 10 * MS);
+    assert_non_null(p);
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    /* A hint from before the read: nothing read. */
+    procs__hint_maps(ps, PID, 9 * MS, 11 * MS);
+    assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 12 * MS));
+    /* A hint from after it: read now, libc found. */
+    procs__hint_maps(ps, PID, 13 * MS, 14 * MS);
+    const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 15 * MS);
+    assert_non_null(m);
+    assert_int_equal(m->start, 0x7f0000000000);
+
+    procs__free(ps);
+    binary_cache__free(bc);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_kept_when_gone),
+        cmocka_unit_test(test_hint_reads_maps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
