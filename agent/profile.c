@@ -45,6 +45,8 @@ static const char *trunc_name(unsigned reason)
         return "[truncated: CFI rule not supported]";
     case CX_TRUNC_CFI_BAD:
         return "[truncated: CFI gave a bad frame]";
+    case CX_TRUNC_EXEC:
+        return "[in execve: the program is being replaced]";
     case AGG_TRUNC_NO_MAPPING:
         return "[truncated: return address in no known mapping]";
     default:
@@ -263,7 +265,9 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             if (s->frames[j].kind == CX_FRAME_TRUNCATED && prev_entry)
                 continue; /* the stack was whole after all */
             prev_entry = *v & V_ENTRY;
-            last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED;
+            /* A sample inside execve is not a walk that failed. */
+            last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED &&
+                             (s->frames[j].flags & 0xff) != CX_TRUNC_EXEC;
             locs[nloc++] = V_ID(*v);
             if (!last_truncated) {
                 unsigned stat = (*v >> V_STAT_SHIFT) & 15;

@@ -49,6 +49,8 @@ enum cx_trunc_reason {
     CX_TRUNC_NO_REGS = 3,  /* no user registers could be had for the task */
     CX_TRUNC_CFI_RULE = 4, /* the CFI row for a pc has a rule the walk cannot follow */
     CX_TRUNC_CFI_BAD = 5,  /* the CFI gave a frame that cannot be (a CFA below the stack pointer) */
+    CX_TRUNC_EXEC =
+        6, /* in execve: the user registers are the previous program's, its stack gone */
 };
 
 /* cx_frame.aux of a CX_FRAME_NATIVE frame: bit flags. */

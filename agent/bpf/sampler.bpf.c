@@ -398,6 +398,19 @@ static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp)
     return cx_stack_user_regs(BPF_CORE_READ(t, stack), thread_size, pc, sp, fp);
 }
 
+/* Whether the task is inside execve. There its saved user registers are
+ * the calling program's, and once the new image has replaced the old
+ * address space they point into memory that is gone: a walk would read the
+ * new program's memory at the old one's addresses. */
+static __always_inline int in_execve(void)
+{
+    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+    if (!bpf_core_field_exists(t->in_execve))
+        return 0;
+    return BPF_CORE_READ_BITFIELD_PROBED(t, in_execve);
+}
+
 SEC("perf_event")
 int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
@@ -451,6 +464,9 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     if (r < 0) {
         stat_inc(CX_STAT_NO_USER_REGS);
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
+        nu = 1;
+    } else if (r > 0 && !cx_regs_user_mode(&ctx->regs) && in_execve()) {
+        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
         nu = 1;
     } else if (r > 0) {
         nu = walk_user(ctx, s, tgid, nk, pc, sp, fp);
