@@ -387,8 +387,13 @@ def test_agent_outage(tmp):
     outdir = os.path.join(tmp, "files")
     os.mkdir(outdir)
     a, log = run_agent(tmp, f"http://127.0.0.1:{port}", "--output-dir", outdir)
-    w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "5"], stdout=subprocess.DEVNULL)
-    w.wait(timeout=30)
+    try:
+        w = subprocess.Popen([os.path.join(WORK, "cpu_split"), "5"], stdout=subprocess.DEVNULL)
+        w.wait(timeout=30)
+    except BaseException:
+        a.kill()
+        a.wait()
+        raise
     spool = os.path.join(tmp, "agent-data", "spool")
     mine = f"~{w.pid}.cxspool"
     ended, deadline = time.time(), time.time() + 30
@@ -412,9 +417,10 @@ def test_agent_outage(tmp):
     check("failed" in first_log and "retrying" in first_log,
           "no logged upload failure during the outage")
     a, log = run_agent(tmp, f"http://127.0.0.1:{port}", "--output-dir", outdir)
-    time.sleep(1)
-    srv = Server(tmp, port=port)
+    srv = None
     try:
+        time.sleep(1)
+        srv = Server(tmp, port=port)
         deadline = time.time() + 30
         want = len([f for f in os.listdir(outdir) if f.startswith(f"cpu_split.{w.pid}.")])
         got = 0
@@ -435,7 +441,11 @@ def test_agent_outage(tmp):
               f"the outage {got}")
         check(want >= 2 and got == want, f"{got} profiles stored for {want} windows")
     finally:
-        srv.stop()
+        if a.poll() is None:  # a check failed before the agent was stopped
+            a.kill()
+            a.wait()
+        if srv:
+            srv.stop()
 
 
 def metric(srv, name):
