@@ -17,10 +17,6 @@
 /* At most this many bytes of frames (16 a frame), and this many stacks. */
 #define FRAMES_MAX_BYTES (256u << 20)
 #define FRAMES_MAX 2000000
-/* Up to this many keys lacking, the statement lists them; past it, it asks
- * for the stacks of all the merge's rows: a long IN list costs ClickHouse
- * 18.16 ~30 us a key to parse, the rows' keys ~30 ms for an hour. */
-#define FETCH_LIST_MAX 512
 
 struct ch_frames {
     pthread_mutex_t mu;
@@ -122,7 +118,7 @@ static int fetch(struct ch_store *st, long long d0, long long d1, const char *K,
                           "SELECT key_a, key_b, fa, fb FROM %s.stacks WHERE day >= %lld AND "
                           "day <= %lld AND ",
                           st->db, d0, d1);
-    if (!err && nmiss > FETCH_LIST_MAX)
+    if (!err && nmiss > CH_FETCH_LIST_MAX)
         err = ch_sql__appendf(&sql,
                               "(key_a, key_b) GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM "
                               "(%s)",
@@ -131,7 +127,7 @@ static int fetch(struct ch_store *st, long long d0, long long d1, const char *K,
         err = buf__append(&sql, "key_a IN (", 10);
     /* key_a alone: a list of numbers is parsed far faster than one of
      * pairs; a row whose key_b differs is not asked for, below. */
-    for (size_t i = 0; i < nmiss && nmiss <= FETCH_LIST_MAX && !err; i++) {
+    for (size_t i = 0; i < nmiss && nmiss <= CH_FETCH_LIST_MAX && !err; i++) {
         size_t len;
         uint64_t k[2];
         memcpy(k, hmap__key(miss, i, &len), sizeof(k));

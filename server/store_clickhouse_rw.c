@@ -246,24 +246,23 @@ static void name_by_index(void *ctx, size_t i, const void *key, size_t len, cons
 }
 
 /* Names the builder's functions: from the cache, and those it lacks with
- * one more statement (functions by key in the query's days), whose answer
- * goes to ans and into the cache. names[i] points into either. */
-static int merge_names(struct ch_store *st, const struct store_query *q,
+ * one more statement (functions by key in the query's days: listed when
+ * few, else those of the stacks of K's rows), whose answer goes to ans and
+ * into the cache. names[i] points into either. */
+static int merge_names(struct ch_store *st, const struct store_query *q, const char *K,
                        const struct merged_builder *b, struct ch_fn *names, struct buf *ans)
 {
     size_t nf = merged_builder__nfunctions(b), nmiss = 0;
+    long long d0 = q->from_ns / CH_DAY_NS, d1 = (q->to_ns - 1) / CH_DAY_NS;
     struct hmap *miss = hmap__new();
-    struct buf sql;
+    struct buf sql, list;
     int err = -ENOMEM;
 
     buf__init(&sql, 64u << 20);
+    buf__init(&list, 64u << 20);
     if (!miss)
         goto out;
-    err = ch_sql__appendf(&sql,
-                          "SELECT key_a, key_b, name, file FROM %s.functions WHERE day >= %lld AND "
-                          "day <= %lld AND key_a IN (",
-                          st->db, (long long)(q->from_ns / CH_DAY_NS),
-                          (long long)((q->to_ns - 1) / CH_DAY_NS));
+    err = 0;
     for (size_t i = 0; i < nf && !err; i++) {
         size_t len;
         const void *key = merged_builder__key(b, i, &len);
@@ -280,11 +279,24 @@ static int merge_names(struct ch_store *st, const struct store_query *q,
         memcpy(k, key, sizeof(k));
         /* key_a alone: a list of numbers is parsed far faster than one
          * of pairs; a row whose key_b differs is not asked for, below. */
-        err = ch_sql__appendf(&sql, "%s%llu", nmiss++ ? ", " : "", (unsigned long long)k[0]);
+        err = ch_sql__appendf(&list, "%s%llu", nmiss++ ? ", " : "", (unsigned long long)k[0]);
     }
     if (err || !nmiss)
         goto out;
-    if ((err = ch_sql__appendf(&sql, ") LIMIT 1 BY key_a, key_b FORMAT TabSeparated")) ||
+    if ((err = ch_sql__appendf(&sql,
+                               "SELECT key_a, key_b, name, file FROM %s.functions WHERE day >= "
+                               "%lld AND day <= %lld AND key_a ",
+                               st->db, d0, d1)))
+        goto out;
+    if (nmiss > CH_FETCH_LIST_MAX)
+        err = ch_sql__appendf(&sql,
+                              "GLOBAL IN (SELECT arrayJoin(fa) FROM %s.stacks WHERE day >= %lld "
+                              "AND day <= %lld AND (key_a, key_b) GLOBAL IN (SELECT DISTINCT "
+                              "stack_a, stack_b FROM (%s)))",
+                              st->db, d0, d1, K);
+    else
+        err = ch_sql__appendf(&sql, "IN (%s)", list.data);
+    if (err || (err = ch_sql__appendf(&sql, " LIMIT 1 BY key_a, key_b FORMAT TabSeparated")) ||
         (err = chs_exec(st, 0, &sql, ans)))
         goto out;
     struct ch_tsv t;
@@ -309,6 +321,7 @@ static int merge_names(struct ch_store *st, const struct store_query *q,
 out:
     hmap__free(miss);
     buf__free(&sql);
+    buf__free(&list);
     return err;
 }
 
@@ -366,7 +379,7 @@ static int merge_parse(struct ch_store *st, const struct store_query *q, const c
     }
     if (!(names = calloc(merged_builder__nfunctions(&b) + 1, sizeof(*names))))
         goto oom;
-    if ((err = merge_names(st, q, &b, names, &nans)))
+    if ((err = merge_names(st, q, K, &b, names, &nans)))
         goto out;
     err = merged_builder__finish(&b, profiles, name_by_index, names, out);
     goto out;
