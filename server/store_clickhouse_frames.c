@@ -110,6 +110,7 @@ static int fetch(struct ch_store *st, long long d0, long long d1, const char *K,
 {
     struct buf sql, ans;
     size_t nmiss = hmap__len(miss), total = 0, used = 0;
+    bool listed = nmiss <= CH_FETCH_LIST_MAX;
     int err;
 
     buf__init(&sql, 64u << 20);
@@ -118,7 +119,7 @@ static int fetch(struct ch_store *st, long long d0, long long d1, const char *K,
                           "SELECT key_a, key_b, fa, fb FROM %s.stacks WHERE day >= %lld AND "
                           "day <= %lld AND ",
                           st->db, d0, d1);
-    if (!err && nmiss > CH_FETCH_LIST_MAX)
+    if (!err && !listed)
         err = ch_sql__appendf(&sql,
                               "(key_a, key_b) GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM "
                               "(%s)",
@@ -127,7 +128,7 @@ static int fetch(struct ch_store *st, long long d0, long long d1, const char *K,
         err = buf__append(&sql, "key_a IN (", 10);
     /* key_a alone: a list of numbers is parsed far faster than one of
      * pairs; a row whose key_b differs is not asked for, below. */
-    for (size_t i = 0; i < nmiss && nmiss <= CH_FETCH_LIST_MAX && !err; i++) {
+    for (size_t i = 0; listed && i < nmiss && !err; i++) {
         size_t len;
         uint64_t k[2];
         memcpy(k, hmap__key(miss, i, &len), sizeof(k));
