@@ -49,6 +49,7 @@ AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_rollup.c \
               server/store_clickhouse_names.c server/store_clickhouse_schema.c \
+              server/store_clickhouse_frames.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
               server/http.c server/http_api.c server/text.c server/budget.c server/pprof_ids.c server/debuginfod.c

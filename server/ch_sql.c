@@ -216,3 +216,69 @@ int ch_tsv__u64_array(const char *s, uint64_t *out, int max)
             return -EBADMSG;
     }
 }
+
+void ch_rbr__init(struct ch_rbr *r, const void *data, size_t len)
+{
+    r->p = data;
+    r->end = r->p + (data ? len : 0);
+}
+
+bool ch_rbr__done(const struct ch_rbr *r)
+{
+    return r->p >= r->end;
+}
+
+uint64_t ch_rbr__le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+int ch_rbr__u8(struct ch_rbr *r, uint8_t *out)
+{
+    if (r->end - r->p < 1)
+        return -EBADMSG;
+    *out = *r->p++;
+    return 0;
+}
+
+int ch_rbr__u64(struct ch_rbr *r, uint64_t *out)
+{
+    if (r->end - r->p < 8)
+        return -EBADMSG;
+    *out = ch_rbr__le64(r->p);
+    r->p += 8;
+    return 0;
+}
+
+int ch_rbr__i64(struct ch_rbr *r, int64_t *out)
+{
+    uint64_t u;
+    int err = ch_rbr__u64(r, &u);
+    if (!err)
+        *out = (int64_t)u;
+    return err;
+}
+
+int ch_rbr__u64_array(struct ch_rbr *r, const unsigned char **elems, uint64_t *n, uint64_t max)
+{
+    const unsigned char *p = r->p;
+    uint64_t v = 0;
+
+    /* The length: a LEB128 varint of at most 10 bytes. */
+    for (int shift = 0;; shift += 7) {
+        if (p >= r->end || shift > 63)
+            return -EBADMSG;
+        v |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p++ & 0x80))
+            break;
+    }
+    if (v > max || (uint64_t)(r->end - p) / 8 < v)
+        return -EBADMSG;
+    *elems = p;
+    *n = v;
+    r->p = p + 8 * v;
+    return 0;
+}

@@ -58,4 +58,23 @@ int ch_tsv__u64(const char *s, uint64_t *out);
  * the count or -EBADMSG (also past max). */
 int ch_tsv__u64_array(const char *s, uint64_t *out, int max);
 
+/* --- RowBinary answers: the insert's encoding read back. Numbers parse
+ * at no cost, so merges ask for it where answers are large. Each reader
+ * returns 0, or -EBADMSG when the value runs past the end (r unchanged). --- */
+struct ch_rbr {
+    const unsigned char *p, *end; /* what is left to read */
+};
+
+void ch_rbr__init(struct ch_rbr *r, const void *data, size_t len);
+/* Is everything read? */
+bool ch_rbr__done(const struct ch_rbr *r);
+int ch_rbr__u8(struct ch_rbr *r, uint8_t *out);
+int ch_rbr__u64(struct ch_rbr *r, uint64_t *out);
+int ch_rbr__i64(struct ch_rbr *r, int64_t *out);
+/* An Array(UInt64): *n elements (at most max, else -EBADMSG) at *elems, in
+ * the answer (unaligned, little-endian: read them with ch_rbr__le64). */
+int ch_rbr__u64_array(struct ch_rbr *r, const unsigned char **elems, uint64_t *n, uint64_t max);
+/* The little-endian 8 bytes at p. */
+uint64_t ch_rbr__le64(const unsigned char *p);
+
 #endif

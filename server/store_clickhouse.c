@@ -333,7 +333,8 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     st->fns = stack_keymap__new(4000000);
     st->stacks = stack_keymap__new(4000000);
     st->names = chs_names__new();
-    if (!st->fns || !st->stacks || !st->names) {
+    st->frames = chs_frames__new();
+    if (!st->fns || !st->stacks || !st->names || !st->frames) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -475,6 +476,7 @@ static void ch_close(struct store *s)
     stack_keymap__free(st->fns);
     stack_keymap__free(st->stacks);
     chs_names__free(st->names);
+    chs_frames__free(st->frames);
     stack_hasher__free(&st->hasher);
     chs_batch__free(st->open);
     pthread_mutex_destroy(&st->mu);

@@ -8,6 +8,7 @@
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
  *   store_clickhouse_names.c function names seen, kept for later merges
+ *   store_clickhouse_frames.c stacks' frames seen, kept for later merges
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
@@ -43,7 +44,8 @@ struct ch_store {
      * a day collapses in its ReplacingMergeTree). */
     pthread_mutex_t mu;
     struct stack_keymap *fns, *stacks;
-    struct ch_names *names; /* function names seen (store_clickhouse_names.c) */
+    struct ch_names *names;   /* function names seen (store_clickhouse_names.c) */
+    struct ch_frames *frames; /* stacks' frames seen (store_clickhouse_frames.c) */
     /* Group commit (store_clickhouse_batch.c), under bmu. */
     pthread_mutex_t bmu;
     pthread_cond_t bcv;
@@ -64,6 +66,40 @@ struct ch_names *chs_names__new(void);
 void chs_names__free(struct ch_names *n);
 bool chs_names__get(struct ch_names *n, const void *key, const char **name, const char **file);
 void chs_names__put(struct ch_names *n, const void *key, const char *name, const char *file);
+
+/* Up to this many stacks or functions a merge lacks, the statement that
+ * reads them lists their keys; past it, it asks for those of all the
+ * merge's rows: a long IN list costs ClickHouse 18.16 ~30 us a key to
+ * parse, the rows' keys ~30 ms for an hour. */
+#define CH_FETCH_LIST_MAX 512
+
+/* A stack's key as merges carry it: its a and b lanes, 8 bytes each. */
+#define CH_STACK_KEY_LEN 16
+
+/* A stack of a merge: its key and sums, and its frames (nframes function
+ * keys, each its a then b lane) once looked up. */
+struct chs_stack {
+    uint64_t key[2];
+    int64_t samples, cpu_ns;
+    const uint64_t *frames;
+    uint32_t nframes;
+};
+
+/* The cache of stacks' frames (a key's frames never change). NULL when
+ * out of memory; free accepts NULL. */
+struct ch_frames;
+struct ch_frames *chs_frames__new(void);
+void chs_frames__free(struct ch_frames *f);
+
+/* Fills the frames of stacks[0..n) from the cache, and those it lacks
+ * with one statement over the stacks table in q's days (they then enter
+ * the cache while it has room): by their keys when few are lacking, else
+ * by the keys of K (a SELECT of stack_a, stack_b: the merge's rows). Frames point into the cache
+ * (valid while the store is open) or into *own, which the caller frees (also on error). A key
+ * ClickHouse does not have keeps frames NULL. Returns 0, -ENOMEM, -E2BIG or -EAGAIN (ClickHouse
+ * failed, or answered garbage). */
+int chs_frames__lookup(struct ch_store *st, const struct store_query *q, const char *K,
+                       struct chs_stack *stacks, size_t n, uint64_t **own);
 
 static inline struct ch_store *CH(struct store *s)
 {

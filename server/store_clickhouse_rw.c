@@ -246,24 +246,23 @@ static void name_by_index(void *ctx, size_t i, const void *key, size_t len, cons
 }
 
 /* Names the builder's functions: from the cache, and those it lacks with
- * one more statement (functions by key in the query's days), whose answer
- * goes to ans and into the cache. names[i] points into either. */
-static int merge_names(struct ch_store *st, const struct store_query *q,
+ * one more statement (functions by key in the query's days: listed when
+ * few, else those of the stacks of K's rows), whose answer goes to ans and
+ * into the cache. names[i] points into either. */
+static int merge_names(struct ch_store *st, const struct store_query *q, const char *K,
                        const struct merged_builder *b, struct ch_fn *names, struct buf *ans)
 {
     size_t nf = merged_builder__nfunctions(b), nmiss = 0;
+    long long d0 = q->from_ns / CH_DAY_NS, d1 = (q->to_ns - 1) / CH_DAY_NS;
     struct hmap *miss = hmap__new();
-    struct buf sql;
+    struct buf sql, list;
     int err = -ENOMEM;
 
     buf__init(&sql, 64u << 20);
+    buf__init(&list, 64u << 20);
     if (!miss)
         goto out;
-    err = ch_sql__appendf(&sql,
-                          "SELECT key_a, key_b, name, file FROM %s.functions WHERE day >= %lld AND "
-                          "day <= %lld AND key_a IN (",
-                          st->db, (long long)(q->from_ns / CH_DAY_NS),
-                          (long long)((q->to_ns - 1) / CH_DAY_NS));
+    err = 0;
     for (size_t i = 0; i < nf && !err; i++) {
         size_t len;
         const void *key = merged_builder__key(b, i, &len);
@@ -280,11 +279,24 @@ static int merge_names(struct ch_store *st, const struct store_query *q,
         memcpy(k, key, sizeof(k));
         /* key_a alone: a list of numbers is parsed far faster than one
          * of pairs; a row whose key_b differs is not asked for, below. */
-        err = ch_sql__appendf(&sql, "%s%llu", nmiss++ ? ", " : "", (unsigned long long)k[0]);
+        err = ch_sql__appendf(&list, "%s%llu", nmiss++ ? ", " : "", (unsigned long long)k[0]);
     }
     if (err || !nmiss)
         goto out;
-    if ((err = ch_sql__appendf(&sql, ") LIMIT 1 BY key_a, key_b FORMAT TabSeparated")) ||
+    if ((err = ch_sql__appendf(&sql,
+                               "SELECT key_a, key_b, name, file FROM %s.functions WHERE day >= "
+                               "%lld AND day <= %lld AND key_a ",
+                               st->db, d0, d1)))
+        goto out;
+    if (nmiss > CH_FETCH_LIST_MAX)
+        err = ch_sql__appendf(&sql,
+                              "GLOBAL IN (SELECT arrayJoin(fa) FROM %s.stacks WHERE day >= %lld "
+                              "AND day <= %lld AND (key_a, key_b) GLOBAL IN (SELECT DISTINCT "
+                              "stack_a, stack_b FROM (%s)))",
+                              st->db, d0, d1, K);
+    else
+        err = ch_sql__appendf(&sql, "IN (%s)", list.data);
+    if (err || (err = ch_sql__appendf(&sql, " LIMIT 1 BY key_a, key_b FORMAT TabSeparated")) ||
         (err = chs_exec(st, 0, &sql, ans)))
         goto out;
     struct ch_tsv t;
@@ -309,71 +321,65 @@ static int merge_names(struct ch_store *st, const struct store_query *q,
 out:
     hmap__free(miss);
     buf__free(&sql);
+    buf__free(&list);
     return err;
 }
 
-/* Builds the merged result from the merge statement's rows: kind 0, a
- * stack's key, frames (fa, fb) and sums; 3, the count of profiles. */
-static int merge_parse(struct ch_store *st, const struct store_query *q, struct buf *ans,
-                       struct store_merged **out)
+/* Builds the merged result from the merge statement's rows (RowBinary):
+ * kind 0, a stack's key and sums; 3, the count of profiles. The stacks'
+ * frames and the functions' names come from the caches, or one statement
+ * each for those they lack. */
+static int merge_parse(struct ch_store *st, const struct store_query *q, const char *K,
+                       struct buf *ans, struct store_merged **out)
 {
     struct ch_fn *names = NULL;
-    struct {
-        char *fa, *fb; /* the frames' text, in ans */
-        int64_t s, c;
-    } *sums = NULL;
-    size_t nsums = 0, capsums = 0;
-    uint64_t *fa = malloc(STACK_KEY_MAX_FRAMES * 2 * sizeof(*fa)), *fb = fa + STACK_KEY_MAX_FRAMES;
+    struct chs_stack *stacks = NULL;
+    size_t nstacks = 0, cap = 0;
+    uint64_t *own = NULL;
     int64_t profiles = 0;
     struct merged_builder b = {0};
     struct buf nans;
-    struct ch_tsv t;
-    char *f[5];
-    int n, err = -ENOMEM;
+    struct ch_rbr r;
+    int err = -ENOMEM;
 
     buf__init(&nans, CH_MAX_ANSWER);
-    if (!fa || (err = merged_builder__init(&b)))
+    if ((err = merged_builder__init(&b)))
         goto out;
-    err = -EAGAIN; /* a garbled answer */
-    ch_tsv__init(&t, ans->data, ans->len);
-    while ((n = ch_tsv__row(&t, f, 5)) == 5) {
-        int64_t v[2];
-        if (ch_tsv__i64(f[3], &v[0]) || ch_tsv__i64(f[4], &v[1]) || f[0][1])
+    ch_rbr__init(&r, ans->data, ans->len);
+    while (!ch_rbr__done(&r)) {
+        struct chs_stack k = {0};
+        uint8_t kind;
+        if (ch_rbr__u8(&r, &kind) || ch_rbr__u64(&r, &k.key[0]) || ch_rbr__u64(&r, &k.key[1]) ||
+            ch_rbr__i64(&r, &k.samples) || ch_rbr__i64(&r, &k.cpu_ns) || (kind != 0 && kind != 3))
             goto bad;
-        if (f[0][0] == '3') {
-            profiles = v[0];
-        } else if (f[0][0] == '0') {
-            if (nsums == capsums) {
-                capsums = capsums ? capsums * 2 : 1024;
-                void *ns = realloc(sums, capsums * sizeof(*sums));
-                if (!ns)
-                    goto oom;
-                sums = ns;
-            }
-            sums[nsums].fa = f[1], sums[nsums].fb = f[2];
-            sums[nsums].s = v[0], sums[nsums++].c = v[1];
-        } else {
-            goto bad;
+        if (kind == 3) {
+            profiles = k.samples;
+            continue;
         }
+        if (nstacks == cap) {
+            cap = cap ? cap * 2 : 1024;
+            void *ns = realloc(stacks, cap * sizeof(*stacks));
+            if (!ns)
+                goto oom;
+            stacks = ns;
+        }
+        stacks[nstacks++] = k;
     }
-    if (n != 0)
-        goto bad;
-    for (size_t i = 0; i < nsums; i++) {
-        int na = ch_tsv__u64_array(sums[i].fa, fa, STACK_KEY_MAX_FRAMES);
-        int nb = ch_tsv__u64_array(sums[i].fb, fb, STACK_KEY_MAX_FRAMES);
-        if (na < 0 || na != nb)
-            goto bad;
-        if ((err = merged_builder__stack(&b, sums[i].s, sums[i].c)))
+    if ((err = chs_frames__lookup(st, q, K, stacks, nstacks, &own)))
+        goto out;
+    /* A stack without frames in ClickHouse is left out, as a join would. */
+    for (size_t i = 0; i < nstacks; i++) {
+        if (!stacks[i].frames)
+            continue;
+        if ((err = merged_builder__stack(&b, stacks[i].samples, stacks[i].cpu_ns)))
             goto out;
-        for (int j = 0; j < na; j++) {
-            uint64_t key[2] = {fa[j], fb[j]};
-            if ((err = merged_builder__frame(&b, key, sizeof(key))))
+        for (uint32_t j = 0; j < stacks[i].nframes; j++)
+            if ((err = merged_builder__frame(&b, &stacks[i].frames[2 * j], CH_FN_KEY_LEN)))
                 goto out;
-        }
     }
     if (!(names = calloc(merged_builder__nfunctions(&b) + 1, sizeof(*names))))
         goto oom;
-    if ((err = merge_names(st, q, &b, names, &nans)))
+    if ((err = merge_names(st, q, K, &b, names, &nans)))
         goto out;
     err = merged_builder__finish(&b, profiles, name_by_index, names, out);
     goto out;
@@ -387,41 +393,25 @@ out:
     merged_builder__free(&b);
     buf__free(&nans);
     free(names);
-    free(sums);
-    free(fa);
+    free(stacks);
+    free(own);
     return err;
 }
 
-/* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns),
- * the same rows without FINAL K, and the count C: the samples are read
- * with FINAL once, summed per stack key (saturating), and joined to their
- * frames (kind 0), the stacks looked up by the keys of K (read without
- * FINAL, two columns) in the query's days only, so the lookup reads no
- * whole table; the count of profiles (kind 3). The functions' names come
- * from the server's cache, or a second statement for those it lacks. */
-static int merge_sql(struct buf *sql, const char *d, const struct store_query *q, const char *R,
-                     const char *K, const char *C)
+/* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns) and
+ * the count C: the samples summed per stack key (saturating; kind 0), and
+ * the count of profiles (kind 3), in RowBinary (33 bytes a row, nothing to
+ * parse). Only keys and sums come back: the frames of a key never change,
+ * and the server keeps them (store_clickhouse_frames.c). */
+static int merge_sql(struct buf *sql, const char *R, const char *C)
 {
     static const char sums[] = CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM("cpu_ns") " AS c";
-    /* The days whose partitions hold the stacks of the range's rows. */
-    long long d0 = q->from_ns / CH_DAY_NS, d1 = (q->to_ns - 1) / CH_DAY_NS;
-    int err;
 
-    if ((err = ch_sql__appendf(sql,
-                               "SELECT 0, fa, fb, s, c FROM (SELECT stack_a, stack_b, %s FROM "
-                               "(%s) GROUP BY stack_a, stack_b) ",
-                               sums, R)) ||
-        (err = ch_sql__appendf(sql,
-                               "ANY INNER JOIN (SELECT key_a AS stack_a, key_b AS stack_b, fa, fb "
-                               "FROM %s.stacks WHERE day >= %lld AND day <= %lld AND (key_a, "
-                               "key_b) GLOBAL IN (SELECT DISTINCT stack_a, stack_b FROM (%s))) "
-                               "USING (stack_a, stack_b) ",
-                               d, d0, d1, K)))
-        return err;
     return ch_sql__appendf(sql,
-                           "UNION ALL SELECT 3, emptyArrayUInt64(), emptyArrayUInt64(), "
-                           "toInt64(c), toInt64(0) FROM (%s) FORMAT TabSeparated",
-                           C);
+                           "SELECT 0, stack_a, stack_b, s, c FROM (SELECT stack_a, stack_b, %s "
+                           "FROM (%s) GROUP BY stack_a, stack_b) UNION ALL SELECT 3, toUInt64(0), "
+                           "toUInt64(0), toInt64(c), toInt64(0) FROM (%s) FORMAT RowBinary",
+                           sums, R, C);
 }
 
 int chs_merge(struct store *s, const struct store_query *q, struct store_merged **out)
@@ -457,10 +447,9 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
             (err = where(&count, q)))
             goto out;
     }
-    if ((err = merge_sql(&sql, d, q, rows.data, keys.data, count.data)) ||
-        (err = chs_exec(st, 0, &sql, &ans)))
+    if ((err = merge_sql(&sql, rows.data, count.data)) || (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
-    err = merge_parse(st, q, &ans, out);
+    err = merge_parse(st, q, keys.data, &ans, out);
 out:
     buf__free(&sql);
     buf__free(&rows);

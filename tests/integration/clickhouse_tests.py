@@ -349,5 +349,53 @@ def test_ch_rollups_read(tmp):
     finally:
         srv.stop()
 
+
+def frames_profile(ids, time_ns):
+    """A profile of stacks main;fn_<i> for each i of ids, i + 1 samples each."""
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "service", "fsvc", "main"]
+    strings += [f"fn_{i}" for i in ids]
+    samples = [([j + 2, 1], [i + 1, (i + 1) * 10000000], [(5, 6)]) for j, i in enumerate(ids)]
+    locations = [(1, 1)] + [(j + 2, j + 2) for j in range(len(ids))]
+    functions = [(1, 7)] + [(j + 2, 8 + j) for j in range(len(ids))]
+    return st.profile(strings, [(1, 2), (3, 4)], samples, locations=locations,
+                      functions=functions, time_ns=time_ns)
+
+
+def test_ch_stack_frames(tmp):
+    """A merge's stacks take their frames from the server's cache or from
+    ClickHouse: a fresh server reads 600 unknown stacks (by the rows' keys,
+    past the listing limit), then again from its cache, then 5 new ones by
+    listed keys beside cached ones; with and without a pid filter, each
+    stack's sum exact and a retried upload counted once."""
+    st.STORE = clickhouse_cluster.server_args
+    try:
+        a_srv = Server(os.path.join(tmp))
+    finally:
+        st.STORE = None
+    b_srv = None
+    try:
+        base = int(time.time()) - 600
+        first = frames_profile(range(600), base * 10**9)
+        for _ in range(2):
+            check(a_srv.post("/api/v1/profiles?pid=7", first)[0] == 202, "post")
+        b_srv = Server(tmp, *a_srv.args)
+        q = f"app=fsvc&from={base - 60}&to={base + 300}"
+        want = {f"main;fn_{i}": i + 1 for i in range(600)}
+        check(st.stacks_of(b_srv, q) == want, "cold: not the 600 stacks' sums")
+        check(st.stacks_of(b_srv, q) == want, "warm: not the 600 stacks' sums")
+        check(st.stacks_of(b_srv, q + "&pid=7") == want, "pid filter: not the sums")
+        second = frames_profile(list(range(595, 605)), (base + 60) * 10**9)
+        check(a_srv.post("/api/v1/profiles?pid=7", second)[0] == 202, "post")
+        for i in range(595, 605):
+            want[f"main;fn_{i}"] = want.get(f"main;fn_{i}", 0) + i + 1
+        check(st.stacks_of(b_srv, q) == want, "5 new stacks beside cached ones")
+        check(st.stacks_of(b_srv, q + "&pid=7") == want, "pid filter, 5 new stacks")
+        check(st.stacks_of(a_srv, q) == want, "the ingesting server disagrees")
+    finally:
+        a_srv.stop()
+        if b_srv:
+            b_srv.stop()
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
-                  test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read]
+                  test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
+                  test_ch_stack_frames]

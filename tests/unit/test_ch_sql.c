@@ -145,6 +145,57 @@ static void test_row_binary(void **state)
     buf__free(&b);
 }
 
+/* Reading RowBinary answers: bytes as ClickHouse writes a row of (UInt8,
+ * UInt64, Int64, Array(UInt64)), and every truncation of them refused. */
+static void test_row_binary_reader(void **state)
+{
+    static const unsigned char row[] = {
+        3,                                              /* UInt8 */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* UInt64 */
+        0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, /* Int64 -2 */
+        2,                                              /* an array of 2 */
+        1,    0,    0,    0,    0,    0,    0,    0,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    const unsigned char *el;
+    struct ch_rbr r;
+    uint64_t u, n;
+    int64_t i;
+    uint8_t k;
+
+    (void)state;
+    ch_rbr__init(&r, row, sizeof(row));
+    assert_int_equal(ch_rbr__u8(&r, &k), 0);
+    assert_int_equal(k, 3);
+    assert_int_equal(ch_rbr__u64(&r, &u), 0);
+    assert_true(u == 0x0102030405060708ull);
+    assert_int_equal(ch_rbr__i64(&r, &i), 0);
+    assert_true(i == -2);
+    assert_int_equal(ch_rbr__u64_array(&r, &el, &n, 2), 0);
+    assert_true(n == 2 && ch_rbr__le64(el) == 1 && ch_rbr__le64(el + 8) == UINT64_MAX);
+    assert_true(ch_rbr__done(&r));
+    assert_int_equal(ch_rbr__u8(&r, &k), -EBADMSG);
+    /* Past max, and every cut of the row: refused, nothing read past it. */
+    ch_rbr__init(&r, row + 17, sizeof(row) - 17);
+    assert_int_equal(ch_rbr__u64_array(&r, &el, &n, 1), -EBADMSG);
+    for (size_t cut = 0; cut < sizeof(row); cut++) {
+        int err = 0;
+        ch_rbr__init(&r, row, cut);
+        if (!(err = ch_rbr__u8(&r, &k)) && !(err = ch_rbr__u64(&r, &u)) &&
+            !(err = ch_rbr__i64(&r, &i)))
+            err = ch_rbr__u64_array(&r, &el, &n, 2);
+        assert_int_equal(err, -EBADMSG);
+    }
+    /* A length whose varint never ends, or claims more than is there. */
+    static const unsigned char endless[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                            0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+    ch_rbr__init(&r, endless, sizeof(endless));
+    assert_int_equal(ch_rbr__u64_array(&r, &el, &n, UINT64_MAX), -EBADMSG);
+    static const unsigned char huge[] = {0xff, 0xff, 0xff, 0xff, 0xff,
+                                         0xff, 0xff, 0xff, 0xff, 0x01};
+    ch_rbr__init(&r, huge, sizeof(huge));
+    assert_int_equal(ch_rbr__u64_array(&r, &el, &n, UINT64_MAX), -EBADMSG);
+}
+
 static void test_identifier(void **state)
 {
     (void)state;
@@ -227,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_quote_nul_and_exact_forms),
         cmocka_unit_test(test_quote_respects_the_cap),
         cmocka_unit_test(test_row_binary),
+        cmocka_unit_test(test_row_binary_reader),
         cmocka_unit_test(test_identifier),
         cmocka_unit_test(test_tsv_rows_and_escapes),
         cmocka_unit_test(test_tsv_garbage_is_refused),
