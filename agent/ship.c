@@ -342,6 +342,16 @@ static void *run(void *arg)
 
         if (!c)
             break;
+        if (last) {
+            /* Stopping: everything goes to disk first, so a stop cut short
+             * (a service manager's SIGKILL after its timeout) loses
+             * nothing; the last pass then sends from the spool. */
+            pthread_mutex_lock(&sh->mu);
+            struct pending *all = take_all(sh);
+            pthread_mutex_unlock(&sh->mu);
+            spill_list(sh, all);
+            spooled = spooled || all != NULL;
+        }
         /* The spool first: it holds the oldest profiles. */
         if (spooled)
             send_spool(sh, c, &body, &ps);

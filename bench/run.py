@@ -91,8 +91,8 @@ def stop_workload(ws):
 
 
 def run_agent(seconds, tmp, ship=False):
-    """Measures one whole window after a first one: the first names every
-    binary (a one-time cost); steady state is what follows. The agent writes
+    """Measures one whole window after a first one (measure_agent): the
+    first names every binary (a one-time cost); steady state is what follows. The agent writes
     pprof files to a directory, or with ship, uploads them to a
     codexray-server on loopback, as a fleet runs it (the server's CPU is not
     counted)."""
@@ -134,20 +134,37 @@ def measure_agent(seconds, out):
             raise RuntimeError("the agent ended before it started")
         m = re.search(r" started: .*bpf_prog_id=(\d+)", line)
     prog = int(m.group(1))
-    # The log goes on being written: drained, or the agent would block on it.
+    start = time.monotonic()
+    # One whole window's work, the second: its collection (from the first
+    # window's end to its own) and its writing (until its log line). The
+    # first window's writing, which names every binary once and on this
+    # loaded machine can run many seconds into the second window, is taken
+    # out by its own CPU (cpu_ms in its log line). Measuring a fixed span
+    # after a fixed sleep caught part of it whenever it ran late.
+    windows = threading.Semaphore(0)
     rest = []
-    drain = threading.Thread(target=lambda: rest.extend(a.stderr), daemon=True)
-    drain.start()
-    time.sleep(seconds + seconds / 4)  # past the first window and its naming
+
+    def drain():  # the log goes on being written: drained, or the agent would block on it
+        for line in a.stderr:
+            rest.append(line)
+            if " window: processes=" in line:
+                windows.release()
+
+    threading.Thread(target=drain, daemon=True).start()
+    time.sleep(max(0, start + seconds - 0.2 - time.monotonic()))
     c0 = proc_cpu(a.pid)
     t0, n0 = bpf_prog_stats(prog)
-    time.sleep(seconds)
-    c1 = proc_cpu(a.pid)
+    time.sleep(max(0, start + 2 * seconds - 0.2 - time.monotonic()))
     t1, n1 = bpf_prog_stats(prog)
+    for which in ("first", "second"):
+        if not windows.acquire(timeout=seconds * 10):
+            raise RuntimeError(f"no {which} window")
+    c1 = proc_cpu(a.pid)
+    first = [x for x in rest if " window: processes=" in x][0]
+    c1 -= int(re.search(r"cpu_ms=(\d+)", first).group(1)) / 1000
     hwm = proc_hwm_kib(a.pid)
     a.send_signal(signal.SIGTERM)
-    a.wait(timeout=60)
-    drain.join(10)
+    a.wait(timeout=300)  # the last window is named and sent first
     log = "".join(rest)
     nprocs = max((int(x) for x in re.findall(r"window: processes=(\d+)", log)), default=0)
     samples = n1 - n0  # every run of the program is a sample (idle ones return at once)
@@ -216,7 +233,7 @@ def main():
             for rep in range(args.reps):
                 for name, fn in (("agent", run_agent), ("agent-ship", run_agent_ship),
                                  ("perf", run_perf), ("bpftrace", run_bpftrace)):
-                    ws = start_workload(3 * args.seconds + 10, args.procs)
+                    ws = start_workload(4 * args.seconds + 60, args.procs)
                     try:
                         r = fn(args.seconds, tmp)
                     finally:
