@@ -27,6 +27,18 @@ static void put(const char *dir, const char *name, const char *text)
     fclose(f);
 }
 
+/* A /proc of one process, PID, in a new directory: root is filled in. */
+static void fake_proc(char *root)
+{
+    char dir[512];
+
+    assert_non_null(mkdtemp(root));
+    snprintf(dir, sizeof(dir), "%s/%d", root, PID);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    put(root, "stat", "4242 (qsort_cb) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n");
+    put(root, "comm", "qsort_cb\n");
+}
+
 /* A process whose maps were read, then gone (a zombie's maps are empty; a
  * reaped process has none): a re-read forced by an unknown address keeps
  * what was read, so its samples still in the ring find their libraries.
@@ -35,13 +47,9 @@ static void put(const char *dir, const char *name, const char *text)
 static void test_maps_kept_when_gone(void **state)
 {
     (void)state;
-    char root[] = "/tmp/cx-procs-XXXXXX", dir[512], cmd[600];
+    char root[] = "/tmp/cx-procs-XXXXXX", cmd[600];
 
-    assert_non_null(mkdtemp(root));
-    snprintf(dir, sizeof(dir), "%s/%d", root, PID);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    put(root, "stat", "4242 (qsort_cb) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n");
-    put(root, "comm", "qsort_cb\n");
+    fake_proc(root);
     put(root, "maps",
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
@@ -81,13 +89,9 @@ static void test_maps_kept_when_gone(void **state)
 static void test_hint_reads_maps(void **state)
 {
     (void)state;
-    char root[] = "/tmp/cx-procs-XXXXXX", dir[512], cmd[600];
+    char root[] = "/tmp/cx-procs-XXXXXX", cmd[600];
 
-    assert_non_null(mkdtemp(root));
-    snprintf(dir, sizeof(dir), "%s/%d", root, PID);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    put(root, "stat", "4242 (qsort_cb) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n");
-    put(root, "comm", "qsort_cb\n");
+    fake_proc(root);
     /* At exec: the program and ld.so only. */
     put(root, "maps", "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
     struct binary_cache *bc = binary_cache__new(root);
