@@ -410,7 +410,8 @@ def test_dockerfile(tmp):
                  "nodejs", "openjdk-17-jdk-headless", "zstd",
                  "qemu-system-x86", "busybox-static",  # make test-kernels
                  "debuginfod",  # the debuginfod tests' server
-                 "clickhouse-server"}  # the ClickHouse store's tests: local servers
+                 "clickhouse-server",  # the ClickHouse store's tests: local servers
+                 "zookeeper"}  # their distributed DDL (ON CLUSTER) test
     missing = deps_packages() - test_only - apt_packages(build)
     check(not missing, f"the build stage lacks {sorted(missing)} (in tools/deps.sh)")
     runs = " ".join(a for i, a in build["instructions"] if i == "RUN")
