@@ -5,7 +5,6 @@
 #include <string.h>
 #include <libdeflate.h>
 #include <stdint.h>
-#include <zlib.h>
 
 bool gz__is_gzip(const void *p, size_t len)
 {
@@ -13,8 +12,12 @@ bool gz__is_gzip(const void *p, size_t len)
     return len >= 2 && b[0] == 0x1f && b[1] == 0x8b;
 }
 
+/* libdeflate's whole-buffer compressor, not zlib's deflate: on the agent's
+ * own profiles (500 of them, 1 KiB each on average) zlib at level 6 took
+ * 46-48 µs a profile, libdeflate at level 6 17-22 µs, for the same size
+ * (677 against 679 bytes). The output is a gzip member any reader takes. */
 struct gz_deflater {
-    z_stream z;
+    struct libdeflate_compressor *c;
 };
 
 struct gz_deflater *gz_deflater__new(void)
@@ -23,8 +26,8 @@ struct gz_deflater *gz_deflater__new(void)
 
     if (!d)
         return NULL;
-    /* 16 + MAX_WBITS: a gzip header and trailer rather than zlib's. */
-    if (deflateInit2(&d->z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    d->c = libdeflate_alloc_compressor(6);
+    if (!d->c) {
         free(d);
         return NULL;
     }
@@ -35,30 +38,28 @@ void gz_deflater__free(struct gz_deflater *d)
 {
     if (!d)
         return;
-    deflateEnd(&d->z);
+    libdeflate_free_compressor(d->c);
     free(d);
 }
 
 int gz_deflater__compress(struct gz_deflater *d, const void *in, size_t len, struct buf *out)
 {
-    unsigned char chunk[65536];
-    z_stream *z = &d->z;
-    int zr, err = 0;
+    size_t room = libdeflate_gzip_compress_bound(d->c, len), n;
+    int err;
 
-    if (deflateReset(z) != Z_OK)
-        return -EIO;
-    z->next_in = (unsigned char *)in;
-    z->avail_in = len;
-    do {
-        z->next_out = chunk;
-        z->avail_out = sizeof(chunk);
-        zr = deflate(z, Z_FINISH);
-        if (zr == Z_STREAM_ERROR)
-            return -EIO;
-        err = buf__append(out, chunk, sizeof(chunk) - z->avail_out);
-        if (err)
-            return err;
-    } while (zr != Z_STREAM_END);
+    /* The bound is the worst case (incompressible input); within out's cap
+     * the packed member may still fit, as it does for most input. */
+    if (out->len >= out->max)
+        return -E2BIG;
+    if (room > out->max - out->len)
+        room = out->max - out->len;
+    if ((err = buf__reserve(out, room)))
+        return err;
+    n = libdeflate_gzip_compress(d->c, in, len, out->data + out->len, room);
+    if (!n)
+        return -E2BIG; /* does not fit within out's cap */
+    out->len += n;
+    out->data[out->len] = '\0'; /* as buf__append leaves it */
     return 0;
 }
 

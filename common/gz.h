@@ -11,9 +11,10 @@
  * cap is reached, -ENOMEM, or -EIO for a zlib failure. */
 int gz__compress(const void *in, size_t len, struct buf *out) __attribute__((warn_unused_result));
 
-/* A compressor kept between calls: zlib's deflate state is about 256 KiB,
- * and making it anew for each of hundreds of small profiles a window costs
- * more than compressing them. One thread at a time. */
+/* A compressor kept between calls (libdeflate's, level 6): its state is
+ * hundreds of KiB, and making it anew for each of hundreds of small
+ * profiles a window costs more than compressing them. One thread at a
+ * time. */
 struct gz_deflater;
 
 /* Returns NULL when out of memory. */
