@@ -658,6 +658,20 @@ SCRIPT_RUNNERS = ("_PyRun_SimpleFileObject", "PyRun_SimpleFileExFlags")
 
 
 FREED = "[python: code object freed before it was read]"
+UNREADABLE = "[python: code object unreadable]"
+
+
+def import_time(t, i):
+    """Whether the marker at t.frames[i] stands in for a module's import-time
+    code: the next Python frame outward is importlib's
+    _call_with_frames_removed, which runs a module's <module> code."""
+    py_at = {j for j, *_ in py_frames(t)}
+    for j in range(i + 1, len(t.frames)):
+        if base(t.frames[j]) == "_call_with_frames_removed":
+            return True
+        if j in py_at or t.frames[j].startswith("[python"):
+            return False
+    return False
 
 
 def in_script_named(ts, path):
@@ -668,15 +682,18 @@ def in_script_named(ts, path):
     a module's import-time code (its <module>), run once while the module
     is imported and freed when the import is done, can be gone before the
     agent reads it (it reads code objects as it takes samples from the
-    ring buffer, every 100 ms): that frame says so in place. Third: the
-    samples with such a frame."""
+    ring buffer, every 100 ms): that frame says so in place. When the
+    sample is read after the process has exited, such code not read before
+    is unreadable instead, and says so: allowed too where importlib ran it.
+    Third: the samples with such a frame."""
     good, bad, freed = 0, [], 0
     for t in ts:
         if not any(base(f) in SCRIPT_RUNNERS for f in t.frames):
             continue
         py = py_frames(t)
         outer_ok = not py or (py[-1][1], py[-1][2]) == ("<module>", path)
-        others = [m for m in markers(t) if m != FREED]
+        others = [f for i, f in enumerate(t.frames) if f.startswith("[python") and f != FREED
+                  and not (f == UNREADABLE and import_time(t, i))]
         if outer_ok and not others:
             good += t.count
             freed += t.count if markers(t) else 0
