@@ -39,7 +39,6 @@ struct shipper {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping, pending;
-    uint64_t seq;
     /* Profiles waiting in memory, oldest first, and their bytes (at most
      * mem_max): the thread sends them straight from here, and writes them
      * to the spool only when an upload fails, the queue is full, or at
@@ -52,50 +51,71 @@ struct shipper {
     /* The last pass failed: new profiles go to the spool at once, so none
      * waits in memory through a backoff of up to a minute. Under mu. */
     bool failing;
+    /* Writing the spool (the worker and the thread both spill): the last
+     * file's sequence number and the spool's size in bytes, listed once at
+     * start and kept since, so a file written costs no listing while the
+     * spool is within its bound. Under spill_mu. */
+    pthread_mutex_t spill_mu;
+    uint64_t seq, spool_bytes;
 };
 
-/* Writes p to the spool and frees it. Called without mu (the thread or
- * the worker owns p by then). */
-static void spill_one(struct shipper *sh, struct pending *p, uint64_t *seq)
+/* The oldest profile waiting in memory, taken off the queue (under mu), or
+ * NULL. */
+static struct pending *pop(struct shipper *sh)
 {
-    int r = spool__write(sh->dir, seq, p->pid, &p->file, sh->opts.spool_max_bytes);
+    struct pending *p = sh->head;
 
-    if (r)
-        log_error("spool: cannot spool the profile of pid=%u: %s: it is lost", p->pid,
-                  strerror(-r));
-    buf__free(&p->file);
-    free(p);
+    if (p) {
+        sh->head = p->next;
+        if (!sh->head)
+            sh->tail = &sh->head;
+        sh->mem_bytes -= p->file.len;
+        p->next = NULL;
+    }
+    return p;
 }
 
-/* Takes the whole memory queue (under mu); the caller spills it. */
-static struct pending *take_all(struct shipper *sh)
+/* Writes the list p to the spool, oldest first, and frees it. Called
+ * without mu (the caller owns p by then). */
+static void spill_list(struct shipper *sh, struct pending *p)
 {
-    struct pending *all = sh->head;
+    pthread_mutex_lock(&sh->spill_mu);
+    while (p) {
+        struct pending *next = p->next;
+        int r = spool__write(sh->dir, &sh->seq, p->pid, &p->file, sh->opts.spool_max_bytes,
+                             &sh->spool_bytes);
+        if (r)
+            log_error("spool: cannot spool the profile of pid=%u: %s: it is lost", p->pid,
+                      strerror(-r));
+        buf__free(&p->file);
+        free(p);
+        p = next;
+    }
+    pthread_mutex_unlock(&sh->spill_mu);
+}
 
+/* Writes first (may be NULL) and then the whole memory queue to the spool;
+ * with failing, new profiles go straight there until an upload succeeds.
+ * Returns how many profiles were written. */
+static size_t spill_all(struct shipper *sh, struct pending *first, bool failing)
+{
+    struct pending *all, **at;
+    size_t n = 0;
+
+    pthread_mutex_lock(&sh->mu);
+    all = first ? first : sh->head;
+    if (first)
+        first->next = sh->head;
     sh->head = NULL;
     sh->tail = &sh->head;
     sh->mem_bytes = 0;
-    if (all)
-        sh->spooled = true;
-    return all;
-}
-
-static void spill_list(struct shipper *sh, struct pending *p)
-{
-    uint64_t seq;
-
-    pthread_mutex_lock(&sh->mu);
-    seq = sh->seq;
+    sh->spooled |= all != NULL;
+    sh->failing |= failing;
     pthread_mutex_unlock(&sh->mu);
-    while (p) {
-        struct pending *next = p->next;
-        spill_one(sh, p, &seq);
-        p = next;
-    }
-    pthread_mutex_lock(&sh->mu);
-    if (seq > sh->seq)
-        sh->seq = seq;
-    pthread_mutex_unlock(&sh->mu);
+    for (at = &all; *at; at = &(*at)->next)
+        n++;
+    spill_list(sh, all);
+    return n;
 }
 
 int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid, const char *host,
@@ -118,24 +138,17 @@ int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid
     /* Past the memory bound (a server slower than the windows come), the
      * oldest go to the spool, which has its own bound. */
     while (sh->head && (sh->failing || sh->mem_bytes + p->file.len > sh->mem_max)) {
-        struct pending *o = sh->head;
-        sh->head = o->next;
-        if (!sh->head)
-            sh->tail = &sh->head;
-        sh->mem_bytes -= o->file.len;
-        o->next = NULL;
-        *otail = o;
-        otail = &o->next;
-        sh->spooled = true;
+        *otail = pop(sh);
+        otail = &(*otail)->next;
     }
     if (sh->failing) {
         *otail = p;
-        sh->spooled = true;
     } else {
         *sh->tail = p;
         sh->tail = &p->next;
         sh->mem_bytes += p->file.len;
     }
+    sh->spooled |= over != NULL;
     pthread_mutex_unlock(&sh->mu);
     spill_list(sh, over);
     return 0;
@@ -227,17 +240,20 @@ static bool send_spool(struct shipper *sh, CURL *c, struct buf *body, struct pas
         }
         long code = upload(sh, c, v[i].name, body, ps->why, sizeof(ps->why));
         if (code == 202) {
-            unlink(path);
             ps->sent++;
             ps->bytes += body->len;
         } else if (code == 400 || code == 413) {
             /* The server will never take it: keeping it would block the rest. */
             log_error("upload: %s refused, dropped: %s", v[i].name, ps->why);
-            unlink(path);
             ps->refused++;
         } else {
             ps->failed = true;
             break;
+        }
+        if (unlink(path) == 0) {
+            pthread_mutex_lock(&sh->spill_mu);
+            sh->spool_bytes -= sh->spool_bytes < v[i].size ? sh->spool_bytes : v[i].size;
+            pthread_mutex_unlock(&sh->spill_mu);
         }
     }
     ps->left += n - i;
@@ -256,38 +272,25 @@ static void send_memory(struct shipper *sh, CURL *c, struct pass *ps)
 {
     for (;;) {
         pthread_mutex_lock(&sh->mu);
-        struct pending *p = sh->head;
-        if (p) {
-            sh->head = p->next;
-            if (!sh->head)
-                sh->tail = &sh->head;
-            sh->mem_bytes -= p->file.len;
-        }
+        struct pending *p = pop(sh);
         pthread_mutex_unlock(&sh->mu);
         if (!p)
             return;
         long code = upload(sh, c, NULL, &p->file, ps->why, sizeof(ps->why));
-        if (code == 202 || code == 400 || code == 413) {
-            if (code == 202) {
-                ps->sent++;
-                ps->bytes += p->file.len;
-            } else {
-                log_error("upload: the profile of pid=%u refused, dropped: %s", p->pid, ps->why);
-                ps->refused++;
-            }
-            buf__free(&p->file);
-            free(p);
-            continue;
+        if (code != 202 && code != 400 && code != 413) {
+            ps->failed = true;
+            ps->left += spill_all(sh, p, true);
+            return;
         }
-        ps->failed = true;
-        pthread_mutex_lock(&sh->mu);
-        p->next = take_all(sh);
-        sh->spooled = true;
-        pthread_mutex_unlock(&sh->mu);
-        for (struct pending *q = p; q; q = q->next)
-            ps->left++;
-        spill_list(sh, p);
-        return;
+        if (code == 202) {
+            ps->sent++;
+            ps->bytes += p->file.len;
+        } else {
+            log_error("upload: the profile of pid=%u refused, dropped: %s", p->pid, ps->why);
+            ps->refused++;
+        }
+        buf__free(&p->file);
+        free(p);
     }
 }
 
@@ -346,11 +349,7 @@ static void *run(void *arg)
             /* Stopping: everything goes to disk first, so a stop cut short
              * (a service manager's SIGKILL after its timeout) loses
              * nothing; the last pass then sends from the spool. */
-            pthread_mutex_lock(&sh->mu);
-            struct pending *all = take_all(sh);
-            pthread_mutex_unlock(&sh->mu);
-            spill_list(sh, all);
-            spooled = spooled || all != NULL;
+            spooled |= spill_all(sh, NULL, false) > 0;
         }
         /* The spool first: it holds the oldest profiles. */
         if (spooled)
@@ -364,13 +363,7 @@ static void *run(void *arg)
         if (ps.failed) {
             /* While the server is away, every profile waits on disk: an
              * agent killed meanwhile loses nothing. */
-            pthread_mutex_lock(&sh->mu);
-            struct pending *rest = take_all(sh);
-            sh->failing = true;
-            pthread_mutex_unlock(&sh->mu);
-            for (struct pending *q = rest; q; q = q->next)
-                ps.left++;
-            spill_list(sh, rest);
+            ps.left += spill_all(sh, NULL, true);
             backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
             if (backoff > BACKOFF_MAX_MS)
                 backoff = BACKOFF_MAX_MS;
@@ -387,10 +380,7 @@ static void *run(void *arg)
             break;
     }
     /* Whatever could not be sent waits in the spool for the next start. */
-    pthread_mutex_lock(&sh->mu);
-    struct pending *rest = take_all(sh);
-    pthread_mutex_unlock(&sh->mu);
-    spill_list(sh, rest);
+    spill_all(sh, NULL, false);
     buf__free(&body);
     curl_easy_cleanup(c);
     return NULL;
@@ -430,6 +420,12 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     pthread_mutex_init(&sh->mu, NULL);
+    pthread_mutex_init(&sh->spill_mu, NULL);
+    /* What an earlier run left, listed once; kept up to date since. */
+    struct spooled *v;
+    size_t n;
+    if (spool__list(sh->dir, &v, &n, &sh->spool_bytes) == 0)
+        free(v);
     pthread_cond_init(&sh->cv, NULL);
     sh->pending = true; /* whatever a previous run left */
     sh->spooled = true;
@@ -469,6 +465,7 @@ void shipper__stop(struct shipper *sh)
     pthread_mutex_unlock(&sh->mu);
     pthread_join(sh->thread, NULL);
     pthread_mutex_destroy(&sh->mu);
+    pthread_mutex_destroy(&sh->spill_mu);
     pthread_cond_destroy(&sh->cv);
     curl_global_cleanup();
     free(sh->endpoint);

@@ -209,20 +209,22 @@ int spool__query(const char *name, const struct buf *f, char *query, size_t qlen
     return parse_header(f, query, qlen, body, why, whylen);
 }
 
-int spool__write(const char *dir, uint64_t *seq, uint32_t pid, const struct buf *f, uint64_t max)
+int spool__write(const char *dir, uint64_t *seq, uint32_t pid, const struct buf *f, uint64_t max,
+                 uint64_t *total)
 {
     char path[4096];
     struct spooled *v;
     size_t n;
-    uint64_t total;
+    int err;
 
-    /* Keep within the bound: the oldest files go first. */
-    if (spool__list(dir, &v, &n, &total) == 0) {
+    /* Keep within the bound: the oldest files go first. The directory is
+     * listed only then, for its real total and its oldest files. */
+    if (*total + f->len > max && spool__list(dir, &v, &n, total) == 0) {
         size_t dropped = 0;
-        for (size_t i = 0; i < n && total + f->len > max; i++) {
+        for (size_t i = 0; i<n && * total + f->len> max; i++) {
             snprintf(path, sizeof(path), "%s/%s", dir, v[i].name);
             if (unlink(path) == 0) {
-                total -= v[i].size;
+                *total -= v[i].size;
                 dropped++;
             }
         }
@@ -238,5 +240,7 @@ int spool__write(const char *dir, uint64_t *seq, uint32_t pid, const struct buf 
     if (snprintf(path, sizeof(path), "%s/%020llu~%u" SPOOL_EXT, dir, (unsigned long long)s, pid) >=
         (int)sizeof(path))
         return -ENAMETOOLONG;
-    return output__write_file(path, f->data, f->len, true);
+    if (!(err = output__write_file(path, f->data, f->len, true)))
+        *total += f->len;
+    return err;
 }

@@ -52,9 +52,13 @@ int spool__query(const char *name, const struct buf *f, char *query, size_t qlen
 int spool__list(const char *dir, struct spooled **out, size_t *n, uint64_t *total);
 
 /* Writes one profile in spool form (f) durably under dir as SEQ~PID, SEQ
- * greater than *seq (updated), after dropping the oldest files while the
- * spool would pass max bytes (logged with their count). Returns 0 or
+ * greater than *seq (updated). *total is the spool's size in bytes as the
+ * caller keeps it (updated): only when f would take it past max is the
+ * directory listed, for its real size, and its oldest files dropped while
+ * the spool would pass max (logged with their count). So writing a file
+ * costs no listing while the spool is within its bound. Returns 0 or
  * -errno. */
-int spool__write(const char *dir, uint64_t *seq, uint32_t pid, const struct buf *f, uint64_t max);
+int spool__write(const char *dir, uint64_t *seq, uint32_t pid, const struct buf *f, uint64_t max,
+                 uint64_t *total);
 
 #endif

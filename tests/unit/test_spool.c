@@ -93,14 +93,15 @@ static void test_write_order_and_bound(void **state)
     char dir[] = "/tmp/cx-spool-test-XXXXXX";
     struct spooled *v;
     size_t n;
-    uint64_t total, seq = 0;
+    uint64_t total, seq = 0, kept = 0;
     struct buf b;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
     format(&b, "svc", "h", "0123456789");
     for (int i = 0; i < 5; i++)
-        assert_int_equal(spool__write(dir, &seq, 100 + i, &b, 1 << 20), 0);
+        assert_int_equal(spool__write(dir, &seq, 100 + i, &b, 1 << 20, &kept), 0);
+    assert_int_equal(kept, 5 * b.len);
     assert_int_equal(spool__list(dir, &v, &n, &total), 0);
     assert_int_equal(n, 5);
     assert_int_equal(total, 5 * b.len);
@@ -111,7 +112,8 @@ static void test_write_order_and_bound(void **state)
     }
     free(v);
     /* Room for three: the three oldest go, so the new one fits beside two. */
-    assert_int_equal(spool__write(dir, &seq, 200, &b, 3 * b.len), 0);
+    assert_int_equal(spool__write(dir, &seq, 200, &b, 3 * b.len, &kept), 0);
+    assert_int_equal(kept, 3 * b.len);
     assert_int_equal(spool__list(dir, &v, &n, &total), 0);
     assert_int_equal(n, 3);
     assert_non_null(strstr(v[0].name, "~103.cxspool"));
