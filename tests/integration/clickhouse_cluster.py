@@ -55,6 +55,17 @@ def _free_port():
     return port
 
 
+def end_process(p, sig):
+    """Sends sig to p if it still runs and waits for it: 30 s, then SIGKILL."""
+    if p and p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 class Node:
     def __init__(self, root, i, tcp_ports, zk_port=None):
         self.dir = os.path.join(root, f"node{i}")
@@ -105,13 +116,7 @@ class Node:
         """Stops the node: by SIGTERM (it waits for its connections to end,
         which takes seconds once other nodes have queried it), or, with
         kill, at once by SIGKILL, as a node that crashed."""
-        if self.p and self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                self.p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        end_process(self.p, signal.SIGKILL if kill else signal.SIGTERM)
         self.p = None
         self.out.close()
 
@@ -157,13 +162,7 @@ class ZooKeeper:
         raise RuntimeError(f"zookeeper did not start; see {self.dir}/zookeeper.log")
 
     def stop(self):
-        if self.p and self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        end_process(self.p, signal.SIGTERM)
         self.p = None
         self.out.close()
 
