@@ -157,3 +157,42 @@ int batch__statuses(const char *answer, size_t len, int *st, size_t n)
     }
     return p < end && i == n ? 0 : -1;
 }
+
+int batch__error(const char *answer, size_t len, size_t i, char *out, size_t outlen)
+{
+    static const char key[] = "\"errors\":[";
+    const char *p = memmem(answer, len, key, sizeof(key) - 1), *end = answer + len;
+    size_t k = 0, n = 0;
+
+    if (!p || !outlen)
+        return -1;
+    for (p += sizeof(key) - 1; p < end && *p != ']'; k++) {
+        while (p < end && (*p == ' ' || *p == ','))
+            p++;
+        if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+            if (k == i)
+                return -1;
+            p += 4;
+        } else if (p < end && *p == '"') {
+            for (p++; p < end && *p != '"'; p++) {
+                if (*p == '\\' && p + 1 < end) {
+                    if (k == i && n + 1 < outlen)
+                        out[n++] = *p;
+                    p++;
+                }
+                if (k == i && n + 1 < outlen)
+                    out[n++] = *p;
+            }
+            if (p >= end)
+                return -1;
+            p++;
+            if (k == i) {
+                out[n] = '\0';
+                return 0;
+            }
+        } else {
+            return -1;
+        }
+    }
+    return -1;
+}

@@ -74,4 +74,9 @@ int batch__arg(const struct batch_entry *e, const char *key, char *out, size_t o
  * batch). */
 int batch__statuses(const char *answer, size_t len, int *st, size_t n);
 
+/* The reason given for profile i in an answer's errors, its JSON escapes
+ * left as they are, cut to fit out. Returns 0, or -1 when the answer has
+ * none for i (null, or another form). */
+int batch__error(const char *answer, size_t len, size_t i, char *out, size_t outlen);
+
 #endif

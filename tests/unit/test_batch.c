@@ -148,12 +148,32 @@ static void test_statuses(void **state)
     assert_int_equal(batch__statuses("{\"statuses\":[]}", 15, st, 0), 0);
 }
 
+/* The reasons of an answer, by profile; null or another form is none. */
+static void test_errors(void **state)
+{
+    static const char a[] = "{\"stored\":1,\"statuses\":[400,202,413],"
+                            "\"errors\":[\"bad \\\"x\\\" here\",null, \"too big\"]}";
+    char out[64], small[4];
+
+    (void)state;
+    assert_int_equal(batch__error(a, strlen(a), 0, out, sizeof(out)), 0);
+    assert_string_equal(out, "bad \\\"x\\\" here");
+    assert_int_equal(batch__error(a, strlen(a), 1, out, sizeof(out)), -1);
+    assert_int_equal(batch__error(a, strlen(a), 2, out, sizeof(out)), 0);
+    assert_string_equal(out, "too big");
+    assert_int_equal(batch__error(a, strlen(a), 3, out, sizeof(out)), -1);
+    assert_int_equal(batch__error(a, strlen(a), 0, small, sizeof(small)), 0);
+    assert_string_equal(small, "bad");
+    assert_int_equal(batch__error(a, 60, 0, out, sizeof(out)), -1); /* cut */
+    assert_int_equal(batch__error("{\"errors\":[7]}", 14, 0, out, sizeof(out)), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip), cmocka_unit_test(test_args),
         cmocka_unit_test(test_refused),    cmocka_unit_test(test_too_many),
-        cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_statuses),   cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
