@@ -1,5 +1,5 @@
 /* The sampling period, drawn at random around 1/rate and drawn again every
- * few hundred milliseconds, so that samples cannot fall in step with the
+ * second, so that samples cannot fall in step with the
  * kernel's tick or with any periodic work (a fixed 10 ms period against a
  * 4 ms tick samples the same two points of the tick for ever; against work
  * that runs every 10 ms it sees that work always or never).
@@ -21,13 +21,15 @@
  * value, so successive samples walk through the tick's phases. */
 #define DITHER_SPREAD_PERMILLE 200
 
-/* How often periods are drawn again: every 200 ms, or every 20 periods at
+/* How often periods are drawn again: every second, or every 100 periods at
  * rates under 100 Hz (a segment must hold many periods for the loss at its
- * start to be half a period on average; at 1 Hz a 200 ms segment would never
- * see a sample). Each draw is one ioctl per CPU (an IPI to that CPU): at most
- * 5 a second per CPU. */
-#define DITHER_SEGMENT_NS 200000000ull
-#define DITHER_SEGMENT_PERIODS 20
+ * start to be half a period on average; at 1 Hz a short segment would never
+ * see a sample). Each draw is one ioctl per CPU, an IPI to that CPU that the
+ * caller waits for (about 20 us on a VM): every 200 ms they were 8 % of the
+ * agent's CPU with 500 processes, and drawing every second spreads samples
+ * over the tick's phases as well (test_sample_times_not_in_step). */
+#define DITHER_SEGMENT_NS 1000000000ull
+#define DITHER_SEGMENT_PERIODS 100
 
 struct dither {
     uint64_t rng;

@@ -18,8 +18,8 @@ static void check_rate(unsigned rate, uint64_t extra_ns)
     double sum = 0, lo = 1e18, hi = 0, want = rate + 1e9 / (2.0 * segment_ns);
     int n = 200000, buckets[10] = {0};
 
-    /* A segment holds at least 20 periods. */
-    assert_true(segment_ns * rate >= 20 * 1000000000ull - rate);
+    /* A segment holds at least DITHER_SEGMENT_PERIODS periods. */
+    assert_true(segment_ns * rate >= DITHER_SEGMENT_PERIODS * 1000000000ull - rate);
     for (int i = 0; i < n; i++) {
         double f = 1e9 / (double)dither__period(&d, segment_ns);
         sum += f;
