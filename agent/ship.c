@@ -17,13 +17,16 @@
 #include "../common/clock.h"
 #include "../common/log.h"
 #include "../common/str.h"
+#include "ship_http.h"
 #include "spool.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
-#define FILE_MAX (64u << 20)
+#define FILE_MAX SPOOL_FILE_MAX
 /* Profiles waiting in memory: a few windows of a busy node. */
 #define MEM_MAX (64ull << 20)
+/* Refusals logged one by one in a pass; the rest are counted. */
+#define REFUSED_LOGGED 3
 
 /* A profile waiting in memory, in its spool form (spool.h). */
 struct pending {
@@ -57,6 +60,13 @@ struct shipper {
      * spool is within its bound. Under spill_mu. */
     pthread_mutex_t spill_mu;
     uint64_t seq, spool_bytes;
+    /* The thread's: its HTTP exchanges, and one batch's profiles as it
+     * sends them (BATCH_PROFILES each). */
+    struct ship_http *http;
+    struct ship_item *items;
+    struct pending **batch;
+    struct buf *files;
+    size_t *spool_at;
 };
 
 /* The oldest profile waiting in memory, taken off the queue (under mu), or
@@ -94,18 +104,18 @@ static void spill_list(struct shipper *sh, struct pending *p)
     pthread_mutex_unlock(&sh->spill_mu);
 }
 
-/* Writes first (may be NULL) and then the whole memory queue to the spool;
- * with failing, new profiles go straight there until an upload succeeds.
- * Returns how many profiles were written. */
+/* Writes the list first (may be NULL), then the whole memory queue, to the
+ * spool; with failing, new profiles go straight there until an upload
+ * succeeds. Returns how many profiles were written. */
 static size_t spill_all(struct shipper *sh, struct pending *first, bool failing)
 {
-    struct pending *all, **at;
+    struct pending *all = first, **at = &all;
     size_t n = 0;
 
+    while (*at)
+        at = &(*at)->next;
     pthread_mutex_lock(&sh->mu);
-    all = first ? first : sh->head;
-    if (first)
-        first->next = sh->head;
+    *at = sh->head;
     sh->head = NULL;
     sh->tail = &sh->head;
     sh->mem_bytes = 0;
@@ -154,55 +164,6 @@ int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid
     return 0;
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *ud)
-{
-    struct buf *b = ud;
-    size_t len = size * n;
-    if (b && b->len < 4096 && buf__append(b, p, len < 4096 - b->len ? len : 4096 - b->len)) {
-        /* only the start of an error body is kept for the log */
-    }
-    return len;
-}
-
-/* Uploads one spooled file. Returns the HTTP status, 400 for a file that can
- * never be sent, or -1 for no answer. */
-static long upload(struct shipper *sh, CURL *c, const char *name, struct buf *file, char *why,
-                   size_t whylen)
-{
-    char query[SPOOL_HEADER_MAX], url[4096 + SPOOL_HEADER_MAX];
-    struct buf resp;
-    size_t body = 0;
-    long code = -1;
-
-    if (spool__query(name, file, query, sizeof(query), &body, why, whylen))
-        return 400;
-    snprintf(url, sizeof(url), "%s/api/v1/profiles?%s", sh->endpoint, query);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/octet-stream");
-    char auth[1024];
-    if (sh->api_key) {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", sh->api_key);
-        h = curl_slist_append(h, auth);
-    }
-    buf__init(&resp, 4096);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, file->data + body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(file->len - body));
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp);
-    CURLcode cr = curl_easy_perform(c);
-    if (cr == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    else
-        snprintf(why, whylen, "%s", curl_easy_strerror(cr));
-    if (code >= 300)
-        snprintf(why, whylen, "HTTP %ld: %.300s", code, resp.data ? resp.data : "");
-    curl_slist_free_all(h);
-    buf__free(&resp);
-    return code;
-}
-
 /* What one pass did, for its log line. */
 struct pass {
     unsigned sent, refused;
@@ -212,51 +173,77 @@ struct pass {
     char why[512];
 };
 
-/* Sends the spool directory oldest first, deleting what the server took.
- * Stops at the first failure. Returns false when the directory cannot be
- * listed (it holds nothing to send then). */
-static bool send_spool(struct shipper *sh, CURL *c, struct buf *body, struct pass *ps)
+/* Counts one item's outcome in the pass. Returns false when it was not
+ * sent and is to be tried again; a refusal is logged (the first few of a
+ * pass: a server refusing a whole window must not flood the log). */
+static bool tally(struct pass *ps, const struct ship_item *it, const char *what)
+{
+    if (it->status == 202) {
+        ps->sent++;
+        ps->bytes += it->file->len;
+        return true;
+    }
+    if (it->status != 400 && it->status != 413)
+        return false;
+    /* The server will never take it: keeping it would block the rest. */
+    if (ps->refused++ < REFUSED_LOGGED)
+        log_error("upload: %s refused (HTTP %ld), dropped: %s", what, it->status, it->why);
+    return true;
+}
+
+/* Sends the spool directory oldest first, in batches, deleting what the
+ * server took. Stops at the first failure. Returns false when the
+ * directory cannot be listed (it holds nothing to send then). */
+static bool send_spool(struct shipper *sh, struct pass *ps)
 {
     struct spooled *v;
-    size_t n, i;
+    size_t n, i = 0, done = 0;
     uint64_t total;
 
     if (spool__list(sh->dir, &v, &n, &total))
         return false;
-    for (i = 0; i < n && !ps->failed; i++) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", sh->dir, v[i].name);
-        buf__reset(body);
-        int rr = buf__read_file(body, AT_FDCWD, path);
-        if (rr == -E2BIG) {
-            log_error("upload: %s is larger than %u MiB, dropped", v[i].name, FILE_MAX >> 20);
-            unlink(path); /* it would block the spool for good */
-            continue;
+    while (i < n && !ps->failed) {
+        size_t k = 0, bytes = 0;
+        /* Read a batch's worth of files. */
+        for (; i < n && k < BATCH_PROFILES && (!k || bytes + v[i].size <= BATCH_BYTES); i++) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s", sh->dir, v[i].name);
+            buf__reset(&sh->files[k]);
+            int rr = buf__read_file(&sh->files[k], AT_FDCWD, path);
+            if (rr == -E2BIG) {
+                log_error("upload: %s is larger than %u MiB, dropped", v[i].name, FILE_MAX >> 20);
+                unlink(path); /* it would block the spool for good */
+                done++;
+                continue;
+            }
+            if (rr) {
+                snprintf(ps->why, sizeof(ps->why), "cannot read the spool: %s", strerror(-rr));
+                ps->failed = true; /* transient (EMFILE, EACCES...): keep it, retry later */
+                break;
+            }
+            sh->items[k] = (struct ship_item){.name = v[i].name, .file = &sh->files[k]};
+            sh->spool_at[k++] = i;
+            bytes += sh->files[k - 1].len;
         }
-        if (rr) {
-            snprintf(ps->why, sizeof(ps->why), "cannot read the spool: %s", strerror(-rr));
-            ps->failed = true; /* transient (EMFILE, EACCES...): keep it, retry later */
-            break;
-        }
-        long code = upload(sh, c, v[i].name, body, ps->why, sizeof(ps->why));
-        if (code == 202) {
-            ps->sent++;
-            ps->bytes += body->len;
-        } else if (code == 400 || code == 413) {
-            /* The server will never take it: keeping it would block the rest. */
-            log_error("upload: %s refused, dropped: %s", v[i].name, ps->why);
-            ps->refused++;
-        } else {
-            ps->failed = true;
-            break;
-        }
-        if (unlink(path) == 0) {
-            pthread_mutex_lock(&sh->spill_mu);
-            sh->spool_bytes -= sh->spool_bytes < v[i].size ? sh->spool_bytes : v[i].size;
-            pthread_mutex_unlock(&sh->spill_mu);
+        if (k)
+            ship_http__send(sh->http, sh->items, k, ps->why, sizeof(ps->why));
+        for (size_t j = 0; j < k; j++) {
+            struct spooled *f = &v[sh->spool_at[j]];
+            char path[4096];
+            if (!tally(ps, &sh->items[j], f->name)) {
+                ps->failed = true;
+                continue; /* kept for the next pass */
+            }
+            snprintf(path, sizeof(path), "%s/%s", sh->dir, f->name);
+            if (unlink(path) == 0) {
+                pthread_mutex_lock(&sh->spill_mu);
+                sh->spool_bytes -= sh->spool_bytes < f->size ? sh->spool_bytes : f->size;
+                pthread_mutex_unlock(&sh->spill_mu);
+            }
+            done++;
         }
     }
-    ps->left += n - i;
+    ps->left += n - done;
     free(v);
     if (!ps->failed) {
         pthread_mutex_lock(&sh->mu);
@@ -266,31 +253,44 @@ static bool send_spool(struct shipper *sh, CURL *c, struct buf *body, struct pas
     return true;
 }
 
-/* Sends the memory queue oldest first. At the first failure, what is left
- * goes to the spool, to be sent from there after the backoff. */
-static void send_memory(struct shipper *sh, CURL *c, struct pass *ps)
+/* Sends the memory queue oldest first, in batches. At the first failure,
+ * what is left goes to the spool, to be sent from there after the
+ * backoff. */
+static void send_memory(struct shipper *sh, struct pass *ps)
 {
     for (;;) {
+        struct pending *keep = NULL, **kt = &keep;
+        size_t k = 0, bytes = 0;
+
         pthread_mutex_lock(&sh->mu);
-        struct pending *p = pop(sh);
+        while (sh->head && k < BATCH_PROFILES &&
+               (!k || bytes + sh->head->file.len <= BATCH_BYTES)) {
+            sh->batch[k] = pop(sh);
+            bytes += sh->batch[k]->file.len;
+            sh->items[k] = (struct ship_item){.file = &sh->batch[k]->file};
+            k++;
+        }
         pthread_mutex_unlock(&sh->mu);
-        if (!p)
+        if (!k)
             return;
-        long code = upload(sh, c, NULL, &p->file, ps->why, sizeof(ps->why));
-        if (code != 202 && code != 400 && code != 413) {
+        ship_http__send(sh->http, sh->items, k, ps->why, sizeof(ps->why));
+        for (size_t j = 0; j < k; j++) {
+            struct pending *p = sh->batch[j];
+            char what[64];
+            snprintf(what, sizeof(what), "the profile of pid=%u", p->pid);
+            if (!tally(ps, &sh->items[j], what)) {
+                *kt = p;
+                kt = &p->next;
+                continue;
+            }
+            buf__free(&p->file);
+            free(p);
+        }
+        if (keep) {
             ps->failed = true;
-            ps->left += spill_all(sh, p, true);
+            ps->left += spill_all(sh, keep, true);
             return;
         }
-        if (code == 202) {
-            ps->sent++;
-            ps->bytes += p->file.len;
-        } else {
-            log_error("upload: the profile of pid=%u refused, dropped: %s", p->pid, ps->why);
-            ps->refused++;
-        }
-        buf__free(&p->file);
-        free(p);
     }
 }
 
@@ -327,24 +327,13 @@ static bool wait_for_work(struct shipper *sh, unsigned backoff, bool *spooled)
 static void *run(void *arg)
 {
     struct shipper *sh = arg;
-    CURL *c = curl_easy_init();
     unsigned backoff = 0;
-    struct buf body;
 
-    buf__init(&body, FILE_MAX);
-    if (c) {
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    }
     for (;;) {
         bool spooled, last = wait_for_work(sh, backoff, &spooled);
         struct pass ps = {0};
         uint64_t t0 = clock__mono_ns() / 1000000;
 
-        if (!c)
-            break;
         if (last) {
             /* Stopping: everything goes to disk first, so a stop cut short
              * (a service manager's SIGKILL after its timeout) loses
@@ -353,9 +342,9 @@ static void *run(void *arg)
         }
         /* The spool first: it holds the oldest profiles. */
         if (spooled)
-            send_spool(sh, c, &body, &ps);
+            send_spool(sh, &ps);
         if (!ps.failed)
-            send_memory(sh, c, &ps);
+            send_memory(sh, &ps);
         if (ps.sent || ps.refused)
             log_info("upload: profiles=%u bytes=%llu ms=%llu refused=%u pending=%zu", ps.sent,
                      (unsigned long long)ps.bytes,
@@ -381,9 +370,26 @@ static void *run(void *arg)
     }
     /* Whatever could not be sent waits in the spool for the next start. */
     spill_all(sh, NULL, false);
-    buf__free(&body);
-    curl_easy_cleanup(c);
     return NULL;
+}
+
+/* Frees what shipper__start allocated (the thread is not running). */
+static void release(struct shipper *sh)
+{
+    if (sh->http) {
+        ship_http__free(sh->http);
+        curl_global_cleanup();
+    }
+    for (size_t i = 0; sh->files && i < BATCH_PROFILES; i++)
+        buf__free(&sh->files[i]);
+    free(sh->files);
+    free(sh->items);
+    free(sh->batch);
+    free(sh->spool_at);
+    free(sh->endpoint);
+    free(sh->api_key);
+    free(sh->dir);
+    free(sh);
 }
 
 struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t errlen)
@@ -419,6 +425,17 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
         goto fail;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    sh->http = ship_http__new(sh->endpoint, sh->api_key);
+    sh->items = calloc(BATCH_PROFILES, sizeof(*sh->items));
+    sh->batch = calloc(BATCH_PROFILES, sizeof(*sh->batch));
+    sh->files = calloc(BATCH_PROFILES, sizeof(*sh->files));
+    sh->spool_at = calloc(BATCH_PROFILES, sizeof(*sh->spool_at));
+    if (!sh->http || !sh->items || !sh->batch || !sh->files || !sh->spool_at) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < BATCH_PROFILES; i++)
+        buf__init(&sh->files[i], FILE_MAX);
     pthread_mutex_init(&sh->mu, NULL);
     pthread_mutex_init(&sh->spill_mu, NULL);
     /* What an earlier run left, listed once; kept up to date since. */
@@ -434,14 +451,14 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
     srand((unsigned)clock__real_ns());
     if (pthread_create(&sh->thread, NULL, run, sh)) {
         snprintf(err, errlen, "cannot start the upload thread");
+        pthread_mutex_destroy(&sh->mu);
+        pthread_mutex_destroy(&sh->spill_mu);
+        pthread_cond_destroy(&sh->cv);
         goto fail;
     }
     return sh;
 fail:
-    free(sh->endpoint);
-    free(sh->api_key);
-    free(sh->dir);
-    free(sh);
+    release(sh);
     return NULL;
 }
 
@@ -467,9 +484,5 @@ void shipper__stop(struct shipper *sh)
     pthread_mutex_destroy(&sh->mu);
     pthread_mutex_destroy(&sh->spill_mu);
     pthread_cond_destroy(&sh->cv);
-    curl_global_cleanup();
-    free(sh->endpoint);
-    free(sh->api_key);
-    free(sh->dir);
-    free(sh);
+    release(sh);
 }

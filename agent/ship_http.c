@@ -64,7 +64,9 @@ struct ship_http *ship_http__new(const char *endpoint, const char *api_key)
         ship_http__free(sh);
         return NULL;
     }
-    buf__init(&sh->body, BATCH_BYTES + BATCH_PROFILES * (BATCH_QUERY_MAX + 32) + 64);
+    /* A batch stops at BATCH_BYTES but always takes its first profile,
+     * which may be as large as the spool holds one. */
+    buf__init(&sh->body, SPOOL_FILE_MAX + BATCH_QUERY_MAX + 64);
     buf__init(&sh->answer, ANSWER_MAX);
     sh->max_bytes = BATCH_BYTES;
     sh->max_profiles = BATCH_PROFILES;
@@ -182,8 +184,11 @@ static long send_batch(struct ship_http *sh, struct ship_item *items, size_t nat
     int st[BATCH_PROFILES];
     long code = post(sh, "/api/v1/profiles/batch", sh->body.data, sh->body.len, nat, why, whylen);
 
-    if (code == 200 && batch__statuses(sh->answer.data, sh->answer.len, st, nat) != 0) {
-        snprintf(why, whylen, "the server's answer to a batch of %zu is not one", nat);
+    /* Only the answer the batch endpoint gives counts: anything else that
+     * claims success (a proxy, a stand-in) has not said what it stored. */
+    if (code >= 200 && code < 300 &&
+        (code != 200 || batch__statuses(sh->answer.data, sh->answer.len, st, nat) != 0)) {
+        snprintf(why, whylen, "HTTP %ld to a batch of %zu, without its statuses", code, nat);
         code = -1;
     }
     for (size_t k = 0; k < nat; k++) {

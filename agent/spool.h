@@ -27,6 +27,8 @@
 #include "procs/identity.h"
 
 #define SPOOL_HEADER_MAX 8192
+/* The largest profile the shipper keeps or sends. */
+#define SPOOL_FILE_MAX (64u << 20)
 
 struct spooled {
     char name[1024];

@@ -312,7 +312,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_ch_sql test_store_common
+             test_varint test_ingest test_store test_http test_ch_sql test_store_common test_batch
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)

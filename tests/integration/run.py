@@ -590,18 +590,26 @@ def start_workload_env(name, *args, **env):
 
 
 def test_upload_identity_and_legacy_spool(tmp):
-    """The upload carries the identity as query parameters, URL-encoded; a
-    spool file of an earlier agent (identity in its name) is still sent."""
+    """To a server older than the batch endpoint (it answers 404 there, as
+    an old codexray-server answers 405), the agent asks once and then sends
+    one request a profile. The upload carries the identity as query
+    parameters, URL-encoded; a spool file of an earlier agent (identity in
+    its name) is still sent."""
     import http.server
     import threading
     import urllib.parse
     got = []
+    batches = []
 
     class H(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            got.append((self.path, body))
-            self.send_response(202)
+            if self.path.startswith("/api/v1/profiles/batch"):
+                batches.append(len(body))
+                self.send_response(404)
+            else:
+                got.append((self.path, body))
+                self.send_response(202)
             self.end_headers()
 
         def log_message(self, *a):
@@ -637,6 +645,7 @@ def test_upload_identity_and_legacy_spool(tmp):
     check(q.get("service") == "cxtest-web" and q.get("systemd_unit") == "cxtest-web.service"
           and q.get("host") == "h 1", f"query {q}")
     check(all(p.path == "/api/v1/profiles" for p in queries), "path")
+    check(len(batches) == 1, f"{len(batches)} batches tried: want one, then an hour without")
     # Shipped zstd-compressed: the zstd command inflates it, and Go's pprof
     # reads what comes out.
     check(b[:4] == b"\x28\xb5\x2f\xfd", f"the body is not zstd: {b[:8]!r}")
