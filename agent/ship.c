@@ -332,7 +332,7 @@ static void *run(void *arg)
     for (;;) {
         bool spooled, last = wait_for_work(sh, backoff, &spooled);
         struct pass ps = {0};
-        uint64_t t0 = clock__mono_ns() / 1000000;
+        uint64_t t0 = clock__mono_ns() / 1000000, requests = ship_http__requests(sh->http);
 
         if (last) {
             /* Stopping: everything goes to disk first, so a stop cut short
@@ -346,8 +346,9 @@ static void *run(void *arg)
         if (!ps.failed)
             send_memory(sh, &ps);
         if (ps.sent || ps.refused)
-            log_info("upload: profiles=%u bytes=%llu ms=%llu refused=%u pending=%zu", ps.sent,
-                     (unsigned long long)ps.bytes,
+            log_info("upload: profiles=%u bytes=%llu requests=%llu ms=%llu refused=%u pending=%zu",
+                     ps.sent, (unsigned long long)ps.bytes,
+                     (unsigned long long)(ship_http__requests(sh->http) - requests),
                      (unsigned long long)((clock__mono_ns() / 1000000) - t0), ps.refused, ps.left);
         if (ps.failed) {
             /* While the server is away, every profile waits on disk: an

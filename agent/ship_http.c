@@ -28,6 +28,7 @@ struct ship_http {
     size_t max_bytes, max_profiles; /* halved on a batch the server found too large */
     uint64_t batch_again_ns;        /* 0, or no batch endpoint until then */
     size_t *at;                     /* a batch's profiles: their item indices */
+    uint64_t requests;
 };
 
 static size_t keep_answer(char *p, size_t size, size_t n, void *ud)
@@ -80,6 +81,11 @@ struct ship_http *ship_http__new(const char *endpoint, const char *api_key)
     return sh;
 }
 
+uint64_t ship_http__requests(const struct ship_http *sh)
+{
+    return sh->requests;
+}
+
 void ship_http__free(struct ship_http *sh)
 {
     if (!sh)
@@ -104,6 +110,7 @@ static long post(struct ship_http *sh, const char *path, const void *data, size_
 
     snprintf(url, sizeof(url), "%s%s", sh->endpoint, path);
     buf__reset(&sh->answer);
+    sh->requests++;
     curl_easy_setopt(sh->c, CURLOPT_URL, url);
     curl_easy_setopt(sh->c, CURLOPT_POSTFIELDS, data);
     curl_easy_setopt(sh->c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);

@@ -43,6 +43,9 @@ void ship_http__send(struct ship_http *sh, struct ship_item *items, size_t n, ch
 #define BATCH_BYTES (4u << 20)
 #define BATCH_PROFILES 1000
 
+/* Requests made since the start, for the log. */
+uint64_t ship_http__requests(const struct ship_http *sh);
+
 void ship_http__free(struct ship_http *sh);
 
 #endif

@@ -192,8 +192,11 @@ def test_server_agent_to_query(tmp):
         rc, alog = stop_agent(a, log)
         check(rc == 0, f"agent exited {rc}")
         check("ProfilesEndpoint=" + srv.url + "/api/v1/profiles" in alog, "no ProfilesEndpoint line")
-        ups = re.findall(r"upload: profiles=(\d+) bytes=(\d+) ms=(\d+)", alog)
+        ups = re.findall(r"upload: profiles=(\d+) bytes=(\d+) requests=(\d+) ms=(\d+)", alog)
         check(ups, f"no upload lines: {alog[-1500:]}")
+        # A window's profiles in one batch request, not one request each.
+        check(all(int(r) == (int(n) + 999) // 1000 for n, _, r, _ in ups),
+              f"not one batch a pass: {ups}")
         st, body = srv.get("/api/v1/applications?from=now-10m")
         check(st == 200, f"applications: {st}")
         apps = {x["name"]: x for x in json.loads(body)["applications"]}
