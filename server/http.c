@@ -23,7 +23,8 @@
 #include "http_int.h"
 #include "ui_assets.h"
 
-/* How long an upload waits for a slot before a 503: the agent retries. */
+/* How long an upload (or a batch) waits for a slot before a 503: the
+ * agent retries. */
 #define INGEST_WAIT_S 30
 
 struct request {
@@ -94,17 +95,23 @@ enum MHD_Result http_respond(struct MHD_Connection *c, unsigned status, const ch
     return ret;
 }
 
-/* Answers with {"error": msg}. */
-enum MHD_Result http_respond_error(struct http *h, struct MHD_Connection *c, unsigned status,
-                                   const char *msg)
+void http_count_reject(struct http *h, unsigned status)
 {
-    struct buf b;
     enum reject rj = status == 401                    ? REJ_UNAUTHORIZED
                      : status == 413 || status == 414 ? REJ_TOO_LARGE
                      : status == 404 || status == 405 ? REJ_NOT_FOUND
                      : status >= 500                  ? REJ_INTERNAL
                                                       : REJ_BAD_REQUEST;
     http_count(&h->m.rejects[rj], 1);
+}
+
+/* Answers with {"error": msg}. */
+enum MHD_Result http_respond_error(struct http *h, struct MHD_Connection *c, unsigned status,
+                                   const char *msg)
+{
+    struct buf b;
+
+    http_count_reject(h, status);
     buf__init(&b, 1 << 16);
     if (json__raw(&b, "{\"error\":") || json__str(&b, msg) || json__raw(&b, "}\n")) {
         buf__free(&b);
@@ -172,12 +179,52 @@ int http_parse_pid(const char *s, int64_t *pid)
     return 0;
 }
 
+bool http_slot_take(struct http *h)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += INGEST_WAIT_S;
+    while (sem_timedwait(&h->ingest_slots, &until))
+        if (errno != EINTR)
+            return false;
+    return true;
+}
+
+void http_slot_put(struct http *h)
+{
+    sem_post(&h->ingest_slots);
+}
+
+int http_ingest_one(struct http *h, const void *body, size_t len, const struct ingest_identity *id,
+                    char *msg, size_t msglen)
+{
+    int status = ingest__profile(h->st, body, len, id, &h->opts.limits, msg, msglen);
+
+    if (status == 202) {
+        http_count(&h->m.profiles, 1);
+        http_count(&h->m.bytes, len);
+    }
+    return status;
+}
+
+void http_log_refused(const char *what, size_t len, const char *service, int status,
+                      const char *msg)
+{
+    /* Both come from the request (msg quotes the body's labels): one
+     * escaped value cannot forge a line of the log. */
+    char svc[256], why[1024];
+
+    log_warn("ingest: refused %s%zu bytes from service=%s: %d %s", what, len,
+             text__escape(svc, sizeof(svc), service), status, text__escape(why, sizeof(why), msg));
+}
+
 /* --- handlers --- */
 
 static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct request *rq)
 {
     struct ingest_identity id = {http_arg(c, "service"), http_arg(c, "host")};
-    char msg[512];
+    char msg[HTTP_MSG_MAX];
 
     for (int i = 0; i < STORE_N_IDENTITY; i++)
         id.identity[i] = http_arg(c, store_identity_keys[i]);
@@ -185,27 +232,15 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
         return http_respond_error(h, c, 400, "pid: not a process id");
     /* At most ingest_concurrency bodies decoded at once, each within
      * limits.max_memory: what uploads take is bounded whatever comes in. */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += INGEST_WAIT_S;
-    while (sem_timedwait(&h->ingest_slots, &until)) {
-        if (errno != EINTR)
-            return http_respond_error(h, c, 503, "busy: too many uploads at once, try again");
-    }
-    int status = ingest__profile(h->st, rq->body.data ? rq->body.data : "", rq->body.len, &id,
-                                 &h->opts.limits, msg, sizeof(msg));
-    sem_post(&h->ingest_slots);
+    if (!http_slot_take(h))
+        return http_respond_error(h, c, 503, "busy: too many uploads at once, try again");
+    int status =
+        http_ingest_one(h, rq->body.data ? rq->body.data : "", rq->body.len, &id, msg, sizeof(msg));
+    http_slot_put(h);
     if (status != 202) {
-        /* Both come from the request (msg quotes the body's labels): one
-         * escaped value cannot forge a line of the log. */
-        char svc[256], why[1024];
-        log_warn("ingest: refused %zu bytes from service=%s: %d %s", rq->body.len,
-                 text__escape(svc, sizeof(svc), id.service), status,
-                 text__escape(why, sizeof(why), msg));
+        http_log_refused("", rq->body.len, id.service, status, msg);
         return http_respond_error(h, c, status, msg);
     }
-    http_count(&h->m.profiles, 1);
-    http_count(&h->m.bytes, rq->body.len);
     return http_respond(c, 202, "application/json", "{\"status\":\"stored\"}\n", 20, false);
 }
 
@@ -296,6 +331,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
     bool dbg = h->opts.debuginfod && strncmp(url, "/debuginfod/", 12) == 0;
     bool dbg_put = dbg && (post || strcmp(method, "PUT") == 0);
+    bool batch = strcmp(url, "/api/v1/profiles/batch") == 0;
+    bool ingest = batch || strcmp(url, "/api/v1/profiles") == 0;
 
     (void)version;
     if (!rq) {
@@ -328,7 +365,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             if (!rq->dbg_up)
                 return http_respond_error(h, c, 413, rq->dbg_why);
         }
-        if (post && strcmp(url, "/api/v1/profiles") == 0) {
+        if (post && ingest) {
             /* Refuse before reading a byte when we can. */
             if (!authorized(h, c))
                 return http_respond_error(h, c, 401,
@@ -361,9 +398,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
-    if (strcmp(url, "/api/v1/profiles") == 0) {
+    if (ingest) {
         if (!post)
-            return http_respond_error(h, c, 405, "POST a pprof profile here");
+            return http_respond_error(h, c, 405,
+                                      batch ? "POST a batch of profiles here (common/batch.h)"
+                                            : "POST a pprof profile here");
         if (!authorized(h, c))
             return http_respond_error(h, c, 401, "missing or wrong API key");
         if (rq->too_big) {
@@ -371,6 +410,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             snprintf(msg, sizeof(msg), "body larger than %zu bytes", h->opts.max_body);
             return http_respond_error(h, c, 413, msg);
         }
+        if (batch)
+            return http_batch__ingest(h, c, rq->body.data ? rq->body.data : "", rq->body.len);
         return h_ingest(h, c, rq);
     }
     if (dbg_put)

@@ -1,5 +1,6 @@
-/* What http.c (the daemon, routing, ingest, the UI's files) and
- * http_api.c (the read API and /metrics) share; only they include it. */
+/* What http.c (the daemon, routing, ingest, the UI's files), http_api.c
+ * (the read API and /metrics) and http_batch.c (many profiles in one
+ * upload) share; only they include it. */
 #ifndef CODEXRAY_SERVER_HTTP_INT_H
 #define CODEXRAY_SERVER_HTTP_INT_H
 
@@ -54,6 +55,38 @@ enum MHD_Result http_respond_buf(struct MHD_Connection *c, unsigned status, cons
 const char *http_arg(struct MHD_Connection *c, const char *key);
 /* A pid parameter: 0 when s is NULL, -1 when not a process id. */
 int http_parse_pid(const char *s, int64_t *pid);
+/* Counts a refusal with status in codexray_requests_rejected_total, by its
+ * reason (http_respond_error does it for the answers it writes). */
+void http_count_reject(struct http *h, unsigned status);
+
+/* The room for why an upload was refused (ingest__profile's msg). */
+#define HTTP_MSG_MAX 512
+/* Takes one of the ingest slots (opts.ingest_concurrency), waiting up to
+ * 30 s: false when none came free (answer 503, the client retries). A
+ * slot taken is given back with http_slot_put. */
+bool http_slot_take(struct http *h);
+void http_slot_put(struct http *h);
+/* One profile ingested as POST /api/v1/profiles ingests it, the caller
+ * holding a slot: body (len bytes, borrowed) with identity id, within
+ * opts.limits.max_memory. Returns ingest__profile's status (202 stored;
+ * 400, 413, 500, 503 with msg saying why). A stored profile and its bytes
+ * are counted in /metrics; a refused one is the caller's to count and
+ * log. */
+int http_ingest_one(struct http *h, const void *body, size_t len, const struct ingest_identity *id,
+                    char *msg, size_t msglen);
+/* Logs a refused upload of len bytes, what ("" or "profile 3 of a batch,
+ * ") before it; service and msg come from the request and are escaped. */
+void http_log_refused(const char *what, size_t len, const char *service, int status,
+                      const char *msg);
+
+/* --- http_batch.c --- */
+
+/* POST /api/v1/profiles/batch, its key and size already checked: body
+ * (len bytes, a batch as common/batch.h writes one) read whole first, 400
+ * and nothing stored when its framing is bad; then each profile ingested
+ * in order under one ingest slot, and 200 with the statuses. */
+enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, const void *body,
+                                   size_t len);
 
 /* --- http_api.c: the handlers of GET /api/v1/... and /metrics --- */
 

@@ -52,10 +52,10 @@ $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
 $(B)/tests/test_http: tests/unit/test_http.c tests/unit/server_helpers.h $(UNIT_LIB_OBJS) \
-    $(SERVER_TEST_OBJS) $(call obj,server/http.c server/http_api.c) $(UI_OBJ)
+    $(SERVER_TEST_OBJS) $(call obj,server/http.c server/http_api.c server/http_batch.c) $(UI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) \
-	    $(call obj,server/http.c server/http_api.c) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
+	    $(call obj,server/http.c server/http_api.c server/http_batch.c) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
 
 # The server's debuginfod paths.
 $(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c)
@@ -320,10 +320,12 @@ $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	    $(SAN_OBJ) $(SAN_LIBS) -lcmocka
 
 # The HTTP layer's: http.c sanitized too, and the UI's table as it is (data).
-$(B)/san/tests/test_http: tests/unit/test_http.c $(SAN_OBJ) $(B)/san/obj/server/http.o $(B)/san/obj/server/http_api.o $(UI_OBJ)
+$(B)/san/tests/test_http: tests/unit/test_http.c $(SAN_OBJ) $(B)/san/obj/server/http.o $(B)/san/obj/server/http_api.o \
+    $(B)/san/obj/server/http_batch.o $(UI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
-	    $(SAN_OBJ) $(B)/san/obj/server/http.o $(B)/san/obj/server/http_api.o $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
+	    $(SAN_OBJ) $(B)/san/obj/server/http.o $(B)/san/obj/server/http_api.o \
+	    $(B)/san/obj/server/http_batch.o $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
 
 sanitize: $(SAN_BINS)
 	@tests/run_unit.sh $(SAN_BINS)

@@ -22,6 +22,7 @@ import server_tests  # noqa: E402
 import clickhouse_tests  # noqa: E402
 import clickhouse_schema_tests  # noqa: E402
 import hostile_tests  # noqa: E402
+import batch_tests  # noqa: E402
 import cfi_tests  # noqa: E402
 import sampling_tests  # noqa: E402
 import python_tests  # noqa: E402
@@ -856,7 +857,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
     + python_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS \
-    + clickhouse_schema_tests.TESTS + hostile_tests.TESTS \
+    + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
     + browser_tests.TESTS + debuginfod_tests.TESTS
 
 

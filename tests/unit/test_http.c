@@ -12,6 +12,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <sqlite3.h>
+
+#include "../../common/batch.h"
 #include "../../server/http.h"
 #include "server_helpers.h"
 
@@ -253,6 +256,231 @@ static void test_limits(void **state)
     expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "reason=\"too_large\"} 3\n");
 }
 
+/* --- POST /api/v1/profiles/batch --- */
+
+static const struct tstack BSTACKS[] = {
+    {{"work", "main"}, 5, {NULL}},
+    {{"idle", "main"}, 2, {NULL}},
+};
+
+/* A good profile (no labels: its identity is the query's) appended to the
+ * batch b under query q. */
+static void batch_good(struct buf *b, const char *q)
+{
+    struct buf p;
+
+    buf__init(&p, 1u << 20);
+    tprofile(&p, ((int64_t)time(NULL) - 120) * SEC, BSTACKS, 2, true);
+    assert_int_equal(batch__append(b, q, p.data, p.len), 0);
+    buf__free(&p);
+}
+
+/* Posts batch b with the key; the answer must be 200 with n statuses
+ * (read back by the agent's reader, batch__statuses) equal to want, and
+ * "stored":stored. Its body is left in *resp (caller frees). */
+static void batch_expect(struct fixture *f, const struct buf *b, size_t n, const int *want,
+                         int stored, struct buf *resp)
+{
+    int got[16],
+        status = request(f->port, "POST", "/api/v1/profiles/batch", AUTH, b->data, b->len, resp);
+    char s[64];
+
+    assert_true(n <= 16);
+    if (status != 200)
+        fail_msg("batch: %d '%.300s', want 200", status, resp->data ? resp->data : "");
+    if (batch__statuses(resp->data, resp->len, got, n))
+        fail_msg("batch: the answer's statuses do not read back: '%.600s'", resp->data);
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i])
+            fail_msg("batch: profile %zu answered %d, want %d: '%.600s'", i, got[i], want[i],
+                     resp->data);
+    snprintf(s, sizeof(s), "{\"stored\":%d,\"statuses\":[", stored);
+    if (strncmp(resp->data, s, strlen(s)) != 0)
+        fail_msg("batch: '%.300s' does not start '%s'", resp->data, s);
+}
+
+/* The collapsed stacks of app (from every process), which must hold has
+ * (NULL: app must have nothing). */
+static void app_has(struct fixture *f, const char *app, const char *has)
+{
+    char path[256];
+    struct buf r;
+
+    snprintf(path, sizeof(path), "/api/v1/profile?app=%s&from=now-1h&format=collapsed", app);
+    assert_int_equal(request(f->port, "GET", path, RAUTH, NULL, 0, &r), 200);
+    if (has ? !strstr(r.data ? r.data : "", has) : r.len != 0)
+        fail_msg("%s: '%.300s', want '%s'", app, r.data ? r.data : "", has ? has : "nothing");
+    buf__free(&r);
+}
+
+/* A batch of good profiles: each stored under its own query's identity
+ * (service, host, pid, pod; an unknown key ignored), read back by app and
+ * by label, counted in /metrics as single uploads are. */
+static void test_batch_stored(void **state)
+{
+    struct fixture *f = *state;
+    static const int want[] = {202, 202, 202};
+    struct buf b, r;
+    char m[128];
+
+    buf__init(&b, 4u << 20);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_good(&b, "service=b-web&host=h1&pid=11&pod=web-7f");
+    batch_good(&b, "service=b-api&host=h2&pid=22&future_key=x");
+    batch_good(&b, "service=b+db&host=h%2F3&pid=33");
+    batch_expect(f, &b, 3, want, 3, &r);
+    assert_non_null(strstr(r.data, "\"errors\":[null,null,null]}"));
+    buf__free(&r);
+    app_has(f, "b-web", "main;work 5");
+    app_has(f, "b-api", "main;idle 2");
+    app_has(f, "b%20db", "main;work 5"); /* '+' is a space, as in a query string */
+    expect(f, "GET", "/api/v1/labels?app=b-web", RAUTH, NULL, 0, 200, "\"pod\":[\"web-7f\"]");
+    expect(f, "GET", "/api/v1/labels?app=b-web", RAUTH, NULL, 0, 200, "\"pid\":[\"11\"]");
+    expect(f, "GET", "/api/v1/labels?app=b%20db", RAUTH, NULL, 0, 200, "\"host\":[\"h/3\"]");
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "codexray_profiles_ingested_total 3\n");
+    /* the bytes of the three profiles: the body less its framing */
+    size_t framing = strlen(BATCH_MAGIC), bytes = b.len;
+    struct batch_reader rd;
+    struct batch_entry e;
+    char why[256];
+    assert_true(batch__open(&rd, b.data, b.len, why, sizeof(why)));
+    while (batch__next(&rd, &e, why, sizeof(why)) == 1)
+        framing += (size_t)((const char *)e.data - e.query);
+    bytes -= framing;
+    snprintf(m, sizeof(m), "codexray_bytes_ingested_total %zu\n", bytes);
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, m);
+    buf__free(&b);
+}
+
+/* Good and bad mixed: each answered as it would be alone, in order; the
+ * bad ones (a body that is not pprof, a service with a control character,
+ * a bad pid, a bad escape) stored nothing and are counted as rejects; the
+ * good ones are stored. */
+static void test_batch_mixed(void **state)
+{
+    struct fixture *f = *state;
+    static const int want[] = {202, 400, 400, 400, 400, 202};
+    struct buf b, r;
+
+    buf__init(&b, 4u << 20);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_good(&b, "service=m-one&pid=1");
+    assert_int_equal(batch__append(&b, "service=m-bad", "not a profile", 13), 0);
+    batch_good(&b, "service=m%01ctl&pid=3");
+    batch_good(&b, "service=m-pid&pid=12x");
+    batch_good(&b, "service=m-esc%2");
+    batch_good(&b, "service=m-two&pid=6");
+    batch_expect(f, &b, 6, want, 2, &r);
+    assert_non_null(strstr(r.data, "\"errors\":[null,\""));
+    assert_non_null(strstr(r.data, "control characters"));
+    assert_non_null(strstr(r.data, "\"pid: not a process id\""));
+    assert_non_null(strstr(r.data, "percent-encoded"));
+    assert_non_null(strstr(r.data, "\",null]}"));
+    buf__free(&r);
+    app_has(f, "m-one", "main;work 5");
+    app_has(f, "m-two", "main;idle 2");
+    app_has(f, "m-pid", NULL);
+    app_has(f, "m-bad", NULL);
+    expect(f, "GET", "/api/v1/applications", RAUTH, NULL, 0, 200, NULL);
+    assert_int_equal(request(f->port, "GET", "/api/v1/applications", RAUTH, NULL, 0, &r), 200);
+    assert_null(strstr(r.data, "ctl"));
+    buf__free(&r);
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "codexray_profiles_ingested_total 2\n");
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200,
+           "codexray_requests_rejected_total{reason=\"bad_request\"} 4\n");
+    buf__free(&b);
+}
+
+/* A batch whose framing is bad (cut short, not a batch) is 400 and
+ * stores nothing, not even its good first profiles; the wrong key 401,
+ * too big 413 (announced or chunked), GET 405. An empty batch is 200 with
+ * no statuses. */
+static void test_batch_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct buf b, r;
+    size_t big = (256u << 10) + 1;
+
+    buf__init(&b, 4u << 20);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_good(&b, "service=r-one");
+    batch_good(&b, "service=r-two");
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH, b.data, b.len - 1, 400, "left in the body");
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH, b.data + 1, b.len - 1, 400, "not a batch");
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH, "", 0, 400, "not a batch");
+    app_has(f, "r-one", NULL);
+    expect(f, "POST", "/api/v1/profiles/batch", NULL, b.data, b.len, 401, "API key");
+    expect(f, "POST", "/api/v1/profiles/batch", "Authorization: Bearer nope\r\n", b.data, b.len,
+           401, NULL);
+    app_has(f, "r-one", NULL);
+    expect(f, "GET", "/api/v1/profiles/batch", AUTH, NULL, 0, 405, "POST a batch");
+    expect(f, "PUT", "/api/v1/profiles/batch", AUTH, b.data, b.len, 405, NULL);
+    /* past --max-body: a good batch padded with a profile of junk */
+    char *junk = calloc(1, big);
+    assert_non_null(junk);
+    assert_int_equal(batch__append(&b, "service=r-big", junk, big), 0);
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH, b.data, b.len, 413, "body larger than");
+    /* chunked: no Content-Length, counted as it comes */
+    struct buf ch;
+    char hex[32];
+    int hn = snprintf(hex, sizeof(hex), "%zx\r\n", b.len);
+    buf__init(&ch, 8u << 20);
+    assert_int_equal(buf__append(&ch, hex, hn), 0);
+    assert_int_equal(buf__append(&ch, b.data, b.len), 0);
+    assert_int_equal(buf__append(&ch, "\r\n0\r\n\r\n", 7), 0);
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH "Transfer-Encoding: chunked\r\n", ch.data,
+           ch.len, 413, "body larger than");
+    buf__free(&ch);
+    free(junk);
+    app_has(f, "r-one", NULL);
+    app_has(f, "r-big", NULL);
+    /* the magic alone: a batch of none */
+    buf__reset(&b);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_expect(f, &b, 0, NULL, 0, &r);
+    assert_string_equal(r.data, "{\"stored\":0,\"statuses\":[],\"errors\":[]}\n");
+    buf__free(&r);
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "codexray_profiles_ingested_total 0\n");
+    buf__free(&b);
+}
+
+/* The store failing (its database locked by another writer past its
+ * 10 s wait): that profile 500, the rest not tried (503, even the one that
+ * would be 400), nothing stored; the same batch sent again once the lock
+ * is gone is stored whole. */
+static void test_batch_store_fails(void **state)
+{
+    struct fixture *f = *state;
+    static const int fails[] = {500, 503, 503};
+    static const int again[] = {202, 400, 202};
+    char db[300];
+    sqlite3 *lock;
+    struct buf b, r;
+
+    buf__init(&b, 4u << 20);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_good(&b, "service=s-one");
+    assert_int_equal(batch__append(&b, "service=s-bad", "not a profile", 13), 0);
+    batch_good(&b, "service=s-two");
+    snprintf(db, sizeof(db), "%s/profiles.db", f->dir);
+    assert_int_equal(sqlite3_open(db, &lock), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    batch_expect(f, &b, 3, fails, 0, &r);
+    assert_non_null(strstr(r.data, "the store failed"));
+    assert_non_null(strstr(r.data, "not tried: an earlier profile of the batch failed"));
+    buf__free(&r);
+    assert_int_equal(sqlite3_exec(lock, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(lock);
+    app_has(f, "s-one", NULL);
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200,
+           "codexray_requests_rejected_total{reason=\"internal\"} 3\n");
+    batch_expect(f, &b, 3, again, 2, &r);
+    buf__free(&r);
+    app_has(f, "s-one", "main;work 5");
+    app_has(f, "s-two", "main;idle 2");
+    buf__free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +489,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_stored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_mixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_store_fails, setup, teardown),
     };
     return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

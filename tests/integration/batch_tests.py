@@ -1,0 +1,136 @@
+"""POST /api/v1/profiles/batch on the real server binary with a real SQLite
+file: batches written here by a framing writer of our own (common/batch.h's
+format, not its code), statuses read as JSON, what is stored read back
+through `go tool pprof`."""
+import gzip
+import json
+import os
+import random
+import socket
+import urllib.parse
+
+from pprof_read import traces
+from server_tests import Server, check, metric, profile, zstd
+
+KEY = "batch-key"
+AUTH = {"Authorization": "Bearer " + KEY}
+
+
+def batch(entries):
+    """A batch body of (query, bytes) entries."""
+    out = bytearray(b"codexray-batch 1\n")
+    for q, data in entries:
+        out += q.encode() + b"\n" + str(len(data)).encode() + b"\n" + data
+    return bytes(out)
+
+
+def stack_profile(fn, samples):
+    """One stack main -> fn of `samples` samples (10 ms each), no service
+    label: the batch's query names it."""
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "main", fn]
+    return profile(strings, [(1, 2), (3, 4)], [([2, 1], [samples, samples * 10**7], [])],
+                   locations=[(1, 1), (2, 2)], functions=[(1, 5), (2, 6)])
+
+
+def post_batch(srv, body, n):
+    st, resp = srv.post("/api/v1/profiles/batch", body, AUTH)
+    check(st == 200, f"batch of {n}: {st} {resp[:300]}")
+    a = json.loads(resp)
+    check(len(a["statuses"]) == n and len(a["errors"]) == n, f"batch of {n}: {resp[:300]}")
+    return a
+
+
+def pprof_traces(srv, tmp, query):
+    st, body = srv.get("/api/v1/profile?" + query, AUTH)
+    check(st == 200, f"{query}: {st} {body[:200]}")
+    path = os.path.join(tmp, "merged.pb.gz")
+    with open(path, "wb") as f:
+        f.write(body)
+    return traces(path)
+
+
+def test_server_batch(tmp):
+    """A window's worth of processes in one request: 300 profiles (gzip,
+    zstd and plain, 3 services, a pid each, a percent-encoded pod) with a
+    bad one in the middle: each answered in order, the good ones stored
+    under their own identity and read back by go tool pprof; the metrics
+    count 300 profiles, as 300 single uploads would."""
+    srv = Server(tmp, "--api-key", KEY)
+    try:
+        entries, want = [], []
+        for i in range(301):
+            if i == 150:
+                entries.append(("service=b-bad&pid=150", b"\x0a\xff\xff"))
+                want.append(400)
+                continue
+            body = stack_profile(f"fn_{i % 3}", 1 + i % 7)
+            body = (gzip.compress(body), zstd(body), body)[i % 3]
+            pod = urllib.parse.quote(f"pod {i % 3}&x=1", safe="")
+            entries.append((f"service=b-svc{i % 3}&host=h{i % 2}&pid={1000 + i}&pod={pod}", body))
+            want.append(202)
+        a = post_batch(srv, batch(entries), len(entries))
+        check(a["statuses"] == want, f"statuses {a['statuses']}")
+        check(a["stored"] == 300, f"stored {a['stored']}")
+        check(a["errors"][150] and all(e is None for k, e in enumerate(a["errors"]) if k != 150),
+              f"errors {a['errors'][148:152]}")
+        for s in range(3):
+            ts = pprof_traces(srv, tmp, f"app=b-svc{s}&from=now-1h")
+            got = {}
+            for t in ts:
+                got[tuple(t.frames)] = got.get(tuple(t.frames), 0) + t.count
+            expect = sum(1 + i % 7 for i in range(301) if i % 3 == s and i != 150)
+            check(got == {(f"fn_{s}", "main"): expect}, f"b-svc{s}: {got}, want {expect}")
+        st, body = srv.get("/api/v1/labels?app=b-svc1&from=now-1h", AUTH)
+        labels = json.loads(body)
+        check(labels["pod"] == ["pod 1&x=1"], f"pods {labels['pod']}")
+        check(len(labels["pid"]) == 100 and "1001" in labels["pid"], f"pids {labels['pid'][:5]}")
+        check(metric(srv, "codexray_profiles_ingested_total") == 300, "ingested total")
+        check(metric(srv, "codexray_bytes_ingested_total") ==
+              sum(len(d) for q, d in entries if "b-bad" not in q), "bytes ingested")
+    finally:
+        srv.stop()
+
+
+def test_server_batch_hostile(tmp):
+    """Hostile batches: 5,000 bad profiles are answered one by one and
+    logged in a few lines; framing that is cut, lies about a length, is not
+    a batch or holds over 10,000 profiles is 400 with nothing stored; past
+    --max-body 413 before the body is read; the server answers afterwards."""
+    srv = Server(tmp, "--api-key", KEY, "--max-body", str(4 << 20))
+    try:
+        rnd = random.Random(7)
+        bad = [(f"service=h-bad{i}%0a%1b[31m", rnd.randbytes(20)) for i in range(5000)]
+        srv.log.flush()
+        log = os.path.join(tmp, f"server-{srv.port}.log")
+        before = os.path.getsize(log)
+        a = post_batch(srv, batch(bad), 5000)
+        check(a["stored"] == 0 and set(a["statuses"]) == {400}, f"{a['statuses'][:5]}")
+        with open(log, "rb") as f:
+            f.seek(before)
+            lines = f.read().splitlines()
+        check(1 <= len(lines) <= 5, f"{len(lines)} log lines for one batch: {lines[:8]}")
+        check(all(b"\x1b" not in ln for ln in lines), f"an escape reached the log: {lines[:2]}")
+        check(metric(srv, 'codexray_requests_rejected_total{reason="bad_request"}') == 5000,
+              "rejects counted")
+        good = batch([("service=h-good", gzip.compress(stack_profile("fn_g", 3)))] * 2)
+        for name, body in (("cut", good[:-1]), ("not a batch", good[1:]),
+                           ("a length past the end",
+                            good + b"service=h-good\n99999999999\nxx"),
+                           ("over 10,000 profiles", good + batch([("pid=1", b"")] * 10001)[17:])):
+            st, resp = srv.post("/api/v1/profiles/batch", body, AUTH)
+            check(st == 400 and b'"error"' in resp, f"{name}: {st} {resp[:200]}")
+        check(srv.get("/api/v1/profile?app=h-good&from=now-1h&format=collapsed", AUTH)[1] == b"",
+              "a refused batch stored something")
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            sock.sendall(b"POST /api/v1/profiles/batch HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                         b"Bearer " + KEY.encode() + b"\r\nContent-Length: 4194305\r\n\r\n")
+            resp = sock.recv(4096)
+        check(resp.startswith(b"HTTP/1.1 413"), f"past --max-body: {resp[:100]}")
+        check(srv.post("/api/v1/profiles/batch", good)[0] == 401, "no key")
+        a = post_batch(srv, good, 2)
+        check(a["statuses"] == [202, 202], f"after all that: {a}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_server_batch, test_server_batch_hostile]
