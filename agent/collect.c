@@ -13,6 +13,12 @@
 /* How long a binary no process maps stays cached (a binary run again and
  * again, such as a compiler in a build, keeps its symbols). */
 #define BINARY_GRACE_NS (10ull * 60 * 1000 * 1000 * 1000)
+/* How often /proc is asked whether every process is still there when no
+ * exit event was lost: every exit is seen by BPF (the scan at start runs
+ * after it is attached), so this only covers what cannot be foreseen.
+ * Asking at every window cost an access() and a read of /proc/PID/stat per
+ * process: 1 us a sample with 500 processes and 30 s windows. */
+#define ALIVE_CHECK_NS (10ull * 60 * 1000 * 1000 * 1000)
 
 /* Keeps the BPF skip map in step with what the process table found in the
  * process's environment (first read, exec, a reused pid). */
@@ -170,6 +176,7 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
         return p != NULL;
     }
     n = procs__scan(c->procs, now);
+    c->alive_checked_ns = now; /* the scan has just read /proc */
     /* Excluded processes go into the skip map now, not at their first
      * sample: BPF then never hands over a sample of theirs. */
     procs__each(c->procs, sync_one, c);
@@ -232,17 +239,24 @@ struct agg_window *collector__rotate(struct collector *c)
     /* Whatever is still in the ring buffer belongs to this window. */
     sampler__poll(c->sampler, 0);
     sampler__drain_lost(c->sampler, on_lost, c);
+    bool check_alive = now - c->alive_checked_ns >= ALIVE_CHECK_NS;
     if (sampler__stats(c->sampler, stats) == 0) {
         for (int i = 0; i < CX_STAT__COUNT; i++) {
             c->win->stats_delta[i] = stats[i] - c->prev_stats[i];
             c->prev_stats[i] = stats[i];
         }
+        /* An exit event lost (the ring was full): its process would stay. */
+        check_alive |= c->win->stats_delta[CX_STAT_LOST_EVENTS] > 0;
+    } else {
+        check_alive = true;
     }
+    if (check_alive)
+        c->alive_checked_ns = now;
     w = c->win;
     w->end_ns = now_real;
     c->win = next;
     unwinder__stats(c->unwinder, &w->unwind);
-    procs__sweep(c->procs, now - EXIT_GRACE_NS);
+    procs__sweep(c->procs, now - EXIT_GRACE_NS, check_alive);
     unwinder__sweep(c->unwinder, now);
     runtimes__sweep(c->runtimes, now);
     binary_cache__sweep(c->bc, now > BINARY_GRACE_NS ? now - BINARY_GRACE_NS : 0);

@@ -28,6 +28,9 @@ struct collector {
     struct runtimes *runtimes; /* the language runtimes' trackers */
     bool kernel_stacks;
     uint64_t prev_stats[CX_STAT__COUNT];
+    /* When /proc was last asked whether every process the table holds is
+     * alive (procs__sweep's check_alive). */
+    uint64_t alive_checked_ns;
     uint64_t bad_records;     /* records too short for what they claim */
     uint64_t skipped_samples; /* of excluded processes, reaching user space anyway */
     bool skip_full_logged;

@@ -150,6 +150,8 @@ static void process(struct worker *wk, struct agg_window *w)
 
 static void *run(void *arg)
 {
+    /* Named for top, perf and the benchmark's per-thread figures. */
+    pthread_setname_np(pthread_self(), "cx-worker");
     struct worker *wk = arg;
 
     pthread_mutex_lock(&wk->mu);

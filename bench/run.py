@@ -43,6 +43,21 @@ def proc_cpu(pid):
     return total / 1e9
 
 
+def thread_cpu(pid):
+    """CPU seconds by thread name (the agent names its threads: cx-worker,
+    cx-ship, cx-unwind, cx-debuginfod; the main thread has the program's)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[name] = out.get(name, 0) + int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
 def proc_hwm_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -153,6 +168,7 @@ def measure_agent(seconds, out):
     threading.Thread(target=drain, daemon=True).start()
     time.sleep(max(0, start + seconds - 0.2 - time.monotonic()))
     c0 = proc_cpu(a.pid)
+    th0 = thread_cpu(a.pid)
     t0, n0 = bpf_prog_stats(prog)
     time.sleep(max(0, start + 2 * seconds - 0.2 - time.monotonic()))
     t1, n1 = bpf_prog_stats(prog)
@@ -160,8 +176,13 @@ def measure_agent(seconds, out):
         if not windows.acquire(timeout=seconds * 10):
             raise RuntimeError(f"no {which} window")
     c1 = proc_cpu(a.pid)
+    th1 = thread_cpu(a.pid)
     first = [x for x in rest if " window: processes=" in x][0]
-    c1 -= int(re.search(r"cpu_ms=(\d+)", first).group(1)) / 1000
+    first_ms = int(re.search(r"cpu_ms=(\d+)", first).group(1))
+    c1 -= first_ms / 1000
+    # The first window's writing is the worker's (cpu_ms is its thread's).
+    threads = {k: v - th0.get(k, 0) for k, v in th1.items()}
+    threads["cx-worker"] = threads.get("cx-worker", 0) - first_ms / 1000
     hwm = proc_hwm_kib(a.pid)
     a.send_signal(signal.SIGTERM)
     a.wait(timeout=300)  # the last window is named and sent first
@@ -169,7 +190,8 @@ def measure_agent(seconds, out):
     nprocs = max((int(x) for x in re.findall(r"window: processes=(\d+)", log)), default=0)
     samples = n1 - n0  # every run of the program is a sample (idle ones return at once)
     return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
-            "rss_mib": hwm / 1024, "procs": nprocs}
+            "rss_mib": hwm / 1024, "procs": nprocs,
+            "threads_us": {k: round(1e6 * v / max(samples, 1), 2) for k, v in threads.items()}}
 
 
 def run_perf(seconds, tmp):
@@ -207,6 +229,12 @@ def run_bpftrace(seconds, tmp):
     samples = n1 - n0
     return {"cpu_s": ru.ru_utime + ru.ru_stime, "samples": samples,
             "bpf_ns": (t1 - t0) / max(samples, 1), "rss_mib": ru.ru_maxrss / 1024}
+
+
+def by_thread(rows):
+    names = sorted({k for r in rows for k in r.get("threads_us", {})})
+    return ", ".join(f"{n} {statistics.median(r['threads_us'].get(n, 0) for r in rows):.1f} µs"
+                     for n in names)
 
 
 def med(rows, key):
@@ -275,6 +303,8 @@ def main():
         f"- BPF time per sample: agent / bpftrace = {ab / tb:.2f} (target <= 1.0)",
         f"- processes in the agent's windows: {med(a, 'procs'):.0f}; peak RSS {med(a, 'rss_mib'):.1f}"
         f" MiB (target <= 64 MiB with 500 processes)",
+        f"- the agent's CPU per sample by thread (medians): {by_thread(a)}; shipping: "
+        f"{by_thread(sh)}",
     ]
     report = "\n".join(lines) + "\n"
     os.makedirs(os.path.join(B, "bench"), exist_ok=True)

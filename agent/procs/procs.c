@@ -406,7 +406,7 @@ unsigned procs__scan(struct procs *ps, uint64_t now_ns)
     return n;
 }
 
-void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
+void procs__sweep(struct procs *ps, uint64_t exited_before_ns, bool check_alive)
 {
     char path[128];
 
@@ -415,7 +415,7 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns)
         while (*pp) {
             struct proc *p = *pp;
             bool gone = p->exited && p->exited_ns < exited_before_ns;
-            if (!p->exited) {
+            if (!p->exited && check_alive) {
                 snprintf(path, sizeof(path), "%s/%u", ps->proc_root, p->tgid);
                 if ((access(path, F_OK) != 0 && errno == ENOENT) ||
                     read_start_time(ps, p->tgid) != p->start_time) {

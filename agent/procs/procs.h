@@ -85,9 +85,12 @@ struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);
 /* Reads every process in /proc now (at start). Returns how many. */
 unsigned procs__scan(struct procs *ps, uint64_t now_ns);
 
-/* Forgets processes that exited before `exited_before_ns`, and those /proc no
- * longer has (their exit event was lost). */
-void procs__sweep(struct procs *ps, uint64_t exited_before_ns);
+/* Forgets processes that exited before `exited_before_ns`. With
+ * check_alive, also asks /proc after every other process (an access() and
+ * a read of its stat each): one /proc no longer has, or whose pid was
+ * reused, is taken as exited then (its exit event was lost), and
+ * forgotten at a later sweep. */
+void procs__sweep(struct procs *ps, uint64_t exited_before_ns, bool check_alive);
 
 /* Calls fn for every process in the table; fn must not add or forget any. */
 void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *ctx);

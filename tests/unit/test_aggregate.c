@@ -89,7 +89,7 @@ static void test_window_to_pprof(void **state)
 
     /* The process may go: the window has what it needs. */
     procs__exit(ps, getpid(), 3);
-    procs__sweep(ps, 4);
+    procs__sweep(ps, 4, false);
     assert_int_equal(procs__count(ps), 0);
 
     struct symbolizer *sym = symbolizer__new();

@@ -117,11 +117,56 @@ static void test_hint_reads_maps(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A process whose exit event was lost: only a sweep that asks /proc sees
+ * it gone (taken as exited then, forgotten at a later sweep); a sweep that
+ * does not ask costs no read of /proc and keeps it. A pid reused (another
+ * start time) counts as gone too. */
+static void test_sweep_asks_proc_when_told(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX", cmd[600];
+
+    fake_proc(root);
+    put(root, "maps", "");
+    struct binary_cache *bc = binary_cache__new(root);
+    struct procs *ps = procs__new(bc, root, NULL);
+    assert_non_null(ps);
+    assert_non_null(procs__get(ps, PID, "qsort_cb", 1 * MS));
+
+    procs__sweep(ps, 10 * MS, true); /* alive: kept */
+    assert_int_equal(procs__count(ps), 1);
+    /* The pid reused by a process started later. */
+    put(root, "stat", "4242 (other) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 999 0 0\n");
+    procs__sweep(ps, 20 * MS, false); /* not asked: kept */
+    assert_int_equal(procs__count(ps), 1);
+    procs__sweep(ps, 30 * MS, true); /* asked: exited as of now */
+    assert_int_equal(procs__count(ps), 1);
+    procs__sweep(ps, 40 * MS, false); /* forgotten once past the grace */
+    assert_int_equal(procs__count(ps), 0);
+
+    /* Gone from /proc altogether. */
+    put(root, "stat", "4242 (qsort_cb) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n");
+    assert_non_null(procs__get(ps, PID, "qsort_cb", 50 * MS));
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/%d", root, PID);
+    assert_int_equal(system(cmd), 0);
+    procs__sweep(ps, 60 * MS, false);
+    assert_int_equal(procs__count(ps), 1);
+    procs__sweep(ps, 70 * MS, true);
+    procs__sweep(ps, 80 * MS, false);
+    assert_int_equal(procs__count(ps), 0);
+
+    procs__free(ps);
+    binary_cache__free(bc);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_kept_when_gone),
         cmocka_unit_test(test_hint_reads_maps),
+        cmocka_unit_test(test_sweep_asks_proc_when_told),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
