@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "../../common/batch.h"
+#include "../../common/zst.h"
 #include "../../server/http.h"
 #include "server_helpers.h"
 
@@ -92,7 +93,8 @@ static void expect(struct fixture *f, const char *method, const char *path, cons
     buf__free(&r);
 }
 
-static int setup(void **state)
+/* A server whose inflated bodies are capped at max_decompressed. */
+static int setup_with(void **state, size_t max_decompressed, size_t max_ratio)
 {
     struct fixture *f = calloc(1, sizeof(*f));
     char err[512];
@@ -104,8 +106,8 @@ static int setup(void **state)
         .read_api_key = RKEY,
         .max_body = 256u << 10,
         .limits = {.max_memory = 64u << 20,
-                   .max_decompressed = 32u << 20,
-                   .max_ratio = 100,
+                   .max_decompressed = max_decompressed,
+                   .max_ratio = max_ratio,
                    .max_label_bytes = 256,
                    .max_samples = 100000,
                    .max_stack_depth = 64,
@@ -121,6 +123,18 @@ static int setup(void **state)
     assert_true(f->port != 0);
     *state = f;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, 32u << 20, 100);
+}
+
+/* --max-decompressed 64 KiB and --max-ratio 10, for zstd batches near
+ * both limits. */
+static int setup_small(void **state)
+{
+    return setup_with(state, 64u << 10, 10);
 }
 
 static int teardown(void **state)
@@ -264,25 +278,31 @@ static const struct tstack BSTACKS[] = {
 };
 
 /* A good profile (no labels: its identity is the query's) appended to the
- * batch b under query q. */
-static void batch_good(struct buf *b, const char *q)
+ * batch b under query q, gzipped when gz (as the agent once sent them) or
+ * as it is (what it puts in a zstd batch). */
+static void batch_profile(struct buf *b, const char *q, bool gz)
 {
     struct buf p;
 
     buf__init(&p, 1u << 20);
-    tprofile(&p, ((int64_t)time(NULL) - 120) * SEC, BSTACKS, 2, true);
+    tprofile(&p, ((int64_t)time(NULL) - 120) * SEC, BSTACKS, 2, gz);
     assert_int_equal(batch__append(b, q, p.data, p.len), 0);
     buf__free(&p);
+}
+
+static void batch_good(struct buf *b, const char *q)
+{
+    batch_profile(b, q, true);
 }
 
 /* Posts batch b with the key; the answer must be 200 with n statuses
  * (read back by the agent's reader, batch__statuses) equal to want, and
  * "stored":stored. Its body is left in *resp (caller frees). */
-static void batch_expect(struct fixture *f, const struct buf *b, size_t n, const int *want,
-                         int stored, struct buf *resp)
+static void batch_expect_h(struct fixture *f, const char *head, const struct buf *b, size_t n,
+                           const int *want, int stored, struct buf *resp)
 {
     int got[16],
-        status = request(f->port, "POST", "/api/v1/profiles/batch", AUTH, b->data, b->len, resp);
+        status = request(f->port, "POST", "/api/v1/profiles/batch", head, b->data, b->len, resp);
     char s[64];
 
     assert_true(n <= 16);
@@ -297,6 +317,12 @@ static void batch_expect(struct fixture *f, const struct buf *b, size_t n, const
     snprintf(s, sizeof(s), "{\"stored\":%d,\"statuses\":[", stored);
     if (strncmp(resp->data, s, strlen(s)) != 0)
         fail_msg("batch: '%.300s' does not start '%s'", resp->data, s);
+}
+
+static void batch_expect(struct fixture *f, const struct buf *b, size_t n, const int *want,
+                         int stored, struct buf *resp)
+{
+    batch_expect_h(f, AUTH, b, n, want, stored, resp);
 }
 
 /* The collapsed stacks of app (from every process), which must hold has
@@ -481,6 +507,220 @@ static void test_batch_store_fails(void **state)
     buf__free(&b);
 }
 
+/* --- a zstd batch: Content-Encoding: zstd, the whole body one stream --- */
+
+#define ZAUTH AUTH "Content-Encoding: zstd\r\n"
+
+/* p[0..len) as one zstd frame into out (its content size declared, as
+ * the agent's compressor declares it). */
+static void zstd_of(const void *p, size_t len, struct buf *out)
+{
+    struct zst_compressor *z = zst_compressor__new(3);
+
+    assert_non_null(z);
+    buf__init(out, 64u << 20);
+    assert_int_equal(zst_compressor__compress(z, p, len, out), 0);
+    zst_compressor__free(z);
+}
+
+/* A batch as the agent now writes it, its profiles as they are, with a
+ * gzipped and a zstd one among them, and two bad ones: not pprof, a bad
+ * pid. Services pre-one, pre-bad, pre-pid, pre-two, pre-three. */
+static void zstd_mixed(struct buf *b, const char *pre)
+{
+    struct buf p, z;
+    char q[128];
+
+    buf__init(b, 4u << 20);
+    assert_int_equal(batch__begin(b), 0);
+    snprintf(q, sizeof(q), "service=%s-one&host=h1&pid=11&pod=p1", pre);
+    batch_profile(b, q, false);
+    snprintf(q, sizeof(q), "service=%s-bad", pre);
+    assert_int_equal(batch__append(b, q, "not a profile", 13), 0);
+    snprintf(q, sizeof(q), "service=%s-pid&pid=12x", pre);
+    batch_profile(b, q, false);
+    snprintf(q, sizeof(q), "service=%s-two&pid=22", pre);
+    batch_profile(b, q, true);
+    buf__init(&p, 1u << 20);
+    tprofile(&p, ((int64_t)time(NULL) - 120) * SEC, BSTACKS, 2, false);
+    zstd_of(p.data, p.len, &z);
+    snprintf(q, sizeof(q), "service=%s-three&pid=33", pre);
+    assert_int_equal(batch__append(b, q, z.data, z.len), 0);
+    buf__free(&z);
+    buf__free(&p);
+}
+
+/* The bytes of b's profiles answered 202 (want[i]), as /metrics counts
+ * them: each profile as the batch holds it once inflated. */
+static size_t stored_bytes(const struct buf *b, const int *want)
+{
+    struct batch_reader rd;
+    struct batch_entry e;
+    char why[256];
+    size_t n = 0;
+
+    assert_true(batch__open(&rd, b->data, b->len, why, sizeof(why)));
+    for (size_t i = 0; batch__next(&rd, &e, why, sizeof(why)) == 1; i++)
+        n += want[i] == 202 ? e.len : 0;
+    return n;
+}
+
+/* A zstd batch is taken as the same batch sent as it is: the same answer
+ * word for word, its profiles stored under their own identity and read
+ * back, counted in /metrics (bytes: the profiles inflated). */
+static void test_batch_zstd(void **state)
+{
+    struct fixture *f = *state;
+    static const int want[] = {202, 400, 400, 202, 202};
+    struct buf plain, zplain, z, r1, r2;
+    char m[128];
+
+    zstd_mixed(&plain, "zr");
+    zstd_mixed(&zplain, "zz");
+    zstd_of(zplain.data, zplain.len, &z);
+    assert_true(z.len < zplain.len);
+    batch_expect(f, &plain, 5, want, 3, &r1);
+    batch_expect_h(f, ZAUTH, &z, 5, want, 3, &r2);
+    assert_string_equal(r2.data, r1.data);
+    assert_non_null(strstr(r2.data, "\"pid: not a process id\""));
+    buf__free(&r1);
+    buf__free(&r2);
+    app_has(f, "zz-one", "main;work 5");
+    app_has(f, "zz-two", "main;idle 2");
+    app_has(f, "zz-three", "main;work 5");
+    app_has(f, "zz-bad", NULL);
+    app_has(f, "zz-pid", NULL);
+    expect(f, "GET", "/api/v1/labels?app=zz-one", RAUTH, NULL, 0, 200, "\"pod\":[\"p1\"]");
+    expect(f, "GET", "/api/v1/labels?app=zz-one", RAUTH, NULL, 0, 200, "\"host\":[\"h1\"]");
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, "codexray_profiles_ingested_total 6\n");
+    snprintf(m, sizeof(m), "codexray_bytes_ingested_total %zu\n",
+             stored_bytes(&plain, want) + stored_bytes(&zplain, want));
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200, m);
+    buf__free(&z);
+    buf__free(&zplain);
+    buf__free(&plain);
+}
+
+/* A zstd body that cannot be inflated stores nothing: cut short, not
+ * zstd, empty: 400; a bomb past 10 x --max-ratio (one frame declaring its
+ * size, or hidden behind a small honest first frame): 413 naming the flag.
+ * Another Content-Encoding (gzip, br, a list, the header twice): 415
+ * naming what is taken, after the key's 401. identity and zstd in any
+ * case are taken. */
+static void test_batch_zstd_refused(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const other[] = {
+        "Content-Encoding: gzip\r\n",
+        "Content-Encoding: br\r\n",
+        "Content-Encoding: zstd, gzip\r\n",
+        "Content-Encoding: zstd\r\nContent-Encoding: zstd\r\n",
+    };
+    struct buf b, z, bomb, two, r;
+    char head[256];
+    size_t zeros = 16u << 20;
+
+    zstd_mixed(&b, "zx");
+    zstd_of(b.data, b.len, &z);
+    expect(f, "POST", "/api/v1/profiles/batch", ZAUTH, z.data, z.len - 1, 400,
+           "not whole zstd frames");
+    expect(f, "POST", "/api/v1/profiles/batch", ZAUTH, b.data, b.len, 400, "not whole zstd frames");
+    expect(f, "POST", "/api/v1/profiles/batch", ZAUTH, "", 0, 400, "not whole zstd frames");
+    /* 16 MiB of zeros: a frame of a few hundred bytes, so the ratio (1,000
+     * here) stops it long before --max-decompressed (32 MiB) would. */
+    char *zero = calloc(1, zeros);
+    assert_non_null(zero);
+    zstd_of(zero, zeros, &bomb);
+    free(zero);
+    assert_true(bomb.len * 1000 < (32u << 20));
+    expect(f, "POST", "/api/v1/profiles/batch", ZAUTH, bomb.data, bomb.len, 413,
+           "(10 x --max-ratio): raise --max-ratio");
+    zstd_of(BATCH_MAGIC, strlen(BATCH_MAGIC), &two);
+    assert_int_equal(buf__append(&two, bomb.data, bomb.len), 0);
+    expect(f, "POST", "/api/v1/profiles/batch", ZAUTH, two.data, two.len, 413,
+           "(10 x --max-ratio): raise --max-ratio");
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        snprintf(head, sizeof(head), AUTH "%s", other[i]);
+        expect(f, "POST", "/api/v1/profiles/batch", head, z.data, z.len, 415,
+               "as it is (no Content-Encoding, or identity) or as one zstd stream (zstd)");
+        expect(f, "POST", "/api/v1/profiles/batch", other[i], z.data, z.len, 401, NULL);
+    }
+    app_has(f, "zx-one", NULL);
+    app_has(f, "zx-two", NULL);
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200,
+           "codexray_requests_rejected_total{reason=\"too_large\"} 2\n");
+    expect(f, "GET", "/metrics", RAUTH, NULL, 0, 200,
+           "codexray_requests_rejected_total{reason=\"bad_request\"} 7\n");
+    /* taken: identity with a batch as it is; zstd in another case */
+    buf__reset(&b);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_profile(&b, "service=zx-id", false);
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH "Content-Encoding: identity\r\n", b.data,
+           b.len, 200, "{\"stored\":1,");
+    buf__free(&z);
+    buf__reset(&b);
+    assert_int_equal(batch__begin(&b), 0);
+    batch_profile(&b, "service=zx-case", false);
+    zstd_of(b.data, b.len, &z);
+    expect(f, "POST", "/api/v1/profiles/batch", AUTH "content-encoding:  ZStd \r\n", z.data, z.len,
+           200, "{\"stored\":1,");
+    app_has(f, "zx-id", "main;work 5");
+    app_has(f, "zx-case", "main;work 5");
+    assert_int_equal(request(f->port, "GET", "/metrics", RAUTH, NULL, 0, &r), 200);
+    assert_non_null(strstr(r.data, "codexray_profiles_ingested_total 2\n"));
+    buf__free(&r);
+    buf__free(&two);
+    buf__free(&bomb);
+    buf__free(&z);
+    buf__free(&b);
+}
+
+/* A batch of n copies of a plain profile, service svc, a pid each and a
+ * pod of 8 hex digits that zstd cannot foresee: the batch compresses
+ * about 25 to 30 times (25,717 bytes to 1,015 for 100 profiles, 77,417 to
+ * 2,581 for 300), far from both limits below. */
+static void copies(struct buf *b, const char *svc, int n)
+{
+    char q[128];
+
+    buf__init(b, 4u << 20);
+    assert_int_equal(batch__begin(b), 0);
+    for (int i = 0; i < n; i++) {
+        snprintf(q, sizeof(q), "service=%s&pid=%d&pod=%08x", svc, 100 + i,
+                 (unsigned)(i + 1) * 2654435761u);
+        batch_profile(b, q, false);
+    }
+}
+
+/* --max-decompressed 64 KiB, --max-ratio 10: a zstd batch inflating more
+ * than 10 times (the single upload's ratio) but less than 100 and within
+ * 64 KiB is stored whole; one inflating past 64 KiB (its ratio under
+ * 100) is 413 naming --max-decompressed, and stores nothing. */
+static void test_batch_zstd_limits(void **state)
+{
+    struct fixture *f = *state;
+    struct buf b, z, r;
+
+    copies(&b, "l-ok", 100);
+    zstd_of(b.data, b.len, &z);
+    assert_true(b.len < (64u << 10) && b.len > z.len * 10 && b.len < z.len * 100);
+    assert_int_equal(request(f->port, "POST", "/api/v1/profiles/batch", ZAUTH, z.data, z.len, &r),
+                     200);
+    assert_non_null(strstr(r.data, "{\"stored\":100,"));
+    buf__free(&r);
+    buf__free(&z);
+    buf__free(&b);
+    copies(&b, "l-big", 300);
+    zstd_of(b.data, b.len, &z);
+    assert_true(b.len > (64u << 10) && z.len * 100 > (64u << 10));
+    expect(f, "POST", "/api/v1/profiles/batch", ZAUTH, z.data, z.len, 413,
+           "past 65536 bytes (--max-decompressed): raise --max-decompressed");
+    app_has(f, "l-ok", "main;work 500");
+    app_has(f, "l-big", NULL);
+    buf__free(&z);
+    buf__free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +733,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_mixed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_store_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_zstd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_zstd_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_zstd_limits, setup_small, teardown),
     };
     return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }
