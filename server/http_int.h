@@ -82,7 +82,10 @@ void http_log_refused(const char *what, size_t len, const char *service, int sta
 /* --- http_batch.c --- */
 
 /* POST /api/v1/profiles/batch, its key and size already checked: body
- * (len bytes, a batch as common/batch.h writes one) read whole first, 400
+ * (len bytes, a batch as common/batch.h writes one, or with
+ * Content-Encoding: zstd one zstd stream of it, inflated under the ingest
+ * slot within limits.max_decompressed and 10 x limits.max_ratio: 413
+ * past them, 400 not zstd; 415 for another coding) read whole first, 400
  * and nothing stored when its framing is bad; then each profile ingested
  * in order under one ingest slot, and 200 with the statuses. */
 enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, const void *body,

@@ -91,6 +91,56 @@ def test_server_batch(tmp):
         srv.stop()
 
 
+def test_server_batch_zstd(tmp):
+    """A batch as the agent now sends one: 200 plain profiles in one zstd
+    stream (Content-Encoding: zstd, compressed by the zstd command), stored
+    under their own identity and read back by go tool pprof, with the
+    statuses the same batch gets sent plain; a cut stream is 400 and a
+    gzip one 415, storing nothing; a zstd bomb (a frame of 64 MiB of
+    zeros) past 10 x --max-ratio is 413 naming the flag."""
+    srv = Server(tmp, "--api-key", KEY)
+    try:
+        def entries(pre):
+            out = [(f"service={pre}{i % 2}&host=h{i % 4}&pid={2000 + i}",
+                    stack_profile(f"zfn_{i % 2}", 1 + i % 5)) for i in range(200)]
+            out.insert(100, (f"service={pre}-bad&pid=1", b"\x0a\xff\xff"))
+            return out
+        want = [202] * 100 + [400] + [202] * 100
+        plain = post_batch(srv, batch(entries("zp")), 201)
+        check(plain["statuses"] == want, f"plain statuses {plain['statuses'][98:103]}")
+        body = batch(entries("zs"))
+        z = zstd(body)
+        check(len(z) * 10 < len(body), f"{len(body)} bytes compress only to {len(z)}")
+        st, resp = srv.post("/api/v1/profiles/batch", z, {**AUTH, "Content-Encoding": "zstd"})
+        check(st == 200, f"zstd batch: {st} {resp[:300]}")
+        a = json.loads(resp)
+        check(a["statuses"] == want and a["stored"] == 200, f"zstd statuses {a['statuses'][98:103]}")
+        check(a["errors"] == plain["errors"], f"errors differ: {a['errors'][100]}")
+        for s in range(2):
+            got = {}
+            for t in pprof_traces(srv, tmp, f"app=zs{s}&from=now-1h"):
+                got[tuple(t.frames)] = got.get(tuple(t.frames), 0) + t.count
+            expect = sum(1 + i % 5 for i in range(200) if i % 2 == s)
+            check(got == {(f"zfn_{s}", "main"): expect}, f"zs{s}: {got}, want {expect}")
+        labels = json.loads(srv.get("/api/v1/labels?app=zs1&from=now-1h", AUTH)[1])
+        check(len(labels["pid"]) == 100 and labels["host"] == ["h1", "h3"], f"labels {labels}")
+        check(metric(srv, "codexray_profiles_ingested_total") == 400, "ingested total")
+        refused = batch([("service=zs-no&pid=1", stack_profile("zfn_no", 1))])
+        st, resp = srv.post("/api/v1/profiles/batch", zstd(refused)[:-3],
+                            {**AUTH, "Content-Encoding": "zstd"})
+        check(st == 400 and b"zstd" in resp, f"cut zstd: {st} {resp[:200]}")
+        st, resp = srv.post("/api/v1/profiles/batch", gzip.compress(refused),
+                            {**AUTH, "Content-Encoding": "gzip"})
+        check(st == 415 and b"zstd" in resp, f"gzip: {st} {resp[:200]}")
+        bomb = zstd(b"\0" * (64 << 20))
+        st, resp = srv.post("/api/v1/profiles/batch", bomb, {**AUTH, "Content-Encoding": "zstd"})
+        check(st == 413 and b"--max-ratio" in resp, f"bomb of {len(bomb)}: {st} {resp[:200]}")
+        check(srv.get("/api/v1/profile?app=zs-no&from=now-1h&format=collapsed", AUTH)[1] == b"",
+              "a refused zstd batch stored something")
+    finally:
+        srv.stop()
+
+
 def test_server_batch_hostile(tmp):
     """Hostile batches: 5,000 bad profiles are answered one by one and
     logged in a few lines; framing that is cut, lies about a length, is not
@@ -133,4 +183,4 @@ def test_server_batch_hostile(tmp):
         srv.stop()
 
 
-TESTS = [test_server_batch, test_server_batch_hostile]
+TESTS = [test_server_batch, test_server_batch_zstd, test_server_batch_hostile]
