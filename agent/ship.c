@@ -167,7 +167,6 @@ int shipper__enqueue(struct shipper *sh, const struct identity *id, uint32_t pid
 /* What one pass did, for its log line. */
 struct pass {
     unsigned sent, refused;
-    uint64_t bytes;
     size_t left; /* still waiting, in the spool or in memory */
     bool failed;
     char why[512];
@@ -180,7 +179,6 @@ static bool tally(struct pass *ps, const struct ship_item *it, const char *what)
 {
     if (it->status == 202) {
         ps->sent++;
-        ps->bytes += it->file->len;
         return true;
     }
     if (it->status != 400 && it->status != 413)
@@ -334,7 +332,8 @@ static void *run(void *arg)
     for (;;) {
         bool spooled, last = wait_for_work(sh, backoff, &spooled);
         struct pass ps = {0};
-        uint64_t t0 = clock__mono_ns() / 1000000, requests = ship_http__requests(sh->http);
+        uint64_t t0 = clock__mono_ns() / 1000000, bytes0, bytes1;
+        uint64_t requests = ship_http__requests(sh->http, &bytes0);
 
         if (last) {
             /* Stopping: everything goes to disk first, so a stop cut short
@@ -347,11 +346,13 @@ static void *run(void *arg)
             send_spool(sh, &ps);
         if (!ps.failed)
             send_memory(sh, &ps);
-        if (ps.sent || ps.refused)
+        if (ps.sent || ps.refused) {
+            /* bytes: as sent, compressed. */
+            requests = ship_http__requests(sh->http, &bytes1) - requests;
             log_info("upload: profiles=%u bytes=%llu requests=%llu ms=%llu refused=%u pending=%zu",
-                     ps.sent, (unsigned long long)ps.bytes,
-                     (unsigned long long)(ship_http__requests(sh->http) - requests),
+                     ps.sent, (unsigned long long)(bytes1 - bytes0), (unsigned long long)requests,
                      (unsigned long long)((clock__mono_ns() / 1000000) - t0), ps.refused, ps.left);
+        }
         if (ps.failed) {
             /* While the server is away, every profile waits on disk: an
              * agent killed meanwhile loses nothing. */

@@ -5,11 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "../common/batch.h"
 #include "../common/clock.h"
 #include "../common/log.h"
+#include "../common/zst.h"
 #include "spool.h"
+
+/* A batch is one zstd frame: the profiles of one host repeat each other's
+ * names and paths, so 500 of them (529 KB) compress to 16.7 KB in 0.5 ms,
+ * where compressing each alone gave 350 KB in 4.1 ms. */
+#define BATCH_ZSTD_LEVEL 3
 
 /* How long to wait for an answer: the server stores a batch's profiles one
  * after another before it answers. */
@@ -23,12 +30,13 @@
 struct ship_http {
     CURL *c;
     char *endpoint;
-    struct curl_slist *hdrs;
-    struct buf body, answer;
+    struct curl_slist *hdrs, *batch_hdrs; /* batch_hdrs: with Content-Encoding: zstd */
+    struct zst_compressor *zst;
+    struct buf body, zbody, answer;
     size_t max_bytes, max_profiles; /* halved on a batch the server found too large */
     uint64_t batch_again_ns;        /* 0, or no batch endpoint until then */
     size_t *at;                     /* a batch's profiles: their item indices */
-    uint64_t requests;
+    uint64_t requests, bytes;       /* made, and their bodies' bytes */
 };
 
 static size_t keep_answer(char *p, size_t size, size_t n, void *ud)
@@ -42,6 +50,22 @@ static size_t keep_answer(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
+/* The request headers: the content type, then auth and extra when not
+ * NULL. NULL when out of memory. */
+static struct curl_slist *headers(const char *auth, const char *extra)
+{
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/octet-stream"), *n;
+
+    if (h && auth && !(n = curl_slist_append(h, auth)))
+        goto fail;
+    if (h && extra && !(n = curl_slist_append(h, extra)))
+        goto fail;
+    return h;
+fail:
+    curl_slist_free_all(h);
+    return NULL;
+}
+
 struct ship_http *ship_http__new(const char *endpoint, const char *api_key)
 {
     struct ship_http *sh = calloc(1, sizeof(*sh));
@@ -52,22 +76,19 @@ struct ship_http *ship_http__new(const char *endpoint, const char *api_key)
     sh->c = curl_easy_init();
     sh->endpoint = strdup(endpoint);
     sh->at = calloc(BATCH_PROFILES, sizeof(*sh->at));
-    sh->hdrs = curl_slist_append(NULL, "Content-Type: application/octet-stream");
-    if (sh->hdrs && api_key) {
+    sh->zst = zst_compressor__new(BATCH_ZSTD_LEVEL);
+    if (api_key)
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", api_key);
-        struct curl_slist *h = curl_slist_append(sh->hdrs, auth);
-        if (!h) {
-            curl_slist_free_all(sh->hdrs);
-            sh->hdrs = NULL;
-        }
-    }
-    if (!sh->c || !sh->endpoint || !sh->at || !sh->hdrs) {
+    sh->hdrs = headers(api_key ? auth : NULL, NULL);
+    sh->batch_hdrs = headers(api_key ? auth : NULL, "Content-Encoding: zstd");
+    if (!sh->c || !sh->endpoint || !sh->at || !sh->hdrs || !sh->batch_hdrs || !sh->zst) {
         ship_http__free(sh);
         return NULL;
     }
     /* A batch stops at BATCH_BYTES but always takes its first profile,
      * which may be as large as the spool holds one. */
     buf__init(&sh->body, SPOOL_FILE_MAX + BATCH_QUERY_MAX + 64);
+    buf__init(&sh->zbody, ZSTD_COMPRESSBOUND(SPOOL_FILE_MAX + BATCH_QUERY_MAX + 64));
     buf__init(&sh->answer, ANSWER_MAX);
     sh->max_bytes = BATCH_BYTES;
     sh->max_profiles = BATCH_PROFILES;
@@ -75,14 +96,14 @@ struct ship_http *ship_http__new(const char *endpoint, const char *api_key)
     curl_easy_setopt(sh->c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(sh->c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(sh->c, CURLOPT_POST, 1L);
-    curl_easy_setopt(sh->c, CURLOPT_HTTPHEADER, sh->hdrs);
     curl_easy_setopt(sh->c, CURLOPT_WRITEFUNCTION, keep_answer);
     curl_easy_setopt(sh->c, CURLOPT_WRITEDATA, &sh->answer);
     return sh;
 }
 
-uint64_t ship_http__requests(const struct ship_http *sh)
+uint64_t ship_http__requests(const struct ship_http *sh, uint64_t *bytes)
 {
+    *bytes = sh->bytes;
     return sh->requests;
 }
 
@@ -92,7 +113,10 @@ void ship_http__free(struct ship_http *sh)
         return;
     curl_easy_cleanup(sh->c);
     curl_slist_free_all(sh->hdrs);
+    curl_slist_free_all(sh->batch_hdrs);
+    zst_compressor__free(sh->zst);
     buf__free(&sh->body);
+    buf__free(&sh->zbody);
     buf__free(&sh->answer);
     free(sh->endpoint);
     free(sh->at);
@@ -102,8 +126,8 @@ void ship_http__free(struct ship_http *sh)
 /* One POST of [data, data + len) to the endpoint's path (with its query).
  * Returns the HTTP status (the answer's start in sh->answer), or -1 with
  * why filled. */
-static long post(struct ship_http *sh, const char *path, const void *data, size_t len,
-                 size_t profiles, char *why, size_t whylen)
+static long post(struct ship_http *sh, const char *path, struct curl_slist *hdrs, const void *data,
+                 size_t len, size_t profiles, char *why, size_t whylen)
 {
     char url[4096 + BATCH_QUERY_MAX];
     long code = -1;
@@ -111,7 +135,9 @@ static long post(struct ship_http *sh, const char *path, const void *data, size_
     snprintf(url, sizeof(url), "%s%s", sh->endpoint, path);
     buf__reset(&sh->answer);
     sh->requests++;
+    sh->bytes += len;
     curl_easy_setopt(sh->c, CURLOPT_URL, url);
+    curl_easy_setopt(sh->c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(sh->c, CURLOPT_POSTFIELDS, data);
     curl_easy_setopt(sh->c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(sh->c, CURLOPT_TIMEOUT_MS,
@@ -137,8 +163,8 @@ static void send_one(struct ship_http *sh, struct ship_item *it)
         return;
     }
     snprintf(path, sizeof(path), "/api/v1/profiles?%s", query);
-    it->status =
-        post(sh, path, it->file->data + body, it->file->len - body, 1, it->why, sizeof(it->why));
+    it->status = post(sh, path, sh->hdrs, it->file->data + body, it->file->len - body, 1, it->why,
+                      sizeof(it->why));
 }
 
 static bool sent(long status)
@@ -189,7 +215,16 @@ static long send_batch(struct ship_http *sh, struct ship_item *items, size_t nat
                        size_t whylen)
 {
     int st[BATCH_PROFILES];
-    long code = post(sh, "/api/v1/profiles/batch", sh->body.data, sh->body.len, nat, why, whylen);
+    long code;
+
+    buf__reset(&sh->zbody);
+    if (zst_compressor__compress(sh->zst, sh->body.data, sh->body.len, &sh->zbody)) {
+        snprintf(why, whylen, "cannot compress a batch of %zu bytes", sh->body.len);
+        code = -1; /* out of memory: tried again later */
+    } else {
+        code = post(sh, "/api/v1/profiles/batch", sh->batch_hdrs, sh->zbody.data, sh->zbody.len,
+                    nat, why, whylen);
+    }
 
     /* Only the answer the batch endpoint gives counts: anything else that
      * claims success (a proxy, a stand-in) has not said what it stored. */

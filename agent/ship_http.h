@@ -1,6 +1,7 @@
 /* The shipper's HTTP exchanges with codexray-server (libcurl): many
- * profiles in one POST /api/v1/profiles/batch (common/batch.h), or one
- * POST /api/v1/profiles each for a server older than the batch endpoint.
+ * profiles in one POST /api/v1/profiles/batch (common/batch.h), the whole
+ * body one zstd frame (Content-Encoding: zstd), or one POST
+ * /api/v1/profiles each for a server older than the batch endpoint.
  * Used by the upload thread only (ship.c). */
 #ifndef CODEXRAY_AGENT_SHIP_HTTP_H
 #define CODEXRAY_AGENT_SHIP_HTTP_H
@@ -43,8 +44,9 @@ void ship_http__send(struct ship_http *sh, struct ship_item *items, size_t n, ch
 #define BATCH_BYTES (4u << 20)
 #define BATCH_PROFILES 1000
 
-/* Requests made since the start, for the log. */
-uint64_t ship_http__requests(const struct ship_http *sh);
+/* Requests made since the start, and (*bytes) their bodies' bytes as
+ * sent, for the log. */
+uint64_t ship_http__requests(const struct ship_http *sh, uint64_t *bytes);
 
 void ship_http__free(struct ship_http *sh);
 

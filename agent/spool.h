@@ -1,8 +1,8 @@
 /* The spool's file format and directory: profiles the shipper could not
  * send yet, one file each, SEQ~PID.cxspool, SEQ (ns, 20 digits) sorting
- * oldest first. A file is a small text header, then the pprof as it is
- * sent (zstd-compressed; earlier agents spooled gzip, which the server
- * takes as well):
+ * oldest first. A file is a small text header, then the pprof as the
+ * worker made it (raw: the shipper compresses whole batches; earlier
+ * agents spooled zstd or gzip, which the server takes as well):
  *
  *   codexray-spool 1\n
  *   service=nginx\n          one line per query parameter, value URL-encoded

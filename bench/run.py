@@ -248,7 +248,11 @@ def main():
                     help="measured span; also the agent's --interval (default 60, its default)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--procs", type=int, default=500)
+    ap.add_argument("--only", default="",
+                    help="comma-separated subset of agent,agent-ship,perf,bpftrace (a quick look; "
+                         "no report is written)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     if os.geteuid() != 0:
         sys.exit("bench: needs root")
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
@@ -261,6 +265,8 @@ def main():
             for rep in range(args.reps):
                 for name, fn in (("agent", run_agent), ("agent-ship", run_agent_ship),
                                  ("perf", run_perf), ("bpftrace", run_bpftrace)):
+                    if only and name not in only:
+                        continue
                     ws = start_workload(4 * args.seconds + 60, args.procs)
                     try:
                         r = fn(args.seconds, tmp)
@@ -273,6 +279,8 @@ def main():
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(stats_was)
 
+    if only:
+        return
     a, p, t = (results[k] for k in ("agent", "perf", "bpftrace"))
     sh = results["agent-ship"]
     au, pu, tu = med(a, "us_per_sample"), med(p, "us_per_sample"), med(t, "us_per_sample")
