@@ -13,8 +13,11 @@ struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks)
 
     if (!w)
         return NULL;
+    static uint64_t serials;
+
     w->start_ns = start_ns;
     w->kernel_stacks = kernel_stacks;
+    w->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     w->index = hmap__new();
     if (!w->index) {
         free(w);
@@ -61,19 +64,23 @@ static void copy_identity(struct agg_proc *ap, const struct proc *p)
     ap->id = p->id;
 }
 
-struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
+struct agg_proc *agg_window__proc(struct agg_window *w, struct proc *p)
 {
     struct agg_proc *ap;
     bool fresh;
-    long i = hmap__put(w->index, &p->tgid, sizeof(p->tgid), &fresh);
+    long i;
 
-    if (i < 0)
+    if (p->agg && p->agg_serial == w->serial) {
+        ap = p->agg;
+        goto found;
+    }
+    /* By tgid: p's first sample in this window, or p is another struct
+     * for the same tgid (a reused pid). */
+    if ((i = hmap__put(w->index, &p->tgid, sizeof(p->tgid), &fresh)) < 0)
         return NULL;
     if (!fresh && *hmap__val(w->index, i) < w->nprocs) {
         ap = w->procs[*hmap__val(w->index, i)];
-        if (ap->generation != p->generation)
-            copy_identity(ap, p); /* exec'd: the window goes by its new name */
-        return ap;
+        goto found;
     }
     /* New, or an earlier try ran out of memory: make it now. */
     ap = calloc(1, sizeof(*ap));
@@ -92,6 +99,11 @@ struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p)
     copy_identity(ap, p);
     *hmap__val(w->index, i) = w->nprocs;
     w->procs[w->nprocs++] = ap;
+found:
+    if (ap->generation != p->generation)
+        copy_identity(ap, p); /* exec'd: the window goes by its new name */
+    p->agg = ap;
+    p->agg_serial = w->serial;
     return ap;
 fail:
     /* The index entry stays, pointing nowhere, so the next call tries again. */
@@ -266,7 +278,7 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
     return 0;
 }
 
-void agg_window__add_lost(struct agg_window *w, const struct proc *p, uint64_t lost)
+void agg_window__add_lost(struct agg_window *w, struct proc *p, uint64_t lost)
 {
     struct agg_proc *ap = agg_window__proc(w, p);
 

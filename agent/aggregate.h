@@ -56,13 +56,11 @@ struct agg_map {
     char *name;
 };
 
+/* What every sample reads first (and the map cache next to it); the
+ * identity, read when the profile is written, last. */
 struct agg_proc {
     uint32_t tgid;
     unsigned generation; /* of the identity copied below */
-    uint64_t start_time; /* /proc/PID/stat's: tells a reused pid apart */
-    char comm[16];
-    char exe[PROC_NAME_MAX];
-    struct identity id; /* service and where it runs: the profile's labels */
     uint64_t samples;
     uint64_t lost;          /* samples the BPF side could not hand over */
     struct hmap *stacks;    /* struct agg_stack -> count */
@@ -82,6 +80,10 @@ struct agg_proc {
         uint64_t gen;
         uint32_t id;
     } mcache[16];
+    uint64_t start_time; /* /proc/PID/stat's: tells a reused pid apart */
+    char comm[16];
+    char exe[PROC_NAME_MAX];
+    struct identity id; /* service and where it runs: the profile's labels */
 };
 
 struct agg_window {
@@ -91,6 +93,7 @@ struct agg_window {
     uint64_t stats_delta[CX_STAT__COUNT]; /* the BPF counters over the window */
     struct unwinder_stats unwind;         /* the CFI tables at the window's end */
     bool kernel_stacks;                   /* keep kernel frames */
+    uint64_t serial;                      /* unique to this window (proc->agg_serial) */
     struct hmap *index;                   /* tgid -> index into procs */
     struct agg_proc **procs;
     size_t nprocs, cap_procs;
@@ -101,8 +104,9 @@ struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks);
 /* Drops every binary reference. w may be NULL. */
 void agg_window__free(struct agg_window *w);
 
-/* The window's entry for p, made on first use (identity copied from p). */
-struct agg_proc *agg_window__proc(struct agg_window *w, const struct proc *p);
+/* The window's entry for p, made on first use (identity copied from p).
+ * Remembered in p (p->agg) for the next sample. */
+struct agg_proc *agg_window__proc(struct agg_window *w, struct proc *p);
 
 /* How frames of kinds this module does not know (the runtimes') become
  * window frames: runtimes__frame and its state. */
@@ -120,6 +124,6 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
                     const struct cx_sample *s, uint64_t now_ns, const struct agg_frame_hook *hook);
 
 /* Records samples the BPF side lost for p's process. */
-void agg_window__add_lost(struct agg_window *w, const struct proc *p, uint64_t lost);
+void agg_window__add_lost(struct agg_window *w, struct proc *p, uint64_t lost);
 
 #endif
