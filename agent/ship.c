@@ -240,6 +240,10 @@ static bool send_spool(struct shipper *sh, struct pass *ps)
             }
             done++;
         }
+        /* After an outage a batch's files may be large: their memory is
+         * not kept for the next pass. */
+        for (size_t j = 0; j < k; j++)
+            buf__free(&sh->files[j]);
     }
     ps->left += n - done;
     free(v);
