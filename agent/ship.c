@@ -22,7 +22,6 @@
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
-#define FILE_MAX SPOOL_FILE_MAX
 /* Profiles waiting in memory: a few windows of a busy node. */
 #define MEM_MAX (64ull << 20)
 /* Refusals logged one by one in a pass; the rest are counted. */
@@ -62,6 +61,7 @@ struct shipper {
     uint64_t seq, spool_bytes;
     /* The thread's: its HTTP exchanges, and one batch's profiles as it
      * sends them (BATCH_PROFILES each). */
+    bool curl_up; /* curl_global_init done, to be undone */
     struct ship_http *http;
     struct ship_item *items;
     struct pending **batch;
@@ -173,19 +173,25 @@ struct pass {
 };
 
 /* Counts one item's outcome in the pass. Returns false when it was not
- * sent and is to be tried again; a refusal is logged (the first few of a
- * pass: a server refusing a whole window must not flood the log). */
-static bool tally(struct pass *ps, const struct ship_item *it, const char *what)
+ * sent and is to be tried again; a refusal is logged, naming the spool
+ * file or else the pid (the first few of a pass: a server refusing a whole
+ * window must not flood the log). */
+static bool tally(struct pass *ps, const struct ship_item *it, uint32_t pid)
 {
+    if (!ship_item__settled(it->status))
+        return false;
     if (it->status == 202) {
         ps->sent++;
         return true;
     }
-    if (it->status != 400 && it->status != 413)
-        return false;
     /* The server will never take it: keeping it would block the rest. */
-    if (ps->refused++ < REFUSED_LOGGED)
-        log_error("upload: %s refused (HTTP %ld), dropped: %s", what, it->status, it->why);
+    if (ps->refused++ >= REFUSED_LOGGED)
+        return true;
+    if (it->name)
+        log_error("upload: %s refused (HTTP %ld), dropped: %s", it->name, it->status, it->why);
+    else
+        log_error("upload: the profile of pid=%u refused (HTTP %ld), dropped: %s", pid, it->status,
+                  it->why);
     return true;
 }
 
@@ -209,7 +215,8 @@ static bool send_spool(struct shipper *sh, struct pass *ps)
             buf__reset(&sh->files[k]);
             int rr = buf__read_file(&sh->files[k], AT_FDCWD, path);
             if (rr == -E2BIG) {
-                log_error("upload: %s is larger than %u MiB, dropped", v[i].name, FILE_MAX >> 20);
+                log_error("upload: %s is larger than %u MiB, dropped", v[i].name,
+                          SPOOL_FILE_MAX >> 20);
                 unlink(path); /* it would block the spool for good */
                 done++;
                 continue;
@@ -228,7 +235,7 @@ static bool send_spool(struct shipper *sh, struct pass *ps)
         for (size_t j = 0; j < k; j++) {
             struct spooled *f = &v[sh->spool_at[j]];
             char path[4096];
-            if (!tally(ps, &sh->items[j], f->name)) {
+            if (!tally(ps, &sh->items[j], 0)) {
                 ps->failed = true;
                 continue; /* kept for the next pass */
             }
@@ -262,13 +269,12 @@ static void send_memory(struct shipper *sh, struct pass *ps)
 {
     for (;;) {
         struct pending *keep = NULL, **kt = &keep;
-        size_t k = 0, bytes = 0;
+        size_t k = 0;
 
+        /* ship_http__send splits them into batches of BATCH_BYTES. */
         pthread_mutex_lock(&sh->mu);
-        while (sh->head && k < BATCH_PROFILES &&
-               (!k || bytes + sh->head->file.len <= BATCH_BYTES)) {
+        while (sh->head && k < BATCH_PROFILES) {
             sh->batch[k] = pop(sh);
-            bytes += sh->batch[k]->file.len;
             sh->items[k] = (struct ship_item){.file = &sh->batch[k]->file};
             k++;
         }
@@ -278,9 +284,7 @@ static void send_memory(struct shipper *sh, struct pass *ps)
         ship_http__send(sh->http, sh->items, k, ps->why, sizeof(ps->why));
         for (size_t j = 0; j < k; j++) {
             struct pending *p = sh->batch[j];
-            char what[64];
-            snprintf(what, sizeof(what), "the profile of pid=%u", p->pid);
-            if (!tally(ps, &sh->items[j], what)) {
+            if (!tally(ps, &sh->items[j], p->pid)) {
                 *kt = p;
                 kt = &p->next;
                 continue;
@@ -384,10 +388,9 @@ static void *run(void *arg)
 /* Frees what shipper__start allocated (the thread is not running). */
 static void release(struct shipper *sh)
 {
-    if (sh->http) {
-        ship_http__free(sh->http);
+    ship_http__free(sh->http);
+    if (sh->curl_up)
         curl_global_cleanup();
-    }
     for (size_t i = 0; sh->files && i < BATCH_PROFILES; i++)
         buf__free(&sh->files[i]);
     free(sh->files);
@@ -432,7 +435,7 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
         snprintf(err, errlen, "cannot create the spool %s: %s", sh->dir, strerror(errno));
         goto fail;
     }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    sh->curl_up = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
     sh->http = ship_http__new(sh->endpoint, sh->api_key);
     sh->items = calloc(BATCH_PROFILES, sizeof(*sh->items));
     sh->batch = calloc(BATCH_PROFILES, sizeof(*sh->batch));
@@ -443,7 +446,7 @@ struct shipper *shipper__start(const struct ship_opts *opts, char *err, size_t e
         goto fail;
     }
     for (size_t i = 0; i < BATCH_PROFILES; i++)
-        buf__init(&sh->files[i], FILE_MAX);
+        buf__init(&sh->files[i], SPOOL_FILE_MAX);
     pthread_mutex_init(&sh->mu, NULL);
     pthread_mutex_init(&sh->spill_mu, NULL);
     /* What an earlier run left, listed once; kept up to date since. */

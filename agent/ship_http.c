@@ -167,11 +167,6 @@ static void send_one(struct ship_http *sh, struct ship_item *it)
                       sizeof(it->why));
 }
 
-static bool sent(long status)
-{
-    return status == 202 || status == 400 || status == 413;
-}
-
 /* Builds a batch of items [0, n) within the caps in sh->body; the items it
  * holds are listed in sh->at. Items that can never be sent get 400. Returns
  * how many items it went through. */
@@ -255,7 +250,7 @@ void ship_http__send(struct ship_http *sh, struct ship_item *items, size_t n, ch
     while (i < n) {
         if (sh->batch_again_ns && clock__mono_ns() < sh->batch_again_ns) {
             send_one(sh, &items[i]);
-            if (!sent(items[i].status)) {
+            if (!ship_item__settled(items[i].status)) {
                 snprintf(why, whylen, "%s", items[i].why);
                 return;
             }
@@ -287,7 +282,7 @@ void ship_http__send(struct ship_http *sh, struct ship_item *items, size_t n, ch
         if (code == 200)
             sh->batch_again_ns = 0;
         for (size_t k = 0; k < nat; k++) {
-            if (!sent(items[i + sh->at[k]].status)) {
+            if (!ship_item__settled(items[i + sh->at[k]].status)) {
                 snprintf(why, whylen, "%s", items[i + sh->at[k]].why);
                 return;
             }

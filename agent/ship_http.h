@@ -23,6 +23,13 @@ struct ship_item {
     char why[256];
 };
 
+/* Whether a status settles an item: stored (202), or refused for good
+ * (400, 413: sending it again cannot succeed). Any other is tried again. */
+static inline bool ship_item__settled(long status)
+{
+    return status == 202 || status == 400 || status == 413;
+}
+
 struct ship_http;
 
 /* endpoint: the base URL without a trailing slash; api_key NULL for none.
