@@ -233,7 +233,7 @@ static enum MHD_Result h_ingest(struct http *h, struct MHD_Connection *c, struct
     /* At most ingest_concurrency bodies decoded at once, each within
      * limits.max_memory: what uploads take is bounded whatever comes in. */
     if (!http_slot_take(h))
-        return http_respond_error(h, c, 503, "busy: too many uploads at once, try again");
+        return http_respond_error(h, c, 503, HTTP_BUSY);
     int status =
         http_ingest_one(h, rq->body.data ? rq->body.data : "", rq->body.len, &id, msg, sizeof(msg));
     http_slot_put(h);

@@ -29,7 +29,6 @@
 #define BATCH_RATIO_TIMES 10
 
 static const char NOT_TRIED[] = "not tried: an earlier profile of the batch failed";
-static const char BUSY[] = "busy: too many uploads at once, try again";
 
 /* e's identity from its query as the single upload reads its query
  * string, the values decoded into room (roomlen bytes): service, host,
@@ -248,7 +247,7 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
          * inflated batches exist at once. */
         if (!(held = http_slot_take(h))) {
             status = 503;
-            snprintf(msg, sizeof(msg), "%s", BUSY);
+            snprintf(msg, sizeof(msg), "%s", HTTP_BUSY);
             goto done;
         }
         if ((status = inflate_zstd(h, body, len, &raw, msg, sizeof(msg)))) {
@@ -271,7 +270,7 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
          * time, each within limits.max_memory, as a single upload is. */
         if (!held && !(held = http_slot_take(h))) {
             status = 503;
-            snprintf(msg, sizeof(msg), "%s", BUSY);
+            snprintf(msg, sizeof(msg), "%s", HTTP_BUSY);
             goto done;
         }
         stored = ingest_all(h, &start, n, &sts, &errs, &cut);

@@ -59,6 +59,8 @@ int http_parse_pid(const char *s, int64_t *pid);
  * reason (http_respond_error does it for the answers it writes). */
 void http_count_reject(struct http *h, unsigned status);
 
+/* The answer when no ingest slot came free. */
+#define HTTP_BUSY "busy: too many uploads at once, try again"
 /* The room for why an upload was refused (ingest__profile's msg). */
 #define HTTP_MSG_MAX 512
 /* Takes one of the ingest slots (opts.ingest_concurrency), waiting up to
