@@ -7,14 +7,16 @@
 #include "../common/hmap.h"
 #include "runtimes/runtime.h"
 
+/* Window serials: unique, so a process's remembered entry (proc->agg)
+ * is never taken for one of another window at the same address. */
+static uint64_t serials;
+
 struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks)
 {
     struct agg_window *w = calloc(1, sizeof(*w));
 
     if (!w)
         return NULL;
-    static uint64_t serials;
-
     w->start_ns = start_ns;
     w->kernel_stacks = kernel_stacks;
     w->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);

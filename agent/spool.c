@@ -221,7 +221,7 @@ int spool__write(const char *dir, uint64_t *seq, uint32_t pid, const struct buf 
      * listed only then, for its real total and its oldest files. */
     if (*total + f->len > max && spool__list(dir, &v, &n, total) == 0) {
         size_t dropped = 0;
-        for (size_t i = 0; i<n && * total + f->len> max; i++) {
+        for (size_t i = 0; i < n && (*total + f->len) > max; i++) {
             snprintf(path, sizeof(path), "%s/%s", dir, v[i].name);
             if (unlink(path) == 0) {
                 *total -= v[i].size;
