@@ -39,6 +39,26 @@ static void fake_proc(char *root)
     put(root, "comm", "qsort_cb\n");
 }
 
+/* The process table over the /proc at root, with its binary cache. */
+static struct procs *table_open(const char *root, struct binary_cache **bc)
+{
+    *bc = binary_cache__new(root);
+    struct procs *ps = procs__new(*bc, root, NULL);
+    assert_non_null(ps);
+    return ps;
+}
+
+/* Frees the table and removes the /proc at root. */
+static void table_close(struct procs *ps, struct binary_cache *bc, const char *root)
+{
+    char cmd[600];
+
+    procs__free(ps);
+    binary_cache__free(bc);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A process whose maps were read, then gone (a zombie's maps are empty; a
  * reaped process has none): a re-read forced by an unknown address keeps
  * what was read, so its samples still in the ring find their libraries.
@@ -53,9 +73,8 @@ static void test_maps_kept_when_gone(void **state)
     put(root, "maps",
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
-    struct binary_cache *bc = binary_cache__new(root);
-    struct procs *ps = procs__new(bc, root, NULL);
-    assert_non_null(ps);
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
     struct proc *p = procs__get(ps, PID, "qsort_cb", 1 * MS);
     assert_non_null(p);
     assert_non_null(procs__find_map(ps, p, 0x7f0000001000, false, 2 * MS));
@@ -77,10 +96,7 @@ static void test_maps_kept_when_gone(void **state)
     p = procs__get(ps, PID, "qsort_cb", 401 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 402 * MS));
 
-    procs__free(ps);
-    binary_cache__free(bc);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    assert_int_equal(system(cmd), 0);
+    table_close(ps, bc, root);
 }
 
 /* The walk's hint (a young process ran a library's first code): maps read
@@ -89,14 +105,13 @@ static void test_maps_kept_when_gone(void **state)
 static void test_hint_reads_maps(void **state)
 {
     (void)state;
-    char root[] = "/tmp/cx-procs-XXXXXX", cmd[600];
+    char root[] = "/tmp/cx-procs-XXXXXX";
 
     fake_proc(root);
     /* At exec: the program and ld.so only. */
     put(root, "maps", "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
-    struct binary_cache *bc = binary_cache__new(root);
-    struct procs *ps = procs__new(bc, root, NULL);
-    assert_non_null(ps);
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
     struct proc *p = procs__get(ps, PID, "qsort_cb", 10 * MS);
     assert_non_null(p);
     put(root, "maps",
@@ -111,10 +126,7 @@ static void test_hint_reads_maps(void **state)
     assert_non_null(m);
     assert_int_equal(m->start, 0x7f0000000000);
 
-    procs__free(ps);
-    binary_cache__free(bc);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    assert_int_equal(system(cmd), 0);
+    table_close(ps, bc, root);
 }
 
 /* A process whose exit event was lost: only a sweep that asks /proc sees
@@ -128,9 +140,8 @@ static void test_sweep_asks_proc_when_told(void **state)
 
     fake_proc(root);
     put(root, "maps", "");
-    struct binary_cache *bc = binary_cache__new(root);
-    struct procs *ps = procs__new(bc, root, NULL);
-    assert_non_null(ps);
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
     assert_non_null(procs__get(ps, PID, "qsort_cb", 1 * MS));
 
     procs__sweep(ps, 10 * MS, true); /* alive: kept */
@@ -155,10 +166,7 @@ static void test_sweep_asks_proc_when_told(void **state)
     procs__sweep(ps, 80 * MS, false);
     assert_int_equal(procs__count(ps), 0);
 
-    procs__free(ps);
-    binary_cache__free(bc);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    assert_int_equal(system(cmd), 0);
+    table_close(ps, bc, root);
 }
 
 int main(void)
