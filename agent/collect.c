@@ -68,8 +68,9 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
     }
     case CX_REC_EXEC: {
         const struct cx_proc_event *e = (const void *)h;
-        procs__exec(c->procs, h->tgid, now);
-        sync_skip(c, procs__get(c->procs, h->tgid, size >= sizeof(*e) ? e->comm : NULL, now));
+        bool whole = size >= sizeof(*e);
+        sync_skip(c, procs__exec(c->procs, h->tgid, whole ? e->comm : NULL,
+                                 whole ? e->cgroup_id : 0, now));
         if (c->exec_n < COLLECT_EXEC_PENDING) {
             unsigned at = (c->exec_head + c->exec_n++) % COLLECT_EXEC_PENDING;
             c->exec_tgid[at] = h->tgid;

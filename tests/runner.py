@@ -15,7 +15,8 @@ def run(tests, label, checks, prefix):
     temporary directory named prefix...; checks: the exception types a
     failed check raises (no traceback for those)."""
     wanted = set(sys.argv[1:])
-    passed = failed = 0
+    passed = 0
+    failures = []  # (name, message): repeated at the end, where a log's tail shows them
     for t in tests:
         if wanted and t.__name__ not in wanted:
             continue
@@ -27,9 +28,11 @@ def run(tests, label, checks, prefix):
                 passed += 1
                 print(f"[  OK  ] {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
             except Exception as e:  # noqa: BLE001 - every failure is reported
-                failed += 1
+                failures.append((t.__name__, str(e)))
                 print(f"[ FAIL ] {t.__name__}: {e}", flush=True)
                 if not isinstance(e, checks):
                     traceback.print_exc()
-    print(f"{label}: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    for name, msg in failures:
+        print(f"[ FAIL ] {name}: {msg[:500]}")
+    print(f"{label}: {passed} passed, {len(failures)} failed")
+    return 0 if not failures else 1

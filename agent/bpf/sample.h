@@ -83,6 +83,10 @@ struct cx_sample {
 struct cx_proc_event {
     struct cx_record_hdr hdr;
     char comm[CX_COMM_LEN];
+    /* bpf_get_current_cgroup_id(): its cgroup v2 (the root's id on a host
+     * of cgroup v1 only). User space names a process gone before the event
+     * is handled by it (procs/cgroup_id.h). */
+    __u64 cgroup_id;
 };
 
 /* Per-CPU counters (the "stats" array map), summed by user space. */

@@ -151,6 +151,7 @@ static __always_inline void proc_event(__u32 kind)
     e->hdr.cpu = bpf_get_smp_processor_id();
     e->hdr.time_ns = bpf_ktime_get_ns();
     bpf_get_current_comm(e->comm, sizeof(e->comm));
+    e->cgroup_id = bpf_get_current_cgroup_id();
     /* Woken at once: a short-lived process's maps must be read while it
      * still exists. */
     bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);

@@ -13,6 +13,7 @@
 #include "../../common/buf.h"
 #include "../../common/log.h"
 #include "../../common/str.h"
+#include "cgroup_id.h"
 
 #define NBUCKETS 4096
 /* A maps file bigger than this is cut there (a JVM has a few thousand lines). */
@@ -35,7 +36,8 @@ struct procs {
     struct binary_cache *bc;
     char *proc_root;
     char *docker_root, *log_root, *kubelet_root, *containers_root, *host_root; /* NULL: defaults */
-    struct buf scratch; /* cgroup and environ text, reused */
+    struct buf scratch;         /* cgroup and environ text, reused */
+    struct cgroup_ids *cgroups; /* NULL: no cgroup2 hierarchy */
     struct proc *buckets[NBUCKETS];
     unsigned count;
     struct procs_listener listener;
@@ -66,6 +68,7 @@ struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
         procs__free(ps);
         return NULL;
     }
+    ps->cgroups = cgroup_ids__open(ps->host_root);
     return ps;
 }
 
@@ -103,6 +106,7 @@ void procs__free(struct procs *ps)
     free(ps->kubelet_root);
     free(ps->containers_root);
     free(ps->host_root);
+    cgroup_ids__free(ps->cgroups);
     buf__free(&ps->scratch);
     free(ps);
 }
@@ -176,10 +180,15 @@ static void read_service(struct procs *ps, struct proc *p)
     struct identity_roots roots = {ps->docker_root, ps->log_root, ps->kubelet_root,
                                    ps->containers_root, ps->host_root};
     bool was_disabled = p->disabled;
+    const char *cgroup;
+    char by_id[4200];
     size_t n;
 
     n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
-    identity__resolve(ps->scratch.data, n, &roots, p->exe[0] ? p->exe : NULL, &p->id);
+    cgroup = ps->scratch.data;
+    if (n == 0 && (n = cgroup_ids__line(ps->cgroups, p->cgroup_id, by_id, sizeof(by_id))))
+        cgroup = by_id; /* gone already: the cgroup it exec'd in */
+    identity__resolve(cgroup, n, &roots, p->exe[0] ? p->exe : NULL, &p->id);
     n = read_capped(ps, p->tgid, "environ", ENVIRON_MAX);
     p->disabled = identity__profiling_disabled(ps->scratch.data, n);
     if (p->disabled && !was_disabled)
@@ -187,9 +196,10 @@ static void read_service(struct procs *ps, struct proc *p)
                  "its environment",
                  p->tgid, p->exe, p->id.service);
     log_debug("procs: pid=%u exe=%s service=%s container_id=%.12s pod=%s namespace=%s "
-              "container=%s systemd_unit=%s named %lld ms after its start",
+              "container=%s systemd_unit=%s named %lld ms after its start%s",
               p->tgid, p->exe, p->id.service, p->id.container_id, p->id.pod, p->id.namespace,
-              p->id.container, p->id.systemd_unit, procs__age_ms(p->start_time));
+              p->id.container, p->id.systemd_unit, procs__age_ms(p->start_time),
+              cgroup == by_id ? " (exited by then: its cgroup found by the exec's cgroup id)" : "");
 }
 
 static void read_identity(struct procs *ps, struct proc *p)
@@ -289,6 +299,7 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
             /* The pid was reused (fork without exec): a new process. */
             p->exited = false;
             p->maps_stale = true;
+            p->cgroup_id = 0;
         }
         if (p->maps_stale) {
             p->seen_ns = now_ns;
@@ -350,15 +361,27 @@ void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_
         read_maps(ps, p, now_ns);
 }
 
-void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
+                         uint64_t now_ns)
 {
-    struct proc *p = *slot(ps, tgid);
+    struct proc **pp = slot(ps, tgid), *p = *pp;
 
-    (void)now_ns;
-    if (p) {
-        p->maps_stale = true;
-        p->exited = false; /* a reused pid */
+    if (!p) {
+        /* New: made here rather than in procs__get, whose first read must
+         * already know the cgroup id. */
+        p = calloc(1, sizeof(*p));
+        if (!p)
+            return NULL;
+        p->tgid = tgid;
+        *pp = p;
+        ps->count++;
     }
+    if (comm)
+        str__copy(p->comm, sizeof(p->comm), comm);
+    p->cgroup_id = cgroup_id;
+    p->maps_stale = true;
+    p->exited = false; /* a reused pid */
+    return procs__get(ps, tgid, NULL, now_ns);
 }
 
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)

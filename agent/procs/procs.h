@@ -47,6 +47,7 @@ struct proc {
     void *agg;
     uint64_t agg_serial;
     uint64_t start_time;     /* /proc/PID/stat field 22: tells a reused pid apart */
+    uint64_t cgroup_id;      /* the cgroup v2 it exec'd in (BPF), 0 when not known */
     char comm[16];           /* the process's name (its main thread's) */
     char exe[PROC_NAME_MAX]; /* base name of the executable */
     struct identity id;      /* service, container, pod, unit: identity.h */
@@ -76,8 +77,13 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
 const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr, bool reread,
                                        uint64_t now_ns);
 
-/* Exec: the maps are read again on the next sample. */
-void procs__exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+/* Exec (CX_REC_EXEC): the process read again now (identity, maps), or
+ * first read as procs__get does. cgroup_id is the cgroup v2 it exec'd in
+ * (bpf_get_current_cgroup_id, 0 when not known): when /proc/PID/cgroup is
+ * gone by the time the event is handled (a short process, a busy agent),
+ * the cgroup's path still gives its identity. Returns as procs__get. */
+struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
+                         uint64_t now_ns);
 
 /* A hint from the walk (CX_REC_MAPS, taken at hint_ns on the monotonic
  * clock) that process tgid has mapped code since: its maps are read again

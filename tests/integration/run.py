@@ -245,16 +245,47 @@ def test_record_whole_machine(tmp):
     w = start_workload("cpu_split", 8)
     try:
         time.sleep(0.5)
-        out, log = record(tmp, "--duration", 3)
+        out, log, ticks = record_cpu_of(tmp, w.pid, "--duration", 3)
     finally:
         w.kill()
         w.wait()
     ts = traces(out)
     check(all("pid" in t.labels for t in ts), "a sample without a pid label")
     per, whole, total = split_of(ts, pid=w.pid)
-    check(total >= 200, f"only {total} samples of the workload in a 3 s whole-machine record")
+    # Its CPU from the recording's start to the agent's exit (the naming and
+    # writing after the last sample included): what a shared machine let it
+    # run, not the 3 s asked.
+    expect = ticks / 100 * HZ
+    print(f"    {total} samples of the workload for {expect:.0f} samples' worth of its CPU")
+    check(total >= 50 and total >= 0.6 * expect,
+          f"only {total} samples of the workload in a 3 s whole-machine record, for "
+          f"{expect:.0f} samples' worth of its CPU")
     check(per["hot_a"] > per["hot_c"] > 0, f"workload split not seen: {per}")
     check("processes=" in log, log)
+
+
+def record_cpu_of(tmp, pid, *args):
+    """record, and the CPU time process pid had from the recording's start
+    (its "record: sample_rate_hz=" line: the tables built) to the agent's
+    exit, in clock ticks. Returns (the output, the log, the ticks)."""
+    out = os.path.join(tmp, "record.pb.gz")
+    p = subprocess.Popen([AGENT, "record", "--output", out, *map(str, args)],
+                         stderr=subprocess.PIPE, text=True)
+    lines, t0 = [], None
+    try:
+        for line in p.stderr:
+            lines.append(line)
+            if t0 is None and " record: sample_rate_hz=" in line:
+                t0 = cpu_ticks(pid)
+        p.wait(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    t1 = cpu_ticks(pid)
+    log = "".join(lines)
+    check(p.returncode == 0 and t0 is not None, f"record exited {p.returncode}: {log}")
+    return out, log, t1 - t0
 
 
 def kernel_names():
@@ -476,6 +507,8 @@ def named_after(log, pid):
 
 
 def run_window_agent(tmp, *extra, seconds=4.0, during=None):
+    """The agent writing 2 s windows to files, with during(agent) run once it
+    has started, then `seconds` more; returns (its output dir, its log)."""
     outdir = os.path.join(tmp, "out")
     os.makedirs(outdir, exist_ok=True)
     agent = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--log-level",
@@ -484,7 +517,7 @@ def run_window_agent(tmp, *extra, seconds=4.0, during=None):
     try:
         lines, reader = follow_until_started(agent)
         if during:
-            during()
+            during(agent)
         time.sleep(seconds)
     finally:
         agent.send_signal(signal.SIGTERM)
@@ -502,7 +535,7 @@ def test_service_systemd_cgroup(tmp):
     beside two CPU burners."""
     done = {}
     with Cgroup("system.slice/cxtest-web.service") as cg, Burners():
-        def during():
+        def during(_agent):
             w = cg.start("cpu_split", 2)
             done["out"], _ = w.communicate(timeout=30)
             done["pid"] = w.pid
@@ -528,17 +561,26 @@ def test_service_systemd_cgroup(tmp):
 
 def test_short_lived_named(tmp):
     """A process that lives 300 ms still gets its service in its profile,
-    named well within 2 s of its start; beside two CPU burners."""
+    named well within 2 s of its start; beside two CPU burners. And one that
+    starts and ends while the agent is stopped (SIGSTOP: an agent starved of
+    CPU, its events handled after the process is gone from /proc): named by
+    the cgroup its exec event saw. Before, this one was named cpu_split, as
+    one in CI was on a loaded machine."""
     done = []
     with Cgroup("system.slice/cxtest-web.service") as cg, Burners():
-        def during():
-            for _ in range(3):
+        def during(agent):
+            for i in range(4):
+                if i == 3:
+                    agent.send_signal(signal.SIGSTOP)
                 t0 = time.time()
                 w = cg.start("cpu_split", 0.3)
                 w.communicate(timeout=30)
                 done.append((w.pid, time.time() - t0))
+                if i == 3:
+                    time.sleep(0.1)  # its exit reaped: /proc/PID gone
+                    agent.send_signal(signal.SIGCONT)
         outdir, log = run_window_agent(tmp, seconds=1.0, during=during)
-    for pid, lived in done:
+    for i, (pid, lived) in enumerate(done):
         mine = [os.path.join(outdir, f) for f in os.listdir(outdir)
                 if f.startswith(f"cxtest-web.{pid}.")]
         check(mine, f"pid {pid} (lived {lived:.2f}s): no cxtest-web profile; "
@@ -547,10 +589,14 @@ def test_short_lived_named(tmp):
         total = sum(t.count for t in ts)
         check(total > 0 and all(t.labels.get("service") == "cxtest-web" for t in ts),
               f"pid {pid}: {ts[:2]}")
-        _, ms = named_after(log, pid)
+        line, ms = named_after(log, pid)
         print(f"    pid {pid} lived {lived * 1000:.0f} ms: {total} samples as cxtest-web, "
               f"named {ms} ms after its start")
-        check(ms is not None and ms < 2000, f"pid {pid} named {ms} ms after its start")
+        if i < 3:
+            check(ms is not None and ms < 2000, f"pid {pid} named {ms} ms after its start")
+        else:
+            check(line and "found by the exec's cgroup id" in line,
+                  f"pid {pid}, ended while the agent was stopped: {line}")
 
 
 def test_profiling_disabled(tmp):
@@ -627,7 +673,7 @@ def test_upload_identity_and_legacy_spool(tmp):
     done = {}
     try:
         with Cgroup("system.slice/cxtest-web.service") as cg:
-            def during():
+            def during(_agent):
                 w = cg.start("cpu_split", 1)
                 w.communicate(timeout=30)
                 done["pid"] = w.pid

@@ -2,6 +2,7 @@
  * process's maps does when the process has gone. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -91,9 +92,8 @@ static void test_maps_kept_when_gone(void **state)
     assert_non_null(procs__find_map(ps, p, 0x7f0000100010, false, 301 * MS));
 
     /* After an exec the old image's maps are not kept. */
-    procs__exec(ps, PID, 400 * MS);
     put(root, "maps", "");
-    p = procs__get(ps, PID, "qsort_cb", 401 * MS);
+    p = procs__exec(ps, PID, "qsort_cb", 0, 400 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 402 * MS));
 
     table_close(ps, bc, root);
@@ -169,12 +169,74 @@ static void test_sweep_asks_proc_when_told(void **state)
     table_close(ps, bc, root);
 }
 
+/* The cgroup2 hierarchy's root, or NULL. */
+static const char *cgroup2_root(void)
+{
+    static const char *const at[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    char probe[64];
+
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(probe, sizeof(probe), "%s/cgroup.procs", at[i]);
+        struct stat st;
+        /* cgroup v1's root has cgroup.procs too, but no cgroup.controllers. */
+        char ctl[64];
+        snprintf(ctl, sizeof(ctl), "%s/cgroup.controllers", at[i]);
+        if (stat(probe, &st) == 0 && stat(ctl, &st) == 0)
+            return at[i];
+    }
+    return NULL;
+}
+
+/* A process whose exec event is handled after it has gone (a busy agent;
+ * /proc/PID has no cgroup file left): the cgroup id BPF took at the exec
+ * still names its unit. With id 0 it is named by its executable, as
+ * before. Needs root and a cgroup2 hierarchy (it makes a unit's cgroup). */
+static void test_exec_named_by_cgroup_id(void **state)
+{
+    (void)state;
+    const char *cg = cgroup2_root();
+    char root[] = "/tmp/cx-procs-XXXXXX", slice[128], unit[192];
+    struct stat st;
+
+    if (geteuid() != 0 || !cg) {
+        print_message("skipped: needs root and a cgroup2 hierarchy\n");
+        skip();
+    }
+    snprintf(slice, sizeof(slice), "%s/system.slice", cg);
+    bool made_slice = mkdir(slice, 0755) == 0;
+    snprintf(unit, sizeof(unit), "%s/cxunit-web-%d.service", slice, (int)getpid());
+    assert_int_equal(mkdir(unit, 0755), 0);
+    assert_int_equal(stat(unit, &st), 0); /* a cgroup2 directory's inode is its id */
+
+    fake_proc(root);
+    put(root, "maps", "");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    struct proc *p = procs__exec(ps, PID, "cpu_split", 0, 1 * MS);
+    assert_non_null(p);
+    assert_string_equal(p->id.service, "qsort_cb");
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 2 * MS);
+    char want[64];
+    snprintf(want, sizeof(want), "cxunit-web-%d", (int)getpid());
+    assert_string_equal(p->id.service, want);
+    assert_string_equal(strstr(unit, want), p->id.systemd_unit);
+    /* An id of no cgroup (removed since): named by its executable again. */
+    assert_int_equal(rmdir(unit), 0);
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 3 * MS);
+    assert_string_equal(p->id.service, "qsort_cb");
+
+    table_close(ps, bc, root);
+    if (made_slice)
+        rmdir(slice);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_kept_when_gone),
         cmocka_unit_test(test_hint_reads_maps),
         cmocka_unit_test(test_sweep_asks_proc_when_told),
+        cmocka_unit_test(test_exec_named_by_cgroup_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
