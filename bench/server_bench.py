@@ -19,6 +19,7 @@ import argparse
 import concurrent.futures
 import gzip
 import http.client
+import json
 import os
 import re
 import statistics
@@ -77,6 +78,81 @@ def zat_time(body, time_ns):
         _zframes[time_ns] = subprocess.run(["zstd", "-q", "-c"], input=b"\x48" + varint(time_ns),
                                            stdout=subprocess.PIPE, check=True).stdout
     return body + _zframes[time_ns]
+
+
+def batches_of(raws, queries, max_bytes=4 << 20, max_profiles=1000):
+    """Raw pprof bodies framed as the agent frames them (common/batch.h): a
+    batch stops at 4 MiB of profiles or 1,000 of them, and is compressed
+    whole as one zstd stream (level 3). Returns (the bodies, profiles in
+    each)."""
+    out, counts, cur, size = [], [], [], 0
+
+    def flush():
+        body = bytearray(b"codexray-batch 1\n")
+        for q, d in cur:
+            body += q.encode() + b"\n" + str(len(d)).encode() + b"\n" + d
+        out.append(subprocess.run(["zstd", "-q", "-3", "-c"], input=bytes(body),
+                                  stdout=subprocess.PIPE, check=True).stdout)
+        counts.append(len(cur))
+
+    for q, d in zip(queries, raws):
+        if cur and (size + len(d) > max_bytes or len(cur) >= max_profiles):
+            flush()
+            cur, size = [], 0
+        cur.append((q, d))
+        size += len(d)
+    if cur:
+        flush()
+    return out, counts
+
+
+def post_batches(url, bodies, counts):
+    """Posts the batches; returns the profiles stored (each status 202)."""
+    u = urllib.parse.urlsplit(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    stored = 0
+    for b, n in zip(bodies, counts):
+        c.request("POST", u.path, body=b, headers={"Content-Encoding": "zstd"})
+        r = c.getresponse()
+        a = json.loads(r.read())
+        assert r.status == 200 and a["stored"] == n, (r.status, str(a)[:300])
+        stored += n
+    c.close()
+    return stored
+
+
+def ingest_small(tmp, srv, start):
+    """Small profiles (50 stacks, as most of a node's processes send): a
+    node's 500 processes x 2 minutes, stored once to warm the store, then
+    again one a request (zstd), then again in batches of a window's 500 as
+    the agent ships them: what the per-profile costs (the request, the
+    flush to disk) weigh when the profile itself is cheap. Returns (raw
+    bytes a profile, then server CPU ms and wall ms a profile: one a
+    request, in batches)."""
+    gen = os.path.join(tmp, "small")
+    subprocess.run([os.path.join(B, "bench", "gen_profiles"), gen, "500", "2", "50",
+                    str(start)], check=True, stdout=subprocess.DEVNULL)
+    raws = [gzip.decompress(open(os.path.join(gen, f), "rb").read())
+            for f in sorted(os.listdir(gen))]
+    url = srv.url + "/api/v1/profiles"
+    queries = [f"service=small&pid={i % 500 + 1}" for i in range(len(raws))]
+
+    def shifted(k):
+        return [r + b"\x48" + varint((start + k * 600 + (i // 500) * 60) * 10**9)
+                for i, r in enumerate(raws)]
+
+    post_batches(url + "/batch", *batches_of(shifted(0), queries, max_profiles=500))
+    single = [subprocess.run(["zstd", "-q", "-3", "-c"], input=r, stdout=subprocess.PIPE,
+                             check=True).stdout for r in shifted(1)]
+    cpu0, t0 = proc_cpu(srv.p.pid), time.time()
+    for q, b in zip(queries, single):
+        assert post(url + "?" + q, b) == 202
+    one = ((proc_cpu(srv.p.pid) - cpu0) / len(raws) * 1000, (time.time() - t0) / len(raws) * 1000)
+    bodies, counts = batches_of(shifted(2), queries, max_profiles=500)
+    cpu0, t0 = proc_cpu(srv.p.pid), time.time()
+    post_batches(url + "/batch", bodies, counts)
+    many = ((proc_cpu(srv.p.pid) - cpu0) / len(raws) * 1000, (time.time() - t0) / len(raws) * 1000)
+    return len(raws[0]), one, many
 
 
 def timed(srv, q, reps):
@@ -186,6 +262,7 @@ def main():
         out = subprocess.run([os.path.join(B, "bench", "ingest_bench"), zdir, "3"], check=True,
                              capture_output=True, text=True).stdout
         inproc_ms = float(re.search(r"([\d.]+) ms each", out).group(1))
+        n_hour = len(bodies)
         srv = Server(tmp)
         try:
             url = srv.url + "/api/v1/profiles"
@@ -213,6 +290,16 @@ def main():
             for b in shifted:
                 assert post(url, b) == 202
             gz_cpu, gz_wall = proc_cpu(srv.p.pid) - cpu0, time.time() - t0
+            # The hour again in batches, as the agent ships them (raw
+            # profiles, the batch one zstd stream): an hour later still.
+            raws = [gzip.decompress(b) + b"\x48" + varint((ahead + 3600 + (i % minutes) * 60)
+                                                            * 10**9)
+                    for i, b in enumerate(bodies)]
+            bbodies, bcounts = batches_of(raws, [f"pid={i % args.procs + 1}" for i in range(n_hour)])
+            cpu0, t0 = proc_cpu(srv.p.pid), time.time()
+            post_batches(url + "/batch", bbodies, bcounts)
+            b_cpu, b_wall = proc_cpu(srv.p.pid) - cpu0, time.time() - t0
+            small = ingest_small(tmp, srv, ahead + 7200)
             # The rest of the day, 8 clients at once.
             t0 = time.time()
             with concurrent.futures.ThreadPoolExecutor(8) as ex:
@@ -235,7 +322,7 @@ def main():
                    or metric(srv, "codexray_rollups_built_total") == 0):
                 time.sleep(0.5)
             rollup_wait = time.time() - t0
-            n_total = len(bodies) * (args.hours + 1) + len(warm)
+            n_total = len(bodies) * (args.hours + 2) + len(warm) + 3000
             # The last hour, not on bucket edges (its ends are read raw), and the day.
             frm = end - 3600 + 17
             q = f"/api/v1/profile?app=benchapp&from={frm}&to={frm + 3600}&format=flamegraph"
@@ -281,6 +368,9 @@ def main():
 | ingest on one core: server CPU per profile, one client, zstd bodies ({zin_bytes / n / 1024:.0f} KiB, as the agent ships) | {hour_cpu / n * 1000:.2f} ms = {n / hour_cpu:.0f} profiles/s per core ({n / hour_wall:.0f}/s wall) | |
 | the same in-process, no HTTP (bench/ingest_bench.c, 60 profiles x 3 after a warm-up) | {inproc_ms:.2f} ms = {1000 / inproc_ms:.0f} profiles/s per core | |
 | the same, gzip bodies ({in_bytes / n / 1024:.0f} KiB) | {gz_cpu / n * 1000:.2f} ms = {n / gz_cpu:.0f} profiles/s per core ({n / gz_wall:.0f}/s wall) | |
+| the same in batches as the agent ships them ({n / len(bbodies):.0f} profiles of 4 MiB a batch, one zstd stream, one disk flush a group) | {b_cpu / n * 1000:.2f} ms = {n / b_cpu:.0f} profiles/s per core ({n / b_wall:.0f}/s wall) | |
+| small profiles (50 stacks, {small[0] / 1024:.1f} KiB raw), 1,000 of them: one a request (zstd), server CPU / wall a profile | {small[1][0]:.3f} ms / {small[1][1]:.3f} ms = {1000 / small[1][0]:.0f} profiles/s per core ({1000 / small[1][1]:.0f}/s wall) | |
+| the same in batches of 500 (one zstd stream, one disk flush a group) | {small[2][0]:.3f} ms / {small[2][1]:.3f} ms = {1000 / small[2][0]:.0f} profiles/s per core ({1000 / small[2][1]:.0f}/s wall) | |
 | ingest, 8 concurrent clients (the other {args.hours - 1} hours) | {n * (args.hours - 1) / day_ingest_s if args.hours > 1 else float('nan'):.0f} profiles/s wall | |
 | rollups still to build after the last post | {rollup_wait:.1f} s | |
 | bytes stored per profile / gzipped pprof in | {size / n_total / 1024:.1f} KiB / {in_bytes / n / 1024:.1f} KiB = {size / n_total / (in_bytes / n):.2f} | |

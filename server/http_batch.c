@@ -6,10 +6,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "../common/batch.h"
+#include "../common/clock.h"
 #include "../common/json.h"
 #include "../common/log.h"
 #include "../common/zst.h"
@@ -69,55 +71,166 @@ static int entry_identity(const struct batch_entry *e, char *room, size_t roomle
     return 0;
 }
 
-/* The profiles of the batch that r has opened, n of them, ingested in
- * order; their statuses and errors written as JSON arrays into sts and
- * errs (*cut when one did not fit). Returns the number stored. The caller
- * holds an ingest slot. */
-static size_t ingest_all(struct http *h, struct batch_reader *r, size_t n, struct buf *sts,
-                         struct buf *errs, bool *cut)
+/* A batch's profiles are stored in groups (store__group_begin), each made
+ * durable by one flush at its end: one fsync for up to GROUP_MAX profiles
+ * instead of one each. A group is also ended after GROUP_NS, since it
+ * holds the store's writer, which other uploads and the rollups wait for. */
+#define GROUP_MAX 256
+#define GROUP_NS (250ull * 1000 * 1000)
+
+/* What became of one profile of the batch: its status, and for anything
+ * but 202 where its message starts in the batch's messages. */
+struct outcome {
+    int status;
+    size_t msg;
+    size_t len; /* its bytes, counted once stored */
+};
+
+struct batch_run {
+    struct http *h;
+    struct outcome *out; /* one a profile */
+    struct buf msgs;     /* their messages, each NUL-terminated */
+    size_t n, done;      /* profiles; those with an outcome */
+    size_t group_from;   /* the open group's first profile */
+    bool grouped;        /* a group is open */
+    uint64_t group_t0;
+};
+
+/* Records profile r->done's outcome. Returns false when out of memory. */
+static bool settle(struct batch_run *r, int status, size_t len, const char *msg)
+{
+    struct outcome *o = &r->out[r->done++];
+
+    o->status = status;
+    o->len = len;
+    o->msg = r->msgs.len;
+    return status == 202 || buf__append(&r->msgs, msg, strlen(msg) + 1) == 0;
+}
+
+/* Ends the open group, if any: on failure none of its profiles is stored,
+ * and those it had taken become 503 (the client sends them again). Returns
+ * false when it failed. */
+static bool group_close(struct batch_run *r, bool *cut)
+{
+    char err[HTTP_MSG_MAX / 2], msg[HTTP_MSG_MAX];
+
+    if (!r->grouped)
+        return true;
+    r->grouped = false;
+    if (store__group_end(r->h->st, err, sizeof(err)) == 0)
+        return true;
+    snprintf(msg, sizeof(msg), "not stored: the store could not make it durable: %s", err);
+    log_error("ingest: a batch's group of %zu profiles lost: %s", r->done - r->group_from, err);
+    size_t at = r->msgs.len;
+    if (buf__append(&r->msgs, msg, strlen(msg) + 1))
+        *cut = true;
+    for (size_t k = r->group_from; k < r->done; k++)
+        if (r->out[k].status == 202)
+            r->out[k] = (struct outcome){503, at, r->out[k].len};
+    return false;
+}
+
+/* Opens a group before profile r->done when none is open: after the last
+ * one was closed, or when it is full or old. A store without groups
+ * stores each profile alone. Returns false when the group could not be
+ * closed (the store failed: stop). */
+static bool group_ready(struct batch_run *r, bool *cut)
+{
+    char err[HTTP_MSG_MAX];
+
+    if (r->grouped &&
+        (r->done - r->group_from >= GROUP_MAX || clock__mono_ns() - r->group_t0 >= GROUP_NS) &&
+        !group_close(r, cut))
+        return false;
+    if (!r->grouped && store__group_begin(r->h->st, err, sizeof(err)) == 0) {
+        r->grouped = true;
+        r->group_from = r->done;
+        r->group_t0 = clock__mono_ns();
+    }
+    return true;
+}
+
+/* The profiles of the batch that rd has opened, r->n of them, ingested in
+ * order into r->out. After a 5xx (the store failed or is away) the rest
+ * would fail too, each perhaps after the store's timeout: they are not
+ * tried, and say 503 so the client sends them again. The caller holds an
+ * ingest slot. */
+static void ingest_all(struct batch_run *r, struct batch_reader *rd, bool *cut)
 {
     char room[BATCH_QUERY_MAX + 2], msg[HTTP_MSG_MAX], why[256];
-    size_t stored = 0, refused = 0, i;
+    size_t refused = 0;
     struct batch_entry e;
     int status = 0;
 
-    for (i = 0; i < n && status < 500 && batch__next(r, &e, why, sizeof(why)) == 1; i++) {
+    while (r->done < r->n && status < 500 && batch__next(rd, &e, why, sizeof(why)) == 1) {
         struct ingest_identity id;
+        size_t i = r->done;
 
+        if (!group_ready(r, cut))
+            break;
         if (!(status = entry_identity(&e, room, sizeof(room), &id, msg, sizeof(msg))))
-            status = http_ingest_one(h, e.data, e.len, &id, msg, sizeof(msg));
-        /* Sized for all, so only out of memory cuts them. */
-        if (json__raw(sts, i ? "," : "") || json__i64(sts, status) ||
-            json__raw(errs, i ? "," : "") ||
-            (status == 202 ? json__raw(errs, "null") : json__str(errs, msg)))
+            status =
+                ingest__profile(r->h->st, e.data, e.len, &id, &r->h->opts.limits, msg, sizeof(msg));
+        if (!settle(r, status, e.len, msg))
             *cut = true;
-        if (status == 202) {
-            stored++;
+        if (status == 202)
             continue;
-        }
-        http_count_reject(h, status);
         if (refused++ < LOG_LINES) {
             char what[96];
-            snprintf(what, sizeof(what), "profile %zu of a batch of %zu, ", i, n);
+            snprintf(what, sizeof(what), "profile %zu of a batch of %zu, ", i, r->n);
             http_log_refused(what, e.len, id.service, status, msg);
         }
     }
+    group_close(r, cut);
     if (refused > LOG_LINES)
         log_warn("ingest: refused %zu more profiles of that batch of %zu (not logged one by one)",
-                 refused - LOG_LINES, n);
-    if (i < n)
+                 refused - LOG_LINES, r->n);
+    if (r->done < r->n)
         log_warn("ingest: %zu profiles of that batch of %zu not tried after profile %zu's %d",
-                 n - i, n, i - 1, status);
-    /* After a 5xx (the store failed or is away) the rest would fail too,
-     * each perhaps after the store's timeout: they are not tried, and the
-     * client sends them again. */
-    for (size_t k = i; k < n; k++) {
-        if (json__raw(sts, k ? "," : "") || json__i64(sts, 503) || json__raw(errs, k ? "," : "") ||
-            json__str(errs, NOT_TRIED))
+                 r->n - r->done, r->n, r->done - 1, r->done ? r->out[r->done - 1].status : 0);
+    while (r->done < r->n)
+        if (!settle(r, 503, 0, NOT_TRIED))
             *cut = true;
-        http_count_reject(h, 503);
+}
+
+/* Each profile's outcome counted in the metrics. Returns those stored. */
+static size_t count_outcomes(struct batch_run *r)
+{
+    size_t stored = 0;
+    uint64_t bytes = 0;
+
+    for (size_t i = 0; i < r->done; i++) {
+        if (r->out[i].status == 202) {
+            stored++;
+            bytes += r->out[i].len;
+        } else {
+            http_count_reject(r->h, r->out[i].status);
+        }
     }
+    http_count(&r->h->m.profiles, stored);
+    http_count(&r->h->m.bytes, bytes);
     return stored;
+}
+
+/* The answer: {"stored":N,"statuses":[...],"errors":[...]}. Returns 0, or
+ * -1 when out of memory. */
+static int answer(const struct batch_run *r, size_t stored, struct buf *out)
+{
+    if (json__raw(out, "{\"stored\":") || json__i64(out, (int64_t)stored) ||
+        json__raw(out, ",\"statuses\":["))
+        return -1;
+    for (size_t i = 0; i < r->n; i++)
+        if (json__raw(out, i ? "," : "") || json__i64(out, r->out[i].status))
+            return -1;
+    if (json__raw(out, "],\"errors\":["))
+        return -1;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct outcome *o = &r->out[i];
+        if (json__raw(out, i ? "," : "") ||
+            (o->status == 202 ? json__raw(out, "null") : json__str(out, r->msgs.data + o->msg)))
+            return -1;
+    }
+    return json__raw(out, "]}\n");
 }
 
 enum { CODING_NONE, CODING_ZSTD };
@@ -228,15 +341,15 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
                                    size_t len)
 {
     struct batch_reader start;
-    struct buf raw, sts, errs, out;
+    struct batch_run run = {.h = h};
+    struct buf raw, out;
     char msg[HTTP_MSG_MAX];
-    size_t n = 0, stored = 0;
+    size_t n = 0;
     bool held = false, cut = false;
     int status, coding = body_coding(c, msg, sizeof(msg));
 
     buf__init(&raw, h->opts.limits.max_decompressed);
-    buf__init(&sts, 0);
-    buf__init(&errs, 0);
+    buf__init(&run.msgs, 0);
     buf__init(&out, 0);
     if (coding < 0) {
         status = 415;
@@ -259,12 +372,18 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
     }
     if ((status = read_framing(body, len, &start, &n, msg, sizeof(msg))))
         goto done;
-    /* At most BATCH_MAX_PROFILES statuses of 3 digits, and errors of
-     * HTTP_MSG_MAX bytes each escaped to at most 6 (\u00XX): about 31 MB
-     * at worst, 16 bytes a profile when all are stored. */
-    buf__init(&sts, 16 + n * 4);
-    buf__init(&errs, 16 + n * (6 * HTTP_MSG_MAX + 4));
+    /* At most BATCH_MAX_PROFILES messages of HTTP_MSG_MAX bytes, and in
+     * the answer each escaped to at most 6 (\u00XX): about 31 MB at worst,
+     * 16 bytes a profile when all are stored. */
+    run.n = n;
+    run.out = calloc(n + 1, sizeof(*run.out));
+    buf__init(&run.msgs, (n + 1) * HTTP_MSG_MAX);
     buf__init(&out, 64 + n * 4 + n * (6 * HTTP_MSG_MAX + 4));
+    if (!run.out) {
+        status = 500;
+        snprintf(msg, sizeof(msg), "out of memory");
+        goto done;
+    }
     if (n) {
         /* One slot for the whole batch: it is decoded one profile at a
          * time, each within limits.max_memory, as a single upload is. */
@@ -273,16 +392,14 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
             snprintf(msg, sizeof(msg), "%s", HTTP_BUSY);
             goto done;
         }
-        stored = ingest_all(h, &start, n, &sts, &errs, &cut);
+        ingest_all(&run, &start, &cut);
     }
     if (held)
         http_slot_put(h);
     held = false;
-    buf__free(&raw); /* the profiles pointed into it; their statuses are copies */
-    if (cut || json__raw(&out, "{\"stored\":") || json__i64(&out, (int64_t)stored) ||
-        json__raw(&out, ",\"statuses\":[") || (sts.len && buf__append(&out, sts.data, sts.len)) ||
-        json__raw(&out, "],\"errors\":[") || (errs.len && buf__append(&out, errs.data, errs.len)) ||
-        json__raw(&out, "]}\n")) {
+    buf__free(&raw); /* the profiles pointed into it; their outcomes are copies */
+    size_t stored = count_outcomes(&run);
+    if (cut || answer(&run, stored, &out)) {
         /* Only when out of memory: what was stored stays stored, and the
          * client, with no statuses to read, sends the batch again. */
         status = 500;
@@ -292,8 +409,8 @@ done:
     if (held)
         http_slot_put(h);
     buf__free(&raw);
-    buf__free(&sts);
-    buf__free(&errs);
+    buf__free(&run.msgs);
+    free(run.out);
     if (status) {
         buf__free(&out);
         return http_respond_error(h, c, status, msg);

@@ -15,8 +15,10 @@
 #ifndef CODEXRAY_SERVER_STORE_H
 #define CODEXRAY_SERVER_STORE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "stack_key.h"
 
@@ -130,6 +132,8 @@ struct store;
 struct store_ops {
     const struct stack_hasher *(*hasher)(struct store *s);
     int (*put)(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+    int (*group_begin)(struct store *s, char *err, size_t errlen); /* NULL: no groups */
+    int (*group_end)(struct store *s, char *err, size_t errlen);
     size_t (*put_mem)(struct store *s, const struct store_profile *p);
     int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
     int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
@@ -177,6 +181,31 @@ static inline int store__put(struct store *s, const struct store_profile *p, cha
                              size_t errlen)
 {
     return s->ops->put(s, p, err, errlen);
+}
+
+/* Opens a group of puts made durable together, by store__group_end: one
+ * disk flush for many profiles (a batch upload) instead of one each. Until
+ * then the calling thread's store__put stores into the group: a put that
+ * fails leaves nothing of its profile and keeps the others'; other
+ * threads' writes wait. Returns 0, -EOPNOTSUPP when the store has no
+ * groups (each put is then durable alone), or another negative value with
+ * err filled. One group per thread at a time; end it soon (it holds the
+ * store's writer). */
+static inline int store__group_begin(struct store *s, char *err, size_t errlen)
+{
+    if (!s->ops->group_begin) {
+        snprintf(err, errlen, "this store has no groups");
+        return -EOPNOTSUPP;
+    }
+    return s->ops->group_begin(s, err, errlen);
+}
+
+/* Ends the calling thread's group: returns 0 when every put of it that
+ * returned 0 is durable, or a negative value with err filled when none of
+ * them is stored. */
+static inline int store__group_end(struct store *s, char *err, size_t errlen)
+{
+    return s->ops->group_end(s, err, errlen);
 }
 
 /* The most memory store__put allocates for p (beyond p itself), for a

@@ -499,6 +499,8 @@ static void sqlite_close(struct store *s)
 static const struct store_ops sqlite_ops = {
     .hasher = sqls_hasher,
     .put = sqls_put,
+    .group_begin = sqls_group_begin,
+    .group_end = sqls_group_end,
     .put_mem = sqls_put_mem,
     .merge = sqls_merge,
     .applications = sqls_applications,

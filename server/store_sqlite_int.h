@@ -137,6 +137,8 @@ int sqls_accumulate(struct readers *r, const struct store_query *q, int max_leve
 /* store_sqlite_put.c */
 const struct stack_hasher *sqls_hasher(struct store *s);
 int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t errlen);
+int sqls_group_begin(struct store *s, char *err, size_t errlen);
+int sqls_group_end(struct store *s, char *err, size_t errlen);
 size_t sqls_put_mem(struct store *s, const struct store_profile *p);
 /* store_sqlite_read.c */
 int sqls_merge(struct store *s, const struct store_query *q, struct store_merged **out);

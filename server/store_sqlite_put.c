@@ -189,9 +189,64 @@ const struct stack_hasher *sqls_hasher(struct store *s)
     return &S(s)->hasher;
 }
 
+/* The store whose group this thread has open (sqls_group_begin), or NULL:
+ * a thread's puts go into its own group only, and another thread's put
+ * waits on wmu, which the group holds. */
+static __thread struct sqlite_store *group_of_thread;
+
+/* Forgets the writer's caches: rows a rollback undid may sit in them. */
+static void caches_reset(struct sqlite_store *st)
+{
+    hmap__free(st->labelset_ids);
+    st->labelset_ids = hmap__new();
+    stack_keymap__clear(st->fn_ids);
+    stack_keymap__clear(st->stack_ids);
+}
+
+int sqls_group_begin(struct store *s, char *err, size_t errlen)
+{
+    struct sqlite_store *st = S(s);
+
+    if (group_of_thread) {
+        snprintf(err, errlen, "a group is open already");
+        return -EBUSY;
+    }
+    pthread_mutex_lock(&st->wmu);
+    if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
+        pthread_mutex_unlock(&st->wmu);
+        return -EIO;
+    }
+    group_of_thread = st;
+    return 0;
+}
+
+int sqls_group_end(struct store *s, char *err, size_t errlen)
+{
+    struct sqlite_store *st = S(s);
+    int ret = 0;
+
+    if (group_of_thread != st) {
+        snprintf(err, errlen, "no group is open");
+        return -EINVAL;
+    }
+    group_of_thread = NULL;
+    if (sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
+        sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+        caches_reset(st);
+        ret = -EIO;
+    }
+    pthread_mutex_unlock(&st->wmu);
+    return ret;
+}
+
 int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
 {
     struct sqlite_store *st = S(s);
+    /* In the thread's group: a savepoint of its transaction, which is
+     * made durable at the group's end; alone: a transaction of its own. */
+    bool grouped = group_of_thread == st;
     int64_t *fn_ids = NULL, *ls_ids = NULL, *sids = NULL, total_samples = 0, total_cpu = 0;
     struct buf frames, data, text;
     int ret = -1;
@@ -208,8 +263,18 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
         ret = rr == -E2BIG ? -E2BIG : -ENOMEM;
         goto out_nolock;
     }
-    pthread_mutex_lock(&st->wmu);
-    if (sqlite3_exec(st->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    if (!grouped)
+        pthread_mutex_lock(&st->wmu);
+    if (grouped && sqlite3_get_autocommit(st->wdb)) {
+        /* SQLite rolled the group's transaction back on an error (a full
+         * disk, an I/O error): a savepoint now would be a transaction of
+         * its own, stored while the group's end reports it lost. */
+        snprintf(err, errlen, "sqlite: the group's transaction was rolled back by an error");
+        ret = -EIO;
+        goto out;
+    }
+    if (sqlite3_exec(st->wdb, grouped ? "SAVEPOINT put" : "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
+        SQLITE_OK)
         goto dberr;
     for (size_t i = 0; i < p->nlabelsets; i++) {
         if (store_labelset__text(&text, &p->labelsets[i])) {
@@ -284,24 +349,22 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
         if (sqlite3_step(st->ins_dirty) != SQLITE_DONE)
             goto dberr_rollback;
     }
-    if (sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    if (sqlite3_exec(st->wdb, grouped ? "RELEASE put" : "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
         goto dberr_rollback;
     ret = 0;
     goto out;
 dberr_rollback:
     snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
 rollback:
-    sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
-    /* Rows the rollback undid may sit in the caches: start them over. */
-    hmap__free(st->labelset_ids);
-    st->labelset_ids = hmap__new();
-    stack_keymap__clear(st->fn_ids);
-    stack_keymap__clear(st->stack_ids);
+    /* Of a grouped put, its own rows only: the group's others stay. */
+    sqlite3_exec(st->wdb, grouped ? "ROLLBACK TO put; RELEASE put" : "ROLLBACK", NULL, NULL, NULL);
+    caches_reset(st);
     goto out;
 dberr:
     snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(st->wdb));
 out:
-    pthread_mutex_unlock(&st->wmu);
+    if (!grouped)
+        pthread_mutex_unlock(&st->wmu);
 out_nolock:
     free(fn_ids);
     free(ls_ids);

@@ -327,6 +327,78 @@ static void test_concurrent_puts(void **state)
     tmpdir__remove(dir);
 }
 
+/* A group of puts (what a batch upload makes): a put the store refuses
+ * inside it leaves nothing and keeps the others; the group's end makes
+ * them durable together (there after a reopen); another thread's put,
+ * which waits for the group, is stored too; a put outside any group is
+ * stored alone as before. */
+struct grouped_arg {
+    struct store *st;
+    int rc;
+};
+
+static void *put_outside(void *p)
+{
+    struct grouped_arg *a = p;
+    struct sprof *s = malloc(sizeof(*s));
+    char err[512];
+
+    sprof__init(s, a->st, "grp", "other-thread", 9, T0 + 9 * SEC);
+    sprof__stack(s, LEAF_B, 3, 1, STORE_NO_LABELS);
+    a->rc = store__put(a->st, &s->p, err, sizeof(err));
+    free(s);
+    return NULL;
+}
+
+static void test_group(void **state)
+{
+    char dir[256], err[512];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    struct sprof s;
+    pthread_t t;
+    struct grouped_arg a = {st, -1};
+    (void)state;
+
+    assert_int_equal(store__group_begin(st, err, sizeof(err)), 0);
+    assert_int_equal(store__group_begin(st, err, sizeof(err)), -EBUSY); /* one a thread */
+    /* Started while the group is open: waits for it. */
+    assert_int_equal(pthread_create(&t, NULL, put_outside, &a), 0);
+    sprof__init(&s, st, "grp", "h", 1, T0);
+    sprof__stack(&s, LEAF_A, 3, 3, STORE_NO_LABELS);
+    put(st, &s);
+    /* Refused by the store: a label set past its 1 MiB of text. */
+    size_t big = (1u << 20) + 10;
+    char *value = malloc(big + 1);
+    assert_non_null(value);
+    memset(value, 'v', big);
+    value[big] = '\0';
+    sprof__init(&s, st, "grp", "h", 2, T0 + SEC);
+    s.labels[0] = (struct store_label){"k", value};
+    s.ls[0] = (struct store_labelset){s.labels, 1};
+    s.p.nlabelsets = 1;
+    sprof__stack(&s, LEAF_A, 3, 100, 0);
+    assert_int_equal(store__put(st, &s.p, err, sizeof(err)), -E2BIG);
+    free(value);
+    sprof__init(&s, st, "grp", "h", 3, T0 + 2 * SEC);
+    sprof__stack(&s, LEAF_A, 3, 4, STORE_NO_LABELS);
+    put(st, &s);
+    assert_int_equal(store__group_end(st, err, sizeof(err)), 0);
+    assert_int_equal(store__group_end(st, err, sizeof(err)), -EINVAL); /* none open */
+    pthread_join(t, NULL);
+    assert_int_equal(a.rc, 0);
+
+    store__close(st);
+    st = store_sqlite__open(dir, err, sizeof(err));
+    assert_non_null(st);
+    struct store_merged *m = merge_all(st, "grp");
+    assert_int_equal(m->profiles, 3);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), 7);
+    assert_int_equal(folded_samples(m, "main;b;leafb", NULL), 1);
+    store_merged__free(m);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_applications_and_labels),
         cmocka_unit_test(test_timeline_rollup_retention),
         cmocka_unit_test(test_concurrent_puts),
+        cmocka_unit_test(test_group),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
