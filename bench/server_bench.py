@@ -124,11 +124,11 @@ def post_batches(url, bodies, counts):
 def ingest_small(tmp, srv, start):
     """Small profiles (50 stacks, as most of a node's processes send): a
     node's 500 processes x 2 minutes, stored once to warm the store, then
-    again one a request (zstd), then again in batches of a window's 500 as
-    the agent ships them: what the per-profile costs (the request, the
+    again one a request (zstd), then again in batches as the agent makes
+    them (at most 4 MiB, or a window's 500): what the per-profile costs (the request, the
     flush to disk) weigh when the profile itself is cheap. Returns (raw
-    bytes a profile, then server CPU ms and wall ms a profile: one a
-    request, in batches)."""
+    bytes a profile, (server CPU ms, wall ms) a profile one a request, the
+    same in batches, profiles a batch)."""
     gen = os.path.join(tmp, "small")
     subprocess.run([os.path.join(B, "bench", "gen_profiles"), gen, "500", "2", "50",
                     str(start)], check=True, stdout=subprocess.DEVNULL)
@@ -152,7 +152,7 @@ def ingest_small(tmp, srv, start):
     cpu0, t0 = proc_cpu(srv.p.pid), time.time()
     post_batches(url + "/batch", bodies, counts)
     many = ((proc_cpu(srv.p.pid) - cpu0) / len(raws) * 1000, (time.time() - t0) / len(raws) * 1000)
-    return len(raws[0]), one, many
+    return len(raws[0]), one, many, len(raws) / len(bodies)
 
 
 def timed(srv, q, reps):
@@ -370,7 +370,7 @@ def main():
 | the same, gzip bodies ({in_bytes / n / 1024:.0f} KiB) | {gz_cpu / n * 1000:.2f} ms = {n / gz_cpu:.0f} profiles/s per core ({n / gz_wall:.0f}/s wall) | |
 | the same in batches as the agent ships them ({n / len(bbodies):.0f} profiles of 4 MiB a batch, one zstd stream, one disk flush a group) | {b_cpu / n * 1000:.2f} ms = {n / b_cpu:.0f} profiles/s per core ({n / b_wall:.0f}/s wall) | |
 | small profiles (50 stacks, {small[0] / 1024:.1f} KiB raw), 1,000 of them: one a request (zstd), server CPU / wall a profile | {small[1][0]:.3f} ms / {small[1][1]:.3f} ms = {1000 / small[1][0]:.0f} profiles/s per core ({1000 / small[1][1]:.0f}/s wall) | |
-| the same in batches of 500 (one zstd stream, one disk flush a group) | {small[2][0]:.3f} ms / {small[2][1]:.3f} ms = {1000 / small[2][0]:.0f} profiles/s per core ({1000 / small[2][1]:.0f}/s wall) | |
+| the same in batches as the agent makes them (4 MiB or 500 profiles: {small[3]:.0f} a batch; one zstd stream, one disk flush a group) | {small[2][0]:.3f} ms / {small[2][1]:.3f} ms = {1000 / small[2][0]:.0f} profiles/s per core ({1000 / small[2][1]:.0f}/s wall) | |
 | ingest, 8 concurrent clients (the other {args.hours - 1} hours) | {n * (args.hours - 1) / day_ingest_s if args.hours > 1 else float('nan'):.0f} profiles/s wall | |
 | rollups still to build after the last post | {rollup_wait:.1f} s | |
 | bytes stored per profile / gzipped pprof in | {size / n_total / 1024:.1f} KiB / {in_bytes / n / 1024:.1f} KiB = {size / n_total / (in_bytes / n):.2f} | |
