@@ -8,11 +8,10 @@ import os
 import random
 import socket
 import threading
-import time
 import urllib.parse
 
 from pprof_read import traces
-from server_tests import Server, check, good_profile, metric, profile, zstd
+from server_tests import Server, check, good_profile, kill9_during, metric, profile, zstd
 
 KEY = "batch-key"
 AUTH = {"Authorization": "Bearer " + KEY}
@@ -208,25 +207,7 @@ def test_server_batch_durability(tmp):
                 acked.extend(n for n, s in zip(names, a["statuses"]) if s == 202)
             i += 1
 
-    threads = [threading.Thread(target=send, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    time.sleep(2)
-    srv.kill9()
-    stop.set()
-    for t in threads:
-        t.join()
-    srv.start()
-    try:
-        st, body = srv.get("/api/v1/applications?from=now-1h")
-        have = {a["name"] for a in json.loads(body)["applications"]}
-        missing = [a for a in acked if a not in have]
-        print(f"    {len(acked)} profiles acknowledged in batches before kill -9, "
-              f"{len(missing)} missing after restart; {len(have)} stored in all")
-        check(len(acked) >= 200, f"only {len(acked)} profiles acknowledged in 2 s")
-        check(not missing, f"lost after kill -9: {missing[:5]}")
-    finally:
-        srv.stop()
+    kill9_during(srv, send, 3, stop, acked, 200)
 
 
 TESTS = [test_server_batch, test_server_batch_zstd, test_server_batch_hostile,
