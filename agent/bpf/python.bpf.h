@@ -30,6 +30,40 @@ struct {
     __type(value, __u64);
 } py_threads SEC(".maps");
 
+/* Code objects recently shown as a sample's innermost Python frame, per
+ * process. One not in it wakes user space at once (emit), so that it reads
+ * the code object while the process still runs: a function first sampled
+ * in a short process's last 100 ms (one ring-buffer drain) was otherwise
+ * read after the process had exited, and unnamed. Steady state costs one
+ * lookup a Python sample. */
+struct py_seen_key {
+    __u32 tgid;
+    __u32 pad;
+    __u64 code;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 16384);
+    __type(key, struct py_seen_key);
+    __type(value, __u8);
+} py_seen SEC(".maps");
+
+static __always_inline void py_note_seen(struct walk_state *st, __u64 code)
+{
+    struct py_seen_key k = {st->tgid, 0, code};
+    __u8 one = 1;
+
+    if (st->py_new)
+        return;
+    if (bpf_map_lookup_elem(&py_seen, &k)) {
+        st->py_new = 1;
+        return;
+    }
+    bpf_map_update_elem(&py_seen, &k, &one, BPF_ANY);
+    st->py_new = 2;
+}
+
 static __always_inline __u64 py_u64(const __u8 *buf, __u32 off)
 {
     /* Offsets are 8-aligned in the window (user space sees to it). */
@@ -222,6 +256,7 @@ __noinline int cx_py_step(__u32 tid)
     __u16 tag = py_code_tag(st, code);
     put_frame(s, st->n, code, CX_FRAME_PYTHON, off);
     put_tag(s, st->n, tag);
+    py_note_seen(st, code);
     st->n++;
     st->py_shown++;
     stat_inc(CX_STAT_PY_FRAMES);

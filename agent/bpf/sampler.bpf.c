@@ -205,7 +205,7 @@ static __always_inline __u32 walk_fp(struct cx_sample *s, __u32 base, __u64 pc, 
 }
 
 /* Hands the record to user space: nk kernel frames, then n - nk user ones. */
-static __always_inline void emit(struct cx_sample *s, __u32 tgid, __u32 nk, __u32 nframes)
+static __always_inline void emit(struct cx_sample *s, __u32 tgid, __u32 nk, __u32 nframes, int wake)
 {
     __u64 size, n = nframes; /* 64-bit: a 32-bit bound check is lost to the zero extension */
 
@@ -219,8 +219,9 @@ static __always_inline void emit(struct cx_sample *s, __u32 tgid, __u32 nk, __u3
         n = CX_MAX_FRAMES;
     size = __builtin_offsetof(struct cx_sample, frames) + n * sizeof(struct cx_frame);
     /* No wakeup per sample: user space drains the ring on a timer, which
-     * saves a context switch per sample. Past half full it is woken now. */
-    __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ringbuf_wakeup_bytes
+     * saves a context switch per sample. Past half full it is woken now,
+     * and for a Python code object new to it (py_seen). */
+    __u64 flags = wake || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ringbuf_wakeup_bytes
                       ? BPF_RB_FORCE_WAKEUP
                       : BPF_RB_NO_WAKEUP;
     if (bpf_ringbuf_output(&events, s, size, flags))
@@ -299,7 +300,7 @@ static __always_inline int walk_body(struct bpf_perf_event_data *ctx, const int 
         stat_inc(CX_STAT_TRUNC_DEPTH);
         walk_stop(s, st, CX_TRUNC_DEPTH);
     }
-    emit(s, st->tgid, st->nk, st->n);
+    emit(s, st->tgid, st->nk, st->n, st->py_new == 2);
     return 0;
 }
 
@@ -351,6 +352,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     st->vma_lookups = 0;
     st->py_state = PY_NONE;
     st->py_pending = 0;
+    st->py_new = 0;
     if (py) {
         __builtin_memcpy(&st->py, py, sizeof(st->py));
         st->py_state = PY_UNRESOLVED;
@@ -472,7 +474,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     } else if (r > 0) {
         nu = walk_user(ctx, s, tgid, nk, pc, sp, fp);
     } /* else a kernel thread: no user stack */
-    emit(s, tgid, nk, nk + nu);
+    emit(s, tgid, nk, nk + nu, 0);
     return 0;
 }
 

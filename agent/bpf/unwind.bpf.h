@@ -96,7 +96,10 @@ struct walk_state {
     __u32 py_shown; /* frames shown for this invocation */
     __u32 py_eval_exact;
     __u16 py_last_tag;
-    __u16 py_pad[3];
+    /* The sample's innermost Python frame: 0 not met yet, 1 its code seen
+     * before, 2 new (py_seen): the record then wakes user space at once. */
+    __u16 py_new;
+    __u16 py_pad[2];
     struct cx_py_proc py; /* the process's entry (py_procs), copied at the start */
     __u8 py_buf[CX_PY_FRAME_READ];
 };
