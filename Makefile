@@ -6,7 +6,8 @@
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
 #   make bench    the benchmark report (make bench-ui: the web UI's part only)
-#   make format   clang-format every source file
+#   make format   clang-format every source file (make format-check: and no stray
+#                 *.orig, *.rej or editor back-up file tracked)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 B := build
@@ -131,6 +132,7 @@ format:
 
 format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	@tools/tree_check.sh
 
 clean:
 	rm -rf $(B)

@@ -287,7 +287,7 @@ deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 docs-check:
 	@python3 tools/docs_check.py
 
-test: unit sanitize integration deploy-check fuzz-check docs-check
+test: format-check unit sanitize integration deploy-check fuzz-check docs-check
 
 # --- ASan and UBSan: the server's and common/'s unit tests, and the fuzz
 # target of the ingest path (libFuzzer, Debian's clang). Objects of their own
