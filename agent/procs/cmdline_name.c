@@ -420,12 +420,6 @@ bool cmdline_name__derive(const char *exe, const char *cmdline, size_t len, char
     case FAM_NONE:
         break;
     }
-    if (!ok)
-        return false;
-    size_t n = strlen(name);
-    if (n >= outlen)
-        n = outlen - 1;
-    memcpy(out, name, n);
-    out[n] = '\0';
-    return true;
+    /* Cut again to the caller's room, which must still hold a name. */
+    return ok && put_name(name, strlen(name), out, outlen);
 }

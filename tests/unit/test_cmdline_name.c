@@ -232,6 +232,11 @@ static void test_hostile(void **state)
     assert_true(cmdline_name__derive("python3.11", cl, big, out, sizeof(out)));
     assert_int_equal(strlen(out), sizeof(out) - 1);
     assert_false(cmdline_name__derive("python3.11", cl, big, out, 0));
+    assert_false(cmdline_name__derive("python3.11", cl, big, out, 1));
+    /* Cut to where no letter or digit is left: no name. */
+    assert_false(cmdline_name__derive("python3.11", CL("python3\0__a.py\0"), out, 3));
+    assert_true(cmdline_name__derive("python3.11", CL("python3\0__a.py\0"), out, 4));
+    assert_string_equal(out, "__a");
     /* Options by the thousand before the script: a thousand are looked
      * through, more are given up on. */
     size_t at = 8;
