@@ -47,7 +47,8 @@ bool identity__roots_under(const char *prefix, struct identity_roots *out, char 
 
 /* Fills *out from the text of /proc/PID/cgroup (len bytes, not necessarily
  * NUL-terminated, v1 and v2 lines alike) and the files under roots; `exe` is
- * the executable's base name, the service when nothing more specific is
+ * the process's own name (the executable's base name, or what an interpreter
+ * runs: cmdline_name.h), the service when nothing more specific is
  * known ("unknown" when exe is NULL or empty). The rules, most specific
  * first:
  *   - a Kubernetes container (kubepods, systemd or cgroupfs driver;

@@ -14,6 +14,7 @@
 #include "../../common/log.h"
 #include "../../common/str.h"
 #include "cgroup_id.h"
+#include "cmdline_name.h"
 
 #define NBUCKETS 4096
 /* A maps file bigger than this is cut there (a JVM has a few thousand lines). */
@@ -172,6 +173,19 @@ long long procs__age_ms(uint64_t start_ticks)
            (long long)(start_ticks * 1000 / (uint64_t)hz);
 }
 
+/* The name a process goes by outside a unit, container or pod: its
+ * executable's, or for an interpreter what it runs (cmdline_name.h), from
+ * its command line as it is now: at first sight and after exec, before
+ * most programs would rewrite it (setproctitle). */
+static void read_name(struct procs *ps, struct proc *p, char *out, size_t len)
+{
+    str__copy(out, len, p->exe);
+    if (cmdline_name__interpreter(p->exe)) {
+        size_t n = read_capped(ps, p->tgid, "cmdline", CMDLINE_NAME_READ_MAX);
+        cmdline_name__derive(p->exe, ps->scratch.data, n, out, len);
+    }
+}
+
 /* Service, container, pod and unit from the cgroup; whether the environment
  * opts out. Read at first sight and after exec: a process is placed in its
  * cgroup before it execs (systemd, runc), and exec brings a new environment. */
@@ -181,14 +195,15 @@ static void read_service(struct procs *ps, struct proc *p)
                                    ps->containers_root, ps->host_root};
     bool was_disabled = p->disabled;
     const char *cgroup;
-    char by_id[4200];
+    char by_id[4200], name[PROC_NAME_MAX];
     size_t n;
 
+    read_name(ps, p, name, sizeof(name));
     n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
     cgroup = ps->scratch.data;
     if (n == 0 && (n = cgroup_ids__line(ps->cgroups, p->cgroup_id, by_id, sizeof(by_id))))
         cgroup = by_id; /* gone already: the cgroup it exec'd in */
-    identity__resolve(cgroup, n, &roots, p->exe[0] ? p->exe : NULL, &p->id);
+    identity__resolve(cgroup, n, &roots, name[0] ? name : NULL, &p->id);
     n = read_capped(ps, p->tgid, "environ", ENVIRON_MAX);
     p->disabled = identity__profiling_disabled(ps->scratch.data, n);
     if (p->disabled && !was_disabled)
