@@ -31,8 +31,10 @@ static void excerpt(const char *s, char *out, size_t len)
 
     for (; s[i] && i < 40 && i + 4 < len; i++)
         out[i] = is_ctl((unsigned char)s[i]) ? '?' : s[i];
-    if (s[i] && i + 4 < len)
-        memcpy(out + i, "...", 3), i += 3;
+    if (s[i] && i + 4 < len) {
+        memcpy(out + i, "...", 3);
+        i += 3;
+    }
     out[i] = '\0';
 }
 
