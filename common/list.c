@@ -98,7 +98,8 @@ const char *list__get(const struct list *l, size_t i)
 }
 
 /* The length of s's scheme when s is SCHEME://HOST (something other than
- * a slash after the ://), else 0. */
+ * a slash after the ://) or file:///PATH (libcurl's, which libdebuginfod
+ * takes), else 0. */
 static size_t url_scheme(const char *s)
 {
     size_t i = 0;
@@ -106,7 +107,9 @@ static size_t url_scheme(const char *s)
     while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
            (i && ((s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '-' || s[i] == '.')))
         i++;
-    if (!i || strncmp(s + i, "://", 3) || !s[i + 3] || s[i + 3] == '/')
+    if (!i || strncmp(s + i, "://", 3) || !s[i + 3])
+        return 0;
+    if (s[i + 3] == '/' && !(i == 4 && !strncasecmp(s, "file", 4) && s[i + 4]))
         return 0;
     return i;
 }

@@ -37,7 +37,8 @@ size_t list__count(const struct list *l);
 const char *list__get(const struct list *l, size_t i);
 
 /* Reads every entry as a URL: trailing slashes are dropped ("http://h:8123/"
- * becomes "http://h:8123"), then each must be SCHEME://HOST... with a scheme
+ * becomes "http://h:8123"), then each must be SCHEME://HOST... (or
+ * file:///PATH) with a scheme
  * from schemes (a NULL-terminated array of names such as "http", compared
  * without case), or any scheme of letters, digits, +, - and . when schemes is
  * NULL. Returns 0, or -1 with the first bad entry named in err (the entries

@@ -144,13 +144,18 @@ static void test_urls_refused(void **state)
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     bad_url(big, http, "xxx...\") is not");
-    /* Any scheme when none is named: debuginfod's libcurl takes file:// too. */
+    /* Any scheme when none is named: debuginfod's libcurl takes file:///PATH
+     * too, but not a file URL of no path. */
     char err[256];
-    char *s = list__join_urls("https://d.example/, file:///x", NULL, ' ', err, sizeof(err));
-    assert_null(s); /* file:/// has no host */
-    s = list__join_urls("https://d.example/, svn+ssh://h/p", NULL, ' ', err, sizeof(err));
+    char *s = list__join_urls("https://d.example/, file:///srv/debug/, svn+ssh://h/p", NULL, ' ',
+                              err, sizeof(err));
     assert_non_null(s);
-    assert_string_equal(s, "https://d.example svn+ssh://h/p");
+    assert_string_equal(s, "https://d.example file:///srv/debug svn+ssh://h/p");
+    free(s);
+    assert_null(list__join_urls("file:///", NULL, ' ', err, sizeof(err)));
+    assert_null(list__join_urls("http:///x", NULL, ' ', err, sizeof(err)));
+    s = list__join_urls("FILE:///x", NULL, ' ', err, sizeof(err));
+    assert_non_null(s);
     free(s);
 }
 
