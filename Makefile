@@ -27,7 +27,7 @@ SERVER_LDLIBS := -lmicrohttpd -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate 
 
 COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
               common/json.c common/pprof/pprof_writer.c common/pprof/pprof_reader.c \
-              common/zst.c common/debugfile.c common/batch.c
+              common/zst.c common/debugfile.c common/batch.c common/list.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/procs/cmdline_name.c agent/procs/json_scan.c agent/procs/podman_meta.c \
              agent/procs/cgroup_id.c \

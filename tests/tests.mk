@@ -7,7 +7,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_ch_sql test_store_common test_debugfile \
-              test_dbgsrv test_procs test_spool test_batch
+              test_dbgsrv test_procs test_spool test_batch test_list
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -21,11 +21,15 @@ $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call o
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
 	    $(LDLIBS) -lcmocka
 
-# The ClickHouse store's quoting and answer reading.
-$(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c)
+# The ClickHouse store's quoting and answer reading, and its reading of the
+# --clickhouse list (the store itself, without a ClickHouse).
+CH_TEST_OBJS := $(call obj,server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c \
+    server/store_clickhouse_batch.c server/store_clickhouse_names.c server/store_clickhouse_frames.c \
+    server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/stack_key.c \
+    server/store_common.c)
+$(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(CH_TEST_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c) \
-	    $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(CH_TEST_OBJS) $(LDLIBS) -lcmocka
 
 # What the server's stores share.
 $(B)/tests/test_store_common: tests/unit/test_store_common.c $(UNIT_LIB_OBJS) \
@@ -312,7 +316,8 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_ch_sql test_store_common test_batch
+             test_varint test_ingest test_store test_http test_ch_sql test_store_common test_batch \
+             test_list
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -334,16 +339,27 @@ $(B)/fuzz/fuzz_ingest: tests/fuzz/fuzz_ingest.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
 
-# make fuzz FUZZ_TIME=600: the ingest path fuzzed for that long from the seed
-# corpus (tests/fuzz/corpus, written by tests/fuzz/make_corpus.py); what it
-# finds grows build/fuzz/corpus, a crash is saved as build/fuzz/crash-*.
-FUZZ_TIME ?= 300
-fuzz: $(B)/fuzz/fuzz_ingest
-	@mkdir -p $(B)/fuzz/corpus
-	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=30 \
-	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
+# The reader of every list-valued option (common/list.c): nothing else linked.
+$(B)/fuzz/fuzz_list: tests/fuzz/fuzz_list.c $(B)/san/obj/common/list.o
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(B)/san/obj/common/list.o
 
-# make test's share: a minute.
+# make fuzz FUZZ_TIME=600: both targets for that long in all, from their seed
+# corpora: the ingest path (tests/fuzz/corpus, written by
+# tests/fuzz/make_corpus.py) five sixths of it, the list reader
+# (tests/fuzz/corpus_list) the rest. What they find grows build/fuzz/corpus
+# and build/fuzz/corpus_list; a crash is saved as build/fuzz/crash-*.
+FUZZ_TIME ?= 300
+FUZZ_LIST_TIME = $(shell expr $(FUZZ_TIME) / 6 + 1)
+FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - $(FUZZ_TIME) / 6)
+fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list
+	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list
+	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_INGEST_TIME) -rss_limit_mb=2048 -timeout=30 \
+	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
+	cd $(B)/fuzz && ./fuzz_list -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=8192 -print_final_stats=1 corpus_list $(abspath tests/fuzz/corpus_list)
+
+# make test's share: a minute, both targets.
 fuzz-check:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 

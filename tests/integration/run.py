@@ -84,6 +84,15 @@ def test_usage(tmp):
     p = subprocess.run([AGENT, "--config", "/nonexistent.conf"], capture_output=True, text=True,
                        timeout=10)
     check(p.returncode == 2 and "/nonexistent.conf" in p.stderr, p.stderr)
+    # A list flag (common/list.h), in both modes: refused naming the flag,
+    # before anything starts.
+    for urls, why in ((", ,", "--debuginfod: no URL"),
+                      ("https://d.example/, nonsense", '--debuginfod: entry 2 ("nonsense")')):
+        for mode in ([], ["record", "--duration", "1", "--output", f"{tmp}/x"]):
+            p = subprocess.run([AGENT, *mode, "--debuginfod", urls], capture_output=True,
+                               text=True, timeout=10)
+            check(p.returncode == 2 and f"codexray-node-agent: {why}" in p.stderr,
+                  f"{mode} --debuginfod {urls!r}: {p.returncode} {p.stderr[-300:]}")
     # Without privileges: exit 1, and the capabilities it needs are named.
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", AGENT,
                         "record", "--duration", "1", "--output", f"{tmp}/x"], capture_output=True,
