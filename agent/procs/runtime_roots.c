@@ -26,10 +26,13 @@
 #define PROC_ENTRIES_MAX (1u << 22)
 /* Places kept per runtime over all users, and users whose own places
  * (their homes' defaults and configurations) are known. */
-#define ENTRIES_MAX 64
+#define ENTRIES_MAX 32
 #define USERS_MAX 64
 #define MISSES_MAX 4096
-/* After a miss, /proc is walked again if the last walk is this old. */
+/* After a miss, /proc is walked again if the last walk is this old; each
+ * walk that finds nothing new doubles it (up to the time to live), so a
+ * container whose name is nowhere costs a walk a minute, not one a
+ * process. */
 #define RESCAN_MISS_NS (5ull * 1000 * 1000 * 1000)
 #define PATH_LEN 4096
 
@@ -41,6 +44,7 @@ struct list {
 struct runtime_roots {
     char *proc_root, *host_root;
     uint64_t ttl_ns, walked_ns;
+    uint64_t miss_wait_ns; /* after a miss, walk again when the last walk is this old */
     bool walked;
     struct list lists[RUNTIME_COUNT];
     char rootless_path[PATH_LEN]; /* storage.conf's rootless_storage_path, or "" */
@@ -390,9 +394,13 @@ static void walk(struct runtime_roots *rr)
 {
     struct buf b;
     int pfd = open(rr->proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = pfd >= 0 ? fdopendir(dup(pfd)) : NULL;
+    int dfd = pfd >= 0 ? fcntl(pfd, F_DUPFD_CLOEXEC, 0) : -1;
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     struct dirent *de;
     unsigned seen = 0;
+
+    if (dfd >= 0 && !d)
+        close(dfd);
 
     for (int i = 0; i < RUNTIME_COUNT; i++)
         rr->lists[i].n = 0;
@@ -487,6 +495,7 @@ struct runtime_roots *runtime_roots__new(const char *proc_root, const char *host
     rr->proc_root = strdup(proc_root ? proc_root : "/proc");
     rr->host_root = strdup(host_root ? host_root : "");
     rr->ttl_ns = ttl_ns;
+    rr->miss_wait_ns = RESCAN_MISS_NS;
     if (!rr->proc_root || !rr->host_root) {
         runtime_roots__free(rr);
         return NULL;
@@ -532,20 +541,21 @@ bool runtime_roots__rescan(struct runtime_roots *rr, enum runtime rt, unsigned u
     char before[RUNTIME_ROOTS_MAX][PATH_LEN];
     size_t nb, na;
 
-    if (rr->walked && rr->ttl_ns != 0 && now_ns() - rr->walked_ns < RESCAN_MISS_NS)
+    if (rr->walked && rr->ttl_ns != 0 && now_ns() - rr->walked_ns < rr->miss_wait_ns)
         return false;
     nb = rr->walked ? filter(rr, rt, uid) : 0;
     for (size_t i = 0; i < nb; i++)
         str__copy(before[i], sizeof(before[i]), rr->out[i].path);
     walk(rr);
     na = filter(rr, rt, uid);
-    if (na != nb)
-        return true;
-    for (size_t i = 0; i < na; i++) {
-        if (strcmp(before[i], rr->out[i].path) != 0)
-            return true;
-    }
-    return false;
+    bool changed = na != nb;
+    for (size_t i = 0; !changed && i < na; i++)
+        changed = strcmp(before[i], rr->out[i].path) != 0;
+    if (changed)
+        rr->miss_wait_ns = RESCAN_MISS_NS;
+    else if (rr->miss_wait_ns < rr->ttl_ns)
+        rr->miss_wait_ns *= 2;
+    return changed;
 }
 
 /* What would make the name findable, per runtime. */

@@ -27,7 +27,9 @@
  *
  * What is learned is kept: /proc is walked again only when asked after the
  * time to live (a minute in the agent), or after a miss when the last walk
- * is more than 5 s old, so a daemon restarted with a new root is noticed.
+ * is more than 5 s old, so a daemon restarted with a new root is noticed
+ * (that wait doubles, up to the time to live, while walks find nothing
+ * new, and is 5 s again once one does).
  * Every file is read capped (command lines 64 KiB, configurations 1 MiB)
  * without following a final symlink; paths from flags and configurations
  * are used only when absolute and without "..". Main thread only. */
@@ -73,8 +75,8 @@ size_t runtime_roots__dirs(struct runtime_roots *rr, enum runtime rt, unsigned u
 
 /* After a container's name was not found in any place: walks /proc again
  * when the last walk is more than 5 s old (a daemon may have restarted with
- * a new root). Returns whether the places of rt for uid changed, that is
- * whether looking again may find what was missed. */
+ * a new root; longer after fruitless walks, see above). Returns whether the places of rt for uid
+ * changed, that is whether looking again may find what was missed. */
 bool runtime_roots__rescan(struct runtime_roots *rr, enum runtime rt, unsigned uid);
 
 /* Logs once per container (by id; 4,096 are remembered, past that one last
