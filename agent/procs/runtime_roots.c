@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,17 +108,30 @@ static void add(struct runtime_roots *rr, enum runtime rt, unsigned uid, const c
     va_end(ap);
 }
 
-/* Reads host_root + path (capped) into b. Returns whether anything was read. */
-static bool read_conf(struct runtime_roots *rr, const char *path, struct buf *b)
+/* Reads host_root + path (capped) into b: a regular file, and for a
+ * user's daemon (uid not 0) one that user owns, so that a rootless daemon's
+ * --config-file cannot make the agent read root's files. Returns whether
+ * anything was read. */
+static bool read_conf(struct runtime_roots *rr, const char *path, unsigned uid, struct buf *b)
 {
     char full[PATH_LEN];
+    struct stat st;
+    bool ok;
 
     buf__reset(b);
     if (!safe_path(path) ||
         snprintf(full, sizeof(full), "%s%s", rr->host_root, path) >= (int)sizeof(full))
         return false;
-    int r = buf__read_file(b, AT_FDCWD, full);
-    return (r == 0 || r == -E2BIG) && b->data && b->len > 0;
+    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uid == 0 || st.st_uid == uid);
+    if (ok) {
+        int r = buf__read_fd(b, fd);
+        ok = (r == 0 || r == -E2BIG) && b->data && b->len > 0;
+    }
+    close(fd);
+    return ok;
 }
 
 /* The string value of `key` in TOML text: in table `table` ("" for the
@@ -239,7 +253,7 @@ static void learn_dockerd(struct runtime_roots *rr, const char *pid, unsigned ui
         str__copy(conf, sizeof(conf), "/etc/docker/daemon.json");
     else
         snprintf(conf, sizeof(conf), "%s/.config/docker/daemon.json", home);
-    if (read_conf(rr, conf, b) &&
+    if (read_conf(rr, conf, uid, b) &&
         (json_scan__top_string(b->data, b->len, "data-root", root, sizeof(root)) ||
          json_scan__top_string(b->data, b->len, "graph", root, sizeof(root)))) {
         add(rr, RUNTIME_DOCKER, uid, root, "dockerd pid %s: data-root in %s", pid, conf);
@@ -264,7 +278,7 @@ static void learn_containerd(struct runtime_roots *rr, const char *pid, unsigned
 
     if (!conf)
         conf = "/etc/containerd/config.toml";
-    bool have_conf = read_conf(rr, conf, b);
+    bool have_conf = read_conf(rr, conf, uid, b);
     if (fr)
         str__copy(root, sizeof(root), fr);
     else if (!have_conf || !toml_string(b->data, b->len, "", "root", root, sizeof(root)))
@@ -376,7 +390,7 @@ static void learn_system(struct runtime_roots *rr, struct buf *b)
 
     rr->rootless_path[0] = '\0';
     for (size_t i = 0; i < 2; i++) {
-        if (!read_conf(rr, confs[i], b))
+        if (!read_conf(rr, confs[i], 0, b))
             continue;
         if (toml_string(b->data, b->len, "storage", "graphroot", v, sizeof(v)))
             add(rr, RUNTIME_PODMAN, 0, v, "graphroot in %s", confs[i]);
@@ -471,14 +485,16 @@ static void learn_user(struct runtime_roots *rr, unsigned uid)
     buf__init(&b, CONF_MAX);
     if (snprintf(path, sizeof(path), "%s/.config/containers/storage.conf", home) <
             (int)sizeof(path) &&
-        read_conf(rr, path, &b) && toml_string(b.data, b.len, "storage", "graphroot", v, sizeof(v)))
+        read_conf(rr, path, uid, &b) &&
+        toml_string(b.data, b.len, "storage", "graphroot", v, sizeof(v)))
         add(rr, RUNTIME_PODMAN, uid, v, "graphroot in %s", path);
     if (rr->rootless_path[0] && expand_rootless(rr->rootless_path, home, uid, v, sizeof(v)))
         add(rr, RUNTIME_PODMAN, uid, v, "rootless_storage_path in storage.conf");
     if (snprintf(v, sizeof(v), "%s/.local/share/containers/storage", home) < (int)sizeof(v))
         add(rr, RUNTIME_PODMAN, uid, v, "rootless default");
     if (snprintf(path, sizeof(path), "%s/.config/docker/daemon.json", home) < (int)sizeof(path) &&
-        read_conf(rr, path, &b) && json_scan__top_string(b.data, b.len, "data-root", v, sizeof(v)))
+        read_conf(rr, path, uid, &b) &&
+        json_scan__top_string(b.data, b.len, "data-root", v, sizeof(v)))
         add(rr, RUNTIME_DOCKER, uid, v, "data-root in %s", path);
     if (snprintf(v, sizeof(v), "%s/.local/share/docker", home) < (int)sizeof(v))
         add(rr, RUNTIME_DOCKER, uid, v, "rootless default");

@@ -48,7 +48,7 @@ enum runtime { RUNTIME_DOCKER, RUNTIME_CONTAINERD, RUNTIME_PODMAN, RUNTIME_COUNT
 /* One place where a runtime's metadata may be. */
 struct runtime_dir {
     char path[4096]; /* under host_root */
-    char why[128];   /* where it was learned: "dockerd pid 812 --data-root", "default" */
+    char why[256];   /* where it was learned: "dockerd pid 812 --data-root", "default" */
     unsigned uid;    /* whose containers: 0 for the system's */
 };
 

@@ -60,19 +60,28 @@ def start_dockerd(tmp, td, eng):
                       f"starts its own; stop that one first")
     data_root = os.path.join(tmp, "docker-data")
     sock = os.path.join(tmp, "docker-api.sock")
+    exec_root = os.path.join(tmp, "docker-exec")
     eng.cli += ["--host", f"unix://{sock}"]
     log = open(os.path.join(tmp, "dockerd.log"), "w")
     p = subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false",
                           "--data-root", data_root, "--host", f"unix://{sock}",
                           # Its state and pid file out of /run too: nothing
                           # of it where a system's dockerd would be.
-                          "--exec-root", os.path.join(tmp, "docker-exec"),
+                          "--exec-root", exec_root,
                           "--pidfile", os.path.join(tmp, "docker.pid")],
                          stdout=log, stderr=log)
 
     def stop():
         stop_proc(p, timeout=60)
         log.close()
+        # dockerd leaves its host network namespace bound at
+        # <exec-root>/netns/default: unmount what it left under tmp, or
+        # tmp cannot be removed.
+        with open("/proc/self/mountinfo") as f:
+            points = [mp for mp in (ln.split()[4] for ln in f)
+                      if mp.startswith((exec_root + "/", data_root + "/"))]
+        for mp in sorted(points, reverse=True):
+            run(["umount", "-l", mp], check_rc=False)
     td.add("dockerd", stop)
     wait_for("dockerd answering", lambda: p.poll() is None and eng(
         "version", check_rc=False, timeout=20).returncode == 0, 60, 1)
