@@ -251,8 +251,9 @@ static void learn_dockerd(struct runtime_roots *rr, const char *pid, unsigned ui
         str__copy(conf, sizeof(conf), v);
     else if (uid == 0)
         str__copy(conf, sizeof(conf), "/etc/docker/daemon.json");
-    else
-        snprintf(conf, sizeof(conf), "%s/.config/docker/daemon.json", home);
+    else if (snprintf(conf, sizeof(conf), "%s/.config/docker/daemon.json", home) >=
+             (int)sizeof(conf))
+        return;
     if (read_conf(rr, conf, uid, b) &&
         (json_scan__top_string(b->data, b->len, "data-root", root, sizeof(root)) ||
          json_scan__top_string(b->data, b->len, "graph", root, sizeof(root)))) {
