@@ -40,7 +40,7 @@ static bool find(const struct identity_roots *r, enum runtime rt, unsigned uid, 
         }
         if (extra && !extra_listed && fn(extra, ctx))
             return true;
-        if (!r->runtimes || !runtime_roots__rescan(r->runtimes, rt, uid))
+        if (pass == 1 || !r->runtimes || !runtime_roots__rescan(r->runtimes, rt, uid))
             return false;
     }
     return false;
