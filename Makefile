@@ -30,7 +30,7 @@ COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.
               common/zst.c common/debugfile.c common/batch.c common/list.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/procs/cmdline_name.c agent/procs/json_scan.c agent/procs/podman_meta.c \
-             agent/procs/cgroup_id.c \
+             agent/procs/cgroup_id.c agent/procs/runtime_roots.c agent/procs/container_meta.c \
              agent/node.c agent/preflight.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \

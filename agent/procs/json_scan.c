@@ -105,3 +105,46 @@ bool json_scan__find_object(const char *s, size_t n, const char *key, const char
     }
     return false;
 }
+
+bool json_scan__top_object(const char *s, size_t n, const char *key, const char **obj,
+                           size_t *objlen)
+{
+    size_t klen = strlen(key);
+    int depth = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == '"') {
+            size_t start = i + 1, end = string_end(s, n, i);
+            if (end >= n)
+                return false;
+            i = end;
+            size_t k = skip_space(s, n, end + 1);
+            if (depth != 1 || k >= n || s[k] != ':' || end - start != klen ||
+                memcmp(s + start, key, klen) != 0)
+                continue;
+            k = skip_space(s, n, k + 1);
+            if (k >= n || s[k] != '{')
+                return false;
+            /* Its closing brace, strings skipped whole. */
+            int d = 0;
+            for (size_t j = k; j < n; j++) {
+                if (s[j] == '"') {
+                    j = string_end(s, n, j);
+                } else if (s[j] == '{' || s[j] == '[') {
+                    d++;
+                } else if ((s[j] == '}' || s[j] == ']') && --d == 0) {
+                    *obj = s + k;
+                    *objlen = j + 1 - k;
+                    return true;
+                }
+            }
+            return false;
+        }
+    }
+    return false;
+}
