@@ -3,6 +3,7 @@
 #   make test     unit tests, integration tests (root, real BPF), the deploy and docs checks
 #   make test-install   Docker, Podman, systemd (nspawn) and the Kubernetes manifest, for real
 #   make test-kernels   the agent under qemu on Debian's kernels (KERNELS="5.10 6.1 6.12 sid")
+#   make test-arm64     the arm64 agent under qemu-system-aarch64 on Debian's arm64 6.1 and 6.12
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
 #   make bench    the benchmark report (make bench-ui: the web UI's part only)
@@ -60,7 +61,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
 .PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
-        test-kernels bench bench-ui format format-check clean
+        test-kernels test-arm64 bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 deps:

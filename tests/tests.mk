@@ -408,3 +408,30 @@ test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/worklo
 $(B)/kernels/bpf_each: tools/kernels/bpf_each.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lbpf
+
+# --- the arm64 agent on Debian's arm64 6.1 and 6.12, under qemu-system-aarch64
+# (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. Its
+# workloads are the amd64 ones' sources cross-built into build-arm64/workloads
+# with the same flags, and pac_split: cfi_split's build with PAC-signed return
+# addresses (-mbranch-protection=standard), as arm64 distributions build.
+A64 := build-arm64
+A64_TRIPLET := aarch64-linux-gnu
+ARM64_KERNELS ?= 6.1 6.12
+ARM64_WORKLOADS := $(addprefix $(A64)/workloads/,cpu_split cfi_split pac_split go_split)
+test-arm64: deps $(A64)/codexray-node-agent $(ARM64_WORKLOADS) $(A64)/kernels/bpf_each
+	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64
+$(A64)/workloads/cpu_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(CLANG) --target=$(A64_TRIPLET) $(FP_CFLAGS) -o $@ $<
+$(A64)/workloads/cfi_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(A64_TRIPLET)-gcc $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
+$(A64)/workloads/pac_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(A64_TRIPLET)-gcc $(NOFP_CFLAGS) -fno-inline -pthread -mbranch-protection=standard -o $@ $<
+$(A64)/workloads/go_split: tests/workloads/go_split/main.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) GOARCH=arm64 $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+$(A64)/kernels/bpf_each: tools/kernels/bpf_each.c
+	@mkdir -p $(dir $@)
+	$(A64_TRIPLET)-gcc $(CFLAGS) -o $@ $< -lbpf
