@@ -82,7 +82,8 @@ if [ "$(cat $R/record.rc)" != 0 ]; then
     $AGENT record --duration 1 --output $R/record-debug.pb.gz --log-level debug \
         2> $R/record-debug.log
 fi
-ps > $R/record.ps  # the workloads still running, their CPU time
+# shellcheck disable=SC2009 # all but the kernel threads, their CPU time
+ps | grep -v " \[" > $R/record.ps
 # shellcheck disable=SC2086 # one word per pid
 kill $pids 2>/dev/null
 # shellcheck disable=SC2086
