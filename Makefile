@@ -100,7 +100,7 @@ PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
 .PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
         test-kernels bench bench-ui format format-check clean
-all: $(B)/codexray-node-agent $(B)/codexray-server
+all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 # The packages come before anything that needs their tools or headers:
 # every rule that compiles, generates or links waits for deps (an order-only
