@@ -97,7 +97,7 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 RUSTC ?= /usr/bin/rustc
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
-                $(B)/fixtures/cfi_rust
+                $(B)/fixtures/cfi_rust $(CFI_A64_FIXTURES)
 FIXTURES += $(CFI_FIXTURES)
 $(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
@@ -134,6 +134,26 @@ $(B)/fixtures/cfi_debug_frame_z: $(B)/fixtures/cfi_debug_frame
 $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 	@mkdir -p $(dir $@)
 	$(RUSTC) -O -o $@ $<
+# arm64 (data for the table builder, which reads any machine's ELF): the
+# same source by Debian's cross gcc (gcc-aarch64-linux-gnu), with frame
+# records and without, with pointer authentication (paciasp/autiasp and
+# DW_CFA_AARCH64_negate_ra_state; BTI stubs in .plt, forced: ld warns that
+# the crt objects lack the BTI note), and with the B key (augmentation 'B').
+A64CC ?= aarch64-linux-gnu-gcc
+CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
+                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey
+$(B)/fixtures/cfi_a64_fp: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_omit: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fomit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_pac: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=standard -Wl,-z,force-bti -o $@ $<
+$(B)/fixtures/cfi_a64_bkey: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -o $@ $<
 
 # CPython line tables as each interpreter on the machine writes them
 # (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and
@@ -377,7 +397,7 @@ $(B)/bench/ingest_bench: bench/ingest_bench.c \
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agent/unwind/cfi_fde.c \
-    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
+    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
     common/hmap.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
