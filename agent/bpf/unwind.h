@@ -35,7 +35,9 @@ enum cx_fp_type {
     CX_FP_SAME = 0,   /* unchanged (not saved, or DW_CFA_same_value / undefined) */
     CX_FP_AT_CFA = 1, /* at CFA + 8 * fp_off (DW_CFA_offset) */
     CX_FP_AT_FP = 2,  /* at fp + 8 * fp_off (DW_CFA_expression DW_OP_breg6 N) */
-    CX_FP_AT_SP = 3,  /* at sp + 8 * fp_off, sp this frame's (Go on arm64: -8(RSP)) */
+    /* at sp + 8 * fp_off, sp this frame's: Go on arm64 (-8(RSP)), and an
+     * arm64 frame record too far below the CFA for fp_off (cx_ra_type) */
+    CX_FP_AT_SP = 3,
 };
 
 /* Where the return address is (bits 6-7 of cx_cfi_row.rule). x86_64 rows
@@ -45,9 +47,11 @@ enum cx_ra_type {
      * it only in the frame the sample interrupted (or one a signal
      * interrupted): elsewhere the walk ends, [truncated]. */
     CX_RA_DEFAULT = 0,
-    CX_RA_AFTER_FP = 1, /* at CFA + 8 * (fp_off + 1): the frame record {x29, x30}; fp CX_FP_AT_CFA */
-    CX_RA_AT_CFA = 2,   /* at CFA + 8 * fp_off; fp CX_FP_SAME (fp_off is the return address's) */
-    CX_RA_AT_SP = 3,    /* at *(sp), sp this frame's (Go on arm64 once it has a frame) */
+    /* just above the saved frame pointer (fp type AT_CFA, AT_FP or AT_SP):
+     * the frame record {x29, x30}, read in one go */
+    CX_RA_AFTER_FP = 1,
+    CX_RA_AT_CFA = 2, /* at CFA + 8 * fp_off; fp CX_FP_SAME (fp_off is the return address's) */
+    CX_RA_AT_SP = 3,  /* at *(sp), sp this frame's (Go on arm64 once it has a frame) */
 };
 
 /* One row: the rule for [pc, next row's pc). 8 bytes, so a table for libc

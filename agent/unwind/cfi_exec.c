@@ -460,7 +460,9 @@ static int fp_of(const struct build *b, const struct cfi_reg_state *r, enum cx_f
     default:
         return CFI_UNSUP_FP_RULE;
     }
-    if (off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX)
+    /* With a link register cfi_lr_row narrows the offset (it may rebase it). */
+    int64_t lo = b->arch->lr ? INT16_MIN : INT8_MIN, hi = b->arch->lr ? INT16_MAX : INT8_MAX;
+    if (off % 8 != 0 || off / 8 < lo || off / 8 > hi)
         return CFI_UNSUP_OFFSET;
     *fp_u = off / 8;
     return -1;

@@ -65,7 +65,7 @@ struct cx_cfi_row cfi_lr_row(struct build *b, enum cx_cfa_type cfa, int64_t cfa_
     int64_t u;
 
     if (ra_saved) {
-        if (!units(ra_off, INT8_MIN, INT8_MAX, &u))
+        if (!units(ra_off, INT16_MIN, INT16_MAX, &u))
             return cfi_unsup(b, CFI_UNSUP_OFFSET);
         if (fp == CX_FP_AT_CFA && fp_u + 1 == u) {
             ra = CX_RA_AFTER_FP; /* stp x29, x30: the frame record */
@@ -76,6 +76,16 @@ struct cx_cfi_row cfi_lr_row(struct build *b, enum cx_cfa_type cfa, int64_t cfa_
             return cfi_unsup(b, CFI_UNSUP_RA); /* both saved, apart: one offset in a row */
         }
     }
+    /* A big frame keeps its frame record at its bottom (sub sp, sp, #1968;
+     * stp x29, x30, [sp]): too far below the CFA for a row's 8 bits, but
+     * near the register the CFA is computed from. */
+    if (fp == CX_FP_AT_CFA && (fp_u < INT8_MIN || fp_u > INT8_MAX) &&
+        (cfa == CX_CFA_SP || cfa == CX_CFA_FP)) {
+        fp_u += cfa_u;
+        fp = cfa == CX_CFA_SP ? CX_FP_AT_SP : CX_FP_AT_FP;
+    }
+    if (fp_u < INT8_MIN || fp_u > INT8_MAX)
+        return cfi_unsup(b, CFI_UNSUP_OFFSET);
     return (struct cx_cfi_row){
         .cfa_off = (__s16)cfa_u, .rule = CX_CFI_RULE_RA(cfa, fp, ra), .fp_off = (__s8)fp_u};
 }
@@ -146,7 +156,9 @@ static struct cx_cfi_row classify(struct build *b, Dwarf_Frame *fr, bool signal,
     } else {
         return cfi_unsup(b, CFI_UNSUP_FP_RULE);
     }
-    if (fp != CX_FP_SAME && !units(off, INT8_MIN, INT8_MAX, &fp_u))
+    /* With a link register cfi_lr_row narrows the offset (it may rebase it). */
+    if (fp != CX_FP_SAME &&
+        !units(off, a->lr ? INT16_MIN : INT8_MIN, a->lr ? INT16_MAX : INT8_MAX, &fp_u))
         return cfi_unsup(b, CFI_UNSUP_OFFSET);
     if (a->lr)
         return cfi_lr_row(b, cfa, u, fp, fp_u, ra_saved, ra_off);

@@ -85,7 +85,7 @@ static bool agrees(const struct cx_cfi_row *r, bool arm64, bool signal, const ch
     } else if (strcmp(ra, "u") && strcmp(ra, "s")) { /* else still in x30 */
         if (reg_off(ra, reg, sizeof(reg), &off) && !strcmp(reg, "c")) {
             ra_saved = true;
-            unsup |= off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX;
+            unsup |= off % 8 != 0 || off / 8 < INT16_MIN || off / 8 > INT16_MAX;
             ra_u = off / 8;
         } else {
             unsup = true;
@@ -95,7 +95,8 @@ static bool agrees(const struct cx_cfi_row *r, bool arm64, bool signal, const ch
         want_fp = CX_FP_SAME;
     } else if (reg_off(rbp, reg, sizeof(reg), &off) && !strcmp(reg, "c")) {
         want_fp = CX_FP_AT_CFA;
-        unsup |= off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX;
+        unsup |= off % 8 != 0 || off / 8 < (arm64 ? INT16_MIN : INT8_MIN) ||
+                 off / 8 > (arm64 ? INT16_MAX : INT8_MAX);
         want_fp_off = off / 8;
     } else if (!strcmp(rbp, "exp")) {
         want_fp = CX_FP_AT_FP; /* or unsupported: the expression is not shown */
@@ -113,6 +114,15 @@ static bool agrees(const struct cx_cfi_row *r, bool arm64, bool signal, const ch
         else
             unsup = true;
     }
+    /* arm64: a frame record too far below the CFA, found from the register
+     * the CFA is computed from instead. */
+    if (arm64 && !unsup && want_fp == CX_FP_AT_CFA && want_ra != CX_RA_AT_CFA &&
+        (want_fp_off < INT8_MIN || want_fp_off > INT8_MAX) && !any_cfa) {
+        want_fp_off += want_cfa_off;
+        want_fp = want_cfa == CX_CFA_SP ? CX_FP_AT_SP : CX_FP_AT_FP;
+    }
+    if (arm64 && !unsup && (want_fp != CX_FP_SAME || want_ra == CX_RA_AT_CFA))
+        unsup |= want_fp_off < INT8_MIN || want_fp_off > INT8_MAX;
     if (unsup)
         return ct == CX_CFA_UNSUPPORTED;
     if (any_cfa) {
@@ -126,7 +136,8 @@ static bool agrees(const struct cx_cfi_row *r, bool arm64, bool signal, const ch
     }
     if (ft != want_fp || rt != want_ra)
         return false;
-    return (want_fp != CX_FP_AT_CFA && want_ra != CX_RA_AT_CFA) || r->fp_off == want_fp_off;
+    bool fp_known = want_fp != CX_FP_SAME && strcmp(rbp, "exp") != 0;
+    return (!fp_known && want_ra != CX_RA_AT_CFA) || r->fp_off == want_fp_off;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -165,7 +176,7 @@ struct xcols {
 struct xcie {
     unsigned long off;
     bool signal;
-    bool other_ra; /* its return address column is not the ABI's (x30, or 16 on x86_64) */
+    bool other_ra;     /* its return address column is not the ABI's (x30, or 16 on x86_64) */
     struct xcols init; /* its initial row, which FDEs without rows keep */
 };
 
@@ -354,10 +365,9 @@ static void cross_check(const char *path)
 static void test_cross_check_fixtures(void **state)
 {
     (void)state;
-    static const char *const names[] = {"cfi_omit",          "cfi_fp",       "cfi_cxx",
-                                        "cfi_debug_frame",   "cfi_debug_frame_z",
-                                        "cfi_a64_fp",        "cfi_a64_omit", "cfi_a64_pac",
-                                        "cfi_a64_bkey"};
+    static const char *const names[] = {
+        "cfi_omit",   "cfi_fp",       "cfi_cxx",     "cfi_debug_frame", "cfi_debug_frame_z",
+        "cfi_a64_fp", "cfi_a64_omit", "cfi_a64_pac", "cfi_a64_bkey"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         cross_check(fixture(names[i]));
 }
@@ -428,16 +438,14 @@ static void test_same_as_libdw(void **state)
     /* arm64: x30's rules, DW_CFA_AARCH64_negate_ra_state (cfi_a64_pac:
      * read as SPARC's window save it would move x29 and x30 to CFA + 104
      * and + 112), the 'B' augmentation (cfi_a64_bkey). */
-    static const char *const names[] = {"cfi_omit",     "cfi_fp",      "cfi_cxx",
-                                        "cfi_debug_frame", "cfi_debug_frame_z", "cfi_rust",
-                                        "cfi_a64_fp",   "cfi_a64_omit", "cfi_a64_pac",
-                                        "cfi_a64_bkey"};
+    static const char *const names[] = {
+        "cfi_omit", "cfi_fp",     "cfi_cxx",      "cfi_debug_frame", "cfi_debug_frame_z",
+        "cfi_rust", "cfi_a64_fp", "cfi_a64_omit", "cfi_a64_pac",     "cfi_a64_bkey"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         same_both_ways(fixture(names[i]));
     /* libc: signal frames, _start's and clone3's undefined return address,
      * remember/restore state; libstdc++: a big C++ library. */
-    static const char *const libs[] = {LIBC, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-                                       A64_LIBC};
+    static const char *const libs[] = {LIBC, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", A64_LIBC};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
         if (access(libs[i], R_OK) == 0)
             same_both_ways(libs[i]);
@@ -468,8 +476,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_check_fixtures), cmocka_unit_test(test_cross_check_rust),
         cmocka_unit_test(test_cross_check_libc),     cmocka_unit_test(test_cross_check_arm64_libc),
-        cmocka_unit_test(test_same_as_libdw),
-        cmocka_unit_test(test_debug_frame),
+        cmocka_unit_test(test_same_as_libdw),        cmocka_unit_test(test_debug_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
