@@ -3,6 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
               test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
+              test_cfi_table_arm64 \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
@@ -95,11 +96,15 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 # tested for with $(wildcard) here: make reads this file before `make deps`
 # installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
+A64CC ?= aarch64-linux-gnu-gcc
+CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
+                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
                 $(B)/fixtures/cfi_rust $(CFI_A64_FIXTURES)
 FIXTURES += $(CFI_FIXTURES)
-$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
+$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck $(B)/tests/test_cfi_table_arm64: $(CFI_FIXTURES) \
+    tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
@@ -139,9 +144,7 @@ $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 # records and without, with pointer authentication (paciasp/autiasp and
 # DW_CFA_AARCH64_negate_ra_state; BTI stubs in .plt, forced: ld warns that
 # the crt objects lack the BTI note), and with the B key (augmentation 'B').
-A64CC ?= aarch64-linux-gnu-gcc
-CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
-                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey
+# (A64CC and CFI_A64_FIXTURES are set above, before the rules that need them.)
 $(B)/fixtures/cfi_a64_fp: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
 	$(A64CC) -O2 -g -fno-omit-frame-pointer -o $@ $<

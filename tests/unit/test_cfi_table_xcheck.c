@@ -333,7 +333,7 @@ static void cross_check(const char *path)
                       skipped_fdes);
     /* arm64's .plt has no CFI: the table's rows of its own for it
      * (test_cfi_table_arm64.c checks them) count as an FDE here. */
-    uint64_t plt, plt_end;
+    uint64_t plt = 0, plt_end = 0;
     if (x.arm64 && plt_section(path, &plt, &plt_end)) {
         addrs_add(&x.starts, plt);
         addrs_add(&x.ends, plt_end);
