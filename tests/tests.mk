@@ -71,7 +71,8 @@ $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detec
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
 FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c \
-            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped
+            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped \
+            $(B)/fixtures/go_a64
 $(B)/fixtures/fp_c: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -116,7 +117,8 @@ $(B)/fixtures/plt_ibt: tests/unit/fixtures/plt.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fcf-protection=full -Wl,-z,ibtplt -o $@ $<
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
-$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c
+$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c \
+    $(B)/fixtures/go_a64
 $(B)/tests/test_dwarf_scopes: $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/cfi_cxx
 $(B)/fixtures/cfi_omit: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
@@ -217,6 +219,11 @@ $(B)/fixtures/go_full: tests/unit/fixtures/gofix.go
 $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+# The same for arm64 (GOARCH=arm64: Go cross-compiles by itself), with its
+# symbols: go_table's arm64 rows (the return address in x30, then at 0(RSP)).
+$(B)/fixtures/go_a64: tests/unit/fixtures/gofix.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) GOARCH=arm64 $(GO) build -o $(abspath $@) $(notdir $<)
 
 # Workloads for the integration tests, built with frame pointers in every
 # function. clang, because gcc 12 leaves them out of leaf functions that use
