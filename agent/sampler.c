@@ -167,13 +167,15 @@ static bool nonprealloc_maps_ok(void)
     return true;
 }
 
-/* THREAD_SIZE, the kernel stack's size: 16 KiB on x86_64, twice that with
- * KASAN (the kernel's config says, where it can be read). */
+/* THREAD_SIZE, the kernel stack's size: 16 KiB on x86_64 and arm64, twice
+ * that with KASAN (the kernel's config says, where it can be read); on arm64
+ * with vmapped stacks at least a page (64 KiB with 64 KiB pages). */
 static unsigned long kernel_thread_size(void)
 {
     char path[256], line[256];
     struct utsname u;
     unsigned long size = 16384;
+    bool vmap_stack = false;
     FILE *f;
 
     if (uname(&u))
@@ -185,8 +187,14 @@ static unsigned long kernel_thread_size(void)
     while (fgets(line, sizeof(line), f)) {
         if (strcmp(line, "CONFIG_KASAN=y\n") == 0)
             size = 32768;
+        else if (strcmp(line, "CONFIG_VMAP_STACK=y\n") == 0)
+            vmap_stack = true;
     }
     fclose(f);
+    /* x86_64's pages are 4 KiB: this changes nothing there. */
+    long page = sysconf(_SC_PAGESIZE);
+    if (vmap_stack && page > 0 && (unsigned long)page > size)
+        size = (unsigned long)page;
     return size;
 }
 

@@ -13,7 +13,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "sample.h"
-#include "arch_x86.bpf.h"
+#include "arch.bpf.h"
 
 #define PF_KTHREAD 0x00200000
 
@@ -398,7 +398,7 @@ static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp)
 
     if (BPF_CORE_READ(t, flags) & PF_KTHREAD || !BPF_CORE_READ(t, mm))
         return 0;
-    return cx_stack_user_regs(BPF_CORE_READ(t, stack), thread_size, pc, sp, fp);
+    return cx_stack_user_regs(BPF_CORE_READ(t, stack), thread_size, pc, sp, fp, NULL);
 }
 
 /* Whether the task is inside execve. There its saved user registers are
@@ -446,7 +446,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     s->kernel_err = 0;
     bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-    if (!cx_regs_user_mode(&ctx->regs)) {
+    if (!cx_regs_user_mode(cx_ctx_regs(ctx))) {
         got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
         if (got < 0) {
             s->kernel_err = got;
@@ -468,7 +468,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
         stat_inc(CX_STAT_NO_USER_REGS);
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
         nu = 1;
-    } else if (r > 0 && !cx_regs_user_mode(&ctx->regs) && in_execve()) {
+    } else if (r > 0 && !cx_regs_user_mode(cx_ctx_regs(ctx)) && in_execve()) {
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
         nu = 1;
     } else if (r > 0) {
