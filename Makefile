@@ -76,7 +76,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/debuginfod.c agent/symbolize/debuglink.c \
              agent/symbolize/symbolizer_debuginfod.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c \
-             agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
+             agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
              agent/unwind/go_table.c agent/unwind/unwinder.c agent/unwind/unwinder_tables.c \
              agent/unwind/file_unwind.c \
              agent/runtimes/runtimes.c \
@@ -170,6 +170,16 @@ $(B)/obj/server/http.o: server/ui_assets.h
 
 $(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ) $(UI_OBJ) | deps
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
+
+# The arm64 binaries from a plain make on another host (make test-arm64
+# needs the agent): a make of their own with ARCH=arm64, which decides B, CC
+# and vmlinux.h's source when it reads this file.
+ifeq ($(CROSS)$(HOST_ARCH),x86)
+build-arm64/codexray-node-agent build-arm64/codexray-server: FORCE
+	@$(MAKE) --no-print-directory ARCH=arm64 $@
+.PHONY: FORCE
+FORCE:
+endif
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 

@@ -3,6 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
               test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
+              test_cfi_table_arm64 \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
@@ -70,7 +71,8 @@ $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detec
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
 FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c \
-            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped
+            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped \
+            $(B)/fixtures/go_a64
 $(B)/fixtures/fp_c: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -95,11 +97,15 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 # tested for with $(wildcard) here: make reads this file before `make deps`
 # installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
+A64CC ?= aarch64-linux-gnu-gcc
+CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
+                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
-                $(B)/fixtures/cfi_rust
+                $(B)/fixtures/cfi_rust $(CFI_A64_FIXTURES)
 FIXTURES += $(CFI_FIXTURES)
-$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
+$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck $(B)/tests/test_cfi_table_arm64: $(CFI_FIXTURES) \
+    tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
@@ -111,7 +117,8 @@ $(B)/fixtures/plt_ibt: tests/unit/fixtures/plt.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fcf-protection=full -Wl,-z,ibtplt -o $@ $<
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
-$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c
+$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c \
+    $(B)/fixtures/go_a64
 $(B)/tests/test_dwarf_scopes: $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/cfi_cxx
 $(B)/fixtures/cfi_omit: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
@@ -134,6 +141,24 @@ $(B)/fixtures/cfi_debug_frame_z: $(B)/fixtures/cfi_debug_frame
 $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 	@mkdir -p $(dir $@)
 	$(RUSTC) -O -o $@ $<
+# arm64 (data for the table builder, which reads any machine's ELF): the
+# same source by Debian's cross gcc (gcc-aarch64-linux-gnu), with frame
+# records and without, with pointer authentication (paciasp/autiasp and
+# DW_CFA_AARCH64_negate_ra_state; BTI stubs in .plt, forced: ld warns that
+# the crt objects lack the BTI note), and with the B key (augmentation 'B').
+# (A64CC and CFI_A64_FIXTURES are set above, before the rules that need them.)
+$(B)/fixtures/cfi_a64_fp: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_omit: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fomit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_pac: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=standard -Wl,-z,force-bti -o $@ $<
+$(B)/fixtures/cfi_a64_bkey: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -o $@ $<
 
 # CPython line tables as each interpreter on the machine writes them
 # (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and
@@ -194,6 +219,11 @@ $(B)/fixtures/go_full: tests/unit/fixtures/gofix.go
 $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+# The same for arm64 (GOARCH=arm64: Go cross-compiles by itself), with its
+# symbols: go_table's arm64 rows (the return address in x30, then at 0(RSP)).
+$(B)/fixtures/go_a64: tests/unit/fixtures/gofix.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) GOARCH=arm64 $(GO) build -o $(abspath $@) $(notdir $<)
 
 # Workloads for the integration tests, built with frame pointers in every
 # function. clang, because gcc 12 leaves them out of leaf functions that use
@@ -377,7 +407,7 @@ $(B)/bench/ingest_bench: bench/ingest_bench.c \
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agent/unwind/cfi_fde.c \
-    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
+    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
     common/hmap.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf

@@ -8,6 +8,9 @@
  * A row per range: CFA = sp + distance + 8 (the return address below it);
  * the caller's frame pointer saved just below the return address once the
  * function has a frame (Go's prologue stores it there), unchanged before.
+ * On arm64 CFA = sp + distance: at distance 0 the return address is still
+ * in x30 (CX_RA_DEFAULT: the walk's first frame only); past it the
+ * prologue has stored x30 at 0(RSP) (CX_RA_AT_SP) and x29 at -8(RSP).
  * Functions where stacks start (funcFlag TOPFRAME: runtime.goexit, mstart)
  * end the walk; functions that switch stacks (SPWRITE: systemstack,
  * asmcgocall, morestack) are walked by frame pointer. Go before 1.17 has no
