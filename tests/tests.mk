@@ -209,7 +209,7 @@ $(B)/fixtures/py_layout/%.txt: tools/python_layout.sh tools/python_layout/layout
 # Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
 # CI without a home directory; no cgo, so Go's own linker lays out the file.
 GO ?= go
-GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0
+GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0 $(if $(CROSS),GOARCH=$(ARCH))
 # The Go fixture with its symbols (where the tests find addresses) and
 # stripped as production builds are (-s -w: no .symtab, no DWARF), named
 # from .gopclntab alone. The same code at the same addresses.
@@ -229,7 +229,9 @@ $(B)/fixtures/go_a64: tests/unit/fixtures/gofix.go
 # function. clang, because gcc 12 leaves them out of leaf functions that use
 # no stack even with -fno-omit-frame-pointer, and a frame-pointer walk then
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
-FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
+# (Cross-built with clang's --target: FP_CFLAGS go to clang only.)
+FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread \
+             $(if $(CROSS),--target=$(CROSS:-=))
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
              $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix
 # The CFI tests' workloads: built as distributions build, without frame
@@ -257,6 +259,12 @@ $(B)/workloads/stripped_cxx: $(B)/workloads/cxx_split
 $(B)/workloads/cfi_split: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
+# cfi_split's build with PAC-signed return addresses, as arm64 distributions
+# build (-mbranch-protection=standard: paciasp/autiasp around each saved
+# x30): an arm64 workload (make test-arm64).
+$(B)/workloads/pac_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -mbranch-protection=standard -o $@ $<
 $(B)/workloads/qsort_cb: tests/workloads/qsort_cb.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -440,28 +448,14 @@ $(B)/kernels/bpf_each: tools/kernels/bpf_each.c
 	$(CC) $(CFLAGS) -o $@ $< -lbpf
 
 # --- the arm64 agent on Debian's arm64 6.1 and 6.12, under qemu-system-aarch64
-# (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. Its
-# workloads are the amd64 ones' sources cross-built into build-arm64/workloads
-# with the same flags, and pac_split: cfi_split's build with PAC-signed return
-# addresses (-mbranch-protection=standard), as arm64 distributions build.
-A64 := build-arm64
-A64_TRIPLET := aarch64-linux-gnu
+# (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. The agent,
+# bpf_each and the workloads (cpu_split, cfi_split, pac_split, go_split) by
+# the rules above, in a make of their own with ARCH=arm64: cross-built into
+# build-arm64/ on x86_64, in build/ on an arm64 host.
 ARM64_KERNELS ?= 6.1 6.12
-ARM64_WORKLOADS := $(addprefix $(A64)/workloads/,cpu_split cfi_split pac_split go_split)
-test-arm64: deps $(A64)/codexray-node-agent $(ARM64_WORKLOADS) $(A64)/kernels/bpf_each
-	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64
-$(A64)/workloads/cpu_split: tests/workloads/cpu_split.c
-	@mkdir -p $(dir $@)
-	$(CLANG) --target=$(A64_TRIPLET) $(FP_CFLAGS) -o $@ $<
-$(A64)/workloads/cfi_split: tests/workloads/cpu_split.c
-	@mkdir -p $(dir $@)
-	$(A64_TRIPLET)-gcc $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
-$(A64)/workloads/pac_split: tests/workloads/cpu_split.c
-	@mkdir -p $(dir $@)
-	$(A64_TRIPLET)-gcc $(NOFP_CFLAGS) -fno-inline -pthread -mbranch-protection=standard -o $@ $<
-$(A64)/workloads/go_split: tests/workloads/go_split/main.go
-	@mkdir -p $(dir $@)
-	cd $(dir $<) && $(GOENV) GOARCH=arm64 $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
-$(A64)/kernels/bpf_each: tools/kernels/bpf_each.c
-	@mkdir -p $(dir $@)
-	$(A64_TRIPLET)-gcc $(CFLAGS) -o $@ $< -lbpf
+ARM64_B := $(if $(filter arm64,$(HOST_ARCH)),build,build-arm64)
+ARM64_BINS := $(addprefix $(ARM64_B)/,codexray-node-agent kernels/bpf_each \
+              $(addprefix workloads/,cpu_split cfi_split pac_split go_split))
+test-arm64: deps
+	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS)
+	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64 --build $(ARM64_B)

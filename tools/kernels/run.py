@@ -112,6 +112,8 @@ def parse_args():
                    " ".join(ARCHES["arm64"]["series"]) + "; all by default")
     p.add_argument("--cache", default=env("KERNELS_CACHE", "/var/cache/codexray-kernels"),
                    help="apt state and kernels (env KERNELS_CACHE)")
+    p.add_argument("--build", help="where the agent and workloads are (BUILD): build/, or "
+                   "build-arm64/ for --arch arm64")
     p.add_argument("--out", help="BUILD/test-output/kernels by default")
     p.add_argument("--timeout", type=int, default=int(env("KERNELS_TIMEOUT", "0")),
                    help="seconds a guest may run before it is killed (env KERNELS_TIMEOUT)")
@@ -127,7 +129,7 @@ def parse_args():
     p.add_argument("--bpf-each", help="BUILD/kernels/bpf_each")
     a = p.parse_args()
     a.a = ARCHES[a.arch]
-    a.build = os.path.join(ROOT, a.a["build"])
+    a.build = os.path.abspath(a.build or os.path.join(ROOT, a.a["build"]))
     a.out = a.out or os.path.join(a.build, "test-output", "kernels")
     a.timeout = a.timeout or a.a["timeout"]
     a.agent = a.agent or os.path.join(a.build, "codexray-node-agent")
