@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
               test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
-              test_cfi_table_arm64 \
+              test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
