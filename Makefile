@@ -77,6 +77,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/symbolizer_debuginfod.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c \
              agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
+             agent/unwind/pac_mask.c \
              agent/unwind/go_table.c agent/unwind/unwinder.c agent/unwind/unwinder_tables.c \
              agent/unwind/file_unwind.c \
              agent/runtimes/runtimes.c \

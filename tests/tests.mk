@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
               test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
-              test_cfi_table_arm64 \
+              test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
@@ -98,8 +98,10 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 # installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
 A64CC ?= aarch64-linux-gnu-gcc
+A64OBJCOPY ?= aarch64-linux-gnu-objcopy
 CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
-                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey
+                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey \
+                    $(B)/fixtures/cfi_a64_nocfi $(B)/fixtures/vdso_a64
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
                 $(B)/fixtures/cfi_rust $(CFI_A64_FIXTURES)
@@ -159,6 +161,16 @@ $(B)/fixtures/cfi_a64_pac: tests/unit/fixtures/cfi.c
 $(B)/fixtures/cfi_a64_bkey: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
 	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -o $@ $<
+# No CFI at all, as arm64's vDSO: the stand-in (its leaves, a framed
+# function, the trampoline; BTI and PAC as the kernel builds it), and a
+# program stripped of its CFI (not the vDSO: refused).
+$(B)/fixtures/vdso_a64: tests/unit/fixtures/vdso_a64.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -fPIC -shared -nostdlib -fno-asynchronous-unwind-tables -fno-unwind-tables \
+	    -mbranch-protection=pac-ret+leaf+bti -o $@.tmp $<
+	$(A64OBJCOPY) --remove-section=.eh_frame --remove-section=.eh_frame_hdr $@.tmp $@ && rm -f $@.tmp
+$(B)/fixtures/cfi_a64_nocfi: $(B)/fixtures/cfi_a64_omit
+	$(A64OBJCOPY) --strip-debug --remove-section=.eh_frame --remove-section=.eh_frame_hdr $< $@
 
 # CPython line tables as each interpreter on the machine writes them
 # (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and

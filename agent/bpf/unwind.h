@@ -51,7 +51,9 @@ enum cx_ra_type {
      * the frame record {x29, x30}, read in one go */
     CX_RA_AFTER_FP = 1,
     CX_RA_AT_CFA = 2, /* at CFA + 8 * fp_off; fp CX_FP_SAME (fp_off is the return address's) */
-    CX_RA_AT_SP = 3,  /* at *(sp), sp this frame's (Go on arm64 once it has a frame) */
+    /* 3: not written (a row with it ends the walk, CX_TRUNC_CFI_RULE). Go on
+     * arm64 needs none: once it has a frame, x30 is at 0(RSP) just above
+     * x29 at -8(RSP), CX_RA_AFTER_FP with CX_FP_AT_SP -1. */
 };
 
 /* One row: the rule for [pc, next row's pc). 8 bytes, so a table for libc

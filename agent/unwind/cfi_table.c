@@ -52,7 +52,7 @@ static bool x86_64_plt(const Dwarf_Op *ops, size_t n, int64_t *thresh)
 /* arm64: sp 31, x29 the frame pointer, x30 the link register (AAPCS64). */
 static const struct arch arches[] = {
     {EM_X86_64, 7, 6, 16, -8, false, x86_64_plt, NULL},
-    {EM_AARCH64, 31, 29, 30, 0, true, NULL, cfi_arm64_plt_fdes},
+    {EM_AARCH64, 31, 29, 30, 0, true, NULL, cfi_arm64_synth_fdes},
 };
 
 uint64_t cfi_now_ns(void)
@@ -201,18 +201,18 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
                 goto cleanup;
         }
     }
-    if (!found) {
+    if (b.arch->synth_fdes) {
+        ret = b.arch->synth_fdes(&b, elf, shstrndx);
+        if (ret)
+            goto cleanup;
+    }
+    if (!found && b.nfdes == 0) {
         ret = cfi_fail(&b, -ENOENT, "no .eh_frame or .debug_frame");
         goto cleanup;
     }
     if (b.nfdes == 0) {
         ret = cfi_fail(&b, -ENOENT, "no FDE for code in an executable segment");
         goto cleanup;
-    }
-    if (b.arch->synth_fdes) {
-        ret = b.arch->synth_fdes(&b, elf, shstrndx);
-        if (ret)
-            goto cleanup;
     }
 
     cfi_order_fdes(&b);

@@ -57,6 +57,7 @@ enum cfi_table_source {
     CFI_SRC_DEBUG_FRAME,
     CFI_SRC_GOPCLNTAB,   /* Go code's rows, from its pcsp tables (go_table.h) */
     CFI_SRC_EH_FRAME_GO, /* both: cgo's C code by .eh_frame, the Go code by pcsp */
+    CFI_SRC_SYNTH,       /* rows of our own for code without CFI (arm64's vDSO) */
 };
 
 struct cfi_table_stats {

@@ -38,8 +38,9 @@ struct arch {
      * is the byte offset in a 16-byte stub CX_CFA_PLT compares with. NULL
      * where the linker writes no CFI for them. */
     bool (*plt)(const Dwarf_Op *ops, size_t n, int64_t *thresh);
-    /* Adds FDEs of our own for code the linker wrote no CFI for (arm64's
-     * .plt); 0 or a negative errno through cfi_fail. NULL: none. */
+    /* Adds FDEs of our own for code without CFI (arm64's .plt, its vDSO),
+     * b->nfdes telling whether the file had any; 0 or a negative errno
+     * through cfi_fail. NULL: none. */
     int (*synth_fdes)(struct build *b, Elf *e, size_t shstrndx);
 };
 
@@ -73,6 +74,7 @@ struct fde {
      * .plt, cfi_arm64.c); then insns and cie are unused, and synth_at is
      * where the stub's push takes effect (0: none). */
     bool synth;
+    bool synth_signal; /* the whole FDE is a signal frame (arm64's vDSO trampoline) */
     uint64_t synth_at, synth_end;
 };
 
@@ -171,9 +173,10 @@ int cfi_exec_fde(struct build *b, const struct fde *f, bool gap_after);
 
 /* cfi_arm64.c */
 
-/* struct arch's synth_fdes for arm64: an FDE of our own for .plt, whose
- * stubs ld writes no CFI for. */
-int cfi_arm64_plt_fdes(struct build *b, Elf *e, size_t shstrndx);
+/* struct arch's synth_fdes for arm64: where the section had FDEs, one of
+ * our own for .plt, whose stubs ld writes no CFI for; where it had none
+ * and the file is the vDSO, its leaf functions and its signal trampoline. */
+int cfi_arm64_synth_fdes(struct build *b, Elf *e, size_t shstrndx);
 /* The rows of such an FDE (then a CX_CFA_NONE row at its end when
  * gap_after): the stubs leave sp alone and the return address in x30,
  * except PLT0 from its `stp x16, x30, [sp, #-16]!` to its branch. */

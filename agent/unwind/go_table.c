@@ -84,9 +84,9 @@ static int on_range(void *ctx, const struct gopclntab_func *f, uint64_t lo, uint
         /* arm64: CFA = sp + distance. Without a frame the return address
          * is still in x30; with one, the prologue (MOVD.W R30,
          * -framesize(RSP); MOVD R29, -8(RSP)) left it at 0(RSP) and the
-         * caller's frame pointer just below. */
+         * caller's frame pointer just below: a frame record at sp - 8. */
         r.cfa_off = (int16_t)(sp / 8);
-        r.rule = sp ? CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_AT_SP, CX_RA_AT_SP)
+        r.rule = sp ? CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_AT_SP, CX_RA_AFTER_FP)
                     : CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_SAME, CX_RA_DEFAULT);
         r.fp_off = sp ? -1 : 0;
     } else {

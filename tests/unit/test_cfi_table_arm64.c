@@ -1,7 +1,7 @@
 /* cfi_table on arm64 binaries (Debian's cross gcc, tests/tests.mk): the
  * rows of known prologues and epilogues, where x30 holds the return address
  * and where the frame record keeps it; pointer authentication; the .plt's
- * rows of our own; _start. Every row against readelf and libdw is
+ * and the vDSO's rows of our own; _start. Every row against readelf and libdw is
  * test_cfi_table_xcheck.c's. The instructions are found in the file's own
  * bytes, so the checks hold whatever gcc schedules around them. */
 #include <setjmp.h>
@@ -242,12 +242,46 @@ static void test_plt_and_start(void **state)
     check_plt(fixture("cfi_a64_pac"), 8); /* bti c; stp ... (-z force-bti) */
 }
 
+/* The vDSO has no CFI: leaves that keep x30 get CFA = sp and x30, a
+ * function with a frame gets nothing (frame pointer), the trampoline is a
+ * signal frame from the nop before it. Any other file without CFI is
+ * refused as before. */
+static void test_vdso(void **state)
+{
+    (void)state;
+    const char *path = fixture("vdso_a64");
+    struct cfi_table *t = must_build(path);
+    uint64_t va, size, off;
+
+    check_shape(t);
+    assert_int_equal(t->stats.source, CFI_SRC_SYNTH);
+    assert_int_equal(elf_symbol(path, "__kernel_clock_gettime", &va, &size, &off), 0);
+    for (uint64_t a = va; a < va + size; a += 4) {
+        assert_row(row_at(t, a), CX_CFA_SP, 0, CX_FP_SAME, 0);
+        assert_ra(row_at(t, a), CX_RA_DEFAULT);
+    }
+    assert_int_equal(elf_symbol(path, "__kernel_framed", &va, &size, &off), 0);
+    assert_true(find_insn(path, "__kernel_framed", STP_FP_LR_PRE, IMM7_MASK, NULL) != 0);
+    for (uint64_t a = va; a < va + size; a += 4)
+        assert_int_equal(cfa_type(row_at(t, a)), CX_CFA_NONE);
+    assert_int_equal(elf_symbol(path, "__kernel_rt_sigreturn", &va, &size, &off), 0);
+    assert_int_equal(cfa_type(row_at(t, va - 4)), CX_CFA_SIGNAL); /* a return address - 1 */
+    assert_int_equal(cfa_type(row_at(t, va + size - 4)), CX_CFA_SIGNAL);
+    assert_true(t->stats.signal_rows >= 1);
+    cfi_table__free(t);
+
+    char err[256];
+    t = NULL;
+    assert_int_equal(build_path(fixture("cfi_a64_nocfi"), NULL, &t, err, sizeof(err)), -ENOENT);
+    assert_null(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_record),   cmocka_unit_test(test_pac_same_rules),
         cmocka_unit_test(test_frameless_leaf), cmocka_unit_test(test_big_frame),
-        cmocka_unit_test(test_plt_and_start),
+        cmocka_unit_test(test_plt_and_start),  cmocka_unit_test(test_vdso),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,7 +146,7 @@ static void test_rules_arm64(void **state)
         assert_int_equal(r.cfa_off, 0);
     }
     struct cx_cfi_row r = row_at(t, push + 4);
-    assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_AT_SP, CX_RA_AT_SP));
+    assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_AT_SP, CX_RA_AFTER_FP));
     assert_int_equal(r.cfa_off, -n / 8);
     assert_int_equal(r.fp_off, -1);
     assert_int_equal(elf_symbol(GO_A64, "runtime.goexit.abi0", &v, &size, &off), 0);
