@@ -77,14 +77,14 @@ ARCHES = {
     "amd64": {"series": ["5.10", "6.1", "6.12", "sid"], "build": "build",
               "qemu": "qemu-system-x86_64", "machine": "pc", "tcg_cpu": "max",
               "console": "ttyS0", "port": "ttyS1", "triplet": None,
-              "syscall": "do_syscall_64", "workloads": ["fp", "cfi"], "timeout": 300},
+              "syscall": "do_syscall_64", "workloads": ["fp", "cfi"], "timeout": 300, "secs": 5},
     # pauth-impdef: QEMU's own pointer-authentication hash, not the
     # architected QARMA one, whose emulation slows every signed return.
     "arm64": {"series": ["6.1", "6.12"], "build": "build-arm64",
               "qemu": "qemu-system-aarch64", "machine": "virt",
               "tcg_cpu": "max,pauth-impdef=on", "console": "ttyAMA0", "port": "hvc0",
               "triplet": "aarch64-linux-gnu", "syscall": "invoke_syscall",
-              "workloads": ["fp", "cfi", "pac", "go"], "timeout": 480},
+              "workloads": ["fp", "cfi", "pac", "go"], "timeout": 480, "secs": 15},
 }
 # The arm64 guest's userland, from Debian's arm64 packages of the release
 # this machine runs (its agent links this release's libraries): busybox,
@@ -126,7 +126,8 @@ def parse_args():
                    help="tcg, or kvm where /dev/kvm boots stock kernels (env KERNELS_ACCEL)")
     p.add_argument("--smp", type=int, default=2)
     p.add_argument("--mem", type=int, default=1024, help="guest MiB")
-    p.add_argument("--secs", type=int, default=5, help="record's --duration")
+    p.add_argument("--secs", type=int, default=0,
+                   help="record's --duration (amd64 5, arm64 15: five workloads share 2 CPUs)")
     p.add_argument("--agent", default=env("KERNELS_AGENT", ""), help="BUILD/codexray-node-agent")
     p.add_argument("--bpf-obj", default=env("KERNELS_BPF_OBJ", ""), help="BUILD/sampler.bpf.o")
     p.add_argument("--bpf-each", help="BUILD/kernels/bpf_each")
@@ -135,6 +136,7 @@ def parse_args():
     a.build = os.path.abspath(a.build or os.path.join(ROOT, a.a["build"]))
     a.out = a.out or os.path.join(a.build, "test-output", "kernels")
     a.timeout = a.timeout or a.a["timeout"]
+    a.secs = a.secs or a.a["secs"]
     a.agent = a.agent or os.path.join(a.build, "codexray-node-agent")
     a.bpf_obj = a.bpf_obj or os.path.join(a.build, "sampler.bpf.o")
     a.bpf_each = a.bpf_each or os.path.join(a.build, "kernels", "bpf_each")
