@@ -28,6 +28,9 @@ SECS=$(sed -n 's/.*cx.secs=\([0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$SECS" ] || SECS=5
 PORT=$(sed -n 's/.*cx.port=\([a-zA-Z0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$PORT" ] || PORT=ttyS1
+# cx.round: the split workloads' round (cpu_split.c), where the host gives
+# one; their own otherwise.
+ROUND=$(sed -n 's/.*cx.round=\([0-9]*\).*/\1/p' /proc/cmdline)
 
 say() { echo "cx: $*" > /dev/console; }
 t0=$(cut -d' ' -f1 /proc/uptime)
@@ -65,10 +68,10 @@ start() { # KEY COMMAND...: the workload in the background, its pid in KEY.pid
     echo $! > "$R/$key.pid"
     pids="$pids $!"
 }
-start fp $CX/cpu_split 100000
-start cfi $CX/cfi_split 100000
-[ -x $CX/pac_split ] && start pac $CX/pac_split 100000
-[ -x $CX/go_split ] && start go $CX/go_split 100000
+start fp $CX/cpu_split 100000 1 ${ROUND:+"$ROUND"}
+start cfi $CX/cfi_split 100000 1 ${ROUND:+"$ROUND"}
+[ -x $CX/pac_split ] && start pac $CX/pac_split 100000 1 ${ROUND:+"$ROUND"}
+[ -x $CX/go_split ] && start go $CX/go_split 100000 ${ROUND:+"$ROUND"}
 start py python3 -S -I $CX/py_guest.py
 sleep 1
 s=$(cut -d' ' -f1 /proc/uptime)
@@ -94,7 +97,7 @@ say "record: done ($(cat $R/record.rc))"
 # SIGTERM, on which the agent writes its last window and exits 0.
 say "daemon: --output-dir --interval 2 --kernel-stacks"
 mkdir -p $R/daemon
-$CX/cpu_split 100000 > $R/daemon.workload &
+$CX/cpu_split 100000 1 ${ROUND:+"$ROUND"} > $R/daemon.workload &
 w=$!
 echo $w > $R/daemon.pid
 s=$(cut -d' ' -f1 /proc/uptime)
