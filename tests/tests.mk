@@ -97,8 +97,10 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 # tested for with $(wildcard) here: make reads this file before `make deps`
 # installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
-A64CC ?= aarch64-linux-gnu-gcc
-A64OBJCOPY ?= aarch64-linux-gnu-objcopy
+# The host's own gcc and objcopy where it is arm64.
+A64_NATIVE := $(filter aarch64,$(shell uname -m))
+A64CC ?= $(if $(A64_NATIVE),gcc,aarch64-linux-gnu-gcc)
+A64OBJCOPY ?= $(if $(A64_NATIVE),objcopy,aarch64-linux-gnu-objcopy)
 CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
                     $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey \
                     $(B)/fixtures/cfi_a64_nocfi $(B)/fixtures/vdso_a64

@@ -405,10 +405,10 @@ static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
     }
     if (pair[1] == 0)
         return STEP_END;
-    /* The stack grows down: a caller's frame sits above its callee's. A
-     * saved fp at or below this one was never a frame pointer; the return
-     * address read beside it is still appended, and the walk ends after it
-     * (st->fp = 0 makes the next step report the fault). */
+        /* The stack grows down: a caller's frame sits above its callee's. A
+         * saved fp at or below this one was never a frame pointer; the return
+         * address read beside it is still appended, and the walk ends after it
+         * (st->fp = 0 makes the next step report the fault). */
 #if CX_ARCH_LR
     /* arm64 keeps the frame record anywhere in the frame, most often at its
      * bottom: the caller's sp is not known (a row whose CFA needs it then
@@ -492,6 +492,16 @@ static __always_inline int step_cfi_lr(struct walk_state *st, const struct cx_cf
     st->pc = cx_strip_pac(pc);
     st->sp = cfa;
     st->exact = 0;
+    if (CX_CFI_CFA_TYPE(row->rule) == CX_CFA_GO_PUSHED) {
+        /* Go's pushCall made the interrupted code look like it called
+         * asyncPreempt: sp 16 lower, its x30 stored there, x30 = its pc. */
+        if (bpf_probe_read_user(&st->lr, sizeof(st->lr), (void *)cfa)) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        st->sp = cfa + 16;
+        st->exact = 1;
+    }
     return st->pc ? STEP_NEXT : STEP_END;
 }
 #endif
@@ -513,6 +523,9 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
         return step_fp(st, reason);
 #endif
     switch (CX_CFI_CFA_TYPE(row.rule)) {
+#if CX_ARCH_LR
+    case CX_CFA_GO_PUSHED:
+#endif
     case CX_CFA_SP:
         cfa = st->sp + off;
         break;

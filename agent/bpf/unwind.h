@@ -28,6 +28,11 @@ enum cx_cfa_type {
     CX_CFA_SIGNAL = 6,   /* a signal trampoline: sp points at the kernel's ucontext */
     CX_CFA_END = 7,      /* the return address is undefined: the outermost frame (_start, clone) */
     CX_CFA_UNSUPPORTED = 8, /* a rule we cannot follow: the walk ends in [truncated] */
+    /* arm64 Go's runtime.asyncPreempt, which the signal handler enters by
+     * pushCall, not by a call: CFA = sp + 8 * off as CX_CFA_SP and the
+     * return address (the interrupted pc: exact) where the row's RA type
+     * says, but the interrupted code's x30 saved at CFA and its sp CFA + 16. */
+    CX_CFA_GO_PUSHED = 9,
 };
 
 /* Where the caller's frame pointer is (bits 4-5 of cx_cfi_row.rule). */

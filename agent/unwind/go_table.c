@@ -85,9 +85,13 @@ static int on_range(void *ctx, const struct gopclntab_func *f, uint64_t lo, uint
          * is still in x30; with one, the prologue (MOVD.W R30,
          * -framesize(RSP); MOVD R29, -8(RSP)) left it at 0(RSP) and the
          * caller's frame pointer just below: a frame record at sp - 8. */
+        /* runtime.asyncPreempt is entered by the signal handler's
+         * pushCall (sp - 16, x30 stored there, x30 = the interrupted pc):
+         * its caller is found as a signal frame's is (CX_CFA_GO_PUSHED). */
+        int cfa = named(f, "runtime.asyncPreempt") ? CX_CFA_GO_PUSHED : CX_CFA_SP;
         r.cfa_off = (int16_t)(sp / 8);
-        r.rule = sp ? CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_AT_SP, CX_RA_AFTER_FP)
-                    : CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_SAME, CX_RA_DEFAULT);
+        r.rule = sp ? CX_CFI_RULE_RA(cfa, CX_FP_AT_SP, CX_RA_AFTER_FP)
+                    : CX_CFI_RULE_RA(cfa, CX_FP_SAME, CX_RA_DEFAULT);
         r.fp_off = sp ? -1 : 0;
     } else {
         r.cfa_off = (int16_t)((sp + 8) / 8);

@@ -151,6 +151,22 @@ static void test_rules_arm64(void **state)
     assert_int_equal(r.fp_off, -1);
     assert_int_equal(elf_symbol(GO_A64, "runtime.goexit.abi0", &v, &size, &off), 0);
     assert_int_equal(CX_CFI_CFA_TYPE(row_at(t, v + 4).rule), CX_CFA_END);
+    /* runtime.asyncPreempt, entered by the signal handler's pushCall: at
+     * its entry x30 is the interrupted pc; once it has its frame, its
+     * record holds it; either way the interrupted code's own x30 and sp
+     * are above the CFA (CX_CFA_GO_PUSHED). */
+    assert_int_equal(elf_symbol(GO_A64, "runtime.asyncPreempt.abi0", &v, &size, &off), 0);
+    r = row_at(t, v);
+    assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_GO_PUSHED, CX_FP_SAME, CX_RA_DEFAULT));
+    int framed = 0;
+    for (uint64_t a = v; a < v + size; a += 4) {
+        r = row_at(t, a);
+        if (r.cfa_off > 0) {
+            assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_GO_PUSHED, CX_FP_AT_SP, CX_RA_AFTER_FP));
+            framed++;
+        }
+    }
+    assert_true(framed > 0);
     cfi_table__free(t);
 }
 
