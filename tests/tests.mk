@@ -3,7 +3,7 @@
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
               test_identity test_identity_runtimes test_cmdline_name test_node test_perfmap test_jvm \
-              test_cfi_table test_cfi_table_xcheck \
+              test_cfi_table test_cfi_table_xcheck test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
@@ -75,7 +75,8 @@ $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detec
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
 FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c \
-            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped
+            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped \
+            $(B)/fixtures/go_a64
 $(B)/fixtures/fp_c: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -100,11 +101,19 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 # tested for with $(wildcard) here: make reads this file before `make deps`
 # installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
+# The host's own gcc and objcopy where it is arm64.
+A64_NATIVE := $(filter aarch64,$(shell uname -m))
+A64CC ?= $(if $(A64_NATIVE),gcc,aarch64-linux-gnu-gcc)
+A64OBJCOPY ?= $(if $(A64_NATIVE),objcopy,aarch64-linux-gnu-objcopy)
+CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
+                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey \
+                    $(B)/fixtures/cfi_a64_nocfi $(B)/fixtures/vdso_a64
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
-                $(B)/fixtures/cfi_rust
+                $(B)/fixtures/cfi_rust $(CFI_A64_FIXTURES)
 FIXTURES += $(CFI_FIXTURES)
-$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
+$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck $(B)/tests/test_cfi_table_arm64: $(CFI_FIXTURES) \
+    tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
@@ -116,7 +125,8 @@ $(B)/fixtures/plt_ibt: tests/unit/fixtures/plt.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fcf-protection=full -Wl,-z,ibtplt -o $@ $<
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
-$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c
+$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c \
+    $(B)/fixtures/go_a64
 $(B)/tests/test_dwarf_scopes: $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/cfi_cxx
 $(B)/fixtures/cfi_omit: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
@@ -139,6 +149,34 @@ $(B)/fixtures/cfi_debug_frame_z: $(B)/fixtures/cfi_debug_frame
 $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 	@mkdir -p $(dir $@)
 	$(RUSTC) -O -o $@ $<
+# arm64 (data for the table builder, which reads any machine's ELF): the
+# same source by Debian's cross gcc (gcc-aarch64-linux-gnu), with frame
+# records and without, with pointer authentication (paciasp/autiasp and
+# DW_CFA_AARCH64_negate_ra_state; BTI stubs in .plt, forced: ld warns that
+# the crt objects lack the BTI note), and with the B key (augmentation 'B').
+# (A64CC and CFI_A64_FIXTURES are set above, before the rules that need them.)
+$(B)/fixtures/cfi_a64_fp: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_omit: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fomit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_pac: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=standard -Wl,-z,force-bti -o $@ $<
+$(B)/fixtures/cfi_a64_bkey: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -o $@ $<
+# No CFI at all, as arm64's vDSO: the stand-in (its leaves, a framed
+# function, the trampoline; BTI and PAC as the kernel builds it), and a
+# program stripped of its CFI (not the vDSO: refused).
+$(B)/fixtures/vdso_a64: tests/unit/fixtures/vdso_a64.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -fPIC -shared -nostdlib -fno-asynchronous-unwind-tables -fno-unwind-tables \
+	    -mbranch-protection=pac-ret+leaf+bti -o $@.tmp $<
+	$(A64OBJCOPY) --remove-section=.eh_frame --remove-section=.eh_frame_hdr $@.tmp $@ && rm -f $@.tmp
+$(B)/fixtures/cfi_a64_nocfi: $(B)/fixtures/cfi_a64_omit
+	$(A64OBJCOPY) --strip-debug --remove-section=.eh_frame --remove-section=.eh_frame_hdr $< $@
 
 # CPython line tables as each interpreter on the machine writes them
 # (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and
@@ -189,7 +227,7 @@ $(B)/fixtures/py_layout/%.txt: tools/python_layout.sh tools/python_layout/layout
 # Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
 # CI without a home directory; no cgo, so Go's own linker lays out the file.
 GO ?= go
-GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0
+GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0 $(if $(CROSS),GOARCH=$(ARCH))
 # The Go fixture with its symbols (where the tests find addresses) and
 # stripped as production builds are (-s -w: no .symtab, no DWARF), named
 # from .gopclntab alone. The same code at the same addresses.
@@ -199,12 +237,19 @@ $(B)/fixtures/go_full: tests/unit/fixtures/gofix.go
 $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+# The same for arm64 (GOARCH=arm64: Go cross-compiles by itself), with its
+# symbols: go_table's arm64 rows (the return address in x30, then at 0(RSP)).
+$(B)/fixtures/go_a64: tests/unit/fixtures/gofix.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) GOARCH=arm64 $(GO) build -o $(abspath $@) $(notdir $<)
 
 # Workloads for the integration tests, built with frame pointers in every
 # function. clang, because gcc 12 leaves them out of leaf functions that use
 # no stack even with -fno-omit-frame-pointer, and a frame-pointer walk then
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
-FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
+# (Cross-built with clang's --target: FP_CFLAGS go to clang only.)
+FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread \
+             $(if $(CROSS),--target=$(CROSS:-=))
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
              $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix
 # The CFI tests' workloads: built as distributions build, without frame
@@ -232,6 +277,12 @@ $(B)/workloads/stripped_cxx: $(B)/workloads/cxx_split
 $(B)/workloads/cfi_split: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
+# cfi_split's build with PAC-signed return addresses, as arm64 distributions
+# build (-mbranch-protection=standard: paciasp/autiasp around each saved
+# x30): an arm64 workload (make test-arm64).
+$(B)/workloads/pac_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -mbranch-protection=standard -o $@ $<
 $(B)/workloads/qsort_cb: tests/workloads/qsort_cb.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -394,7 +445,7 @@ $(B)/bench/ingest_bench: bench/ingest_bench.c \
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agent/unwind/cfi_fde.c \
-    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
+    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
     common/hmap.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
@@ -425,3 +476,16 @@ test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/worklo
 $(B)/kernels/bpf_each: tools/kernels/bpf_each.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lbpf
+
+# --- the arm64 agent on Debian's arm64 6.1 and 6.12, under qemu-system-aarch64
+# (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. The agent,
+# bpf_each and the workloads (cpu_split, cfi_split, pac_split, go_split) by
+# the rules above, in a make of their own with ARCH=arm64: cross-built into
+# build-arm64/ on x86_64, in build/ on an arm64 host.
+ARM64_KERNELS ?= 6.1 6.12
+ARM64_B := $(if $(filter arm64,$(HOST_ARCH)),build,build-arm64)
+ARM64_BINS := $(addprefix $(ARM64_B)/,codexray-node-agent kernels/bpf_each \
+              $(addprefix workloads/,cpu_split cfi_split pac_split go_split))
+test-arm64: deps
+	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS)
+	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64 --build $(ARM64_B)
