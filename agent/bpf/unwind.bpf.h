@@ -411,8 +411,8 @@ static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
          * (st->fp = 0 makes the next step report the fault). */
 #if CX_ARCH_LR
     /* arm64 keeps the frame record anywhere in the frame, most often at its
-     * bottom: the caller's sp is not known (a row whose CFA needs it then
-     * steps by frame pointer too: step_cfi). */
+     * bottom: the caller's sp is not known here (step_cfi finds it again
+     * from x29 where the caller's row says where its record is). */
     st->sp = 0;
 #else
     st->sp = st->fp + 16;
@@ -428,6 +428,25 @@ static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
 }
 
 #if CX_ARCH_LR
+/* sp where a frame-pointer step left it unknown (0), from x29: AAPCS64's
+ * x29 points at the frame record, which is what the frame-pointer step
+ * trusted too, and a row whose return address is in the record says where
+ * the record is from sp or the CFA (= sp + 8 * cfa_off). 0 when the row
+ * does not say (the walk then steps by frame pointer again). */
+static __always_inline __u64 sp_from_fp(const struct cx_cfi_row *row, __u64 fp)
+{
+    __s64 fp_off = (__s64)row->fp_off * 8, cfa_off = (__s64)row->cfa_off * 8;
+
+    if (CX_CFI_RA_TYPE(row->rule) != CX_RA_AFTER_FP ||
+        (CX_CFI_CFA_TYPE(row->rule) != CX_CFA_SP && CX_CFI_CFA_TYPE(row->rule) != CX_CFA_GO_PUSHED))
+        return 0;
+    if (CX_CFI_FP_TYPE(row->rule) == CX_FP_AT_CFA)
+        return fp - fp_off - cfa_off;
+    if (CX_CFI_FP_TYPE(row->rule) == CX_FP_AT_SP)
+        return fp - fp_off;
+    return 0;
+}
+
 /* The rest of a CFI step on arm64, the CFA found: the caller's fp and
  * return address where the row's types say (unwind.h), the return address
  * from x30 only where the walk still has it (the first frame, or the one a
@@ -516,8 +535,10 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
     __builtin_memcpy(&row, &packed, sizeof(row));
     off = (__s64)row.cfa_off * 8;
 #if CX_ARCH_LR
-    /* Above a frame-pointer step sp is not known: a rule that needs it
-     * steps by frame pointer as well. */
+    if (!st->sp && st->fp && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_FP &&
+        CX_CFI_CFA_TYPE(row.rule) != CX_CFA_DEREF_FP && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_END)
+        st->sp = sp_from_fp(&row, st->fp);
+    /* Else a rule that needs sp steps by frame pointer as well. */
     if (!st->sp && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_FP &&
         CX_CFI_CFA_TYPE(row.rule) != CX_CFA_DEREF_FP && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_END)
         return step_fp(st, reason);
