@@ -14,10 +14,12 @@ OUT is written whole or not at all; bpftool validates it afterwards
 (tools/kernels/btf.sh).
 """
 import gzip
+import io
 import os
 import struct
 import subprocess
 import sys
+import zlib
 
 ARM64_MAGIC_OFF = 0x38  # struct arm64_image_header's magic, "ARM\x64"
 MAX_IMAGE = 1 << 30  # a decompressed kernel is far smaller; a cap on hostile input
@@ -32,14 +34,18 @@ def die(msg):
 def decompress(data, what):
     """The Image inside a gzip or zboot file, or data itself."""
     if data[:2] == b"\x1f\x8b":
-        d = gzip.GzipFile(fileobj=__import__("io").BytesIO(data))
-        out = d.read(MAX_IMAGE + 1)
+        try:
+            out = gzip.GzipFile(fileobj=io.BytesIO(data)).read(MAX_IMAGE + 1)
+        except (OSError, EOFError, zlib.error) as e:
+            die(f"{what}: bad gzip data: {e}")
         if len(out) > MAX_IMAGE:
             die(f"{what}: decompresses to more than {MAX_IMAGE} bytes")
         return out
     if data[:2] == b"MZ" and data[4:8] == b"zimg":
         # struct linux_efi_zboot_header: payload offset and size at 8 and 12,
         # the compression's name at 24.
+        if len(data) < 56:
+            die(f"{what}: zboot header cut short")
         off, size = struct.unpack_from("<II", data, 8)
         comp = data[24:56].split(b"\0", 1)[0].decode("ascii", "replace")
         if off + size > len(data):
@@ -77,8 +83,11 @@ def main():
     if len(sys.argv) != 3:
         die("usage: vmlinux_btf.py VMLINUZ OUT")
     src, out = sys.argv[1], sys.argv[2]
-    with open(src, "rb") as f:
-        data = f.read(MAX_IMAGE + 1)
+    try:
+        with open(src, "rb") as f:
+            data = f.read(MAX_IMAGE + 1)
+    except OSError as e:
+        die(f"{src}: {e.strerror}")
     if len(data) > MAX_IMAGE:
         die(f"{src}: more than {MAX_IMAGE} bytes")
     img = decompress(data, src)
