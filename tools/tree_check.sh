@@ -8,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 stray=$(git ls-files -- '*.orig' '*.rej' '*~' '*.bak' '*.swp' '*.swo' '.#*' '*/.#*' '#*#' '*/#*#')
 if [ -n "$stray" ]; then
-    printf '%s: a patch or editor leftover is tracked (git rm it)\n' $stray >&2
+    while IFS= read -r f; do
+        echo "$f: a patch or editor leftover is tracked (git rm it)" >&2
+    done <<<"$stray"
     echo "tree: $(echo "$stray" | wc -l) stray files" >&2
     exit 1
 fi
