@@ -38,6 +38,7 @@ AGENT = os.path.join(BUILD, "codexray-node-agent")
 SERVER = os.path.join(BUILD, "codexray-server")
 INSTALL = os.path.join(ROOT, "deploy", "install.sh")
 UNITS = os.path.join(ROOT, "deploy", "systemd")
+CONFIGS = os.path.join(ROOT, "deploy", "config")
 DOCKERFILE = os.path.join(ROOT, "deploy", "docker", "Dockerfile")
 MANIFEST = os.path.join(ROOT, "deploy", "kubernetes", "node-agent.yaml")
 NAMESPACE = "codexray-agents"
@@ -266,17 +267,24 @@ def test_install_root(tmp):
     for u in ("codexray-node-agent.service", "codexray-server.service"):
         check(read(os.path.join(root, "etc/systemd/system", u)) == read(os.path.join(UNITS, u)),
               f"{u} differs from deploy/systemd/")
+    # deploy/config/'s files (the packages' conffiles) with the values set.
     conf = read(os.path.join(root, "etc/codexray/agent.conf"))
-    check(re.search(r"^endpoint = http://x:8080$", conf, re.M)
-          and re.search(r"^api_key = K$", conf, re.M), f"agent.conf: {conf}")
+    want = re.sub(r"^endpoint = .*$", "endpoint = http://x:8080",
+                  read(os.path.join(CONFIGS, "agent.conf")), flags=re.M)
+    want = re.sub(r"^# api_key = .*$", "api_key = K", want, flags=re.M)
+    check(conf == "# Written by deploy/install.sh from deploy/config/agent.conf.\n" + want,
+          f"agent.conf: {conf}")
     sconf = read(os.path.join(root, "etc/codexray/server.conf"))
-    check(re.search(r"^listen = 0.0.0.0:8080$", sconf, re.M)
-          and re.search(r"^api_key = K$", sconf, re.M), f"server.conf: {sconf}")
+    want = re.sub(r"^listen = .*$", "listen = 0.0.0.0:8080",
+                  read(os.path.join(CONFIGS, "server.conf")), flags=re.M)
+    want = re.sub(r"^# api_key = .*$", "api_key = K", want, flags=re.M)
+    check(sconf == "# Written by deploy/install.sh from deploy/config/server.conf.\n" + want,
+          f"server.conf: {sconf}")
 
     # Again, agent only, another endpoint and no key: the config is rewritten.
     install("--root", root, "--endpoint", "https://cx.example:443", "--no-build")
     conf = read(os.path.join(root, "etc/codexray/agent.conf"))
-    check("endpoint = https://cx.example:443" in conf and "api_key" not in conf,
+    check("endpoint = https://cx.example:443" in conf and not re.search(r"^api_key", conf, re.M),
           f"agent.conf after a second install: {conf}")
     check(mode(os.path.join(root, "etc/codexray/agent.conf")) == 0o600, "agent.conf mode")
 
