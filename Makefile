@@ -6,6 +6,7 @@
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
 #   make bench    the benchmark report (make bench-ui: the web UI's part only)
+#   make deb      Debian packages of the agent and the server in build/deb (ARCH=arm64: arm64's)
 #   make format   clang-format every source file
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -122,6 +123,13 @@ $(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(P
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+# --- Debian packages of $(B)'s binaries into build/deb (tools/deb/build.sh):
+# make deb (amd64), make ARCH=arm64 deb ---
+DEB_ARCH = $(if $(filter arm64,$(ARCH)),arm64,amd64)
+.PHONY: deb
+deb: deps $(B)/codexray-node-agent $(B)/codexray-server
+	tools/deb/build.sh --build-dir $(B) --arch $(DEB_ARCH) --version $(VERSION) --out build/deb
 
 # --- tests ---
 include tests/tests.mk
