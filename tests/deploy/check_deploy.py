@@ -338,6 +338,82 @@ def test_installed_config_accepted(tmp):
     check(rc == 0, f"the agent exited {rc} on SIGTERM")
 
 
+# --- Debian packages ---------------------------------------------------------
+
+DEB_BUILD = os.path.join(ROOT, "tools", "deb", "build.sh")
+# package: (its unit, its config file, a library its Depends must name,
+# the data directories its purge removes)
+DEB_PKGS = {
+    "codexray-node-agent": ("codexray-node-agent.service", "agent.conf", "libbpf1",
+                            ["/var/lib/codexray-agent"]),
+    "codexray-server": ("codexray-server.service", "server.conf", "libmicrohttpd12",
+                        ["/var/lib/codexray-server", "/var/lib/private/codexray-server"]),
+}
+
+
+def test_deb_packages(tmp):
+    """make deb's packages, made here from build/ (lintian is make deb's):
+    the units and config files of deploy/ with only the paths rewritten,
+    the maintainer scripts filled in, the binaries stripped with their
+    debug information in -dbgsym; wrong binaries and versions refused."""
+    ver = run([AGENT, "--version"]).stdout.split()[-1]
+    out = os.path.join(tmp, "deb")
+    p = run([DEB_BUILD, "--build-dir", BUILD, "--arch", "amd64", "--version", ver, "--out", out,
+             "--no-lintian"], timeout=300)
+    check(p.returncode == 0, f"build.sh: {p.stdout}{p.stderr}")
+    for pkg, (unit, conf, lib, data) in DEB_PKGS.items():
+        debs = glob.glob(os.path.join(out, f"{pkg}_*_amd64.deb"))
+        check(len(debs) == 1, f"{pkg}: {os.listdir(out)}")
+        x = os.path.join(tmp, pkg)
+        run(["dpkg-deb", "-R", debs[0], x])
+        fields = run(["dpkg-deb", "--field", debs[0]]).stdout
+        check(re.search(r"^Version: 0~git\d+\.g" + ver + "$", fields, re.M)
+              and re.search(r"^Architecture: amd64$", fields, re.M)
+              and re.search(rf"^Depends: .*\b{lib} \(>= ", fields, re.M), f"{pkg}: {fields}")
+        bin_ = pkg
+        want = read(os.path.join(UNITS, unit)).replace("/usr/local/bin/", "/usr/bin/").replace(
+            "file:///usr/local/share/doc/codexray/README.md",
+            f"file:///usr/share/doc/{pkg}/README.md.gz")
+        got = os.path.join(x, "lib/systemd/system", unit)
+        check(read(got) == want and f"ExecStart=/usr/bin/{bin_}" in want,
+              f"{pkg}: its unit is not deploy/systemd/{unit} with /usr/bin")
+        got = os.path.join(x, "etc/codexray", conf)
+        check(read(got) == read(os.path.join(CONFIGS, conf)) and mode(got) == 0o600,
+              f"{pkg}: /etc/codexray/{conf} is not deploy/config/{conf}, mode 0600")
+        check(read(os.path.join(x, "DEBIAN/conffiles")) == f"/etc/codexray/{conf}\n",
+              f"{pkg}: conffiles")
+        for script in ("postinst", "prerm", "postrm"):
+            path = os.path.join(x, "DEBIAN", script)
+            text = read(path)
+            check(mode(path) == 0o755 and unit in text and "@" not in text,
+                  f"{pkg}: DEBIAN/{script}: mode {oct(mode(path))}, placeholders left or no {unit}")
+            sc = run(["shellcheck", "-s", "sh", path])
+            check(sc.returncode == 0, f"{pkg}: DEBIAN/{script}: {sc.stdout}")
+        check(f'DATA_DIRS="{" ".join(data)}"' in read(os.path.join(x, "DEBIAN/postrm")),
+              f"{pkg}: postrm does not purge {data}")
+        # Stripped; the debug information under the build id in -dbgsym.
+        exe = os.path.join(x, "usr/bin", bin_)
+        sections = run(["readelf", "-S", "-W", exe]).stdout
+        check(".debug_info" not in sections and ".symtab" not in sections
+              and ".gnu_debuglink" in sections, f"{pkg}: /usr/bin/{bin_} not stripped")
+        bid = re.search(r"Build ID: ([0-9a-f]+)", run(["readelf", "-n", exe]).stdout).group(1)
+        dbg = glob.glob(os.path.join(out, f"{pkg}-dbgsym_*_amd64.deb"))
+        check(len(dbg) == 1, f"{pkg}-dbgsym: {os.listdir(out)}")
+        files = run(["dpkg-deb", "-c", dbg[0]]).stdout
+        check(f"./usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" in files,
+              f"{pkg}-dbgsym lacks build id {bid}: {files}")
+
+    # Refused, and nothing written: another architecture's binaries, a
+    # version that is not git describe's.
+    bad = os.path.join(tmp, "bad")
+    for args, why in ((["--arch", "arm64", "--version", ver], "is not an arm64 binary"),
+                      (["--arch", "amd64", "--version", "x y"], "version 'x y'"),
+                      (["--arch", "i386", "--version", ver], "--arch must be")):
+        p = run([DEB_BUILD, "--build-dir", BUILD, "--out", bad, "--no-lintian", *args])
+        check(p.returncode != 0 and why in p.stderr, f"build.sh {args}: {p.returncode} {p.stderr}")
+        check(not glob.glob(os.path.join(bad, "*.deb")), f"build.sh {args} wrote packages")
+
+
 # --- Docker ------------------------------------------------------------------
 
 def dockerfile_stages():
@@ -579,7 +655,7 @@ def test_shellcheck(tmp):
 
 
 TESTS = [test_units_verify, test_agent_unit_contents, test_server_unit_contents,
-         test_install_usage, test_install_root, test_installed_config_accepted,
+         test_install_usage, test_install_root, test_installed_config_accepted, test_deb_packages,
          test_dockerfile, test_readme_docker_run, test_kubernetes_manifest, test_shellcheck]
 
 

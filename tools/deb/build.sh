@@ -54,9 +54,10 @@ arm64) machine="AArch64" ;;
 *) die "--arch must be amd64 or arm64, not '$arch'" ;;
 esac
 gnu_type=$(dpkg-architecture -a"$arch" -qDEB_HOST_GNU_TYPE 2>/dev/null)
-# The binutils of that architecture (x86_64-linux-gnu-objcopy is in every
-# Debian amd64 binutils; aarch64-linux-gnu-* comes with the cross compiler).
-for t in objcopy strip readelf; do
+# The binutils of that architecture strip (x86_64-linux-gnu-strip is in
+# every Debian amd64 binutils; aarch64-linux-gnu-* comes with the cross
+# compiler); readelf reads any.
+for t in objcopy strip; do
     command -v "$gnu_type-$t" >/dev/null ||
         die "$gnu_type-$t is missing (binutils for $arch: apt-get install binutils-${gnu_type//_/-})"
 done
@@ -134,13 +135,15 @@ build_pkg() {
     local doc="$root/usr/share/doc/$pkg" f id deps size
 
     [ -f "$src" ] || die "$src is missing: build it first (make)"
-    "$gnu_type-readelf" -h "$src" 2>/dev/null | grep -q "Machine: *$machine\$" ||
+    local hdr
+    hdr=$(readelf -h "$src" 2>/dev/null) || hdr=""
+    grep -q "Machine: *$machine\$" <<<"$hdr" ||
         die "$src is not an $arch binary ($machine): build it for $arch (make ARCH=$arch)"
 
     # The binary, stripped as dh_strip does; its debug information in the
     # -dbgsym package under its build id.
     install -D -m 0755 "$src" "$root/usr/bin/$bin"
-    id=$("$gnu_type-readelf" -n "$src" | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
+    id=$(readelf -n "$src" | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
     [ ${#id} -ge 8 ] || die "$src has no build id (linked without --build-id)"
     mkdir -p "$dbg/usr/lib/debug/.build-id/${id:0:2}"
     f="usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug"
