@@ -274,12 +274,24 @@ def test_systemd_packages(tmp):
               f"the agent's unit: {show}")
         print(f"    installed, both started, profiles shipped in {time.time() - t0:.0f}s", flush=True)
 
+        # Installed again (as an upgrade is): the admin's config stays, the
+        # postinst restarts the agent.
+        m.sh("echo '# the admin was here' >> /etc/codexray/agent.conf")
+        pid = m.sh("systemctl show -p MainPID --value codexray-node-agent").stdout.strip()
+        m.sh("cd /debs && DEBIAN_FRONTEND=noninteractive apt install -y --reinstall "
+             "./codexray-node-agent_*_amd64.deb", timeout=180)
+        again = m.sh("systemctl show -p MainPID --value codexray-node-agent").stdout.strip()
+        check(again not in ("0", pid), f"the agent's MainPID {pid} -> {again} on reinstall")
+        check("# the admin was here" in m.sh("cat /etc/codexray/agent.conf").stdout,
+              "the reinstall replaced the admin's agent.conf")
+
         # remove: the agent stops (shipping its last window), its conffile
         # and spool stay.
+        stops = m.journal("codexray-node-agent").count("stopping: writing the last window")
         m.sh("DEBIAN_FRONTEND=noninteractive apt-get remove -y codexray-node-agent", timeout=180)
         state = m.sh("systemctl is-active codexray-node-agent", check_rc=False).stdout.strip()
         check(state != "active", f"the agent after apt remove: {state}")
-        check("stopping: writing the last window" in m.journal("codexray-node-agent"),
+        check(m.journal("codexray-node-agent").count("stopping: writing the last window") > stops,
               "the agent was not stopped by the prerm")
         left = m.sh("ls -d /etc/codexray/agent.conf /var/lib/codexray-agent "
                     "/var/lib/private/codexray-server /usr/bin/codexray-node-agent",
