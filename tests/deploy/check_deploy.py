@@ -404,12 +404,21 @@ def test_deb_packages(tmp):
               f"{pkg}-dbgsym lacks build id {bid}: {files}")
 
     # Refused, and nothing written: another architecture's binaries, a
-    # version that is not git describe's.
+    # version that is not git describe's, the server missing (the agent's
+    # packages made first are not kept either).
     bad = os.path.join(tmp, "bad")
-    for args, why in ((["--arch", "arm64", "--version", ver], "is not an arm64 binary"),
-                      (["--arch", "amd64", "--version", "x y"], "version 'x y'"),
-                      (["--arch", "i386", "--version", ver], "--arch must be")):
-        p = run([DEB_BUILD, "--build-dir", BUILD, "--out", bad, "--no-lintian", *args])
+    half = os.path.join(tmp, "half")
+    os.mkdir(half)
+    shutil.copy(AGENT, half)
+    for args, why in ((["--build-dir", BUILD, "--arch", "arm64", "--version", ver],
+                       "is not an arm64 binary"),
+                      (["--build-dir", BUILD, "--arch", "amd64", "--version", "x y"],
+                       "version 'x y'"),
+                      (["--build-dir", BUILD, "--arch", "i386", "--version", ver],
+                       "--arch must be"),
+                      (["--build-dir", half, "--arch", "amd64", "--version", ver],
+                       "codexray-server is missing")):
+        p = run([DEB_BUILD, "--out", bad, "--no-lintian", *args], timeout=300)
         check(p.returncode != 0 and why in p.stderr, f"build.sh {args}: {p.returncode} {p.stderr}")
         check(not glob.glob(os.path.join(bad, "*.deb")), f"build.sh {args} wrote packages")
 

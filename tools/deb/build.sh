@@ -233,22 +233,25 @@ build_pkg() {
     } >"$dbg/DEBIAN/control"
 
     for f in "$root" "$dbg"; do
-        local name
-        name=$(basename "$f")
-        rm -f "$out/${name}_"*"_$arch.deb"
-        dpkg-deb --root-owner-group -Zxz --build "$f" "$out/${name}_${deb_ver}_$arch.deb" >/dev/null
-        debs+=("$out/${name}_${deb_ver}_$arch.deb")
+        dpkg-deb --root-owner-group -Zxz --build "$f" \
+            "$work/out/$(basename "$f")_${deb_ver}_$arch.deb" >/dev/null
     done
 }
 
-debs=()
+# All four made before any reaches OUT, where they replace this arch's.
+mkdir -p "$work/out"
 for pkg in codexray-node-agent codexray-server; do
     build_pkg "$pkg"
 done
-printf '%s\n' "${debs[@]}"
-for d in "${debs[@]}"; do
+debs=()
+for d in "$work/out"/*.deb; do
     [ -n "$(dpkg-deb --field "$d" Package)" ] || die "$d: not a package dpkg-deb can read"
+    name=$(basename "$d")
+    rm -f "$out/${name%%_*}_"*"_$arch.deb"
+    mv "$d" "$out/$name"
+    debs+=("$out/$name")
 done
+printf '%s\n' "${debs[@]}"
 
 if [ "$lintian" = 1 ]; then
     if command -v lintian >/dev/null; then
