@@ -416,6 +416,8 @@ def test_deb_packages(tmp):
                        "version 'x y'"),
                       (["--build-dir", BUILD, "--arch", "i386", "--version", ver],
                        "--arch must be"),
+                      (["--build-dir", BUILD, "--arch", "amd64", "--version", ver + "-dirty"],
+                       "was not built as version"),
                       (["--build-dir", half, "--arch", "amd64", "--version", ver],
                        "codexray-server is missing")):
         p = run([DEB_BUILD, "--out", bad, "--no-lintian", *args], timeout=300)

@@ -139,6 +139,10 @@ build_pkg() {
     hdr=$(readelf -h "$src" 2>/dev/null) || hdr=""
     grep -q "Machine: *$machine\$" <<<"$hdr" ||
         die "$src is not an $arch binary ($machine): build it for $arch (make ARCH=$arch)"
+    # The version is compiled in (CODEXRAY_VERSION): the package must not
+    # claim another. Objects built before the last commit keep the old one.
+    grep -qaF -- "$version" "$src" ||
+        die "$src was not built as version $version (its --version says which): rebuild it (make clean; make), or package it as that (make deb VERSION=THAT)"
 
     # The binary, stripped as dh_strip does; its debug information in the
     # -dbgsym package under its build id.
