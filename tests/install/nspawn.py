@@ -87,9 +87,15 @@ class Machine:
             self.log.close()
         td.add("machine", stop)
         self.leader = wait_for("the machine's PID 1", self._leader, 60, 0.5)
-        state = wait_for("the machine's systemd up", lambda: self.sh(
-            "systemctl is-system-running --wait", check_rc=False).stdout.strip(), 120, 1)
+        state = wait_for("the machine's systemd up", self._booted, 120, 1)
         check(state in ("running", "degraded"), f"the machine's systemd: {state}")
+
+    def _booted(self):
+        """systemd's state once it is up. `--wait` waits only for a manager
+        it can reach: before the machine's PID 1 is systemd (nspawn's
+        stub first; slow on a loaded host) the answer is "offline"."""
+        state = self.sh("systemctl is-system-running --wait", check_rc=False).stdout.strip()
+        return state if state not in ("", "offline") else None
 
     def _leader(self):
         """The machine's PID 1 as the host numbers it: the child of
