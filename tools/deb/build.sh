@@ -86,10 +86,10 @@ SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)
 export SOURCE_DATE_EPOCH
 maintainer="CodeXray maintainers <maintainers@users.noreply.a-seed-55765800.example>"
 
+umask 022
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/debian" "$out"
-umask 022
 
 # Package NAME: its binary, unit, config file, data directories, section
 # and description.
@@ -261,8 +261,12 @@ if [ "$lintian" = 1 ]; then
     if command -v lintian >/dev/null; then
         # Errors and warnings fail the build; the rest is shown. Not as root
         # (lintian unpacks what it checks): as nobody where we are root.
+        # (Unless nobody cannot read them: a directory of root's only.)
         run_as=()
-        [ "$(id -u)" != 0 ] || run_as=(setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=/tmp)
+        if [ "$(id -u)" = 0 ]; then
+            run_as=(setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=/tmp)
+            "${run_as[@]}" test -r "${debs[0]}" || run_as=()
+        fi
         "${run_as[@]}" lintian --fail-on error,warning "${debs[@]}"
     else
         echo "$prog: lintian is not installed: packages not checked (apt-get install lintian)" >&2
