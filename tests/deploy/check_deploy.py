@@ -6,6 +6,8 @@ no Docker engine, no Kubernetes) is still checked as far as it can be.
     staged root, and what they must hold (capabilities the agent asks for);
   - install.sh: into a temporary root, its files and modes, the written
     config accepted by the real binaries, then --uninstall leaving nothing;
+  - the Debian packages of `make deb` (tools/deb/build.sh): deploy/'s units
+    and config files in them, the maintainer scripts, stripping, refusals;
   - the Dockerfile: its stages, the packages that carry every shared library
     the binaries need, the README's `docker run`;
   - the Kubernetes manifest: parsed, and what each object must hold;
