@@ -2,9 +2,11 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "../common/list.h"
 #include "../common/log.h"
 #include "node.h"
 #include "sampler.h"
@@ -93,7 +95,8 @@ static const struct cli_flag flags[] = {
       "where debug files fetched from debuginfod are kept (DIR/debuginfod)"}},
     {BOTH,
      {"debuginfod", CONFIG_STRING, NULL, 0, 0, "URLS",
-      "fetch debug files of stripped binaries from these debuginfod servers (space-separated; "
+      "fetch debug files of stripped binaries from these debuginfod servers (a list: commas "
+      "or spaces; "
       "default: $DEBUGINFOD_URLS, else ENDPOINT/debuginfod with --endpoint; \"none\": off)"}},
     {BOTH,
      {"debuginfod-cache-max", CONFIG_INT, "1073741824", 1048576, 1l << 42, "BYTES",
@@ -211,6 +214,22 @@ int cli__common_setup(struct config *c, char *host, size_t hostlen)
         return 2;
     }
     log__set_level(lvl);
+    /* A list flag is refused here, as a usage error, rather than when the
+     * client starts (cli__debuginfod), where a bad DEBUGINFOD_URLS inherited
+     * from the environment only turns debuginfod off. */
+    const char *urls = config__str(c, "debuginfod");
+    if (urls && *urls && strcmp(urls, "none") != 0) {
+        char why[512];
+        char *u = list__join_urls(urls, NULL, ' ', why, sizeof(why));
+        bool ok = u && *u;
+        if (u && !*u)
+            snprintf(why, sizeof(why), "no URL (\"none\" turns it off)");
+        free(u);
+        if (!ok) {
+            fprintf(stderr, "codexray-node-agent: --debuginfod: %s\n", why);
+            return 2;
+        }
+    }
     raise_open_files();
     const char *h = config__str(c, "host");
     if (h && *h)

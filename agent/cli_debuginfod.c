@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/list.h"
 #include "../common/log.h"
 #include "cli.h"
 #include "symbolize/debuginfod.h"
@@ -13,7 +14,8 @@ struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const
 {
     const char *urls = config__str(c, "debuginfod");
     const char *env = getenv("DEBUGINFOD_URLS");
-    char derived[4096], dir[4096], err[512];
+    char derived[4096], dir[4096], err[512], *list = NULL;
+    struct debuginfod *d = NULL;
     const char *token = NULL, *from = "--debuginfod";
 
     if (!urls || !*urls) {
@@ -36,6 +38,19 @@ struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const
         log_debug("debuginfod: off (no --debuginfod, DEBUGINFOD_URLS or --endpoint)");
         return NULL;
     }
+    /* Read as every list is (common/list.h; a bad --debuginfod was refused
+     * by cli__common_setup), handed on space-separated as libdebuginfod
+     * reads DEBUGINFOD_URLS. */
+    list = list__join_urls(urls, NULL, ' ', err, sizeof(err));
+    if (!list || !*list) {
+        unsetenv("DEBUGINFOD_URLS");
+        if (list)
+            log_debug("debuginfod: off (%s has no URL)", from);
+        else
+            log_error("debuginfod: %s: %s; stripped binaries stay unnamed", from, err);
+        goto out;
+    }
+    urls = list;
     snprintf(dir, sizeof(dir), "%s/debuginfod", data_dir);
     struct debuginfod_opts o = {urls,
                                 dir,
@@ -43,14 +58,16 @@ struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const
                                 (uint64_t)config__int(c, "debuginfod-file-max"),
                                 (unsigned)config__int(c, "debuginfod-timeout"),
                                 token};
-    struct debuginfod *d = debuginfod__start(&o, err, sizeof(err));
+    d = debuginfod__start(&o, err, sizeof(err));
     if (!d) {
         unsetenv("DEBUGINFOD_URLS");
         log_error("debuginfod: %s; stripped binaries stay unnamed", err);
-        return NULL;
+        goto out;
     }
     log_info("debuginfod: urls=\"%s\" (from %s) cache=%s/files cache_max=%ld file_max=%ld", urls,
              from, dir, config__int(c, "debuginfod-cache-max"),
              config__int(c, "debuginfod-file-max"));
+out:
+    free(list);
     return d;
 }

@@ -47,6 +47,8 @@ static const char *trunc_name(unsigned reason)
         return "[truncated: CFI gave a bad frame]";
     case CX_TRUNC_EXEC:
         return "[in execve: the program is being replaced]";
+    case CX_TRUNC_LR:
+        return "[truncated: return address in the link register above the first frame]";
     case AGG_TRUNC_NO_MAPPING:
         return "[truncated: return address in no known mapping]";
     default:

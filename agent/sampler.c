@@ -21,6 +21,7 @@
 #include "dither.h"
 #include "preflight.h"
 #include "sampler.skel.h"
+#include "unwind/pac_mask.h"
 
 /* The ring buffer: 1 MiB a CPU, 4 to 64 MiB. A record is a whole
  * struct cx_sample (about 10 KiB) whatever its depth, so a CPU at 100 Hz
@@ -167,13 +168,15 @@ static bool nonprealloc_maps_ok(void)
     return true;
 }
 
-/* THREAD_SIZE, the kernel stack's size: 16 KiB on x86_64, twice that with
- * KASAN (the kernel's config says, where it can be read). */
+/* THREAD_SIZE, the kernel stack's size: 16 KiB on x86_64 and arm64, twice
+ * that with KASAN (the kernel's config says, where it can be read); on arm64
+ * with vmapped stacks at least a page (64 KiB with 64 KiB pages). */
 static unsigned long kernel_thread_size(void)
 {
     char path[256], line[256];
     struct utsname u;
     unsigned long size = 16384;
+    bool vmap_stack = false;
     FILE *f;
 
     if (uname(&u))
@@ -185,8 +188,14 @@ static unsigned long kernel_thread_size(void)
     while (fgets(line, sizeof(line), f)) {
         if (strcmp(line, "CONFIG_KASAN=y\n") == 0)
             size = 32768;
+        else if (strcmp(line, "CONFIG_VMAP_STACK=y\n") == 0)
+            vmap_stack = true;
     }
     fclose(f);
+    /* x86_64's pages are 4 KiB: this changes nothing there. */
+    long page = sysconf(_SC_PAGESIZE);
+    if (vmap_stack && page > 0 && (unsigned long)page > size)
+        size = (unsigned long)page;
     return size;
 }
 
@@ -282,6 +291,16 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
         bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
     }
+#if defined(__aarch64__)
+    /* Return addresses signed by PAC are stripped with the kernel's mask. */
+    enum pac_mask_source pac_src;
+    s->skel->rodata->cx_pac_mask = pac_mask__get(&pac_src);
+    log_info("sampler: pointer authentication mask 0x%016llx (%s)",
+             (unsigned long long)s->skel->rodata->cx_pac_mask,
+             pac_src == PAC_MASK_KERNEL   ? "the kernel's"
+             : pac_src == PAC_MASK_NO_PAC ? "no PAC on this CPU"
+                                          : "from the address size: ptrace refused");
+#endif
     s->skel->rodata->ringbuf_wakeup_bytes = ringbuf_bytes(ncpus) / 2;
     bpf_map__set_max_entries(s->skel->maps.events, ringbuf_bytes(ncpus));
     r = sampler_bpf__load(s->skel);

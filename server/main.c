@@ -14,6 +14,7 @@
 
 #include "../common/clock.h"
 #include "../common/config.h"
+#include "../common/list.h"
 #include "../common/log.h"
 #include "debuginfod.h"
 #include "http.h"
@@ -56,8 +57,8 @@ static const struct config_def server_opts[] = {
      "connections one client address may hold (of 1,000 in all)"},
     {"log-level", CONFIG_STRING, "info", 0, 0, "LEVEL", "debug, info, warn or error"},
     {"debuginfod-upstream", CONFIG_STRING, NULL, 0, 0, "URLS",
-     "debuginfod servers asked for debug files no agent uploaded (space-separated); each file "
-     "fetched once, kept under DATA_DIR/debuginfod, served at /debuginfod/"},
+     "debuginfod servers asked for debug files no agent uploaded (a list: commas or spaces); "
+     "each file fetched once, kept under DATA_DIR/debuginfod, served at /debuginfod/"},
     {"debuginfod-cache-max", CONFIG_INT, "1073741824", 1048576, 1l << 42, "BYTES",
      "the upstream debug files kept; past it the least used go first"},
     {"debuginfod-file-max", CONFIG_INT, "536870912", 4096, 1l << 36, "BYTES",
@@ -159,7 +160,7 @@ int main(int argc, char **argv)
     struct store *st = NULL;
     struct http *h = NULL;
     struct dbgsrv *dbg = NULL;
-    char err[1024];
+    char err[1024], *upstream = NULL;
     int ret = 1;
 
     switch (config__wants_help_or_version(argc, argv)) {
@@ -188,11 +189,23 @@ int main(int argc, char **argv)
         goto usage;
     }
 
+    /* A list as every list is read (common/list.h), handed to libdebuginfod
+     * space-separated. */
+    const char *up = config__str(c, "debuginfod-upstream");
+    char why[512];
+    if (up && *up && !(upstream = list__join_urls(up, NULL, ' ', why, sizeof(why)))) {
+        snprintf(err, sizeof(err), "--debuginfod-upstream: %s", why);
+        goto usage;
+    }
+    if (upstream && !*upstream) {
+        snprintf(err, sizeof(err), "--debuginfod-upstream: no URL");
+        goto usage;
+    }
+
     /* First: it sets the environment libdebuginfod reads, before any thread. */
     char dbgdir[4096];
     snprintf(dbgdir, sizeof(dbgdir), "%s/debuginfod", config__str(c, "data-dir"));
-    struct dbgsrv_opts dso = {dbgdir, config__str(c, "debuginfod-upstream"),
-                              (uint64_t)config__int(c, "debuginfod-cache-max"),
+    struct dbgsrv_opts dso = {dbgdir, upstream, (uint64_t)config__int(c, "debuginfod-cache-max"),
                               (uint64_t)config__int(c, "debuginfod-file-max"),
                               (unsigned)config__int(c, "debuginfod-timeout")};
     dbg = dbgsrv__new(&dso, err, sizeof(err));
@@ -272,10 +285,12 @@ out:
     dbgsrv__free(dbg);
     store__close(st);
     config__free(c);
+    free(upstream);
     return ret;
 usage:
     fprintf(stderr, "codexray-server: %s\n\n", err);
     usage(stderr);
     config__free(c);
+    free(upstream);
     return 2;
 }

@@ -154,14 +154,16 @@ struct store {
 /* Opens (creating) the SQLite store under dir. NULL with err filled. */
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
 
-/* Opens (creating its tables) the ClickHouse store: urls, comma-separated
- * HTTP URLs of ClickHouse (with cluster, its nodes, where the tables are
- * made; one URL: made ON CLUSTER), cluster (NULL or "" for one server) and
- * db name plain identifiers; timeout_ms bounds each request. NULL with err
- * filled, also for a database of another schema version (refused before
- * anything is changed in it: store_clickhouse_schema.c). Its operations return
- * -EAGAIN when ClickHouse cannot be reached, errs, times out or answers
- * garbage (logged): the caller answers 503. */
+/* Opens (creating its tables) the ClickHouse store: urls, a list
+ * (common/list.h: commas or spaces, empty entries skipped, trailing slashes
+ * dropped) of http:// or https:// URLs of ClickHouse (with cluster, its
+ * nodes, where the tables are made; one URL: made ON CLUSTER), cluster
+ * (NULL or "" for one server) and db name plain identifiers; timeout_ms
+ * bounds each request. NULL with err filled ("--clickhouse: ..." for a bad
+ * list), also for a database of another schema version (refused before
+ * anything is changed in it: store_clickhouse_schema.c). Its operations
+ * return -EAGAIN when ClickHouse cannot be reached, errs, times out or
+ * answers garbage (logged): the caller answers 503. */
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
                                      long timeout_ms, char *err, size_t errlen);
 

@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/list.h"
 #include "../common/log.h"
 #include "store_clickhouse_int.h"
 #include "store_common.h"
@@ -88,7 +89,7 @@ int chs_exec_why(struct ch_store *st, size_t node, const char *params, const str
 {
     struct buf scratch;
     struct buf *out = answer ? answer : &scratch;
-    char url[1400];
+    char url[CH_MAX_URL + 400];
     long status = 0;
     int err = -EAGAIN;
 
@@ -302,33 +303,33 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     }
     snprintf(st->db, sizeof(st->db), "%s", db);
     snprintf(st->cluster, sizeof(st->cluster), "%s", cluster ? cluster : "");
-    /* URLs, comma-separated: with a cluster, every node the tables go on. */
-    for (const char *p = urls; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        while (n && p[n - 1] == '/')
-            n--;
-        if (n) {
-            char **nn = realloc(st->nodes, (st->nnodes + 1) * sizeof(*nn));
-            if (!nn || !(nn[st->nnodes] = strndup(p, n))) {
-                if (nn)
-                    st->nodes = nn;
-                snprintf(err, errlen, "out of memory");
-                goto fail;
-            }
-            st->nodes = nn;
-            if (n > 1000 || (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
-                snprintf(err, errlen, "--clickhouse: http:// or https:// URLs, comma-separated");
-                st->nnodes++;
-                goto fail;
-            }
-            st->nnodes++;
-        }
-        p = e ? e + 1 : p + n;
+    /* URLs, a list (common/list.h: commas or spaces, empty entries skipped,
+     * trailing slashes dropped): with a cluster, every node the tables go on. */
+    char why[256];
+    static const char *const schemes[] = {"http", "https", NULL};
+    st->urls = list__split(urls, why, sizeof(why));
+    if (!st->urls || list__urls(st->urls, schemes, why, sizeof(why))) {
+        snprintf(err, errlen, "--clickhouse: %s", why);
+        goto fail;
     }
+    st->nnodes = list__count(st->urls);
     if (!st->nnodes) {
         snprintf(err, errlen, "--clickhouse: no URL");
         goto fail;
+    }
+    st->nodes = calloc(st->nnodes, sizeof(*st->nodes));
+    if (!st->nodes) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < st->nnodes; i++) {
+        st->nodes[i] = list__get(st->urls, i);
+        /* Each request's URL is this one and its parameters (chs_exec_why). */
+        if (strlen(st->nodes[i]) > CH_MAX_URL) {
+            snprintf(err, errlen, "--clickhouse: URL %zu is longer than %d bytes", i + 1,
+                     CH_MAX_URL);
+            goto fail;
+        }
     }
     st->fns = stack_keymap__new(4000000);
     st->stacks = stack_keymap__new(4000000);
@@ -470,9 +471,8 @@ static void ch_close(struct store *s)
 {
     struct ch_store *st = CH(s);
 
-    for (size_t i = 0; i < st->nnodes; i++)
-        free(st->nodes[i]);
     free(st->nodes);
+    list__free(st->urls);
     stack_keymap__free(st->fns);
     stack_keymap__free(st->stacks);
     chs_names__free(st->names);

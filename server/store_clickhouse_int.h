@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../common/buf.h"
+#include "../common/list.h"
 #include "ch_sql.h"
 #include "stack_key.h"
 #include "store.h"
@@ -29,10 +30,13 @@
 /* The largest answer read from ClickHouse, and the largest statement sent. */
 #define CH_MAX_ANSWER (1u << 30)
 #define CH_MAX_STATEMENT (1u << 30)
+/* The longest URL of a node: a request's is it and its parameters. */
+#define CH_MAX_URL 1000
 
 struct ch_store {
     struct store base;
-    char **nodes; /* the ClickHouse HTTP URLs given; nodes[0] takes queries and inserts */
+    struct list *urls;  /* the ClickHouse HTTP URLs given, trailing slashes dropped */
+    const char **nodes; /* urls' entries; nodes[0] takes queries and inserts */
     size_t nnodes;
     char db[65];
     char cluster[65]; /* "" for one server */

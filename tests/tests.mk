@@ -2,12 +2,13 @@
 #   make build/tests/test_maps && build/tests/test_maps
 UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
-              test_identity test_node test_perfmap test_jvm test_cfi_table test_cfi_table_xcheck \
+              test_identity test_identity_runtimes test_cmdline_name test_node test_perfmap test_jvm \
+              test_cfi_table test_cfi_table_xcheck test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_ch_sql test_store_common test_debugfile \
-              test_dbgsrv test_procs test_spool test_batch
+              test_dbgsrv test_procs test_spool test_batch test_list
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -21,11 +22,15 @@ $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call o
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/stack_key.c) \
 	    $(LDLIBS) -lcmocka
 
-# The ClickHouse store's quoting and answer reading.
-$(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c)
+# The ClickHouse store's quoting and answer reading, and its reading of the
+# --clickhouse list (the store itself, without a ClickHouse).
+CH_TEST_OBJS := $(call obj,server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c \
+    server/store_clickhouse_batch.c server/store_clickhouse_names.c server/store_clickhouse_frames.c \
+    server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/stack_key.c \
+    server/store_common.c)
+$(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(CH_TEST_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/ch_sql.c) \
-	    $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(CH_TEST_OBJS) $(LDLIBS) -lcmocka
 
 # What the server's stores share.
 $(B)/tests/test_store_common: tests/unit/test_store_common.c $(UNIT_LIB_OBJS) \
@@ -66,11 +71,13 @@ $(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 # Helpers shared by a test split in two (header-only, not seen by the pattern rule).
 $(B)/tests/test_py_code $(B)/tests/test_py_code_hostile: tests/unit/py_code_helpers.h
 $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detect_helpers.h
+$(B)/tests/test_identity $(B)/tests/test_identity_runtimes: tests/unit/identity_helpers.h
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
 # functions, C++, and stripped.
 FIXTURES := $(B)/fixtures/fp_c $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/stripped_c \
-            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped
+            $(B)/fixtures/debuglink_c $(B)/fixtures/go_full $(B)/fixtures/go_stripped \
+            $(B)/fixtures/go_a64
 $(B)/fixtures/fp_c: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -95,11 +102,19 @@ $(B)/fixtures/debuglink_c: $(B)/fixtures/fp_c
 # tested for with $(wildcard) here: make reads this file before `make deps`
 # installs rustc, so a fresh machine's first `make test` left it out.
 RUSTC ?= /usr/bin/rustc
+# The host's own gcc and objcopy where it is arm64.
+A64_NATIVE := $(filter aarch64,$(shell uname -m))
+A64CC ?= $(if $(A64_NATIVE),gcc,aarch64-linux-gnu-gcc)
+A64OBJCOPY ?= $(if $(A64_NATIVE),objcopy,aarch64-linux-gnu-objcopy)
+CFI_A64_FIXTURES := $(B)/fixtures/cfi_a64_fp $(B)/fixtures/cfi_a64_omit \
+                    $(B)/fixtures/cfi_a64_pac $(B)/fixtures/cfi_a64_bkey \
+                    $(B)/fixtures/cfi_a64_nocfi $(B)/fixtures/vdso_a64
 CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cxx \
                 $(B)/fixtures/cfi_debug_frame $(B)/fixtures/cfi_debug_frame_z \
-                $(B)/fixtures/cfi_rust
+                $(B)/fixtures/cfi_rust $(CFI_A64_FIXTURES)
 FIXTURES += $(CFI_FIXTURES)
-$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck: $(CFI_FIXTURES) tests/unit/cfi_table_helpers.h
+$(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck $(B)/tests/test_cfi_table_arm64: $(CFI_FIXTURES) \
+    tests/unit/cfi_table_helpers.h
 $(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
@@ -111,7 +126,8 @@ $(B)/fixtures/plt_ibt: tests/unit/fixtures/plt.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fcf-protection=full -Wl,-z,ibtplt -o $@ $<
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
-$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c
+$(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c \
+    $(B)/fixtures/go_a64
 $(B)/tests/test_dwarf_scopes: $(B)/fixtures/inline_c $(B)/fixtures/cxx $(B)/fixtures/cfi_cxx
 $(B)/fixtures/cfi_omit: tests/unit/fixtures/cfi.c
 	@mkdir -p $(dir $@)
@@ -134,6 +150,34 @@ $(B)/fixtures/cfi_debug_frame_z: $(B)/fixtures/cfi_debug_frame
 $(B)/fixtures/cfi_rust: tests/unit/fixtures/cfi_rust.rs
 	@mkdir -p $(dir $@)
 	$(RUSTC) -O -o $@ $<
+# arm64 (data for the table builder, which reads any machine's ELF): the
+# same source by Debian's cross gcc (gcc-aarch64-linux-gnu), with frame
+# records and without, with pointer authentication (paciasp/autiasp and
+# DW_CFA_AARCH64_negate_ra_state; BTI stubs in .plt, forced: ld warns that
+# the crt objects lack the BTI note), and with the B key (augmentation 'B').
+# (A64CC and CFI_A64_FIXTURES are set above, before the rules that need them.)
+$(B)/fixtures/cfi_a64_fp: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_omit: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fomit-frame-pointer -o $@ $<
+$(B)/fixtures/cfi_a64_pac: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=standard -Wl,-z,force-bti -o $@ $<
+$(B)/fixtures/cfi_a64_bkey: tests/unit/fixtures/cfi.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -g -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -o $@ $<
+# No CFI at all, as arm64's vDSO: the stand-in (its leaves, a framed
+# function, the trampoline; BTI and PAC as the kernel builds it), and a
+# program stripped of its CFI (not the vDSO: refused).
+$(B)/fixtures/vdso_a64: tests/unit/fixtures/vdso_a64.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -fPIC -shared -nostdlib -fno-asynchronous-unwind-tables -fno-unwind-tables \
+	    -mbranch-protection=pac-ret+leaf+bti -o $@.tmp $<
+	$(A64OBJCOPY) --remove-section=.eh_frame --remove-section=.eh_frame_hdr $@.tmp $@ && rm -f $@.tmp
+$(B)/fixtures/cfi_a64_nocfi: $(B)/fixtures/cfi_a64_omit
+	$(A64OBJCOPY) --strip-debug --remove-section=.eh_frame --remove-section=.eh_frame_hdr $< $@
 
 # CPython line tables as each interpreter on the machine writes them
 # (tests/unit/fixtures/py_lines_dump.py): pyenv's 3.7 and later, and
@@ -184,7 +228,7 @@ $(B)/fixtures/py_layout/%.txt: tools/python_layout.sh tools/python_layout/layout
 # Go, with Debian's golang-go. GOCACHE under build/, so it builds as root in
 # CI without a home directory; no cgo, so Go's own linker lays out the file.
 GO ?= go
-GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0
+GOENV := GOCACHE=$(abspath $(B))/gocache GOFLAGS= CGO_ENABLED=0 $(if $(CROSS),GOARCH=$(ARCH))
 # The Go fixture with its symbols (where the tests find addresses) and
 # stripped as production builds are (-s -w: no .symtab, no DWARF), named
 # from .gopclntab alone. The same code at the same addresses.
@@ -194,12 +238,19 @@ $(B)/fixtures/go_full: tests/unit/fixtures/gofix.go
 $(B)/fixtures/go_stripped: tests/unit/fixtures/gofix.go
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && $(GOENV) $(GO) build -ldflags='-s -w' -o $(abspath $@) $(notdir $<)
+# The same for arm64 (GOARCH=arm64: Go cross-compiles by itself), with its
+# symbols: go_table's arm64 rows (the return address in x30, then at 0(RSP)).
+$(B)/fixtures/go_a64: tests/unit/fixtures/gofix.go
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && $(GOENV) GOARCH=arm64 $(GO) build -o $(abspath $@) $(notdir $<)
 
 # Workloads for the integration tests, built with frame pointers in every
 # function. clang, because gcc 12 leaves them out of leaf functions that use
 # no stack even with -fno-omit-frame-pointer, and a frame-pointer walk then
 # skips the leaf's caller (the CFI unwinder is what fixes that for any code).
-FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread
+# (Cross-built with clang's --target: FP_CFLAGS go to clang only.)
+FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread \
+             $(if $(CROSS),--target=$(CROSS:-=))
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
              $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix
 # The CFI tests' workloads: built as distributions build, without frame
@@ -227,6 +278,12 @@ $(B)/workloads/stripped_cxx: $(B)/workloads/cxx_split
 $(B)/workloads/cfi_split: tests/workloads/cpu_split.c
 	@mkdir -p $(dir $@)
 	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -o $@ $<
+# cfi_split's build with PAC-signed return addresses, as arm64 distributions
+# build (-mbranch-protection=standard: paciasp/autiasp around each saved
+# x30): an arm64 workload (make test-arm64).
+$(B)/workloads/pac_split: tests/workloads/cpu_split.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NOFP_CFLAGS) -fno-inline -pthread -mbranch-protection=standard -o $@ $<
 $(B)/workloads/qsort_cb: tests/workloads/qsort_cb.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -264,8 +321,22 @@ $(B)/workloads/go_cgo: tests/workloads/go_cgo/main.go
 # diff, colours, formats, URL) with node's own test runner.
 UNIT_JS := tests/browser/ui_unit.mjs
 
+ifeq ($(CROSS),)
 unit: deps $(UNIT_BINS) $(FIXTURES)
 	@tests/run_unit.sh $(UNIT_BINS) $(UNIT_JS)
+else
+# make ARCH=arm64 unit on an x86_64 host: the cross-built tests under
+# qemu-user (RUN_TARGET), but not those that read fixtures (built by the
+# host's tools for the host, some looked for under build/), nor those that
+# start threads: qemu-aarch64-static 7.2 spins for ever in pthread_create on
+# this machine's 6.18 kernel (a two-line program does too).
+UNIT_CROSS_SKIP := test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_cfi_table \
+                   test_cfi_table_xcheck test_go_table test_plt test_debugfile test_py_layout \
+                   test_py_lines test_http test_jvm test_py_code test_store
+UNIT_CROSS_BINS := $(addprefix $(B)/tests/,$(filter-out $(UNIT_CROSS_SKIP),$(UNIT_TESTS)))
+unit: deps $(UNIT_CROSS_BINS)
+	@UNIT_RUNNER="timeout 600 $(RUN_TARGET)" tests/run_unit.sh $(UNIT_CROSS_BINS)
+endif
 
 # The browser tests' driver: playwright-core from the npm registry, pinned by
 # tests/browser/package-lock.json; Chromium is Debian's (tools/deps.sh).
@@ -287,7 +358,7 @@ deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
 docs-check:
 	@python3 tools/docs_check.py
 
-test: unit sanitize integration deploy-check fuzz-check docs-check
+test: format-check unit sanitize integration deploy-check fuzz-check docs-check
 
 # --- ASan and UBSan: the server's and common/'s unit tests, and the fuzz
 # target of the ingest path (libFuzzer, Debian's clang). Objects of their own
@@ -312,7 +383,8 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_ch_sql test_store_common test_batch
+             test_varint test_ingest test_store test_http test_ch_sql test_store_common test_batch \
+             test_list
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -334,16 +406,27 @@ $(B)/fuzz/fuzz_ingest: tests/fuzz/fuzz_ingest.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
 
-# make fuzz FUZZ_TIME=600: the ingest path fuzzed for that long from the seed
-# corpus (tests/fuzz/corpus, written by tests/fuzz/make_corpus.py); what it
-# finds grows build/fuzz/corpus, a crash is saved as build/fuzz/crash-*.
-FUZZ_TIME ?= 300
-fuzz: $(B)/fuzz/fuzz_ingest
-	@mkdir -p $(B)/fuzz/corpus
-	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=30 \
-	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
+# The reader of every list-valued option (common/list.c): nothing else linked.
+$(B)/fuzz/fuzz_list: tests/fuzz/fuzz_list.c $(B)/san/obj/common/list.o
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(B)/san/obj/common/list.o
 
-# make test's share: a minute.
+# make fuzz FUZZ_TIME=600: both targets for that long in all, from their seed
+# corpora: the ingest path (tests/fuzz/corpus, written by
+# tests/fuzz/make_corpus.py) five sixths of it, the list reader
+# (tests/fuzz/corpus_list) the rest. What they find grows build/fuzz/corpus
+# and build/fuzz/corpus_list; a crash is saved as build/fuzz/crash-*.
+FUZZ_TIME ?= 300
+FUZZ_LIST_TIME = $(shell expr $(FUZZ_TIME) / 6 + 1)
+FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - $(FUZZ_TIME) / 6)
+fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list
+	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list
+	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_INGEST_TIME) -rss_limit_mb=2048 -timeout=30 \
+	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
+	cd $(B)/fuzz && ./fuzz_list -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=8192 -print_final_stats=1 corpus_list $(abspath tests/fuzz/corpus_list)
+
+# make test's share: a minute, both targets.
 fuzz-check:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 
@@ -378,7 +461,7 @@ $(B)/bench/ingest_bench: bench/ingest_bench.c \
 
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agent/unwind/cfi_fde.c \
-    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c \
+    agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
     common/hmap.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
@@ -409,3 +492,16 @@ test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/worklo
 $(B)/kernels/bpf_each: tools/kernels/bpf_each.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lbpf
+
+# --- the arm64 agent on Debian's arm64 6.1 and 6.12, under qemu-system-aarch64
+# (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. The agent,
+# bpf_each and the workloads (cpu_split, cfi_split, pac_split, go_split) by
+# the rules above, in a make of their own with ARCH=arm64: cross-built into
+# build-arm64/ on x86_64, in build/ on an arm64 host.
+ARM64_KERNELS ?= 6.1 6.12
+ARM64_B := $(if $(filter arm64,$(HOST_ARCH)),build,build-arm64)
+ARM64_BINS := $(addprefix $(ARM64_B)/,codexray-node-agent kernels/bpf_each \
+              $(addprefix workloads/,cpu_split cfi_split pac_split go_split))
+test-arm64: deps
+	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS)
+	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64 --build $(ARM64_B)

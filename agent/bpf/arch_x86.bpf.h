@@ -1,10 +1,8 @@
-/* What the unwinders need to know of the CPU: x86_64 today.
- * An arm64 port adds its twin here (pc, sp, fp and the user-mode test).
- */
-#ifndef CODEXRAY_AGENT_BPF_ARCH_H
-#define CODEXRAY_AGENT_BPF_ARCH_H
+/* What the unwinders need to know of an x86_64 CPU (included by
+ * arch.bpf.h, with its arm64 twin arch_arm64.bpf.h). */
+#ifndef CODEXRAY_AGENT_BPF_ARCH_X86_H
+#define CODEXRAY_AGENT_BPF_ARCH_X86_H
 
-#if defined(__TARGET_ARCH_x86)
 /* Plain loads: r is either the perf event's context or a BTF pointer from
  * bpf_task_pt_regs(), both of which the verifier lets us read directly, at a
  * fraction of a bpf_probe_read_kernel()'s cost. */
@@ -20,6 +18,11 @@ static __always_inline __u64 cx_regs_sp(const struct pt_regs *r)
 {
     return r->sp;
 }
+/* No link register: `call` pushes the return address. */
+static __always_inline __u64 cx_regs_lr(const struct pt_regs *r)
+{
+    return 0;
+}
 /* CPL 3 in the saved code segment selector means the CPU was in user mode.
  * The verifier takes only whole 8-byte loads from a perf event's context,
  * and newer kernels declare cs as a 16-bit field: load its whole slot. */
@@ -31,9 +34,10 @@ static __always_inline int cx_regs_user_mode(const struct pt_regs *r)
 
 /* The user registers where x86_64's task_pt_regs() finds them: the last
  * struct pt_regs of the task's kernel stack (no padding above it before
- * FRED, 6.9, which has bpf_task_pt_regs anyway). Returns 1, or -1. */
+ * FRED, 6.9, which has bpf_task_pt_regs anyway). lr, where not NULL, gets
+ * 0 (cx_regs_lr). Returns 1, or -1. */
 static __always_inline int cx_stack_user_regs(void *stack, __u64 thread_size, __u64 *pc, __u64 *sp,
-                                              __u64 *fp)
+                                              __u64 *fp, __u64 *lr)
 {
     struct pt_regs *r;
 
@@ -44,6 +48,8 @@ static __always_inline int cx_stack_user_regs(void *stack, __u64 thread_size, __
         bpf_probe_read_kernel(sp, sizeof(*sp), &r->sp) ||
         bpf_probe_read_kernel(fp, sizeof(*fp), &r->bp))
         return -1;
+    if (lr)
+        *lr = 0;
     return 1;
 }
 
@@ -65,8 +71,5 @@ static __always_inline __u64 cx_task_tls_base(struct task_struct *task)
 #define CX_SIGFRAME_FP (40 + 10 * 8)
 #define CX_SIGFRAME_SP (40 + 15 * 8)
 #define CX_SIGFRAME_PC (40 + 16 * 8)
-#else
-#error "unsupported architecture: add it to arch_x86.bpf.h's twin"
-#endif
 
 #endif

@@ -51,6 +51,9 @@ enum cx_trunc_reason {
     CX_TRUNC_CFI_BAD = 5,  /* the CFI gave a frame that cannot be (a CFA below the stack pointer) */
     CX_TRUNC_EXEC =
         6, /* in execve: the user registers are the previous program's, its stack gone */
+    /* arm64: a frame above the first whose return address would still be in
+     * the link register, which by then holds another (a broken chain) */
+    CX_TRUNC_LR = 7,
 };
 
 /* cx_frame.aux of a CX_FRAME_NATIVE frame: bit flags. */

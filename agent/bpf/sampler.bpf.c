@@ -13,7 +13,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "sample.h"
-#include "arch_x86.bpf.h"
+#include "arch.bpf.h"
 
 #define PF_KTHREAD 0x00200000
 
@@ -184,7 +184,7 @@ static __always_inline __u32 walk_fp(struct cx_sample *s, __u32 base, __u64 pc, 
         }
         if (pair[1] == 0)
             return n;
-        put_frame(s, base + n, pair[1], CX_FRAME_NATIVE, 0);
+        put_frame(s, base + n, cx_strip_pac(pair[1]), CX_FRAME_NATIVE, 0);
         n++;
         /* The stack grows down, so a caller's frame sits above its callee's;
          * anything else is a register that was never a frame pointer.
@@ -324,7 +324,7 @@ int cx_walk_user_vma(struct bpf_perf_event_data *ctx)
  * tables or runs CPython, else frame pointers here. Returns the frames the
  * frame-pointer walk wrote. */
 static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct cx_sample *s,
-                                       __u32 tgid, __u32 nk, __u64 pc, __u64 sp, __u64 fp)
+                                       __u32 tgid, __u32 nk, __u64 pc, __u64 sp, __u64 fp, __u64 lr)
 {
     __u32 zero = 0;
     struct walk_state *st = NULL;
@@ -343,6 +343,11 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     st->pc = pc;
     st->sp = sp;
     st->fp = fp;
+#if CX_ARCH_LR
+    st->lr = lr; /* the first frame's: CX_RA_DEFAULT rows take it (unwind.bpf.h) */
+#else
+    (void)lr;
+#endif
     st->tgid = tgid;
     st->nk = nk;
     st->n = nk;
@@ -373,7 +378,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
  * in user mode (the event's own registers then, the same values), by the
  * syscall or fault that entered the kernel otherwise. Returns 1, 0 for a
  * kernel thread (no user stack), -1 when they cannot be had. */
-static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp)
+static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp, __u64 *lr)
 {
     if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
         /* 5.15 on: a trusted BTF pointer, direct loads. One source for
@@ -390,6 +395,9 @@ static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp)
         *pc = cx_regs_pc(ur);
         *sp = cx_regs_sp(ur);
         *fp = cx_regs_fp(ur);
+#if CX_ARCH_LR
+        *lr = cx_regs_lr(ur);
+#endif
         return 1;
     }
     /* Before: the same place, found as the kernel finds it (task_pt_regs),
@@ -398,7 +406,8 @@ static __always_inline int user_regs(__u64 *pc, __u64 *sp, __u64 *fp)
 
     if (BPF_CORE_READ(t, flags) & PF_KTHREAD || !BPF_CORE_READ(t, mm))
         return 0;
-    return cx_stack_user_regs(BPF_CORE_READ(t, stack), thread_size, pc, sp, fp);
+    return cx_stack_user_regs(BPF_CORE_READ(t, stack), thread_size, pc, sp, fp,
+                              CX_ARCH_LR ? lr : NULL);
 }
 
 /* Whether the task is inside execve. There its saved user registers are
@@ -419,7 +428,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0;
-    __u64 pc = 0, sp = 0, fp = 0;
+    __u64 pc = 0, sp = 0, fp = 0, lr = 0;
     struct cx_sample *s;
     struct kstack *ks;
     long got;
@@ -446,7 +455,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     s->kernel_err = 0;
     bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-    if (!cx_regs_user_mode(&ctx->regs)) {
+    if (!cx_regs_user_mode(cx_ctx_regs(ctx))) {
         got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
         if (got < 0) {
             s->kernel_err = got;
@@ -463,16 +472,16 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     if (nk > CX_MAX_KERNEL_FRAMES)
         nk = CX_MAX_KERNEL_FRAMES;
 
-    r = user_regs(&pc, &sp, &fp);
+    r = user_regs(&pc, &sp, &fp, &lr);
     if (r < 0) {
         stat_inc(CX_STAT_NO_USER_REGS);
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
         nu = 1;
-    } else if (r > 0 && !cx_regs_user_mode(&ctx->regs) && in_execve()) {
+    } else if (r > 0 && !cx_regs_user_mode(cx_ctx_regs(ctx)) && in_execve()) {
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
         nu = 1;
     } else if (r > 0) {
-        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp);
+        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr);
     } /* else a kernel thread: no user stack */
     emit(s, tgid, nk, nk + nu, 0);
     return 0;

@@ -11,6 +11,32 @@
 #include "python.h"
 #include "unwind.h"
 
+/* --- what the walk does differently per architecture ------------------- */
+
+#if defined(__TARGET_ARCH_arm64)
+/* arm64: a call leaves the return address in x30 (the link register); the
+ * walk takes it from the sampled registers for the first frame, and from a
+ * signal frame's saved ones for the frame it interrupted; above those it
+ * is read from the stack where the rows say (enum cx_ra_type). */
+#define CX_ARCH_LR 1
+/* The bits pointer authentication puts in a user return address: the
+ * kernel's mask, found by user space before load (unwind/pac_mask.c); 0
+ * where the CPU has no PAC. Every return address the walk takes (from x30
+ * or the stack) is stripped of them. */
+const volatile __u64 cx_pac_mask = 0;
+static __always_inline __u64 cx_strip_pac(__u64 v)
+{
+    return v & ~cx_pac_mask;
+}
+#else
+/* x86_64: `call` pushes the return address just below the CFA. */
+#define CX_ARCH_LR 0
+static __always_inline __u64 cx_strip_pac(__u64 v)
+{
+    return v;
+}
+#endif
+
 /* The template of the per-binary tables: user space creates each with its
  * own size (BPF_F_INNER_MAP lets sizes differ, Linux 5.10). */
 struct cfi_rows {
@@ -73,7 +99,11 @@ enum py_walk_state {
 
 /* Where a walk is between one program and the next. */
 struct walk_state {
+    /* sp 0 on arm64: not known (after a frame-pointer step: step_fp) */
     __u64 pc, sp, fp;
+#if CX_ARCH_LR
+    __u64 lr; /* the link register, while exact */
+#endif
     __u32 tgid;
     __u32 n;     /* frames in the record so far, kernel ones included */
     __u32 nk;    /* kernel frames */
@@ -361,7 +391,8 @@ enum step_result {
 };
 
 /* One frame up by frame pointer: [fp] holds the caller's fp, [fp+8] its
- * return address. */
+ * return address (x86_64's push rbp after the call; arm64's frame record
+ * {x29, x30}). */
 static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
 {
     __u64 pair[2];
@@ -374,12 +405,19 @@ static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
     }
     if (pair[1] == 0)
         return STEP_END;
-    /* The stack grows down: a caller's frame sits above its callee's. A
-     * saved fp at or below this one was never a frame pointer; the return
-     * address read beside it is still appended, and the walk ends after it
-     * (st->fp = 0 makes the next step report the fault). */
+        /* The stack grows down: a caller's frame sits above its callee's. A
+         * saved fp at or below this one was never a frame pointer; the return
+         * address read beside it is still appended, and the walk ends after it
+         * (st->fp = 0 makes the next step report the fault). */
+#if CX_ARCH_LR
+    /* arm64 keeps the frame record anywhere in the frame, most often at its
+     * bottom: the caller's sp is not known here (step_cfi finds it again
+     * from x29 where the caller's row says where its record is). */
+    st->sp = 0;
+#else
     st->sp = st->fp + 16;
-    st->pc = pair[1];
+#endif
+    st->pc = cx_strip_pac(pair[1]);
     st->exact = 0;
     if (pair[0] != 0 && pair[0] <= st->fp) {
         st->fp = 1; /* unreadable: the next step stops with a fault */
@@ -389,16 +427,126 @@ static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
     return STEP_NEXT;
 }
 
+#if CX_ARCH_LR
+/* sp where a frame-pointer step left it unknown (0), from x29: AAPCS64's
+ * x29 points at the frame record, which is what the frame-pointer step
+ * trusted too, and a row whose return address is in the record says where
+ * the record is from sp or the CFA (= sp + 8 * cfa_off). 0 when the row
+ * does not say (the walk then steps by frame pointer again). */
+static __always_inline __u64 sp_from_fp(const struct cx_cfi_row *row, __u64 fp)
+{
+    __s64 fp_off = (__s64)row->fp_off * 8, cfa_off = (__s64)row->cfa_off * 8;
+
+    if (CX_CFI_RA_TYPE(row->rule) != CX_RA_AFTER_FP ||
+        (CX_CFI_CFA_TYPE(row->rule) != CX_CFA_SP && CX_CFI_CFA_TYPE(row->rule) != CX_CFA_GO_PUSHED))
+        return 0;
+    if (CX_CFI_FP_TYPE(row->rule) == CX_FP_AT_CFA)
+        return fp - fp_off - cfa_off;
+    if (CX_CFI_FP_TYPE(row->rule) == CX_FP_AT_SP)
+        return fp - fp_off;
+    return 0;
+}
+
+/* The rest of a CFI step on arm64, the CFA found: the caller's fp and
+ * return address where the row's types say (unwind.h), the return address
+ * from x30 only where the walk still has it (the first frame, or the one a
+ * signal interrupted). */
+static __always_inline int step_cfi_lr(struct walk_state *st, const struct cx_cfi_row *row,
+                                       __u64 cfa, __u32 *reason)
+{
+    __u32 ra = CX_CFI_RA_TYPE(row->rule);
+    __u64 slot = 0, pc = 0, pair[2];
+    __s64 off = (__s64)row->fp_off * 8;
+
+    /* The caller's frame is above this one (or, in a leaf whose return
+     * address is still in x30, at the same sp); anything else loops or is
+     * junk. */
+    if (cfa < st->sp || (cfa == st->sp && ra != CX_RA_DEFAULT)) {
+        *reason = CX_TRUNC_CFI_BAD;
+        return STEP_TRUNC;
+    }
+    switch (CX_CFI_FP_TYPE(row->rule)) {
+    case CX_FP_AT_CFA:
+        slot = cfa + off;
+        break;
+    case CX_FP_AT_FP:
+        slot = st->fp + off;
+        break;
+    case CX_FP_AT_SP:
+        slot = st->sp + off;
+        break;
+    default:
+        break; /* unchanged */
+    }
+    switch (ra) {
+    case CX_RA_AFTER_FP: /* the frame record {x29, x30}: one read */
+        if (!slot || bpf_probe_read_user(pair, sizeof(pair), (void *)slot)) {
+            *reason = slot ? CX_TRUNC_FAULT : CX_TRUNC_CFI_RULE;
+            return STEP_TRUNC;
+        }
+        st->fp = pair[0];
+        pc = pair[1];
+        break;
+    case CX_RA_AT_CFA: /* x30 alone; the fp unchanged */
+        if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(cfa + off))) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        break;
+    case CX_RA_DEFAULT:
+        if (!st->exact) {
+            *reason = CX_TRUNC_LR;
+            return STEP_TRUNC;
+        }
+        pc = st->lr;
+        if (slot && bpf_probe_read_user(&st->fp, sizeof(st->fp), (void *)slot)) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        break;
+    default:
+        *reason = CX_TRUNC_CFI_RULE;
+        return STEP_TRUNC;
+    }
+    st->pc = cx_strip_pac(pc);
+    st->sp = cfa;
+    st->exact = 0;
+    if (CX_CFI_CFA_TYPE(row->rule) == CX_CFA_GO_PUSHED) {
+        /* Go's pushCall made the interrupted code look like it called
+         * asyncPreempt: sp 16 lower, its x30 stored there, x30 = its pc. */
+        if (bpf_probe_read_user(&st->lr, sizeof(st->lr), (void *)cfa)) {
+            *reason = CX_TRUNC_FAULT;
+            return STEP_TRUNC;
+        }
+        st->sp = cfa + 16;
+        st->exact = 1;
+    }
+    return st->pc ? STEP_NEXT : STEP_END;
+}
+#endif
+
 /* One frame up by the CFI row for st->pc. */
 static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *reason)
 {
     struct cx_cfi_row row;
-    __u64 cfa, v, pair[2];
+    __u64 cfa, v;
     __s64 off;
 
     __builtin_memcpy(&row, &packed, sizeof(row));
     off = (__s64)row.cfa_off * 8;
+#if CX_ARCH_LR
+    if (!st->sp && st->fp && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_FP &&
+        CX_CFI_CFA_TYPE(row.rule) != CX_CFA_DEREF_FP && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_END)
+        st->sp = sp_from_fp(&row, st->fp);
+    /* Else a rule that needs sp steps by frame pointer as well. */
+    if (!st->sp && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_FP &&
+        CX_CFI_CFA_TYPE(row.rule) != CX_CFA_DEREF_FP && CX_CFI_CFA_TYPE(row.rule) != CX_CFA_END)
+        return step_fp(st, reason);
+#endif
     switch (CX_CFI_CFA_TYPE(row.rule)) {
+#if CX_ARCH_LR
+    case CX_CFA_GO_PUSHED:
+#endif
     case CX_CFA_SP:
         cfa = st->sp + off;
         break;
@@ -417,8 +565,10 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
         }
         break;
     case CX_CFA_SIGNAL: {
-        /* The interrupted code's registers, as the kernel saved them. */
-        __u64 regs[7];
+        /* The interrupted code's registers, as the kernel saved them: fp
+         * first, pc last (x86_64: rbp .. rip, 7 words; arm64: x29, x30,
+         * sp, pc). */
+        __u64 regs[(CX_SIGFRAME_PC - CX_SIGFRAME_FP) / 8 + 1];
         if (bpf_probe_read_user(regs, sizeof(regs), (void *)(st->sp + CX_SIGFRAME_FP))) {
             *reason = CX_TRUNC_FAULT;
             return STEP_TRUNC;
@@ -426,6 +576,9 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
         st->fp = regs[0];
         st->sp = regs[(CX_SIGFRAME_SP - CX_SIGFRAME_FP) / 8];
         st->pc = regs[(CX_SIGFRAME_PC - CX_SIGFRAME_FP) / 8];
+#if CX_ARCH_LR
+        st->lr = regs[(CX_SIGFRAME_LR - CX_SIGFRAME_FP) / 8];
+#endif
         st->exact = 1;
         return st->pc ? STEP_NEXT : STEP_END;
     }
@@ -437,6 +590,11 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
         *reason = CX_TRUNC_CFI_RULE;
         return STEP_TRUNC;
     }
+#if CX_ARCH_LR
+    return step_cfi_lr(st, &row, cfa, reason);
+#else
+    __u64 pair[2];
+
     /* The caller's frame is above this one; anything else loops or is junk. */
     if (cfa <= st->sp) {
         *reason = CX_TRUNC_CFI_BAD;
@@ -480,6 +638,7 @@ out:
     st->sp = cfa;
     st->exact = 0;
     return st->pc ? STEP_NEXT : STEP_END;
+#endif
 }
 
 /* Whether pc is in one of the process's CPython perf trampolines
@@ -526,8 +685,10 @@ static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi, 
     *cfi = 0;
     if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc) &&
         !(vma && cx_find_vma(st->tgid, pc))) {
+#if !CX_ARCH_LR /* arm64's trampolines keep a frame record (py_detect reads x86 code) */
         if (st->py.tramp_cfa && in_py_tramp(st, pc))
             return step_sp(st, st->py.tramp_cfa, reason);
+#endif
         return step_fp(st, reason);
     }
     packed = cx_cfi_find(st->m_table, st->m_blocks, (__u32)(pc - st->m_bias));

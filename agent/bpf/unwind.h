@@ -3,9 +3,11 @@
  *
  * User space turns a binary's .eh_frame (or .debug_frame) into one sorted
  * array of rows, one per address range with the same rule: how to find the
- * canonical frame address (CFA) and where the caller's frame pointer was
- * saved. On x86_64 the return address is always at CFA - 8, so rows do not
- * carry it (a rule that puts it elsewhere is unsupported).
+ * canonical frame address (CFA), where the caller's frame pointer was
+ * saved and where the return address is. On x86_64 it is always at CFA - 8
+ * (a rule that puts it elsewhere is unsupported); on arm64 it is in the
+ * link register (x30) until the prologue stores it, usually beside x29 in
+ * the frame record `stp x29, x30, [sp, #-N]!` writes.
  *
  * Each table is a BPF array of blocks of rows in the "cfi_tables" array of
  * maps, shared by every process that maps the binary. Each process has a sorted list of
@@ -26,26 +28,51 @@ enum cx_cfa_type {
     CX_CFA_SIGNAL = 6,   /* a signal trampoline: sp points at the kernel's ucontext */
     CX_CFA_END = 7,      /* the return address is undefined: the outermost frame (_start, clone) */
     CX_CFA_UNSUPPORTED = 8, /* a rule we cannot follow: the walk ends in [truncated] */
+    /* arm64 Go's runtime.asyncPreempt, which the signal handler enters by
+     * pushCall, not by a call: CFA = sp + 8 * off as CX_CFA_SP and the
+     * return address (the interrupted pc: exact) where the row's RA type
+     * says, but the interrupted code's x30 saved at CFA and its sp CFA + 16. */
+    CX_CFA_GO_PUSHED = 9,
 };
 
-/* Where the caller's frame pointer is (the high 4 bits of cx_cfi_row.rule). */
+/* Where the caller's frame pointer is (bits 4-5 of cx_cfi_row.rule). */
 enum cx_fp_type {
     CX_FP_SAME = 0,   /* unchanged (not saved, or DW_CFA_same_value / undefined) */
     CX_FP_AT_CFA = 1, /* at CFA + 8 * fp_off (DW_CFA_offset) */
     CX_FP_AT_FP = 2,  /* at fp + 8 * fp_off (DW_CFA_expression DW_OP_breg6 N) */
+    /* at sp + 8 * fp_off, sp this frame's: Go on arm64 (-8(RSP)), and an
+     * arm64 frame record too far below the CFA for fp_off (cx_ra_type) */
+    CX_FP_AT_SP = 3,
+};
+
+/* Where the return address is (bits 6-7 of cx_cfi_row.rule). x86_64 rows
+ * are all CX_RA_DEFAULT. */
+enum cx_ra_type {
+    /* x86_64: at CFA - 8. arm64: still in the link register, which holds
+     * it only in the frame the sample interrupted (or one a signal
+     * interrupted): elsewhere the walk ends, [truncated]. */
+    CX_RA_DEFAULT = 0,
+    /* just above the saved frame pointer (fp type AT_CFA, AT_FP or AT_SP):
+     * the frame record {x29, x30}, read in one go */
+    CX_RA_AFTER_FP = 1,
+    CX_RA_AT_CFA = 2, /* at CFA + 8 * fp_off; fp CX_FP_SAME (fp_off is the return address's) */
+    /* 3: not written (a row with it ends the walk, CX_TRUNC_CFI_RULE). Go on
+     * arm64 needs none: once it has a frame, x30 is at 0(RSP) just above
+     * x29 at -8(RSP), CX_RA_AFTER_FP with CX_FP_AT_SP -1. */
 };
 
 /* One row: the rule for [pc, next row's pc). 8 bytes, so a table for libc
  * (about 30,000 rows) is about 240 KiB. Offsets are in units of 8 bytes
- * (x86_64 keeps its stack 8-aligned at every instruction boundary); one that
- * is not a multiple of 8, or out of range, makes the row CX_CFA_UNSUPPORTED.
+ * (x86_64 keeps its stack 8-aligned at every instruction boundary, arm64
+ * 16-aligned); one that is not a multiple of 8, or out of range, makes the
+ * row CX_CFA_UNSUPPORTED.
  *
  * The last row of a table is a CX_CFA_NONE row at the end of the last FDE,
  * so a pc past every FDE walks by frame pointer. */
 struct cx_cfi_row {
     __u32 pc;      /* the row's first address, relative to the table's base */
     __s16 cfa_off; /* see enum cx_cfa_type; for CX_CFA_PLT the threshold in bytes */
-    __u8 rule;     /* cfa_type | fp_type << 4 */
+    __u8 rule;     /* cfa_type | fp_type << 4 | ra_type << 6 */
     __s8 fp_off;   /* see enum cx_fp_type */
 };
 
@@ -60,8 +87,10 @@ struct cx_cfi_block {
 };
 
 #define CX_CFI_RULE(cfa, fp) ((__u8)((cfa) | ((fp) << 4)))
+#define CX_CFI_RULE_RA(cfa, fp, ra) ((__u8)((cfa) | ((fp) << 4) | ((ra) << 6)))
 #define CX_CFI_CFA_TYPE(rule) ((rule)&15)
-#define CX_CFI_FP_TYPE(rule) ((rule) >> 4)
+#define CX_CFI_FP_TYPE(rule) (((rule) >> 4) & 3)
+#define CX_CFI_RA_TYPE(rule) ((rule) >> 6)
 
 /* Rows per table: a table's addresses are 32-bit offsets from its base, and
  * a bounded binary search must find any row. 2^23 rows = 64 MiB. */

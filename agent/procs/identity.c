@@ -9,12 +9,8 @@
 
 #include "../../common/buf.h"
 #include "../../common/str.h"
-#include "json_scan.h"
-#include "podman_meta.h"
+#include "container_meta.h"
 
-/* Docker's config.v2.json holds the container's environment too; past this
- * the name is looked for in what was read, and the short id used if absent. */
-#define DOCKER_CONFIG_MAX (1u << 20)
 /* Directory entries looked at in one listing: a node has hundreds of pods,
  * never this many; a directory someone filled on purpose costs no more. */
 #define DIR_ENTRIES_MAX 100000
@@ -199,28 +195,18 @@ static void parse_path(const char *path, size_t len, struct parsed *p)
     }
 }
 
-static void docker_names(const char *root, const struct parsed *p, struct identity *out)
+static void docker_names(const struct identity_roots *r, const struct parsed *p,
+                         struct identity *out)
 {
-    char path[PATH_MAX_LEN], name[IDENTITY_NAME_MAX];
-    struct buf b;
+    char name[IDENTITY_NAME_MAX];
 
     str__copy(out->container_id, sizeof(out->container_id), p->cid);
     snprintf(out->service, sizeof(out->service), "%.12s", p->cid);
-    /* p->cid is 64 hex: nothing in it can leave the directory. */
-    if (snprintf(path, sizeof(path), "%s/containers/%s/config.v2.json", root, p->cid) >=
-        (int)sizeof(path))
-        return;
-    buf__init(&b, DOCKER_CONFIG_MAX);
-    int r = buf__read_file(&b, AT_FDCWD, path);
-    if ((r == 0 || r == -E2BIG) && b.data &&
-        json_scan__top_string(b.data, b.len, "Name", name, sizeof(name))) {
-        const char *nm = name[0] == '/' ? name + 1 : name;
-        if (*nm) {
-            str__copy(out->container, sizeof(out->container), nm);
-            str__copy(out->service, sizeof(out->service), nm);
-        }
+    if (container_meta__docker(r, p->user > 0 ? (unsigned)p->user : 0, p->cid, name,
+                               sizeof(name))) {
+        str__copy(out->container, sizeof(out->container), name);
+        str__copy(out->service, sizeof(out->service), name);
     }
-    buf__free(&b);
 }
 
 /* A Podman container: its name from the storage of root's containers, or
@@ -228,17 +214,12 @@ static void docker_names(const char *root, const struct parsed *p, struct identi
 static void podman_names(const struct identity_roots *r, const struct parsed *p,
                          struct identity *out)
 {
-    char storage[PATH_MAX_LEN], name[IDENTITY_NAME_MAX];
-    bool found;
+    char name[IDENTITY_NAME_MAX];
 
     str__copy(out->container_id, sizeof(out->container_id), p->cid);
     snprintf(out->service, sizeof(out->service), "%.12s", p->cid);
-    if (p->user > 0)
-        found = podman_meta__user_storage(r->host, (unsigned)p->user, storage, sizeof(storage)) &&
-                podman_meta__name(storage, p->cid, name, sizeof(name));
-    else
-        found = podman_meta__name(r->containers, p->cid, name, sizeof(name));
-    if (found) {
+    if (container_meta__podman(r, p->user > 0 ? (unsigned)p->user : 0, p->cid, name,
+                               sizeof(name))) {
         str__copy(out->container, sizeof(out->container), name);
         str__copy(out->service, sizeof(out->service), name);
     }
@@ -342,7 +323,8 @@ static bool sole_entry(const char *dir, char *out, size_t len)
     return true;
 }
 
-static void k8s_names(const struct identity_roots *r, const struct parsed *p, struct identity *out)
+static void k8s_names_kubelet(const struct identity_roots *r, const struct parsed *p,
+                              struct identity *out)
 {
     char path[PATH_MAX_LEN];
     struct pod_match pm = {p->pod_uid, out};
@@ -370,6 +352,14 @@ container:
     if (p->cid[0] && snprintf(path, sizeof(path), "%s/pods/%s/containers", r->kubelet, p->pod_uid) <
                          (int)sizeof(path))
         sole_entry(path, out->container, sizeof(out->container));
+}
+
+/* The kubelet's directories first; what they lack from containerd's bundle. */
+static void k8s_names(const struct identity_roots *r, const struct parsed *p, struct identity *out)
+{
+    k8s_names_kubelet(r, p, out);
+    if (p->cid[0] && (!out->pod[0] || !out->container[0]))
+        container_meta__cri(r, p->cid, p->pod_uid, out);
 }
 
 /* Lines of /proc/PID/cgroup in the order they are trusted: the v2 line
@@ -418,6 +408,7 @@ void identity__resolve(const char *cgroup, size_t len, const struct identity_roo
         r.kubelet = roots->kubelet ? roots->kubelet : r.kubelet;
         r.containers = roots->containers ? roots->containers : r.containers;
         r.host = roots->host ? roots->host : r.host;
+        r.runtimes = roots->runtimes;
     }
     memset(out, 0, sizeof(*out));
     memset(&best, 0, sizeof(best));
@@ -444,7 +435,7 @@ void identity__resolve(const char *cgroup, size_t len, const struct identity_roo
             identity__pod_owner(out->pod, out->service, sizeof(out->service));
         break;
     case KIND_DOCKER:
-        docker_names(r.docker, &best, out);
+        docker_names(&r, &best, out);
         break;
     case KIND_PODMAN:
         podman_names(&r, &best, out);

@@ -27,6 +27,8 @@ struct identity {
     char systemd_unit[IDENTITY_NAME_MAX]; /* e.g. nginx.service */
 };
 
+struct runtime_roots;
+
 /* Where the node's files are. NULL members take the defaults. An agent in
  * a container reads them through the host's root (identity__host_roots). */
 struct identity_roots {
@@ -36,30 +38,39 @@ struct identity_roots {
     const char *containers; /* /var/lib/containers/storage: Podman's (root's) containers */
     const char *host;       /* "": the host's root, before /etc/passwd and the homes
                              * of rootless Podman's users */
+    struct runtime_roots *runtimes; /* NULL: only the roots above; else where the running
+                                     * daemons keep their containers' metadata
+                                     * (runtime_roots.h), tried first */
 };
 
 /* The roots above as seen through `prefix` ("" or "/proc/1/root"), in
  * storage the caller provides and keeps while *out is used: `storage` of
- * len bytes (5 paths; 5 * 4096 is always enough). Returns false when they
- * do not fit, leaving *out for the defaults (all NULL). */
+ * len bytes (5 paths; 5 * 4096 is always enough); runtimes is left NULL.
+ * Returns false when they do not fit, leaving *out for the defaults (all
+ * NULL). */
 bool identity__roots_under(const char *prefix, struct identity_roots *out, char *storage,
                            size_t len);
 
 /* Fills *out from the text of /proc/PID/cgroup (len bytes, not necessarily
  * NUL-terminated, v1 and v2 lines alike) and the files under roots; `exe` is
- * the executable's base name, the service when nothing more specific is
+ * the process's own name (the executable's base name, or what an interpreter
+ * runs: cmdline_name.h), the service when nothing more specific is
  * known ("unknown" when exe is NULL or empty). The rules, most specific
  * first:
  *   - a Kubernetes container (kubepods, systemd or cgroupfs driver;
  *     containerd, CRI-O or dockershim): pod, namespace and container from
- *     the kubelet's log directories, the service being the pod's owner
- *     (identity__pod_owner); exe when the pod's name cannot be found;
+ *     the kubelet's log directories, else from containerd's task bundle
+ *     (the CRI's annotations, under containerd's state directory), the
+ *     service being the pod's owner (identity__pod_owner); exe when the
+ *     pod's name cannot be found;
  *   - a Podman container (libpod-<id>, under libpod_parent, machine.slice
  *     or a user's manager user@UID.service for rootless ones; not conmon):
  *     the first of its names in containers/storage's containers.json (root's,
- *     or under the user's home), else the first 12 characters of its id;
+ *     or under the user's home; the graphroots roots->runtimes knows
+ *     first), else the first 12 characters of its id;
  *   - a Docker container (/docker/<id>, docker-<id>.scope): the container's
- *     name from config.v2.json without its leading '/', else the first 12
+ *     name from config.v2.json without its leading '/' (in the data roots
+ *     roots->runtimes knows first, then roots->docker), else the first 12
  *     characters of its id;
  *   - a systemd service (the last *.service component): the unit without
  *     ".service" and without an "@instance" part (getty@tty1.service ->

@@ -48,7 +48,10 @@ static bool decode(const char *s, size_t n, size_t k, char *out, size_t outlen)
     return k < n;
 }
 
-bool json_scan__top_string(const char *s, size_t n, const char *key, char *out, size_t outlen)
+/* Where the value of key in the top-level object starts (spaces skipped),
+ * or n when the object has no such key. Strings are skipped whole, so a key
+ * inside a value or a nested object does not count. */
+static size_t top_value(const char *s, size_t n, const char *key)
 {
     size_t klen = strlen(key);
     int depth = 0;
@@ -62,19 +65,25 @@ bool json_scan__top_string(const char *s, size_t n, const char *key, char *out, 
         } else if (c == '"') {
             size_t start = i + 1, end = string_end(s, n, i);
             if (end >= n)
-                return false;
+                return n;
             i = end;
             size_t k = skip_space(s, n, end + 1);
             if (depth != 1 || k >= n || s[k] != ':' || end - start != klen ||
                 memcmp(s + start, key, klen) != 0)
                 continue;
-            k = skip_space(s, n, k + 1);
-            if (k < n && s[k] == '[') /* an array: its first element */
-                k = skip_space(s, n, k + 1);
-            return k < n && s[k] == '"' && decode(s, n, k, out, outlen);
+            return skip_space(s, n, k + 1);
         }
     }
-    return false;
+    return n;
+}
+
+bool json_scan__top_string(const char *s, size_t n, const char *key, char *out, size_t outlen)
+{
+    size_t k = top_value(s, n, key);
+
+    if (k < n && s[k] == '[') /* an array: its first element */
+        k = skip_space(s, n, k + 1);
+    return k < n && s[k] == '"' && decode(s, n, k, out, outlen);
 }
 
 bool json_scan__find_object(const char *s, size_t n, const char *key, const char *value,
@@ -101,6 +110,29 @@ bool json_scan__find_object(const char *s, size_t n, const char *key, const char
                 *objlen = i + 1 - start;
                 return true;
             }
+        }
+    }
+    return false;
+}
+
+bool json_scan__top_object(const char *s, size_t n, const char *key, const char **obj,
+                           size_t *objlen)
+{
+    size_t k = top_value(s, n, key);
+    int d = 0;
+
+    if (k >= n || s[k] != '{')
+        return false;
+    /* Its closing brace, strings skipped whole. */
+    for (size_t j = k; j < n; j++) {
+        if (s[j] == '"') {
+            j = string_end(s, n, j);
+        } else if (s[j] == '{' || s[j] == '[') {
+            d++;
+        } else if ((s[j] == '}' || s[j] == ']') && --d == 0) {
+            *obj = s + k;
+            *objlen = j + 1 - k;
+            return true;
         }
     }
     return false;

@@ -25,4 +25,11 @@ bool json_scan__top_string(const char *s, size_t n, const char *key, char *out, 
 bool json_scan__find_object(const char *s, size_t n, const char *key, const char *value,
                             const char **obj, size_t *objlen);
 
+/* The value of the member `key` of the object that is the text s[0..n)
+ * when it is an object ("annotations": {...}): sets *obj and *objlen to its
+ * text, braces included. Returns false when there is no such member, it is
+ * not an object, or the text ends before it does. */
+bool json_scan__top_object(const char *s, size_t n, const char *key, const char **obj,
+                           size_t *objlen);
+
 #endif

@@ -68,9 +68,9 @@ static bool passwd_home(const char *s, size_t n, unsigned uid, char *out, size_t
     return false;
 }
 
-bool podman_meta__user_storage(const char *host_root, unsigned uid, char *out, size_t len)
+bool podman_meta__home(const char *host_root, unsigned uid, char *out, size_t len)
 {
-    char path[PATH_LEN], home[PATH_LEN];
+    char path[PATH_LEN];
     struct buf b;
     bool found;
 
@@ -78,9 +78,15 @@ bool podman_meta__user_storage(const char *host_root, unsigned uid, char *out, s
         return false;
     buf__init(&b, PASSWD_MAX);
     int r = buf__read_file(&b, AT_FDCWD, path);
-    found =
-        (r == 0 || r == -E2BIG) && b.data && passwd_home(b.data, b.len, uid, home, sizeof(home));
+    found = (r == 0 || r == -E2BIG) && b.data && passwd_home(b.data, b.len, uid, out, len);
     buf__free(&b);
-    return found &&
+    return found;
+}
+
+bool podman_meta__user_storage(const char *host_root, unsigned uid, char *out, size_t len)
+{
+    char home[PATH_LEN];
+
+    return podman_meta__home(host_root, uid, home, sizeof(home)) &&
            snprintf(out, len, "%s%s/.local/share/containers/storage", host_root, home) < (int)len;
 }

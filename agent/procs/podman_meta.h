@@ -14,6 +14,11 @@
  * the container or its name cannot be found. */
 bool podman_meta__name(const char *storage_root, const char *cid, char *out, size_t len);
 
+/* The home directory of user `uid` in host_root/etc/passwd, as the host
+ * sees it (without host_root): absolute, without "..". Returns false when
+ * the user or a usable home is not found. */
+bool podman_meta__home(const char *host_root, unsigned uid, char *out, size_t len);
+
 /* The storage root of the rootless containers of user `uid` on the node
  * whose root is host_root ("" or "/proc/1/root"): the user's home from
  * host_root/etc/passwd, then HOME/.local/share/containers/storage, all under

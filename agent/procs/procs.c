@@ -14,6 +14,8 @@
 #include "../../common/log.h"
 #include "../../common/str.h"
 #include "cgroup_id.h"
+#include "cmdline_name.h"
+#include "runtime_roots.h"
 
 #define NBUCKETS 4096
 /* A maps file bigger than this is cut there (a JVM has a few thousand lines). */
@@ -31,6 +33,9 @@
 /* The environment is looked at this far: the kernel hands over the whole
  * env area, which a process can make as large as its stack limit allows. */
 #define ENVIRON_MAX (1u << 20)
+/* How long what the container runtimes' daemons said of their data roots is
+ * trusted before /proc is walked again (sooner after a miss). */
+#define RUNTIMES_TTL_NS (60ull * 1000 * 1000 * 1000)
 
 struct procs {
     struct binary_cache *bc;
@@ -38,6 +43,7 @@ struct procs {
     char *docker_root, *log_root, *kubelet_root, *containers_root, *host_root; /* NULL: defaults */
     struct buf scratch;         /* cgroup and environ text, reused */
     struct cgroup_ids *cgroups; /* NULL: no cgroup2 hierarchy */
+    struct runtime_roots *runtimes;
     struct proc *buckets[NBUCKETS];
     unsigned count;
     struct procs_listener listener;
@@ -65,6 +71,11 @@ struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
         !dup_opt(&ps->kubelet_root, roots ? roots->kubelet : NULL) ||
         !dup_opt(&ps->containers_root, roots ? roots->containers : NULL) ||
         !dup_opt(&ps->host_root, roots ? roots->host : NULL)) {
+        procs__free(ps);
+        return NULL;
+    }
+    ps->runtimes = runtime_roots__new(proc_root, ps->host_root, RUNTIMES_TTL_NS);
+    if (!ps->runtimes) {
         procs__free(ps);
         return NULL;
     }
@@ -107,6 +118,7 @@ void procs__free(struct procs *ps)
     free(ps->containers_root);
     free(ps->host_root);
     cgroup_ids__free(ps->cgroups);
+    runtime_roots__free(ps->runtimes);
     buf__free(&ps->scratch);
     free(ps);
 }
@@ -172,23 +184,37 @@ long long procs__age_ms(uint64_t start_ticks)
            (long long)(start_ticks * 1000 / (uint64_t)hz);
 }
 
+/* The name a process goes by outside a unit, container or pod: its
+ * executable's, or for an interpreter what it runs (cmdline_name.h), from
+ * its command line as it is now: at first sight and after exec, before
+ * most programs would rewrite it (setproctitle). */
+static void read_name(struct procs *ps, struct proc *p, char *out, size_t len)
+{
+    str__copy(out, len, p->exe);
+    if (cmdline_name__interpreter(p->exe)) {
+        size_t n = read_capped(ps, p->tgid, "cmdline", CMDLINE_NAME_READ_MAX);
+        cmdline_name__derive(p->exe, ps->scratch.data, n, out, len);
+    }
+}
+
 /* Service, container, pod and unit from the cgroup; whether the environment
  * opts out. Read at first sight and after exec: a process is placed in its
  * cgroup before it execs (systemd, runc), and exec brings a new environment. */
 static void read_service(struct procs *ps, struct proc *p)
 {
-    struct identity_roots roots = {ps->docker_root, ps->log_root, ps->kubelet_root,
-                                   ps->containers_root, ps->host_root};
+    struct identity_roots roots = {ps->docker_root,     ps->log_root,  ps->kubelet_root,
+                                   ps->containers_root, ps->host_root, ps->runtimes};
     bool was_disabled = p->disabled;
     const char *cgroup;
-    char by_id[4200];
+    char by_id[4200], name[PROC_NAME_MAX];
     size_t n;
 
+    read_name(ps, p, name, sizeof(name));
     n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
     cgroup = ps->scratch.data;
     if (n == 0 && (n = cgroup_ids__line(ps->cgroups, p->cgroup_id, by_id, sizeof(by_id))))
         cgroup = by_id; /* gone already: the cgroup it exec'd in */
-    identity__resolve(cgroup, n, &roots, p->exe[0] ? p->exe : NULL, &p->id);
+    identity__resolve(cgroup, n, &roots, name[0] ? name : NULL, &p->id);
     n = read_capped(ps, p->tgid, "environ", ENVIRON_MAX);
     p->disabled = identity__profiling_disabled(ps->scratch.data, n);
     if (p->disabled && !was_disabled)

@@ -204,7 +204,14 @@ static bool rule(struct prog *g, struct cfi_state *fs, uint8_t op)
                 .rule = op == DW_CFA_expression ? R_EXPR : R_VAL_EXPR, .expr = e, .expr_len = u};
         return true;
     }
-    case DW_CFA_GNU_window_save: /* SPARC's shorthand, as libdw reads it */
+    case DW_CFA_GNU_window_save:
+        /* On arm64 the opcode is DW_CFA_AARCH64_negate_ra_state (paciasp
+         * signed x30, or autiasp authenticated it): no operand, no rule,
+         * as libdw reads it there; BPF strips the signature from every
+         * return address. */
+        if (b->arch->lr)
+            return true;
+        /* SPARC's shorthand, as libdw reads it */
         for (reg = 8; reg < 32; reg++)
             set_reg(b, fs, reg, reg < 16 ? R_REG : R_OFFSET,
                     reg < 16 ? (int64_t)reg + 16 : (int64_t)(reg - 16) * 8);
@@ -305,12 +312,15 @@ static enum step run(struct prog *g, struct cfi_state *fs, const struct cfi_stat
     return STEP_END;
 }
 
-/* The ABI's rules before any CIE (libdw's x86_64 backend): the callee-saved
- * registers, the frame pointer and the return address keep their values. */
+/* The ABI's rules before any CIE (libdw's x86_64 and aarch64 backends):
+ * the callee-saved registers, the frame pointer and the return address keep
+ * their values; on aarch64 the CFA is sp. */
 static void abi_state(const struct build *b, struct cfi_state *fs)
 {
     memset(fs, 0, sizeof(*fs));
     fs->cfa = CFA_INVALID;
+    if (b->arch->machine == EM_AARCH64)
+        fs->cfa = CFA_OFF, fs->cfa_reg = (uint64_t)b->arch->sp, fs->cfa_off = 0;
     set_reg(b, fs, b->arch->fp, R_SAME, 0);
     set_reg(b, fs, b->arch->ra, R_SAME, 0);
 }
@@ -397,7 +407,7 @@ static int cfa_of(const struct build *b, const struct cfi_state *fs, enum cx_cfa
             reg = breg0 ? ops[0].atom - DW_OP_breg0 : (int64_t)ops[0].number;
             off = breg0 ? (int64_t)ops[0].number : (int64_t)ops[0].number2;
             deref = n == 2;
-        } else if (a->plt(ops, n, u)) {
+        } else if (a->plt && a->plt(ops, n, u)) {
             *cfa = CX_CFA_PLT;
             return -1;
         } else {
@@ -450,7 +460,9 @@ static int fp_of(const struct build *b, const struct cfi_reg_state *r, enum cx_f
     default:
         return CFI_UNSUP_FP_RULE;
     }
-    if (off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX)
+    /* With a link register cfi_lr_row narrows the offset (it may rebase it). */
+    int64_t lo = b->arch->lr ? INT16_MIN : INT8_MIN, hi = b->arch->lr ? INT16_MAX : INT8_MAX;
+    if (off % 8 != 0 || off / 8 < lo || off / 8 > hi)
         return CFI_UNSUP_OFFSET;
     *fp_u = off / 8;
     return -1;
@@ -458,8 +470,7 @@ static int fp_of(const struct build *b, const struct cfi_reg_state *r, enum cx_f
 
 static struct cx_cfi_row unsup(struct build *b, int why)
 {
-    b->t->stats.unsupported[why]++;
-    return (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_UNSUPPORTED, CX_FP_SAME)};
+    return cfi_unsup(b, (enum cfi_table_unsup)why);
 }
 
 /* A row's state as a rule BPF can follow: the decisions of cfi_rows.c's
@@ -485,8 +496,10 @@ static struct cx_cfi_row classify_state(struct build *b, const struct cie *c,
         return (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_END, CX_FP_SAME)};
     }
     /* Not R_VAL_OFFSET, which libdw writes the same way: the return
-     * address would be CFA - 8 itself, not what is stored there. */
-    bool ra_ok = fs->ra.rule == R_OFFSET && fs->ra.val == a->ra_off;
+     * address would be CFA - 8 itself, not what is stored there. With a
+     * link register, R_SAME is the return address still in it. */
+    bool ra_saved = fs->ra.rule == R_OFFSET;
+    bool ra_ok = a->lr ? ra_saved || fs->ra.rule == R_SAME : ra_saved && fs->ra.val == a->ra_off;
     why = cfa_of(b, fs, &cfa, &u);
     if (why >= 0)
         return unsup(b, why);
@@ -497,6 +510,8 @@ static struct cx_cfi_row classify_state(struct build *b, const struct cie *c,
     why = fp_of(b, &fs->fp, &fp, &fp_u);
     if (why >= 0)
         return unsup(b, why);
+    if (a->lr)
+        return cfi_lr_row(b, cfa, u, fp, fp_u, ra_saved, fs->ra.val);
     return (struct cx_cfi_row){
         .cfa_off = (__s16)u, .rule = CX_CFI_RULE(cfa, fp), .fp_off = (__s8)fp_u};
 }

@@ -232,18 +232,26 @@ int cfi_collect_fdes(struct build *b, Elf_Data *d, bool eh, uint64_t sec_va)
             st->skipped[CFI_SKIP_NOT_TEXT]++;
             continue;
         }
-        if (b->nfdes == b->fdes_cap) {
-            if (b->nfdes >= b->o.max_rows)
-                return cfi_fail(b, -E2BIG, "more than %u FDEs", b->o.max_rows);
-            size_t cap = b->fdes_cap ? b->fdes_cap * 2 : 1024;
-            struct fde *n = realloc(b->fdes, cap * sizeof(*n));
-            if (!n)
-                return cfi_fail(b, -ENOMEM, "out of memory for %zu FDEs", cap);
-            b->fdes = n;
-            b->fdes_cap = cap;
-        }
-        b->fdes[b->nfdes++] = (struct fde){start, start + range, p + aug_len, end, ci};
+        int err = cfi_push_fde(b, &(struct fde){start, start + range, p + aug_len, end, ci});
+        if (err)
+            return err;
     }
+    return 0;
+}
+
+int cfi_push_fde(struct build *b, const struct fde *f)
+{
+    if (b->nfdes == b->fdes_cap) {
+        if (b->nfdes >= b->o.max_rows)
+            return cfi_fail(b, -E2BIG, "more than %u FDEs", b->o.max_rows);
+        size_t cap = b->fdes_cap ? b->fdes_cap * 2 : 1024;
+        struct fde *n = realloc(b->fdes, cap * sizeof(*n));
+        if (!n)
+            return cfi_fail(b, -ENOMEM, "out of memory for %zu FDEs", cap);
+        b->fdes = n;
+        b->fdes_cap = cap;
+    }
+    b->fdes[b->nfdes++] = *f;
     return 0;
 }
 

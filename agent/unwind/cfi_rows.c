@@ -52,10 +52,42 @@ static bool units(int64_t off, int64_t lo, int64_t hi, int64_t *u)
     return true;
 }
 
-static struct cx_cfi_row unsupported(struct build *b, enum cfi_table_unsup why)
+struct cx_cfi_row cfi_unsup(struct build *b, enum cfi_table_unsup why)
 {
     b->t->stats.unsupported[why]++;
     return (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_UNSUPPORTED, CX_FP_SAME)};
+}
+
+struct cx_cfi_row cfi_lr_row(struct build *b, enum cx_cfa_type cfa, int64_t cfa_u,
+                             enum cx_fp_type fp, int64_t fp_u, bool ra_saved, int64_t ra_off)
+{
+    enum cx_ra_type ra = CX_RA_DEFAULT;
+    int64_t u;
+
+    if (ra_saved) {
+        if (!units(ra_off, INT16_MIN, INT16_MAX, &u))
+            return cfi_unsup(b, CFI_UNSUP_OFFSET);
+        if (fp == CX_FP_AT_CFA && fp_u + 1 == u) {
+            ra = CX_RA_AFTER_FP; /* stp x29, x30: the frame record */
+        } else if (fp == CX_FP_SAME) {
+            ra = CX_RA_AT_CFA; /* x30 alone (str x30, or stp x19, x30) */
+            fp_u = u;
+        } else {
+            return cfi_unsup(b, CFI_UNSUP_RA); /* both saved, apart: one offset in a row */
+        }
+    }
+    /* A big frame keeps its frame record at its bottom (sub sp, sp, #1968;
+     * stp x29, x30, [sp]): too far below the CFA for a row's 8 bits, but
+     * near the register the CFA is computed from. */
+    if (fp == CX_FP_AT_CFA && (fp_u < INT8_MIN || fp_u > INT8_MAX) &&
+        (cfa == CX_CFA_SP || cfa == CX_CFA_FP)) {
+        fp_u += cfa_u;
+        fp = cfa == CX_CFA_SP ? CX_FP_AT_SP : CX_FP_AT_FP;
+    }
+    if (fp_u < INT8_MIN || fp_u > INT8_MAX)
+        return cfi_unsup(b, CFI_UNSUP_OFFSET);
+    return (struct cx_cfi_row){
+        .cfa_off = (__s16)cfa_u, .rule = CX_CFI_RULE_RA(cfa, fp, ra), .fp_off = (__s8)fp_u};
 }
 
 /* libdw's frame state at one row, as a rule BPF can follow. */
@@ -75,19 +107,22 @@ static struct cx_cfi_row classify(struct build *b, Dwarf_Frame *fr, bool signal,
         return (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_SIGNAL, CX_FP_SAME)};
     }
     if (ra_reg != a->ra)
-        return unsupported(b, CFI_UNSUP_RA);
+        return cfi_unsup(b, CFI_UNSUP_RA);
     if (dwarf_frame_register(fr, a->ra, mem, &ops, &n) < 0)
-        return unsupported(b, CFI_UNSUP_CFI);
+        return cfi_unsup(b, CFI_UNSUP_CFI);
     if (n == 0 && ops == mem) { /* libdw's "undefined": the outermost frame */
         st->end_rows++;
         return (struct cx_cfi_row){.rule = CX_CFI_RULE(CX_CFA_END, CX_FP_SAME)};
     }
     /* Checked after the CFA: a row with neither (longjmp's CFA = rdi) counts
-     * as what it is first. */
-    bool ra_ok = at_cfa(ops, n, &off) && off == a->ra_off;
+     * as what it is first. With a link register, "same value" (ops NULL)
+     * is the return address still in it. */
+    int64_t ra_off = 0;
+    bool ra_saved = at_cfa(ops, n, &ra_off);
+    bool ra_ok = a->lr ? ra_saved || (n == 0 && ops == NULL) : ra_saved && ra_off == a->ra_off;
 
     if (dwarf_frame_cfa(fr, &ops, &n) < 0 || n == 0)
-        return unsupported(b, CFI_UNSUP_CFI);
+        return cfi_unsup(b, CFI_UNSUP_CFI);
     if (n <= 2 && breg(&ops[0], &reg, &off) && (n == 1 || ops[1].atom == DW_OP_deref)) {
         /* A register rule comes as DW_OP_bregx; DW_OP_bregN N alone is the
          * same rule written as an expression. */
@@ -96,20 +131,20 @@ static struct cx_cfi_row classify(struct build *b, Dwarf_Frame *fr, bool signal,
         else if (reg == a->fp)
             cfa = n == 1 ? CX_CFA_FP : CX_CFA_DEREF_FP;
         else
-            return unsupported(b, CFI_UNSUP_CFA_REG);
+            return cfi_unsup(b, CFI_UNSUP_CFA_REG);
         if (!units(off, INT16_MIN, INT16_MAX, &u))
-            return unsupported(b, CFI_UNSUP_OFFSET);
-    } else if (a->plt(ops, n, &u)) {
+            return cfi_unsup(b, CFI_UNSUP_OFFSET);
+    } else if (a->plt && a->plt(ops, n, &u)) {
         cfa = CX_CFA_PLT;
         st->plt_rows++;
     } else {
-        return unsupported(b, CFI_UNSUP_CFA_EXPR);
+        return cfi_unsup(b, CFI_UNSUP_CFA_EXPR);
     }
     if (!ra_ok)
-        return unsupported(b, CFI_UNSUP_RA);
+        return cfi_unsup(b, CFI_UNSUP_RA);
 
     if (dwarf_frame_register(fr, a->fp, mem, &ops, &n) < 0)
-        return unsupported(b, CFI_UNSUP_CFI);
+        return cfi_unsup(b, CFI_UNSUP_CFI);
     if (n == 0) { /* same value or undefined: the caller's fp is this one */
         fp = CX_FP_SAME;
     } else if (at_cfa(ops, n, &off)) {
@@ -119,10 +154,14 @@ static struct cx_cfi_row classify(struct build *b, Dwarf_Frame *fr, bool signal,
         /* DW_CFA_expression fp: DW_OP_breg6 N; libdw pushes the CFA first */
         fp = CX_FP_AT_FP;
     } else {
-        return unsupported(b, CFI_UNSUP_FP_RULE);
+        return cfi_unsup(b, CFI_UNSUP_FP_RULE);
     }
-    if (fp != CX_FP_SAME && !units(off, INT8_MIN, INT8_MAX, &fp_u))
-        return unsupported(b, CFI_UNSUP_OFFSET);
+    /* With a link register cfi_lr_row narrows the offset (it may rebase it). */
+    if (fp != CX_FP_SAME &&
+        !units(off, a->lr ? INT16_MIN : INT8_MIN, a->lr ? INT16_MAX : INT8_MAX, &fp_u))
+        return cfi_unsup(b, CFI_UNSUP_OFFSET);
+    if (a->lr)
+        return cfi_lr_row(b, cfa, u, fp, fp_u, ra_saved, ra_off);
     return (struct cx_cfi_row){
         .cfa_off = (__s16)u, .rule = CX_CFI_RULE(cfa, fp), .fp_off = (__s8)fp_u};
 }
@@ -176,14 +215,14 @@ int cfi_walk_fde(struct build *b, Dwarf_CFI *cfi, const struct fde *f, bool gap_
             return cfi_fail(b, -ETIME, "took more than %u ms (at 0x%" PRIx64 ")", b->o.max_ms,
                             addr);
         if (dwarf_cfi_addrframe(cfi, addr, &fr) != 0) {
-            r = unsupported(b, CFI_UNSUP_CFI);
+            r = cfi_unsup(b, CFI_UNSUP_CFI);
             end = f->end;
         } else {
             int ra = dwarf_frame_info(fr, &start, &end, &signal);
             /* libdw finds the FDE by address itself (through .eh_frame_hdr):
              * make sure it is this one. */
             if (ra < 0 || start > addr || start < f->start || end <= addr || end > f->end) {
-                r = unsupported(b, CFI_UNSUP_CFI);
+                r = cfi_unsup(b, CFI_UNSUP_CFI);
                 end = f->end;
             } else {
                 r = classify(b, fr, signal, ra);

@@ -61,6 +61,7 @@ int cfi_table__stats_str(const struct cfi_table_stats *s, char *buf, size_t len)
                  s->source == CFI_SRC_DEBUG_FRAME   ? "debug_frame"
                  : s->source == CFI_SRC_GOPCLNTAB   ? "gopclntab"
                  : s->source == CFI_SRC_EH_FRAME_GO ? "eh_frame+gopclntab"
+                 : s->source == CFI_SRC_SYNTH       ? "no CFI, rows of our own"
                                                     : "eh_frame",
                  s->fdes, s->rows, s->rows_raw, s->bytes, (double)s->build_ns / 1e6);
     size_t at = w > 0 ? (size_t)w : 0;

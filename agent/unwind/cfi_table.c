@@ -49,8 +49,10 @@ static bool x86_64_plt(const Dwarf_Op *ops, size_t n, int64_t *thresh)
     return true;
 }
 
+/* arm64: sp 31, x29 the frame pointer, x30 the link register (AAPCS64). */
 static const struct arch arches[] = {
-    {EM_X86_64, 7, 6, 16, -8, x86_64_plt},
+    {EM_X86_64, 7, 6, 16, -8, false, x86_64_plt, NULL},
+    {EM_AARCH64, 31, 29, 30, 0, true, NULL, cfi_arm64_synth_fdes},
 };
 
 uint64_t cfi_now_ns(void)
@@ -199,7 +201,12 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
                 goto cleanup;
         }
     }
-    if (!found) {
+    if (b.arch->synth_fdes) {
+        ret = b.arch->synth_fdes(&b, elf, shstrndx);
+        if (ret)
+            goto cleanup;
+    }
+    if (!found && b.nfdes == 0) {
         ret = cfi_fail(&b, -ENOENT, "no .eh_frame or .debug_frame");
         goto cleanup;
     }
@@ -211,8 +218,11 @@ int cfi_table__build(int fd, const struct cfi_table_opts *opts, struct cfi_table
     cfi_order_fdes(&b);
     for (size_t i = 0; i < b.nfdes; i++) {
         bool gap = i + 1 == b.nfdes || b.fdes[i + 1].start != b.fdes[i].end;
-        ret = b.o.libdw_rows ? cfi_walk_fde(&b, src.cfi, &b.fdes[i], gap)
-                             : cfi_exec_fde(&b, &b.fdes[i], gap);
+        if (b.fdes[i].synth)
+            ret = cfi_synth_rows(&b, &b.fdes[i], gap);
+        else
+            ret = b.o.libdw_rows ? cfi_walk_fde(&b, src.cfi, &b.fdes[i], gap)
+                                 : cfi_exec_fde(&b, &b.fdes[i], gap);
         if (ret)
             goto cleanup;
     }

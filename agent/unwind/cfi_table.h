@@ -13,7 +13,10 @@
  *   return address undefined (_start, clone3)                 CX_CFA_END
  *   fp at CFA + N / at fp + N (DW_CFA_expression breg6 N) / not saved
  * and anything else as CX_CFA_UNSUPPORTED, counted by reason in the stats.
- * Rows also need the return address at CFA - 8 (x86_64).
+ * Rows also need the return address at CFA - 8 (x86_64), or (arm64) still
+ * in x30, beside the saved x29 (the frame record) or alone at CFA + N
+ * (enum cx_ra_type). arm64's .plt and vDSO, which have no CFI, get rows of
+ * our own (cfi_arm64.c).
  *
  * The file is any binary some process on the node maps, so it is hostile
  * input: sizes are checked against the file and capped, the work is bounded
@@ -34,7 +37,7 @@
 enum cfi_table_unsup {
     CFI_UNSUP_CFA_REG,  /* the CFA is a register other than sp and fp plus N */
     CFI_UNSUP_CFA_EXPR, /* a CFA expression not among those above */
-    CFI_UNSUP_RA,       /* the return address is not at CFA - 8 */
+    CFI_UNSUP_RA,       /* the return address is not at CFA - 8 (arm64: nowhere a row says) */
     CFI_UNSUP_FP_RULE,  /* fp saved some other way (in a register, a value, an expression) */
     CFI_UNSUP_OFFSET,   /* an offset not a multiple of 8, or past what a row holds */
     CFI_UNSUP_CFI,      /* libdw could not evaluate the row (malformed CFI) */
@@ -57,6 +60,7 @@ enum cfi_table_source {
     CFI_SRC_DEBUG_FRAME,
     CFI_SRC_GOPCLNTAB,   /* Go code's rows, from its pcsp tables (go_table.h) */
     CFI_SRC_EH_FRAME_GO, /* both: cgo's C code by .eh_frame, the Go code by pcsp */
+    CFI_SRC_SYNTH,       /* rows of our own for code without CFI (arm64's vDSO) */
 };
 
 struct cfi_table_stats {

@@ -23,13 +23,25 @@
 
 /* --- what is specific to the architecture ------------------------------- */
 
+struct build;
+
 struct arch {
     unsigned machine; /* e_machine */
     int sp, fp, ra;   /* DWARF register numbers */
-    int64_t ra_off;   /* the return address is at CFA + ra_off */
+    int64_t ra_off;   /* x86_64: the return address is at CFA + ra_off */
+    /* arm64: the return address comes in a link register (ra), which keeps
+     * it until the prologue saves it wherever CFI says (rows then carry a
+     * cx_ra_type); and DW_CFA_GNU_window_save's opcode (0x2d) is
+     * DW_CFA_AARCH64_negate_ra_state, which changes no rule. */
+    bool lr;
     /* True when ops is the CFA expression of the linker's PLT stubs; *thresh
-     * is the byte offset in a 16-byte stub CX_CFA_PLT compares with. */
+     * is the byte offset in a 16-byte stub CX_CFA_PLT compares with. NULL
+     * where the linker writes no CFI for them. */
     bool (*plt)(const Dwarf_Op *ops, size_t n, int64_t *thresh);
+    /* Adds FDEs of our own for code without CFI (arm64's .plt, its vDSO),
+     * b->nfdes telling whether the file had any; 0 or a negative errno
+     * through cfi_fail. NULL: none. */
+    int (*synth_fdes)(struct build *b, Elf *e, size_t shstrndx);
 };
 
 /* --- the build's state --------------------------------------------------- */
@@ -58,6 +70,12 @@ struct fde {
     uint64_t start, end;
     const uint8_t *insns, *insns_end; /* its call frame instructions, in the section */
     uint32_t cie;                     /* index into build.cies */
+    /* Not from the section: rows of our own for [start, end) (arm64's
+     * .plt, cfi_arm64.c); then insns and cie are unused, and synth_at is
+     * where the stub's push takes effect (0: none). */
+    bool synth;
+    bool synth_signal; /* the whole FDE is a signal frame (arm64's vDSO trampoline) */
+    uint64_t synth_at, synth_end;
 };
 
 struct cie {
@@ -125,6 +143,8 @@ __attribute__((format(printf, 3, 4))) int cfi_fail(struct build *b, int code, co
 /* Appends every usable FDE of section d (at ELF address sec_va) to b->fdes,
  * counting the others in the stats; 0, or -E2BIG/-ENOMEM through cfi_fail. */
 int cfi_collect_fdes(struct build *b, Elf_Data *d, bool eh, uint64_t sec_va);
+/* Appends f to b->fdes; 0, or -E2BIG/-ENOMEM through cfi_fail. */
+int cfi_push_fde(struct build *b, const struct fde *f);
 /* Sorts b->fdes, drops overlapping and too-far FDEs, sets b->t->base. */
 void cfi_order_fdes(struct build *b);
 
@@ -137,11 +157,30 @@ int cfi_walk_fde(struct build *b, Dwarf_CFI *cfi, const struct fde *f, bool gap_
  * 0, or -E2BIG/-ENOMEM/-EINVAL through cfi_fail. */
 int cfi_add_row(struct build *b, uint64_t addr, struct cx_cfi_row r);
 
+/* Counts a CX_CFA_UNSUPPORTED row (before merging) for reason why and returns it. */
+struct cx_cfi_row cfi_unsup(struct build *b, enum cfi_table_unsup why);
+/* The row where the return address comes in a link register (struct arch's
+ * lr): CFA rule (cfa, cfa_u) and fp rule (fp, fp_u) already checked, the
+ * return address still in the register (!ra_saved) or at CFA + ra_off. */
+struct cx_cfi_row cfi_lr_row(struct build *b, enum cx_cfa_type cfa, int64_t cfa_u,
+                             enum cx_fp_type fp, int64_t fp_u, bool ra_saved, int64_t ra_off);
+
 /* cfi_exec.c */
 
 /* The same rows as cfi_walk_fde(), from our own interpreter of f's
  * instructions (one pass, no libdw). */
 int cfi_exec_fde(struct build *b, const struct fde *f, bool gap_after);
+
+/* cfi_arm64.c */
+
+/* struct arch's synth_fdes for arm64: where the section had FDEs, one of
+ * our own for .plt, whose stubs ld writes no CFI for; where it had none
+ * and the file is the vDSO, its leaf functions and its signal trampoline. */
+int cfi_arm64_synth_fdes(struct build *b, Elf *e, size_t shstrndx);
+/* The rows of such an FDE (then a CX_CFA_NONE row at its end when
+ * gap_after): the stubs leave sp alone and the return address in x30,
+ * except PLT0 from its `stp x16, x30, [sp, #-16]!` to its branch. */
+int cfi_synth_rows(struct build *b, const struct fde *f, bool gap_after);
 
 /* cfi_section.c */
 

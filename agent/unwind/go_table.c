@@ -23,6 +23,7 @@ struct build {
     uint64_t last_end; /* where the last function ended */
     uint32_t funcs, unsupported;
     bool too_many, oom;
+    bool lr; /* arm64: the return address comes in x30 (go_table.h) */
 };
 
 static bool push(struct build *b, uint64_t pc, struct cx_cfi_row r)
@@ -79,6 +80,19 @@ static int on_range(void *ctx, const struct gopclntab_func *f, uint64_t lo, uint
     } else if (sp < 0 || sp % 8 || (sp + 8) / 8 > INT16_MAX) {
         r.rule = CX_CFI_RULE(CX_CFA_UNSUPPORTED, CX_FP_SAME);
         b->unsupported++;
+    } else if (b->lr) {
+        /* arm64: CFA = sp + distance. Without a frame the return address
+         * is still in x30; with one, the prologue (MOVD.W R30,
+         * -framesize(RSP); MOVD R29, -8(RSP)) left it at 0(RSP) and the
+         * caller's frame pointer just below: a frame record at sp - 8. */
+        /* runtime.asyncPreempt is entered by the signal handler's
+         * pushCall (sp - 16, x30 stored there, x30 = the interrupted pc):
+         * its caller is found as a signal frame's is (CX_CFA_GO_PUSHED). */
+        int cfa = named(f, "runtime.asyncPreempt") ? CX_CFA_GO_PUSHED : CX_CFA_SP;
+        r.cfa_off = (int16_t)(sp / 8);
+        r.rule = sp ? CX_CFI_RULE_RA(cfa, CX_FP_AT_SP, CX_RA_AFTER_FP)
+                    : CX_CFI_RULE_RA(cfa, CX_FP_SAME, CX_RA_DEFAULT);
+        r.fp_off = sp ? -1 : 0;
     } else {
         r.cfa_off = (int16_t)((sp + 8) / 8);
         /* With a frame, Go's prologue keeps the caller's frame pointer just
@@ -107,6 +121,8 @@ int go_table__build(int fd, struct cfi_table **out, char *err, size_t errlen)
         snprintf(err, errlen, "no .gopclntab");
         goto out;
     }
+    GElf_Ehdr eh;
+    b.lr = gelf_getehdr(e, &eh) && eh.e_machine == EM_AARCH64;
     if (gopclntab__each_sp(g, on_range, &b) < 0 || b.oom || b.too_many) {
         ret = b.too_many ? -E2BIG : -ENOMEM;
         snprintf(err, errlen, b.too_many ? "more than %u rows" : "out of memory", CX_CFI_MAX_ROWS);

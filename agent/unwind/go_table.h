@@ -8,6 +8,10 @@
  * A row per range: CFA = sp + distance + 8 (the return address below it);
  * the caller's frame pointer saved just below the return address once the
  * function has a frame (Go's prologue stores it there), unchanged before.
+ * On arm64 CFA = sp + distance: at distance 0 the return address is still
+ * in x30 (CX_RA_DEFAULT: the walk's first frame only); past it the
+ * prologue has stored x30 at 0(RSP) and x29 just below, at -8(RSP): a
+ * frame record at sp - 8 (CX_RA_AFTER_FP, CX_FP_AT_SP -1).
  * Functions where stacks start (funcFlag TOPFRAME: runtime.goexit, mstart)
  * end the walk; functions that switch stacks (SPWRITE: systemstack,
  * asmcgocall, morestack) are walked by frame pointer. Go before 1.17 has no

@@ -667,7 +667,29 @@ def test_shellcheck(tmp):
         check(os.access(s, os.X_OK), f"{os.path.relpath(s, ROOT)} is not executable")
 
 
-TESTS = [test_units_verify, test_agent_unit_contents, test_server_unit_contents,
+def test_parallel_build_waits_for_deps(tmp):
+    """make -j on a fresh machine: nothing compiles before `make deps` is done
+    (issue 30: protoc-c was run beside its own install). deps is a stand-in
+    that takes 3 s; the compiler a stand-in that writes whether deps had
+    finished, then fails so the build stops there."""
+    marker, log = os.path.join(tmp, "deps-done"), os.path.join(tmp, "cc.log")
+    slow, cc = os.path.join(tmp, "slow_deps.sh"), os.path.join(tmp, "cc.sh")
+    with open(slow, "w") as f:
+        f.write(f"#!/bin/sh\nsleep 3\ntouch {marker}\n")
+    with open(cc, "w") as f:
+        f.write(f"#!/bin/sh\n[ -e {marker} ] && echo after >>{log} || echo before >>{log}\nexit 1\n")
+    os.chmod(slow, 0o755)
+    os.chmod(cc, 0o755)
+    p = subprocess.run(["make", "-C", ROOT, "-j4", "--no-print-directory", f"B={tmp}/b",
+                        f"DEPS_SH={slow}", f"CC={cc}", "VMLINUX_BTF=/sys/kernel/btf/vmlinux", "all"],
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode != 0, "the stand-in compiler fails: make should have stopped")
+    calls = read(log).split() if os.path.exists(log) else []
+    check(calls, f"no compile was started: {p.stderr[-500:]}")
+    check(set(calls) == {"after"}, f"{calls.count('before')} of {len(calls)} compiles started before deps ended")
+
+
+TESTS = [test_parallel_build_waits_for_deps, test_units_verify, test_agent_unit_contents, test_server_unit_contents,
          test_install_usage, test_install_root, test_installed_config_accepted, test_deb_packages,
          test_dockerfile, test_readme_docker_run, test_kubernetes_manifest, test_shellcheck]
 

@@ -1,5 +1,6 @@
 """Docker and Podman for real: the engine (dockerd from Debian's docker.io,
-started here; Podman runs without a daemon), the base images made here, both
+started here with its data root and socket away from their defaults; Podman
+runs without a daemon), the base images made here, both
 images built and run with the README's commands, a CPU-bound process on the
 host and one in a container named by the test, and what the server then
 shows. The Kubernetes DaemonSet's container runs on the same engine."""
@@ -45,25 +46,46 @@ class Engine:
         return self("image", "inspect", ref, check_rc=False).returncode == 0
 
 
-def start_dockerd(tmp, td):
-    """dockerd of Debian's docker.io at its default paths (where the agent
-    looks for container names), with no bridge and no iptables rules: this
-    sandbox has only loopback, so every container runs with --network host."""
-    sock = "/var/run/docker.sock"
-    if os.path.exists(sock) and run(["/usr/bin/docker", "version"], check_rc=False,
-                                     timeout=20).returncode == 0:
-        raise Failure(f"a Docker engine already answers on {sock}: make test-install starts "
-                      f"its own; stop that one first")
+def start_dockerd(tmp, td, eng):
+    """dockerd of Debian's docker.io keeping its data where many hosts move
+    it (a data disk: --data-root) and answering on a socket of its own
+    (--host), neither at its default path: the agent must learn both from
+    dockerd itself to name containers. No bridge and no iptables rules:
+    this sandbox has only loopback, so every container runs with --network
+    host. Returns the data root."""
+    default_sock = "/var/run/docker.sock"
+    if os.path.exists(default_sock) and run(["/usr/bin/docker", "version"], check_rc=False,
+                                             timeout=20).returncode == 0:
+        raise Failure(f"a Docker engine already answers on {default_sock}: make test-install "
+                      f"starts its own; stop that one first")
+    data_root = os.path.join(tmp, "docker-data")
+    sock = os.path.join(tmp, "docker-api.sock")
+    exec_root = os.path.join(tmp, "docker-exec")
+    eng.cli += ["--host", f"unix://{sock}"]
     log = open(os.path.join(tmp, "dockerd.log"), "w")
-    p = subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false"],
+    p = subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false",
+                          "--data-root", data_root, "--host", f"unix://{sock}",
+                          # Its state and pid file out of /run too: nothing
+                          # of it where a system's dockerd would be.
+                          "--exec-root", exec_root,
+                          "--pidfile", os.path.join(tmp, "docker.pid")],
                          stdout=log, stderr=log)
 
     def stop():
         stop_proc(p, timeout=60)
         log.close()
+        # dockerd leaves its host network namespace bound at
+        # <exec-root>/netns/default: unmount what it left under tmp, or
+        # tmp cannot be removed.
+        with open("/proc/self/mountinfo") as f:
+            points = [mp for mp in (ln.split()[4] for ln in f)
+                      if mp.startswith((exec_root + "/", data_root + "/"))]
+        for mp in sorted(points, reverse=True):
+            run(["umount", "-l", mp], check_rc=False)
     td.add("dockerd", stop)
-    wait_for("dockerd answering", lambda: p.poll() is None and run(
-        ["/usr/bin/docker", "version"], check_rc=False, timeout=20).returncode == 0, 60, 1)
+    wait_for("dockerd answering", lambda: p.poll() is None and eng(
+        "version", check_rc=False, timeout=20).returncode == 0, 60, 1)
+    return data_root
 
 
 def base_images(eng):
@@ -136,8 +158,9 @@ def engine_part(tmp, name):
     td = Teardown()
     t0 = time.time()
     try:
+        data_root = None
         if name == "docker":
-            start_dockerd(tmp, td)
+            data_root = start_dockerd(tmp, td, eng)
         base_images(eng)
         def remove_images():
             for r in ("codexray-node-agent", "codexray-server", "debian:12", "debian:12-slim"):
@@ -166,12 +189,19 @@ def engine_part(tmp, name):
         cid = eng("run", "-d", *eng.run_extra, "--network", "host", "--name", "web-1",
                   "debian:12", "sh", "-c", "while :; do :; done").stdout.strip()
         check(len(cid) == 64, f"container id {cid!r}")
+        if data_root:
+            # Named from the data root dockerd was given, not the default.
+            check(os.path.exists(os.path.join(data_root, "containers", cid, "config.v2.json"))
+                  and not os.path.exists(f"/var/lib/docker/containers/{cid}"),
+                  f"docker: web-1's config.v2.json is not (only) under {data_root}")
 
         eng(*cmds["agent"])
         check_profiles(port, cid, f"{name} (README)")
         logs = eng("logs", "codexray-node-agent").stderr + eng("logs", "codexray-node-agent").stdout
         check("ProfilesEndpoint=" in logs and f"host={HOSTNAME}" in logs,
               f"{name}: the agent's log: {logs[-2000:]}")
+        check(f"container {cid}" not in logs,
+              f"{name}: the agent logged web-1's name as not found: {logs[-2000:]}")
         eng("stop", "-t", "30", "codexray-node-agent", timeout=60)
         rc = eng("inspect", "-f", "{{.State.ExitCode}}", "codexray-node-agent").stdout.strip()
         check(rc == "0", f"{name}: the agent exited {rc} on stop")

@@ -221,7 +221,9 @@ def server_args():
     global _dbs
     _dbs += 1
     nodes = cluster()
-    return ["--clickhouse", ",".join(n.url for n in nodes), "--clickhouse-cluster", CLUSTER,
+    # Written as people paste them: a space after the comma, the last URL with
+    # a browser's trailing slash (which once hung the server, issue 30).
+    return ["--clickhouse", ", ".join(n.url for n in nodes) + "/", "--clickhouse-cluster", CLUSTER,
             "--clickhouse-database", f"cx_{os.getpid()}_{_dbs}"]
 
 

@@ -84,6 +84,15 @@ def test_usage(tmp):
     p = subprocess.run([AGENT, "--config", "/nonexistent.conf"], capture_output=True, text=True,
                        timeout=10)
     check(p.returncode == 2 and "/nonexistent.conf" in p.stderr, p.stderr)
+    # A list flag (common/list.h), in both modes: refused naming the flag,
+    # before anything starts.
+    for urls, why in ((", ,", "--debuginfod: no URL"),
+                      ("https://d.example/, nonsense", '--debuginfod: entry 2 ("nonsense")')):
+        for mode in ([], ["record", "--duration", "1", "--output", f"{tmp}/x"]):
+            p = subprocess.run([AGENT, *mode, "--debuginfod", urls], capture_output=True,
+                               text=True, timeout=10)
+            check(p.returncode == 2 and f"codexray-node-agent: {why}" in p.stderr,
+                  f"{mode} --debuginfod {urls!r}: {p.returncode} {p.stderr[-300:]}")
     # Without privileges: exit 1, and the capabilities it needs are named.
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", AGENT,
                         "record", "--duration", "1", "--output", f"{tmp}/x"], capture_output=True,
@@ -599,6 +608,43 @@ def test_short_lived_named(tmp):
                   f"pid {pid}, ended while the agent was stopped: {line}")
 
 
+def test_interpreter_named_by_script(tmp):
+    """Python outside any unit, container or pod is named by what it runs,
+    not as python3.X: a script started through its shebang by the script's
+    name, `python3 -u cx_job.py` by cx_job; inline code (-c) keeps the
+    executable's name. In a scope of our own (no .service above it), so a
+    runner inside a unit names them the same."""
+    script = os.path.join(tmp, "cxlint")
+    job = os.path.join(tmp, "cx_job.py")
+    burn = "import time\nwhile time.process_time() < 0.6:\n    pass\n"
+    with open(script, "w") as f:
+        f.write("#!/usr/bin/python3\n" + burn)
+    os.chmod(script, 0o755)
+    with open(job, "w") as f:
+        f.write(burn)
+    python = os.path.basename(os.path.realpath("/usr/bin/python3"))
+    runs = {}
+    with Cgroup("cxtest-names.scope") as cg:
+        def during(_agent):
+            ws = {"cxlint": cg.start(script, "--flag"),
+                  "cx_job": cg.start("/usr/bin/python3", "-u", job),
+                  python: cg.start("/usr/bin/python3", "-c", burn)}
+            for want, w in ws.items():
+                w.communicate(timeout=60)
+                runs[want] = w.pid
+        outdir, log = run_window_agent(tmp, seconds=1.5, during=during)
+    files = os.listdir(outdir)
+    for want, pid in runs.items():
+        mine = [os.path.join(outdir, f) for f in files if f.startswith(f"{want}.{pid}.")]
+        check(mine, f"pid {pid}: no {want}.{pid}.* profile; its: "
+                    f"{[f for f in files if f'.{pid}.' in f]}")
+        ts = traces(*mine)
+        check(all(t.labels.get("service") == want for t in ts), f"pid {pid}: {ts[:2]}")
+        line, _ = named_after(log, pid)
+        check(line and f"exe={python} service={want} " in line, f"pid {pid}: {line}")
+        print(f"    pid {pid}: {sum(t.count for t in ts)} samples as service={want}")
+
+
 def test_profiling_disabled(tmp):
     """CODEXRAY_PROFILING=disabled in a process's environment: no samples for
     it, the sibling without it is profiled, and the agent says so once."""
@@ -898,6 +944,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_go_cgo_callback,
          test_record_whole_machine, test_kernel_stacks,
          test_agent_windows, test_service_systemd_cgroup, test_short_lived_named,
+         test_interpreter_named_by_script,
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \

@@ -809,5 +809,60 @@ def test_server_retention(tmp):
         srv.stop()
 
 
+def test_server_list_flags(tmp):
+    """Every list flag is read one way (common/list.h): a list either works
+    or is refused with the flag named, within a bound. CodeXray issue 30:
+    --clickhouse http://ch:8123/ (a trailing slash) spun the server at
+    100 % CPU before it logged anything; here port 1 of loopback refuses
+    the connection at once, so the server must exit saying so."""
+    data = os.path.join(tmp, "data")
+
+    def run(*args, env=None):
+        try:
+            return subprocess.run([SERVER, "--listen", f"127.0.0.1:{free_port()}", "--data-dir",
+                                   data, *args], capture_output=True, text=True, timeout=120,
+                                  env=env)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"{args}: still running after 120 s (the issue 30 hang)")
+
+    for urls in ("http://127.0.0.1:1/", "http://127.0.0.1:1//,", " http://127.0.0.1:1/ , ,"):
+        p = run("--clickhouse", urls)
+        check(p.returncode == 1 and "store: clickhouse: cannot read database codexray at "
+              "http://127.0.0.1:1: " in p.stderr, f"--clickhouse {urls!r}: {p.returncode} "
+              f"{p.stderr[-300:]}")
+    # The same from the environment and from the config file.
+    p = run(env={**os.environ, "CODEXRAY_CLICKHOUSE": "http://127.0.0.1:1/"})
+    check(p.returncode == 1 and "at http://127.0.0.1:1: " in p.stderr, f"env: {p.stderr[-300:]}")
+    conf = os.path.join(tmp, "server.conf")
+    with open(conf, "w") as f:
+        f.write("clickhouse = http://127.0.0.1:1/ ,\n")
+    p = run("--config", conf)
+    check(p.returncode == 1 and "at http://127.0.0.1:1: " in p.stderr, f"file: {p.stderr[-300:]}")
+    for urls, why in ((",,,", "--clickhouse: no URL"),
+                      ("ftp://ch:8123", "--clickhouse: entry 1 (\"ftp://ch:8123\") is not an "
+                                        "http:// or https:// URL"),
+                      ("http://a, http://", "--clickhouse: entry 2 (\"http://\")"),
+                      ("http://" + "a" * 3000, "--clickhouse: entry 1 is 3007 bytes long"),
+                      (",".join(["http://a"] * 300), "--clickhouse: more than 256 entries")):
+        p = run("--clickhouse", urls)
+        check(p.returncode == 1 and why in p.stderr, f"--clickhouse {urls[:40]!r}: "
+              f"{p.returncode} {p.stderr[-300:]}")
+    for urls, why in ((", ,", "--debuginfod-upstream: no URL"),
+                      ("https://d.example, nonsense", "--debuginfod-upstream: entry 2 "
+                                                      "(\"nonsense\")")):
+        p = run("--debuginfod-upstream", urls)
+        check(p.returncode == 2 and f"codexray-server: {why}" in p.stderr,
+              f"--debuginfod-upstream {urls!r}: {p.returncode} {p.stderr[-300:]}")
+    # A good one with commas, spaces and slashes: the server starts and hands
+    # libdebuginfod the list space-separated.
+    srv = Server(tmp, "--debuginfod-upstream", " http://127.0.0.1:1/, http://127.0.0.1:2// ,")
+    try:
+        check(srv.get("/healthz")[0] == 200, "not up")
+    finally:
+        srv.stop()
+    log = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
+    check("upstream http://127.0.0.1:1 http://127.0.0.1:2)" in log, log[-500:])
+
+
 TESTS = [test_server_stack_keys, test_server_retention, test_server_rollups, test_server_labels, test_server_agent_to_query, test_server_bad_input, test_server_auth,
-         test_server_durability, test_agent_outage]
+         test_server_durability, test_agent_outage, test_server_list_flags]

@@ -23,6 +23,8 @@
 #include "elf_helpers.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
+/* arm64's, from Debian's cross toolchain (libc6-arm64-cross). */
+#define A64_LIBC "/usr/aarch64-linux-gnu/lib/libc.so.6"
 
 static inline const char *fixture(const char *name)
 {
@@ -30,6 +32,52 @@ static inline const char *fixture(const char *name)
     const char *dir = getenv("CX_FIXTURES");
     snprintf(path, sizeof(path), "%s/%s", dir ? dir : "build/fixtures", name);
     return path;
+}
+
+/* The file's e_machine, 0 when it cannot be read. */
+static inline unsigned elf_machine(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    unsigned m = 0;
+    GElf_Ehdr eh;
+
+    if (fd < 0)
+        return 0;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    if (e && gelf_getehdr(e, &eh))
+        m = eh.e_machine;
+    elf_end(e);
+    close(fd);
+    return m;
+}
+
+/* The address range of the file's .plt section; false when it has none. */
+static inline bool plt_section(const char *path, uint64_t *lo, uint64_t *hi)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t shstrndx;
+    bool found = false;
+
+    if (fd < 0)
+        return false;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
+        for (Elf_Scn *s = NULL; !found && (s = elf_nextscn(e, s));) {
+            GElf_Shdr sh;
+            const char *name;
+            if (gelf_getshdr(s, &sh) && (name = elf_strptr(e, shstrndx, sh.sh_name)) &&
+                strcmp(name, ".plt") == 0) {
+                *lo = sh.sh_addr;
+                *hi = sh.sh_addr + sh.sh_size;
+                found = true;
+            }
+        }
+    }
+    elf_end(e);
+    close(fd);
+    return found;
 }
 
 static inline int build_path(const char *path, const struct cfi_table_opts *o, struct cfi_table **t,
@@ -94,7 +142,7 @@ static inline void check_shape(const struct cfi_table *t)
         const struct cx_cfi_row *a = &t->rows[i - 1], *b = &t->rows[i];
         assert_true(a->pc < b->pc);
         assert_false(a->rule == b->rule && a->cfa_off == b->cfa_off && a->fp_off == b->fp_off);
-        assert_true(cfa_type(b) <= CX_CFA_UNSUPPORTED && fp_type(b) <= CX_FP_AT_FP);
+        assert_true(cfa_type(b) <= CX_CFA_GO_PUSHED && fp_type(b) <= CX_FP_AT_SP);
     }
 }
 

@@ -52,37 +52,51 @@ static bool reg_off(const char *s, char *reg, size_t reglen, long *off)
     return *endp == '\0';
 }
 
-/* Whether our row r agrees with readelf's columns for one address. */
-static bool agrees(const struct cx_cfi_row *r, bool signal, const char *cfa, const char *rbp,
-                   const char *ra)
+/* Whether our row r agrees with readelf's columns for one address: CFA,
+ * the frame pointer's (rbp, x29) and the return address's. On arm64 the
+ * return address starts in x30 (readelf: "u" until the prologue saves it,
+ * the same "u" as _start's DW_CFA_undefined: either rule is taken there). */
+static bool agrees(const struct cx_cfi_row *r, bool arm64, bool signal, const char *cfa,
+                   const char *rbp, const char *ra)
 {
-    int ct = cfa_type(r), ft = fp_type(r);
+    int ct = cfa_type(r), ft = fp_type(r), rt = CX_CFI_RA_TYPE(r->rule);
     char reg[16];
     long off;
-    bool unsup = false, any_cfa = false;
-    int want_cfa = -1, want_fp = CX_FP_SAME;
-    long want_cfa_off = 0, want_fp_off = 0;
+    bool unsup = false, any_cfa = false, ra_saved = false;
+    int want_cfa = -1, want_fp = CX_FP_SAME, want_ra = CX_RA_DEFAULT;
+    long want_cfa_off = 0, want_fp_off = 0, ra_u = 0;
 
     if (signal)
         return ct == CX_CFA_SIGNAL;
-    if (strcmp(ra, "u") == 0)
+    if (strcmp(ra, "u") == 0 && (!arm64 || ct == CX_CFA_END))
         return ct == CX_CFA_END;
     if (strcmp(cfa, "exp") == 0) {
         any_cfa = true; /* frames-interp does not show the expression */
     } else if (reg_off(cfa, reg, sizeof(reg), &off) &&
-               (!strcmp(reg, "rsp") || !strcmp(reg, "rbp"))) {
-        want_cfa = !strcmp(reg, "rsp") ? CX_CFA_SP : CX_CFA_FP;
+               (!strcmp(reg, arm64 ? "sp" : "rsp") || !strcmp(reg, arm64 ? "x29" : "rbp"))) {
+        want_cfa = !strcmp(reg, arm64 ? "sp" : "rsp") ? CX_CFA_SP : CX_CFA_FP;
         unsup |= off % 8 != 0 || off / 8 < INT16_MIN || off / 8 > INT16_MAX;
         want_cfa_off = off / 8;
     } else {
         unsup = true;
     }
-    unsup |= strcmp(ra, "c-8") != 0;
+    if (!arm64) {
+        unsup |= strcmp(ra, "c-8") != 0;
+    } else if (strcmp(ra, "u") && strcmp(ra, "s")) { /* else still in x30 */
+        if (reg_off(ra, reg, sizeof(reg), &off) && !strcmp(reg, "c")) {
+            ra_saved = true;
+            unsup |= off % 8 != 0 || off / 8 < INT16_MIN || off / 8 > INT16_MAX;
+            ra_u = off / 8;
+        } else {
+            unsup = true;
+        }
+    }
     if (!rbp || !strcmp(rbp, "u") || !strcmp(rbp, "s")) {
         want_fp = CX_FP_SAME;
     } else if (reg_off(rbp, reg, sizeof(reg), &off) && !strcmp(reg, "c")) {
         want_fp = CX_FP_AT_CFA;
-        unsup |= off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX;
+        unsup |= off % 8 != 0 || off / 8 < (arm64 ? INT16_MIN : INT8_MIN) ||
+                 off / 8 > (arm64 ? INT16_MAX : INT8_MAX);
         want_fp_off = off / 8;
     } else if (!strcmp(rbp, "exp")) {
         want_fp = CX_FP_AT_FP; /* or unsupported: the expression is not shown */
@@ -91,6 +105,24 @@ static bool agrees(const struct cx_cfi_row *r, bool signal, const char *cfa, con
     } else {
         unsup = true;
     }
+    if (ra_saved && !unsup) {
+        /* One offset per row: the frame record {x29, x30}, or x30 alone. */
+        if (want_fp == CX_FP_AT_CFA && want_fp_off + 1 == ra_u)
+            want_ra = CX_RA_AFTER_FP;
+        else if (want_fp == CX_FP_SAME)
+            want_ra = CX_RA_AT_CFA, want_fp_off = ra_u;
+        else
+            unsup = true;
+    }
+    /* arm64: a frame record too far below the CFA, found from the register
+     * the CFA is computed from instead. */
+    if (arm64 && !unsup && want_fp == CX_FP_AT_CFA && want_ra != CX_RA_AT_CFA &&
+        (want_fp_off < INT8_MIN || want_fp_off > INT8_MAX) && !any_cfa) {
+        want_fp_off += want_cfa_off;
+        want_fp = want_cfa == CX_CFA_SP ? CX_FP_AT_SP : CX_FP_AT_FP;
+    }
+    if (arm64 && !unsup && (want_fp != CX_FP_SAME || want_ra == CX_RA_AT_CFA))
+        unsup |= want_fp_off < INT8_MIN || want_fp_off > INT8_MAX;
     if (unsup)
         return ct == CX_CFA_UNSUPPORTED;
     if (any_cfa) {
@@ -102,9 +134,10 @@ static bool agrees(const struct cx_cfi_row *r, bool signal, const char *cfa, con
     } else if (ct != want_cfa || r->cfa_off != want_cfa_off) {
         return false;
     }
-    if (ft != want_fp)
+    if (ft != want_fp || rt != want_ra)
         return false;
-    return want_fp != CX_FP_AT_CFA || r->fp_off == want_fp_off;
+    bool fp_known = want_fp != CX_FP_SAME && strcmp(rbp, "exp") != 0;
+    return (!fp_known && want_ra != CX_RA_AT_CFA) || r->fp_off == want_fp_off;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -143,11 +176,13 @@ struct xcols {
 struct xcie {
     unsigned long off;
     bool signal;
+    bool other_ra;     /* its return address column is not the ABI's (x30, or 16 on x86_64) */
     struct xcols init; /* its initial row, which FDEs without rows keep */
 };
 
 struct xcheck {
     const char *path;
+    bool arm64; /* an EM_AARCH64 file */
     const struct cfi_table *t;
     struct xcie cies[64];
     unsigned ncies;
@@ -162,8 +197,12 @@ static void check_one(struct xcheck *x, uint64_t loc, const struct xcols *c)
 {
     const struct cx_cfi_row *r = row_at(x->t, loc);
     bool signal = x->cie && x->cie->signal;
+    /* readelf's "ra" is the CIE's column: a CIE with another (arm64 libc's
+     * __rawmemchr keeps it in x15) is unsupported, unless a signal frame. */
+    bool other = !signal && x->cie && x->cie->other_ra;
 
-    if (!r || !agrees(r, signal, c->cfa, c->has_rbp ? c->rbp : NULL, c->ra))
+    if (!r || (other && cfa_type(r) != CX_CFA_UNSUPPORTED) ||
+        (!other && !agrees(r, x->arm64, signal, c->cfa, c->has_rbp ? c->rbp : NULL, c->ra)))
         fail_msg("%s at 0x%" PRIx64 ": readelf CFA %s rbp %s ra %s%s; ours cfa %d off %d "
                  "fp %d off %d",
                  x->path, loc, c->cfa, c->has_rbp ? c->rbp : "-", c->ra, signal ? " (signal)" : "",
@@ -189,7 +228,7 @@ static void end_entry(struct xcheck *x)
 static void cross_check(const char *path)
 {
     struct cfi_table *t = must_build(path);
-    struct xcheck x = {.path = path, .t = t};
+    struct xcheck x = {.path = path, .t = t, .arm64 = elf_machine(path) == EM_AARCH64};
     char cmd[600], line[4096], *cols[64];
     int cfa_col = -1, rbp_col = -1, ra_col = -1;
 
@@ -227,7 +266,10 @@ static void cross_check(const char *path)
             end_entry(&x);
             assert_true(x.ncies < 64);
             x.cie = &x.cies[x.ncies++];
-            *x.cie = (struct xcie){.off = off, .signal = strchr(aug, 'S') != NULL};
+            const char *rac = strstr(line, " ra=");
+            *x.cie = (struct xcie){.off = off,
+                                   .signal = strchr(aug, 'S') != NULL,
+                                   .other_ra = rac && atoi(rac + 4) != (x.arm64 ? 30 : 16)};
             continue;
         }
         if (sscanf(line, "%*x %*x %*x FDE cie=%lx pc=%lx..%lx", &cie, &start, &end) == 3) {
@@ -254,7 +296,7 @@ static void cross_check(const char *path)
             for (int i = 0; i < n; i++) {
                 if (!strcmp(cols[i], "CFA"))
                     cfa_col = i;
-                else if (!strcmp(cols[i], "rbp"))
+                else if (!strcmp(cols[i], x.arm64 ? "x29" : "rbp"))
                     rbp_col = i;
                 else if (!strcmp(cols[i], "ra"))
                     ra_col = i;
@@ -265,10 +307,11 @@ static void cross_check(const char *path)
         /* A row starts with a 16-digit LOC (entries' offsets have 8). */
         if (n < 2 || strlen(cols[0]) != 16 || strspn(cols[0], "0123456789abcdef") != 16 || !x.cie)
             continue;
-        assert_true(cfa_col > 0 && ra_col > 0 && n > ra_col && n > cfa_col);
+        /* An arm64 CIE's row may not mention x30 (still in it: "u"). */
+        assert_true(cfa_col > 0 && n > cfa_col && ((ra_col > 0 && n > ra_col) || x.arm64));
         struct xcols c = {.has_rbp = rbp_col > 0 && rbp_col < n};
         snprintf(c.cfa, sizeof(c.cfa), "%s", cols[cfa_col]);
-        snprintf(c.ra, sizeof(c.ra), "%s", cols[ra_col]);
+        snprintf(c.ra, sizeof(c.ra), "%s", ra_col > 0 && n > ra_col ? cols[ra_col] : "u");
         if (c.has_rbp)
             snprintf(c.rbp, sizeof(c.rbp), "%s", cols[rbp_col]);
         if (!x.in_fde) {
@@ -288,6 +331,16 @@ static void cross_check(const char *path)
     if (skipped_fdes)
         print_message("%s: %u .debug_frame FDEs beside .eh_frame, not checked\n", path,
                       skipped_fdes);
+    /* arm64's .plt has no CFI: the table's rows of its own for it
+     * (test_cfi_table_arm64.c checks them) count as an FDE here. */
+    uint64_t plt = 0, plt_end = 0;
+    if (x.arm64 && plt_section(path, &plt, &plt_end)) {
+        addrs_add(&x.starts, plt);
+        addrs_add(&x.ends, plt_end);
+        addrs_add(&x.marks, plt_end);
+        for (uint64_t a = plt; a <= plt + 32 && a < plt_end; a += 4)
+            addrs_add(&x.marks, a); /* PLT0's push: where it is is theirs to check */
+    }
     assert_true(x.starts.n > 0);
     qsort(x.marks.v, x.marks.n, sizeof(uint64_t), cmp_u64);
     qsort(x.starts.v, x.starts.n, sizeof(uint64_t), cmp_u64);
@@ -312,10 +365,20 @@ static void cross_check(const char *path)
 static void test_cross_check_fixtures(void **state)
 {
     (void)state;
-    static const char *const names[] = {"cfi_omit", "cfi_fp", "cfi_cxx", "cfi_debug_frame",
-                                        "cfi_debug_frame_z"};
+    static const char *const names[] = {
+        "cfi_omit",   "cfi_fp",       "cfi_cxx",     "cfi_debug_frame", "cfi_debug_frame_z",
+        "cfi_a64_fp", "cfi_a64_omit", "cfi_a64_pac", "cfi_a64_bkey"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         cross_check(fixture(names[i]));
+}
+
+/* arm64's libc, as Debian's cross toolchain ships it (when installed). */
+static void test_cross_check_arm64_libc(void **state)
+{
+    (void)state;
+    if (access(A64_LIBC, R_OK) != 0)
+        skip();
+    cross_check(A64_LIBC);
 }
 
 static void test_cross_check_rust(void **state)
@@ -372,13 +435,17 @@ static void same_both_ways(const char *path)
 static void test_same_as_libdw(void **state)
 {
     (void)state;
+    /* arm64: x30's rules, DW_CFA_AARCH64_negate_ra_state (cfi_a64_pac:
+     * read as SPARC's window save it would move x29 and x30 to CFA + 104
+     * and + 112), the 'B' augmentation (cfi_a64_bkey). */
     static const char *const names[] = {
-        "cfi_omit", "cfi_fp", "cfi_cxx", "cfi_debug_frame", "cfi_debug_frame_z", "cfi_rust"};
+        "cfi_omit", "cfi_fp",     "cfi_cxx",      "cfi_debug_frame", "cfi_debug_frame_z",
+        "cfi_rust", "cfi_a64_fp", "cfi_a64_omit", "cfi_a64_pac",     "cfi_a64_bkey"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         same_both_ways(fixture(names[i]));
     /* libc: signal frames, _start's and clone3's undefined return address,
      * remember/restore state; libstdc++: a big C++ library. */
-    static const char *const libs[] = {LIBC, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"};
+    static const char *const libs[] = {LIBC, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", A64_LIBC};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
         if (access(libs[i], R_OK) == 0)
             same_both_ways(libs[i]);
@@ -408,8 +475,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_check_fixtures), cmocka_unit_test(test_cross_check_rust),
-        cmocka_unit_test(test_cross_check_libc),     cmocka_unit_test(test_same_as_libdw),
-        cmocka_unit_test(test_debug_frame),
+        cmocka_unit_test(test_cross_check_libc),     cmocka_unit_test(test_cross_check_arm64_libc),
+        cmocka_unit_test(test_same_as_libdw),        cmocka_unit_test(test_debug_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

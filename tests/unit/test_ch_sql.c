@@ -1,5 +1,6 @@
 /* ch_sql: the one function quoting values into ClickHouse SQL, and the
- * reader of TabSeparated answers. */
+ * reader of TabSeparated answers; and store_clickhouse__open's reading of
+ * the --clickhouse list, which needs no ClickHouse. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "../../server/ch_sql.h"
+#include "../../server/store.h"
 
 /* ClickHouse's reading of a quoted literal (readQuotedString: a backslash
  * takes the next byte, \xHH a byte in hex, \n \t \r \b \f \0 \a \v \e their
@@ -271,6 +275,47 @@ static void test_tsv_garbage_is_refused(void **state)
     assert_int_equal(ch_tsv__u64_array("[-1]", arr, 2), -EBADMSG);
 }
 
+/* The --clickhouse list (CodeXray issue 30): "http://ch:8123/", a URL as
+ * copied from a browser, spun store_clickhouse__open at 100 % CPU before
+ * it opened a connection (the loop's next entry started at the trimmed
+ * slash, forever), so this test hung; alarm() turns a hang into a failure.
+ * Now every list either reaches ClickHouse, with its slashes dropped (here
+ * port 1 of loopback: refused at once), or is refused naming the flag. */
+static void test_open_url_lists(void **state)
+{
+    (void)state;
+    char big[1100] = "http://";
+    memset(big + 7, 'h', sizeof(big) - 8);
+    big[sizeof(big) - 1] = '\0';
+    const struct {
+        const char *urls, *why;
+    } cases[] = {
+        {"http://127.0.0.1:1/", "at http://127.0.0.1:1: "},
+        {"http://127.0.0.1:1//,", "at http://127.0.0.1:1: "},
+        {" http://127.0.0.1:1/ ,, http://127.0.0.1:2/ ", "at http://127.0.0.1:1: "},
+        {"http://127.0.0.1:1/\thttp://127.0.0.1:2/", "at http://127.0.0.1:1: "},
+        {"", "--clickhouse: no URL"},
+        {",,,", "--clickhouse: no URL"},
+        {" , / ", "--clickhouse: entry 1 (\"/\") is not an http:// or https:// URL"},
+        {"ftp://ch", "--clickhouse: entry 1 (\"ftp://ch\") is not an http://"},
+        {"http://", "--clickhouse: entry 1 (\"http://\")"},
+        {"ch:8123", "--clickhouse: entry 1 (\"ch:8123\")"},
+        {"http://a,http://b\x01", "--clickhouse: entry 2 has a control character"},
+        {big, "--clickhouse: URL 1 is longer than 1000 bytes"},
+    };
+    alarm(300); /* milliseconds of work; a bound only a hang reaches */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[512] = "";
+        struct store *st =
+            store_clickhouse__open(cases[i].urls, NULL, "codexray", 5000, err, sizeof(err));
+        assert_null(st);
+        if (!strstr(err, cases[i].why))
+            fail_msg("--clickhouse \"%.40s\": \"%s\", want \"%s\"", cases[i].urls, err,
+                     cases[i].why);
+    }
+    alarm(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_identifier),
         cmocka_unit_test(test_tsv_rows_and_escapes),
         cmocka_unit_test(test_tsv_garbage_is_refused),
+        cmocka_unit_test(test_open_url_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 #define GO_FULL "build/fixtures/go_full"
 #define GO_STRIPPED "build/fixtures/go_stripped"
+#define GO_A64 "build/fixtures/go_a64"
 
 static struct cfi_table *build(const char *path)
 {
@@ -93,6 +94,79 @@ static void test_rules(void **state)
     /* Goroutine stacks start in runtime.goexit: the walk ends there. */
     uint64_t goexit = addr_of("runtime.goexit.abi0", &size); /* the symbol of assembly */
     assert_int_equal(CX_CFI_CFA_TYPE(row_at(t, goexit + 1).rule), CX_CFA_END);
+    cfi_table__free(t);
+}
+
+/* The instruction at ELF address va of path (arm64: 4 bytes). */
+static uint32_t insn_at(const char *path, const char *fn, uint64_t va)
+{
+    uint64_t v, size, off;
+    uint32_t w = 0;
+    int fd = open(path, O_RDONLY);
+
+    assert_int_equal(elf_symbol(path, fn, &v, &size, &off), 0);
+    assert_true(fd >= 0 && va >= v && va + 4 <= v + size);
+    assert_int_equal(pread(fd, &w, 4, (off_t)(off + va - v)), 4);
+    close(fd);
+    return w;
+}
+
+#define STR_LR_PRE 0xf8000ffeu /* str x30, [sp, #imm9]! (MOVD.W R30, -N(RSP)) */
+#define IMM9_MASK 0xffe00fffu
+
+/* arm64: CFA = sp + distance; the return address in x30 until the
+ * prologue's MOVD.W R30, -framesize(RSP), then at 0(RSP), and the caller's
+ * frame pointer at -8(RSP). */
+static void test_rules_arm64(void **state)
+{
+    (void)state;
+    struct cfi_table *t = build(GO_A64);
+    uint64_t v, size, off;
+
+    assert_non_null(t);
+    assert_true(t->n > 100);
+    assert_int_equal(elf_symbol(GO_A64, "main.outer", &v, &size, &off), 0);
+    for (uint64_t a = v; a < v + size; a += 4) {
+        struct cx_cfi_row r = row_at(t, a);
+        assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_SAME, CX_RA_DEFAULT));
+        assert_int_equal(r.cfa_off, 0);
+    }
+    assert_int_equal(elf_symbol(GO_A64, "main.(*tally).add", &v, &size, &off), 0);
+    uint64_t push = 0;
+    for (uint64_t a = v; a < v + size && !push; a += 4) {
+        if ((insn_at(GO_A64, "main.(*tally).add", a) & IMM9_MASK) == STR_LR_PRE)
+            push = a;
+    }
+    assert_true(push != 0);
+    int32_t n = (int32_t)(insn_at(GO_A64, "main.(*tally).add", push) << 11) >> 23;
+    assert_true(n < 0 && n % 8 == 0);
+    for (uint64_t a = v; a <= push; a += 4) { /* the stack check, then the push */
+        struct cx_cfi_row r = row_at(t, a);
+        assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_SAME, CX_RA_DEFAULT));
+        assert_int_equal(r.cfa_off, 0);
+    }
+    struct cx_cfi_row r = row_at(t, push + 4);
+    assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_SP, CX_FP_AT_SP, CX_RA_AFTER_FP));
+    assert_int_equal(r.cfa_off, -n / 8);
+    assert_int_equal(r.fp_off, -1);
+    assert_int_equal(elf_symbol(GO_A64, "runtime.goexit.abi0", &v, &size, &off), 0);
+    assert_int_equal(CX_CFI_CFA_TYPE(row_at(t, v + 4).rule), CX_CFA_END);
+    /* runtime.asyncPreempt, entered by the signal handler's pushCall: at
+     * its entry x30 is the interrupted pc; once it has its frame, its
+     * record holds it; either way the interrupted code's own x30 and sp
+     * are above the CFA (CX_CFA_GO_PUSHED). */
+    assert_int_equal(elf_symbol(GO_A64, "runtime.asyncPreempt.abi0", &v, &size, &off), 0);
+    r = row_at(t, v);
+    assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_GO_PUSHED, CX_FP_SAME, CX_RA_DEFAULT));
+    int framed = 0;
+    for (uint64_t a = v; a < v + size; a += 4) {
+        r = row_at(t, a);
+        if (r.cfa_off > 0) {
+            assert_int_equal(r.rule, CX_CFI_RULE_RA(CX_CFA_GO_PUSHED, CX_FP_AT_SP, CX_RA_AFTER_FP));
+            framed++;
+        }
+    }
+    assert_true(framed > 0);
     cfi_table__free(t);
 }
 
@@ -185,9 +259,8 @@ static void test_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rules),
-        cmocka_unit_test(test_not_go),
-        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_rules),     cmocka_unit_test(test_rules_arm64),
+        cmocka_unit_test(test_not_go),    cmocka_unit_test(test_merge),
         cmocka_unit_test(test_truncated),
     };
     return cmocka_run_group_tests_name("go_table", tests, NULL, NULL);

@@ -28,6 +28,17 @@ static void put(const char *dir, const char *name, const char *text)
     fclose(f);
 }
 
+/* name's bytes, NULs included (a cmdline). */
+static void put_bytes(const char *dir, const char *name, const char *data, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%d/%s", dir, PID, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
 /* A /proc of one process, PID, in a new directory: root is filled in. */
 static void fake_proc(char *root)
 {
@@ -169,6 +180,46 @@ static void test_sweep_asks_proc_when_told(void **state)
     table_close(ps, bc, root);
 }
 
+/* An interpreter outside any unit, container or pod is named by what it
+ * runs (cmdline_name.h), read at first sight and after exec: a command
+ * line rewritten since (setproctitle) renames nothing; inline code keeps
+ * the executable's name; a unit's name wins over the script's. */
+static void test_interpreter_named_by_script(void **state)
+{
+    (void)state;
+    static const char pylint[] = "/usr/bin/python3\0/usr/bin/pylint\0src\0";
+    static const char inline_code[] = "python3\0-c\0pass\0";
+    char root[] = "/tmp/cx-procs-XXXXXX", exe[600];
+
+    fake_proc(root);
+    put(root, "maps", "");
+    put(root, "cgroup", "0::/user.slice/user-0.slice/session-3.scope\n");
+    put_bytes(root, "cmdline", pylint, sizeof(pylint) - 1);
+    snprintf(exe, sizeof(exe), "%s/%d/exe", root, PID);
+    assert_int_equal(symlink("/usr/bin/python3.11", exe), 0);
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    struct proc *p = procs__get(ps, PID, "pylint", 1 * MS);
+    assert_non_null(p);
+    assert_string_equal(p->exe, "python3.11");
+    assert_string_equal(p->id.service, "pylint");
+
+    /* Rewritten in place: still the name read at first sight. */
+    put(root, "cmdline", "pylint: linting src");
+    p = procs__get(ps, PID, NULL, 2 * MS);
+    assert_string_equal(p->id.service, "pylint");
+    /* An exec into inline code: the executable's name. */
+    put_bytes(root, "cmdline", inline_code, sizeof(inline_code) - 1);
+    p = procs__exec(ps, PID, "python3", 0, 3 * MS);
+    assert_string_equal(p->id.service, "python3.11");
+    /* A unit's process: the unit's name, whatever it runs. */
+    put_bytes(root, "cmdline", pylint, sizeof(pylint) - 1);
+    put(root, "cgroup", "0::/system.slice/lint.service\n");
+    p = procs__exec(ps, PID, "pylint", 0, 4 * MS);
+    assert_string_equal(p->id.service, "lint");
+    table_close(ps, bc, root);
+}
+
 /* The cgroup2 hierarchy's root, or NULL. */
 static const char *cgroup2_root(void)
 {
@@ -236,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_maps_kept_when_gone),
         cmocka_unit_test(test_hint_reads_maps),
         cmocka_unit_test(test_sweep_asks_proc_when_told),
+        cmocka_unit_test(test_interpreter_named_by_script),
         cmocka_unit_test(test_exec_named_by_cgroup_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

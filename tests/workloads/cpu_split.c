@@ -2,7 +2,13 @@
  * hot_a / hot_b / hot_c, which do the same loop 3, 2 and 1 times as often,
  * so their CPU time splits 3:2:1 (50 %, 33 %, 17 %).
  *
- *   cpu_split SECONDS [THREADS]
+ *   cpu_split SECONDS [THREADS [ROUND]]
+ *
+ * ROUND: dispatch's unit, hot_a looping 3 * ROUND times a round (20000000:
+ * a round of ~150 ms here). An emulated CPU shared by several workloads
+ * takes many times longer: a test measuring a few seconds there gives a
+ * smaller round, so that its window holds many whole rounds and the split
+ * is not skewed by the one it cuts in part.
  *
  * Prints its CPU time on exit, so tests can compare the sample count. */
 #include <pthread.h>
@@ -13,6 +19,7 @@
 #include <time.h>
 
 static volatile uint64_t sink;
+static uint64_t round_n = 20000000; /* a round of ~150 ms: many sample periods, so no aliasing */
 
 /* The same loop everywhere, expanded in place so the time is spent in the
  * function that names it. */
@@ -59,7 +66,7 @@ __attribute__((noinline)) void run(double seconds)
 {
     double end = now() + seconds;
     while (now() < end)
-        dispatch(20000000); /* a round of ~150 ms: many sample periods, so no aliasing */
+        dispatch(round_n);
 }
 
 static void *thread_main(void *arg)
@@ -77,6 +84,8 @@ int main(int argc, char **argv)
 
     if (threads < 1 || threads > 64)
         threads = 1;
+    if (argc > 3 && strtoull(argv[3], NULL, 10) > 0)
+        round_n = strtoull(argv[3], NULL, 10);
     for (int i = 1; i < threads; i++)
         pthread_create(&t[i], NULL, thread_main, &seconds);
     run(seconds);

@@ -4,16 +4,40 @@
 # and keeps only its vmlinuz:
 #
 #   tools/kernels/fetch.sh CACHE SERIES...     SERIES: 5.10 6.1 6.12 sid
+#   tools/kernels/fetch.sh CACHE --debs SERIES PKG...
 #
-# Prints one line per series: "SERIES VERSION PATH/vmlinuz". The newest build
+# KERNELS_ARCH=arm64 (Debian's architecture name; amd64 when unset) fetches
+# that architecture's kernels, kept under CACHE/ARCH/ (amd64's directly under
+# CACHE). Prints one line per series: "SERIES VERSION PATH/vmlinuz". The newest build
 # of the series in its suites (the base suite and its security suite) is
 # taken, never a pinned one: the mirror drops old builds. The package lists
 # are refreshed when older than KERNELS_REFRESH_MINUTES (60); if the mirror
 # cannot be reached, the newest kernel already in the cache is used.
+#
+# With --debs: the newest build of each PKG (of ARCH) in SERIES's suites,
+# unpacked together into one directory (a guest's userland: busybox-static,
+# an interpreter); prints "debs DIR". Unpacked again only when a version
+# changes.
 set -euo pipefail
 
-cache=${1:?usage: fetch.sh CACHE SERIES...}
+cache=${1:?usage: fetch.sh CACHE SERIES... | fetch.sh CACHE --debs SERIES PKG...}
 shift
+arch=${KERNELS_ARCH:-amd64}
+# modules: those the guest loads, in their order, from the kernel's package
+# (kept in DIR/modules/, named in DIR/modules.list; one built in is left out):
+# arm64's results port is a virtio console on PCI, modules in 6.1.
+modules=""
+case "$arch" in
+    amd64) ;;
+    arm64)
+        cache=$cache/$arch
+        modules="virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console"
+        ;;
+    *)
+        echo "fetch: KERNELS_ARCH=$arch: amd64 or arm64" >&2
+        exit 1
+        ;;
+esac
 refresh_min=${KERNELS_REFRESH_MINUTES:-60}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 # The archives as the host's own apt reaches them (its sources: the same
@@ -72,8 +96,8 @@ Dir::Etc::SourceParts "$d/etc/sources.list.d";
 Dir::Etc::Parts "$d/etc/apt.conf.d";
 Dir::Etc::Preferences "$d/etc/preferences";
 Dir::Etc::PreferencesParts "$d/etc/preferences.d";
-APT::Architecture "amd64";
-APT::Architectures { "amd64"; };
+APT::Architecture "$arch";
+APT::Architectures { "$arch"; };
 Acquire::Languages "none";
 Acquire::GzipIndexes "true";
 Dir::Cache::pkgcache "";
@@ -100,38 +124,51 @@ fail() {
     return 1
 }
 
-fetch_one() {
-    local series=$1 d="$cache/apt/$1" apt abi pkg ver dir
-    suites_of "$series" >/dev/null || fail "unknown series '$series' (5.10 6.1 6.12 sid)" || return
+# SERIES's private apt, its package lists refreshed when stale; false when
+# the update failed (its log in CACHE/apt/SERIES/update.log).
+apt_fresh() {
+    local series=$1 d="$cache/apt/$1"
     apt_setup "$series" "$d"
-    apt="env APT_CONFIG=$d/apt.conf"
     # sources.updated: the sources of the last good update, its time the
     # update's.
     if [ -z "$(find "$d"/sources.updated -mmin -"$refresh_min" 2>/dev/null)" ] \
         || ! cmp -s "$d"/etc/sources.list "$d"/sources.updated; then
-        if $apt apt-get update -qq >"$d"/update.log 2>&1 && ! grep -q '^[EW]:' "$d"/update.log; then
+        if env APT_CONFIG="$d"/apt.conf apt-get update -qq >"$d"/update.log 2>&1 &&
+            ! grep -q '^[EW]:' "$d"/update.log; then
             cp "$d"/etc/sources.list "$d"/sources.updated
             rm -f "$d"/resolved
         else
-            local c
-            c=$(newest_cached "$series")
-            if [ -n "$c" ]; then
-                echo "fetch: $series: apt-get update failed" \
-                    "($(grep -m1 '^[EW]:' "$d"/update.log)); using the cached ${c%% *}" >&2
-                echo "$series $c"
-                return 0
-            fi
-            echo "fetch: $series: apt-get update failed:" >&2
-            cat "$d"/update.log >&2
             return 1
         fi
     fi
+}
+
+update_failed() {
+    echo "fetch: $1: apt-get update failed ($(grep -m1 '^[EW]:' "$cache/apt/$1"/update.log))$2" >&2
+}
+
+fetch_one() {
+    local series=$1 d="$cache/apt/$1" apt abi pkg ver dir
+    suites_of "$series" >/dev/null || fail "unknown series '$series' (5.10 6.1 6.12 sid)" || return
+    apt="env APT_CONFIG=$d/apt.conf"
+    if ! apt_fresh "$series"; then
+        local c
+        c=$(newest_cached "$series")
+        if [ -n "$c" ]; then
+            update_failed "$series" "; using the cached ${c%% *}"
+            echo "$series $c"
+            return 0
+        fi
+        update_failed "$series" ":"
+        cat "$d"/update.log >&2
+        return 1
+    fi
     # Resolved again only after an update (parsing the lists takes seconds).
     if [ ! -s "$d"/resolved ]; then
-        # linux-image-amd64 (the metapackage) depends on the newest ABI's image.
-        abi=$($apt apt-cache depends linux-image-amd64 |
-            sed -n 's/^ *Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1)
-        [ -n "$abi" ] || fail "$series: linux-image-amd64 names no linux-image-*-amd64" || return
+        # linux-image-ARCH (the metapackage) depends on the newest ABI's image.
+        abi=$($apt apt-cache depends "linux-image-$arch" |
+            sed -n "s/^ *Depends: linux-image-\(.*-$arch\)\$/\1/p" | head -1)
+        [ -n "$abi" ] || fail "$series: linux-image-$arch names no linux-image-*-$arch" || return
         # From trixie's successor on, vmlinuz is in linux-binary-ABI; before,
         # in linux-image-ABI itself.
         pkg=linux-image-$abi
@@ -148,7 +185,8 @@ fetch_one() {
     esac
     [ -n "$ver" ] || fail "$series: no candidate version of $pkg" || return
     dir="$cache/kernels/$series/${abi}_$ver"
-    if [ ! -f "$dir/vmlinuz" ] && ! download "$series" "$pkg" "$ver" "$abi" "$dir"; then
+    if { [ ! -f "$dir/vmlinuz" ] || { [ -n "$modules" ] && [ ! -f "$dir/modules.list" ]; }; } &&
+        ! download "$series" "$pkg" "$ver" "$abi" "$dir"; then
         local c
         c=$(newest_cached "$series")
         [ -n "$c" ] || return 1
@@ -157,6 +195,26 @@ fetch_one() {
         return 0
     fi
     echo "$series $ver $dir/vmlinuz"
+}
+
+# The $modules found in the unpacked package X into DIR/modules/ (xz
+# decompressed: busybox's insmod reads plain ones), their order in
+# DIR/modules.list.
+keep_modules() {
+    local x=$1 dir=$2 m f
+    [ -n "$modules" ] || return 0
+    rm -rf "$dir/modules" && mkdir -p "$dir/modules" || return
+    : > "$dir/modules.list.tmp"
+    for m in $modules; do
+        f=$(find "$x" -name "$m.ko" -o -name "$m.ko.xz" | head -1)
+        [ -n "$f" ] || continue
+        case "$f" in
+            *.xz) xz -dc "$f" > "$dir/modules/$m.ko" || return ;;
+            *) cp "$f" "$dir/modules/$m.ko" || return ;;
+        esac
+        echo "$m.ko" >> "$dir/modules.list.tmp"
+    done
+    mv "$dir/modules.list.tmp" "$dir/modules.list"
 }
 
 # The package's vmlinuz into DIR; older builds of the series are removed.
@@ -175,8 +233,8 @@ download() {
         rm -rf "$tmp"
         fail "$series: no vmlinuz in $pkg $ver" || return
     fi
-    if ! { mkdir -p "$dir" && cp "$f" "$dir/vmlinuz.tmp" && echo "$ver" > "$dir/version" &&
-        echo "$abi" > "$dir/abi" && echo "$pkg" > "$dir/package" &&
+    if ! { mkdir -p "$dir" && keep_modules "$tmp/x" "$dir" && cp "$f" "$dir/vmlinuz.tmp" &&
+        echo "$ver" > "$dir/version" && echo "$abi" > "$dir/abi" && echo "$pkg" > "$dir/package" &&
         mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"; }; then
         rm -rf "$tmp"
         fail "$series: cannot write $dir" || return
@@ -187,6 +245,59 @@ download() {
     done
 }
 
+# --debs SERIES PKG...: the packages' newest builds unpacked into
+# CACHE/debs/SERIES/root; "debs DIR" on stdout.
+fetch_debs() {
+    local series=$1 d="$cache/apt/$1" dest="$cache/debs/$1" apt want p v tmp deb
+    shift
+    suites_of "$series" >/dev/null || fail "unknown series '$series' (5.10 6.1 6.12 sid)" || return
+    apt="env APT_CONFIG=$d/apt.conf"
+    if ! apt_fresh "$series"; then
+        if [ -f "$dest/versions" ]; then
+            update_failed "$series" "; using the cached packages"
+            echo "debs $dest/root"
+            return 0
+        fi
+        update_failed "$series" ":"
+        cat "$d"/update.log >&2
+        return 1
+    fi
+    want=""
+    for p in "$@"; do
+        v=$($apt apt-cache policy "$p" | sed -n 's/^ *Candidate: //p')
+        [ -n "$v" ] && [ "$v" != "(none)" ] || fail "$series: no $arch package $p" || return
+        want="$want $p=$v"
+    done
+    if [ -d "$dest/root" ] && [ "$want" = "$(cat "$dest/versions" 2>/dev/null)" ]; then
+        echo "debs $dest/root"
+        return 0
+    fi
+    echo "fetch: $series: downloading$want" >&2
+    tmp=$(mktemp -d "$d/deb/XXXXXX")
+    # shellcheck disable=SC2086 # one word per package
+    if ! (cd "$tmp" && $apt apt-get download -qq $want >/dev/null); then
+        rm -rf "$tmp"
+        fail "$series: cannot download$want" || return
+    fi
+    mkdir "$tmp/root"
+    for deb in "$tmp"/*.deb; do
+        dpkg-deb -x "$deb" "$tmp/root" || { rm -rf "$tmp"; fail "$series: cannot unpack $deb" || return; }
+    done
+    if ! { rm -rf "$dest" && mkdir -p "$dest" && mv "$tmp/root" "$dest/root" &&
+        echo "$want" > "$dest/versions"; }; then
+        rm -rf "$tmp"
+        fail "cannot write $dest" || return
+    fi
+    rm -rf "$tmp"
+    echo "debs $dest/root"
+}
+
+if [ "${1:-}" = --debs ]; then
+    shift
+    [ $# -ge 2 ] || fail "usage: fetch.sh CACHE --debs SERIES PKG..." || exit 1
+    fetch_debs "$@"
+    exit
+fi
 # Each series on its own: one that cannot be had does not stop the others.
 rc=0
 for s in "$@"; do

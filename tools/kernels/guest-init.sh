@@ -2,10 +2,12 @@
 # /init of the test guest (tools/kernels/run.py boots it): PID 1 in an
 # initramfs that holds busybox, the agent, its workloads and the shared
 # libraries they load. Runs the checks, sends what they left (profiles,
-# logs, exit codes) to the host as a base64 tar on the second serial port
-# (ttyS1), and powers off. The host reads the answers; nothing is judged here.
+# logs, exit codes) to the host as a base64 tar on its results port (cx.port=
+# on the kernel's command line: ttyS1, the second serial port, by default;
+# hvc0, a virtio console, on arm64), and powers off. The host reads the
+# answers; nothing is judged here.
 #
-# The console (ttyS0) gets "cx:" progress lines among the kernel's messages.
+# The console gets "cx:" progress lines among the kernel's messages.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 /bin/busybox --install -s /bin
 
@@ -24,31 +26,53 @@ R=/results
 mkdir -p $R
 SECS=$(sed -n 's/.*cx.secs=\([0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$SECS" ] || SECS=5
+PORT=$(sed -n 's/.*cx.port=\([a-zA-Z0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$PORT" ] || PORT=ttyS1
+# cx.round: the split workloads' round (cpu_split.c), where the host gives
+# one; their own otherwise.
+ROUND=$(sed -n 's/.*cx.round=\([0-9]*\).*/\1/p' /proc/cmdline)
 
 say() { echo "cx: $*" > /dev/console; }
 t0=$(cut -d' ' -f1 /proc/uptime)
 say "init at ${t0}s of uptime: $(uname -r)"
 uname -r > $R/uname
+# The modules of the kernel under test the host put here (the results
+# port's driver, where it is not built in), in their order.
+while read -r m; do
+    insmod "$CX/modules/$m" 2>> $R/modules.log || say "insmod $m failed: $(tail -1 $R/modules.log)"
+done 2>/dev/null < $CX/modules.list
+# The port's device node comes with its driver's probe.
+n=0
+while [ ! -e "/dev/$PORT" ] && [ $n -lt 50 ]; do
+    sleep 0.1
+    n=$((n + 1))
+done
+[ -e "/dev/$PORT" ] || say "no /dev/$PORT: no results will reach the host"
 cut -d' ' -f1 /proc/uptime > $R/boot_s
 if [ -r /sys/kernel/btf/vmlinux ]; then echo yes > $R/btf; else echo no > $R/btf; fi
 nproc > $R/nproc
 
 # record: one run of the agent for every workload (each start costs 5 to 50
 # s of BPF verification under TCG), the frame-pointer cpu_split, the same
-# code without frame pointers, cfi_split, and a Python 2:1 split; the host
-# reads each one's samples by its pid label. On failure, again with the
-# debug log.
-say "record: --duration $SECS, cpu_split and cfi_split"
+# code without frame pointers, cfi_split, and a Python 2:1 split; where the
+# host put them, the same code with PAC-signed return addresses (pac_split)
+# and a Go 2:1 split (go_split). The host reads each one's samples by its
+# pid label. On failure, again with the debug log.
+say "record: --duration $SECS, $(cd $CX && echo ./*_split | sed 's|\./||g'), python"
 # Until killed: under TCG the agent's start alone can take a minute.
-$CX/cpu_split 100000 > $R/fp.workload &
-fp=$!
-$CX/cfi_split 100000 > $R/cfi.workload &
-cfi=$!
-python3 -S -I $CX/py_guest.py > $R/py.workload 2>&1 &
-py=$!
-echo $fp > $R/fp.pid
-echo $cfi > $R/cfi.pid
-echo $py > $R/py.pid
+pids=""
+start() { # KEY COMMAND...: the workload in the background, its pid in KEY.pid
+    key=$1
+    shift
+    "$@" > "$R/$key.workload" 2>&1 &
+    echo $! > "$R/$key.pid"
+    pids="$pids $!"
+}
+start fp $CX/cpu_split 100000 1 ${ROUND:+"$ROUND"}
+start cfi $CX/cfi_split 100000 1 ${ROUND:+"$ROUND"}
+[ -x $CX/pac_split ] && start pac $CX/pac_split 100000 1 ${ROUND:+"$ROUND"}
+[ -x $CX/go_split ] && start go $CX/go_split 100000 ${ROUND:+"$ROUND"}
+start py python3 -S -I $CX/py_guest.py
 sleep 1
 s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/record.launched
@@ -61,15 +85,19 @@ if [ "$(cat $R/record.rc)" != 0 ]; then
     $AGENT record --duration 1 --output $R/record-debug.pb.gz --log-level debug \
         2> $R/record-debug.log
 fi
-kill $fp $cfi $py 2>/dev/null
-wait $fp $cfi $py 2>/dev/null
+# shellcheck disable=SC2009 # all but the kernel threads, their CPU time
+ps | grep -v " \[" > $R/record.ps
+# shellcheck disable=SC2086 # one word per pid
+kill $pids 2>/dev/null
+# shellcheck disable=SC2086
+wait $pids 2>/dev/null
 say "record: done ($(cat $R/record.rc))"
 
 # Daemon mode: two windows of 2 s (two window lines, 120 s at most), then
 # SIGTERM, on which the agent writes its last window and exits 0.
 say "daemon: --output-dir --interval 2 --kernel-stacks"
 mkdir -p $R/daemon
-$CX/cpu_split 100000 > $R/daemon.workload &
+$CX/cpu_split 100000 1 ${ROUND:+"$ROUND"} > $R/daemon.workload &
 w=$!
 echo $w > $R/daemon.pid
 s=$(cut -d' ' -f1 /proc/uptime)
@@ -102,12 +130,12 @@ fi
 dmesg > $R/dmesg.txt
 cut -d' ' -f1 /proc/uptime > $R/end_s
 say "sending results"
-stty -F /dev/ttyS1 raw -echo 2>/dev/null
+stty -F "/dev/$PORT" raw -echo 2>/dev/null
 {
     echo "==CX-RESULTS-BEGIN=="
     tar -C $R -cz . | base64
     echo "==CX-RESULTS-END=="
-} > /dev/ttyS1
+} > "/dev/$PORT"
 say "results sent; power off"
 sync
 poweroff -f

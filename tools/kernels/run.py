@@ -22,6 +22,17 @@ build/test-output/kernels/SERIES/.
     tools/kernels/run.py [--kernels "5.10 6.1 6.12 sid"] [--jobs N] ...
 
 Exits 1 when any kernel fails, with "kernels: N passed, N failed" last.
+
+With --arch arm64 (make test-arm64): Debian's arm64 builds of 6.1 and 6.12
+under qemu-system-aarch64 (-M virt, TCG's pointer authentication with
+QEMU's own fast algorithm), the cross-built agent and workloads of
+build-arm64/, busybox and Python from Debian's arm64 packages; the results
+come back on a virtio console (virt has one UART). The same checks, and
+two more workloads in record: pac_split (cpu_split built with
+-mbranch-protection=standard, its return addresses PAC-signed) walked whole
+with its split, and go_split (Go, 2:1) named with its split. Its logs are in
+build-arm64/test-output/kernels/SERIES/, its last line "arm64: N passed,
+N failed".
 """
 import argparse
 import base64
@@ -29,6 +40,7 @@ import concurrent.futures
 import datetime
 import io
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -40,13 +52,55 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HERE = os.path.join(ROOT, "tools", "kernels")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from pprof_read import traces  # noqa: E402
+sys.path.insert(0, HERE)
+from initramfs import Cpio  # noqa: E402
 
-SERIES = ["5.10", "6.1", "6.12", "sid"]
 SPLIT = {"hot_a": 3 / 6, "hot_b": 2 / 6, "hot_c": 1 / 6}
-SPLIT_TOL = 0.05
-WHOLE_MIN = 0.99
+# What a whole stack of a split workload is: its hot function, then chain,
+# then one of roots (cpu_split's threads run from thread_main). hot_only:
+# only the samples in a hot function count for whole, since Go's own
+# threads (sysmon, the GC's workers) run beside main.main, never under it.
+C_SPEC = {"split": SPLIT, "chain": ["dispatch", "run"], "roots": ("main", "thread_main"),
+          "hot_only": False}
+GO_SPEC = {"split": {"main.hotA": 2 / 3, "main.hotB": 1 / 3},
+           "chain": ["main.dispatch", "main.run"], "roots": ("main.main",), "hot_only": True}
 # The guest's Python: Debian's, libpython linked in (tools/kernels/py_guest.py).
 PYTHON = "/usr/bin/python3"
+# record's workloads: key (its pid file in the guest), name, and what it is.
+WORKLOADS = {"fp": ("cpu_split", C_SPEC), "cfi": ("cfi_split", C_SPEC),
+             "pac": ("pac_split", C_SPEC), "go": ("go_split", GO_SPEC)}
+# Each architecture's guest: the series booted, the build directory the
+# agent and workloads come from, qemu's machine, the console and the results
+# port (cx.port), the system call frame --kernel-stacks must show, and the
+# workloads record checks besides Python.
+ARCHES = {
+    "amd64": {"series": ["5.10", "6.1", "6.12", "sid"], "build": "build",
+              "qemu": "qemu-system-x86_64", "machine": "pc", "tcg_cpu": "max",
+              "console": "ttyS0", "port": "ttyS1", "triplet": None,
+              "syscall": "do_syscall_64", "workloads": ["fp", "cfi"], "timeout": 300, "secs": 5,
+              "round": None},
+    # pauth-impdef: QEMU's own pointer-authentication hash, not the
+    # architected QARMA one, whose emulation slows every signed return.
+    "arm64": {"series": ["6.1", "6.12"], "build": "build-arm64",
+              "qemu": "qemu-system-aarch64", "machine": "virt",
+              "tcg_cpu": "max,pauth-impdef=on", "console": "ttyAMA0", "port": "hvc0",
+              "triplet": "aarch64-linux-gnu", "syscall": "invoke_syscall",
+              "workloads": ["fp", "cfi", "pac", "go"], "timeout": 480, "secs": 15,
+              # cpu_split's and go_split's rounds 20 and 30 times shorter than
+              # their own: emulated and five to 2 CPUs, a round of their own
+              # takes seconds, and the one record's window cuts skews the
+              # split (8 and 9 points off seen with their own rounds).
+              "round": 1000000},
+}
+# The arm64 guest's userland, from Debian's arm64 packages of the release
+# this machine runs (its agent links this release's libraries): busybox,
+# and the Python of the same version as this machine's (python3.11).
+PY_VERSION = os.path.basename(os.path.realpath(PYTHON))
+USERLAND_DEBS = ["busybox-static", f"{PY_VERSION}-minimal", f"lib{PY_VERSION}-minimal",
+                 "libexpat1", "zlib1g", "libc6"]
+RELEASE_SERIES = {"bullseye": "5.10", "bookworm": "6.1", "trixie": "6.12"}
+SPLIT_TOL = 0.05
+WHOLE_MIN = 0.99
 PY_SPLIT = {"hot_a": 2 / 3, "hot_b": 1 / 3}  # printed, not judged (check_python)
 PY_CHAIN = ["dispatch", "run", "<module>"]
 BEGIN, END = b"==CX-RESULTS-BEGIN==", b"==CX-RESULTS-END=="
@@ -59,12 +113,18 @@ def env(name, default):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--kernels", default=env("KERNELS", " ".join(SERIES)),
-                   help="series to boot, of: " + " ".join(SERIES) + " (env KERNELS)")
+    p.add_argument("--arch", choices=sorted(ARCHES), default="amd64",
+                   help="the guests' architecture (arm64: make test-arm64)")
+    p.add_argument("--kernels", default=env("KERNELS", ""),
+                   help="series to boot (env KERNELS), of amd64's " +
+                   " ".join(ARCHES["amd64"]["series"]) + ", arm64's " +
+                   " ".join(ARCHES["arm64"]["series"]) + "; all by default")
     p.add_argument("--cache", default=env("KERNELS_CACHE", "/var/cache/codexray-kernels"),
                    help="apt state and kernels (env KERNELS_CACHE)")
-    p.add_argument("--out", default=os.path.join(ROOT, "build", "test-output", "kernels"))
-    p.add_argument("--timeout", type=int, default=int(env("KERNELS_TIMEOUT", "300")),
+    p.add_argument("--build", help="where the agent and workloads are (BUILD): build/, or "
+                   "build-arm64/ for --arch arm64")
+    p.add_argument("--out", help="BUILD/test-output/kernels by default")
+    p.add_argument("--timeout", type=int, default=int(env("KERNELS_TIMEOUT", "0")),
                    help="seconds a guest may run before it is killed (env KERNELS_TIMEOUT)")
     p.add_argument("--jobs", type=int, default=int(env("KERNELS_JOBS", "2")),
                    help="guests at once (env KERNELS_JOBS)")
@@ -72,23 +132,34 @@ def parse_args():
                    help="tcg, or kvm where /dev/kvm boots stock kernels (env KERNELS_ACCEL)")
     p.add_argument("--smp", type=int, default=2)
     p.add_argument("--mem", type=int, default=1024, help="guest MiB")
-    p.add_argument("--secs", type=int, default=5, help="record's --duration")
-    p.add_argument("--agent", default=env("KERNELS_AGENT",
-                                          os.path.join(ROOT, "build", "codexray-node-agent")))
-    p.add_argument("--bpf-obj", default=env("KERNELS_BPF_OBJ",
-                                            os.path.join(ROOT, "build", "sampler.bpf.o")))
-    p.add_argument("--bpf-each", default=os.path.join(ROOT, "build", "kernels", "bpf_each"))
+    p.add_argument("--secs", type=int, default=0,
+                   help="record's --duration (amd64 5, arm64 15: five workloads share 2 CPUs)")
+    p.add_argument("--agent", default=env("KERNELS_AGENT", ""), help="BUILD/codexray-node-agent")
+    p.add_argument("--bpf-obj", default=env("KERNELS_BPF_OBJ", ""), help="BUILD/sampler.bpf.o")
+    p.add_argument("--bpf-each", help="BUILD/kernels/bpf_each")
     a = p.parse_args()
-    a.kernels = a.kernels.split()
-    bad = [k for k in a.kernels if k not in SERIES]
-    if bad or not a.kernels:
-        p.error(f"unknown kernel series {bad}: pick from {' '.join(SERIES)}")
+    a.a = ARCHES[a.arch]
+    a.build = os.path.abspath(a.build or os.path.join(ROOT, a.a["build"]))
+    a.out = a.out or os.path.join(a.build, "test-output", "kernels")
+    a.timeout = a.timeout or a.a["timeout"]
+    a.secs = a.secs or a.a["secs"]
+    a.agent = a.agent or os.path.join(a.build, "codexray-node-agent")
+    a.bpf_obj = a.bpf_obj or os.path.join(a.build, "sampler.bpf.o")
+    a.bpf_each = a.bpf_each or os.path.join(a.build, "kernels", "bpf_each")
+    a.kernels = a.kernels.split() or a.a["series"]
+    bad = [k for k in a.kernels if k not in a.a["series"]]
+    if bad:
+        p.error(f"unknown {a.arch} kernel series {bad}: pick from {' '.join(a.a['series'])}")
     return a
+
+
+def fetch_env(args):
+    return dict(os.environ, KERNELS_ARCH=args.arch)
 
 
 def fetch(args):
     p = subprocess.run([os.path.join(HERE, "fetch.sh"), args.cache, *args.kernels],
-                       stdout=subprocess.PIPE, text=True)
+                       stdout=subprocess.PIPE, text=True, env=fetch_env(args))
     found = {}
     for line in p.stdout.splitlines():
         series, version, path = line.split(None, 2)
@@ -96,18 +167,62 @@ def fetch(args):
     return found, p.returncode
 
 
+def userland(args):
+    """Another architecture's guest: (the directory its Debian packages are
+    unpacked in, the python path in it); (None, this machine's python3) for
+    a native one."""
+    if not args.a["triplet"]:
+        return None, PYTHON
+    codename = platform.freedesktop_os_release().get("VERSION_CODENAME", "")
+    if codename not in RELEASE_SERIES:
+        raise SystemExit(f"{args.arch}: this machine runs '{codename}', not a Debian release "
+                         f"of {' '.join(RELEASE_SERIES)}: no packages to match its libraries")
+    p = subprocess.run([os.path.join(HERE, "fetch.sh"), args.cache, "--debs",
+                        RELEASE_SERIES[codename], *USERLAND_DEBS],
+                       stdout=subprocess.PIPE, text=True, env=fetch_env(args))
+    if p.returncode != 0 or not p.stdout.startswith("debs "):
+        raise SystemExit(f"{args.arch}: cannot fetch the guest's packages {' '.join(USERLAND_DEBS)}")
+    return p.stdout.split(None, 1)[1].strip(), f"/usr/bin/{PY_VERSION}"
+
+
 def build_initramfs(args, path):
     files = {
         "codexray-node-agent": args.agent,
         "sampler.bpf.o": args.bpf_obj,
-        "cpu_split": os.path.join(ROOT, "build", "workloads", "cpu_split"),
-        "cfi_split": os.path.join(ROOT, "build", "workloads", "cfi_split"),
         "bpf_each": args.bpf_each,
         "py_guest.py": os.path.join(HERE, "py_guest.py"),
     }
-    subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), "--python", PYTHON, path,
-                    os.path.join(HERE, "guest-init.sh"),
+    for key in args.a["workloads"]:
+        name = WORKLOADS[key][0]
+        files[name] = os.path.join(args.build, "workloads", name)
+    root, python = userland(args)
+    cross = ["--root", root, "--multiarch", args.a["triplet"]] if root else []
+    subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), *cross, "--python", python,
+                    path, os.path.join(HERE, "guest-init.sh"),
                     *(f"{k}={v}" for k, v in files.items())], check=True)
+
+
+def kernel_initramfs(args, initramfs, vmlinuz, series):
+    """The initramfs for the kernel at vmlinuz: the common one, and after it
+    (the kernel unpacks one archive after another) the modules fetch.sh kept
+    beside it, named in /opt/cx/modules.list."""
+    kdir = os.path.dirname(vmlinuz)
+    mods = read(os.path.join(kdir, "modules.list")).split()
+    if not mods:
+        return initramfs
+    path = os.path.join(args.out, f"initramfs-{series}.cpio")
+    shutil.copyfile(initramfs, path + ".tmp")
+    c = Cpio(path + ".more")
+    for m in mods:
+        with open(os.path.join(kdir, "modules", m), "rb") as f:
+            c.file(f"opt/cx/modules/{m}", f.read())
+    c.file("opt/cx/modules.list", ("\n".join(mods) + "\n").encode())
+    c.close()
+    with open(path + ".tmp", "ab") as out, open(path + ".more", "rb") as more:
+        shutil.copyfileobj(more, out)
+    os.remove(path + ".more")
+    os.replace(path + ".tmp", path)
+    return path
 
 
 def boot(args, series, vmlinuz, initramfs, d):
@@ -116,14 +231,19 @@ def boot(args, series, vmlinuz, initramfs, d):
     os.makedirs(d)
     console, serial = os.path.join(d, "console.log"), os.path.join(d, "results.serial")
     accel = "tcg,thread=multi" if args.accel == "tcg" else args.accel
-    cpu = "max" if args.accel == "tcg" else "host"
-    cmd = ["qemu-system-x86_64", "-nodefaults", "-no-user-config", "-machine", "pc",
+    a = args.a
+    cpu = a["tcg_cpu"] if args.accel == "tcg" else "host"
+    # The results port: the second serial port, or a virtio console.
+    port = ["-serial", "chardev:c1"] if a["port"].startswith("ttyS") else \
+        ["-device", "virtio-serial-pci", "-device", "virtconsole,chardev=c1"]
+    cmd = [a["qemu"], "-nodefaults", "-no-user-config", "-machine", a["machine"],
            "-accel", accel, "-cpu", cpu, "-smp", str(args.smp), "-m", str(args.mem),
            "-display", "none", "-nic", "none", "-no-reboot",
            "-kernel", vmlinuz, "-initrd", initramfs,
-           "-append", f"console=ttyS0,115200 panic=-1 cx.secs={args.secs}",
+           "-append", f"console={a['console']},115200 panic=-1 cx.secs={args.secs} "
+                      f"cx.port={a['port']}" + (f" cx.round={a['round']}" if a["round"] else ""),
            "-chardev", f"file,id=c0,path={console}", "-serial", "chardev:c0",
-           "-chardev", f"file,id=c1,path={serial}", "-serial", "chardev:c1"]
+           "-chardev", f"file,id=c1,path={serial}", *port]
     with open(os.path.join(d, "qemu.cmd"), "w") as f:
         f.write(" ".join(cmd) + "\n")
     t0 = time.monotonic()
@@ -197,26 +317,35 @@ def started_after(r, mode, log):
     return None
 
 
-def split_of(ts, pid):
-    per, whole, total = {k: 0 for k in SPLIT}, 0, 0
+def split_of(ts, pid, spec=C_SPEC):
+    """Samples of pid (all if None) per hot function (the innermost frame
+    of spec's split: a Go one's leaf is its inlined spin), how many whole
+    (to a root through the chain's last, no truncation; hot ones with the
+    chain right above), and in all (the hot ones only, if spec's hot_only)."""
+    split, chain, roots = spec["split"], spec["chain"], spec["roots"]
+    per, whole, total = {k: 0 for k in split}, 0, 0
     for t in ts:
         if pid is not None and t.labels.get("pid") != str(pid):
             continue
-        total += t.count
         fr = [f.removesuffix(" (inline)") for f in t.frames]
-        if fr[0] in per:
-            per[fr[0]] += t.count
+        hot = next((i for i, f in enumerate(fr) if f in split), None)
+        if hot is None and spec["hot_only"]:
+            continue
+        total += t.count
+        if hot is not None:
+            per[fr[hot]] += t.count
         ok = not any(f.startswith("[truncated") for f in fr) and any(
-            fr[i] == "run" and fr[i + 1] in ("main", "thread_main") for i in range(len(fr) - 1))
-        if ok and fr[0] in per:
-            ok = fr[1:3] == ["dispatch", "run"]
+            fr[i] == chain[-1] and fr[i + 1] in roots for i in range(len(fr) - 1))
+        if ok and hot is not None:
+            ok = fr[hot + 1:hot + 1 + len(chain)] == chain
         whole += t.count if ok else 0
     return per, whole, total
 
 
-def check_split(what, ts, pid):
+def check_split(what, ts, pid, spec=C_SPEC):
     """(cell text, failure or None)"""
-    per, whole, total = split_of(ts, pid)
+    split = spec["split"]
+    per, whole, total = split_of(ts, pid, spec)
     hot = sum(per.values())
     if total < 100 or hot == 0:
         leaves = {}
@@ -229,13 +358,13 @@ def check_split(what, ts, pid):
             f"{what}: {total} samples of pid {pid}, {hot} with hot_* as their leaf (want 100 or "
             f"more, most of them hot); most seen: " + "; ".join(f"{n}x {k}" for k, n in top))
     shares = {k: v / hot for k, v in per.items()}
-    cell = "/".join(f"{100 * shares[k]:.0f}" for k in SPLIT) + \
+    cell = "/".join(f"{100 * shares[k]:.0f}" for k in split) + \
         f" whole {100 * whole / total:.1f}% n={total}"
     # A share of ~200 samples taken at random times (the sampler's periods
     # are dithered) has a standard error of up to 3.5 points: 5 points alone
     # would fail one run in seven by chance. Allowed: 5 points or 4 sigma.
-    tol = {k: max(SPLIT_TOL, 4 * (w * (1 - w) / hot) ** 0.5) for k, w in SPLIT.items()}
-    bad = [f"{k} {shares[k]:.3f} (want {w:.3f} +- {tol[k]:.3f})" for k, w in SPLIT.items()
+    tol = {k: max(SPLIT_TOL, 4 * (w * (1 - w) / hot) ** 0.5) for k, w in split.items()}
+    bad = [f"{k} {shares[k]:.3f} (want {w:.3f} +- {tol[k]:.3f})" for k, w in split.items()
            if abs(shares[k] - w) > tol[k]]
     if whole / total < WHOLE_MIN:
         bad.append(f"only {whole}/{total} samples whole to main (want >= {100 * WHOLE_MIN:.0f} %)")
@@ -272,11 +401,16 @@ def check_python(ts, pid):
     return cell, ("record python: " + "; ".join(bad)) if bad else None
 
 
-def analyze(series, version, d, secs, how):
+def empty_row(series, version, secs):
+    return {"series": series, "version": version, "secs": secs, "btf": "-", "loads": "-",
+            "start": "-", **{k: "-" for k in WORKLOADS}, "py": "-", "daemon": "-",
+            "errors": "-", "failures": [], "details": []}
+
+
+def analyze(args, series, version, d, secs, how):
     r = os.path.join(d, "results")
-    row = {"series": series, "version": version, "secs": secs, "btf": "?", "loads": "-",
-           "start": "-",
-           "fp": "-", "cfi": "-", "py": "-", "daemon": "-", "errors": "-", "failures": [], "details": []}
+    row = empty_row(series, version, secs)
+    row["btf"] = "?"
     if not unpack(d):
         con = read(os.path.join(d, "console.log"))
         row["failures"].append(f"no results from the guest ({how})")
@@ -296,9 +430,10 @@ def analyze(series, version, d, secs, how):
         row["loads"] = "yes"
         ts = traces(os.path.join(r, "record.pb.gz"))
         summary = [message(l) for l in rec_log.splitlines() if " record: wrote " in l]
-        for key, name in (("fp", "cpu_split"), ("cfi", "cfi_split")):
+        for key in args.a["workloads"]:
+            name, spec = WORKLOADS[key]
             pid = read(os.path.join(r, f"{key}.pid"))
-            row[key], fail = check_split(f"record {name}", ts, pid)
+            row[key], fail = check_split(f"record {name}", ts, pid, spec)
             if fail:
                 row["failures"].append(fail + (f" [{summary[0]}]" if summary else ""))
         row["py"], fail = check_python(ts, read(os.path.join(r, "py.pid")))
@@ -340,14 +475,15 @@ def analyze(series, version, d, secs, how):
         # --kernel-stacks: system calls named under the user frames that made
         # them (init's fork and exec of grep and sleep make some each window).
         every = traces(*(os.path.join(ddir, f) for f in os.listdir(ddir)))
-        ksys = sum(t.count for t in every if "do_syscall_64" in t.frames)
+        ksys = sum(t.count for t in every if args.a["syscall"] in t.frames)
         row["daemon"] = f"ok: {len(windows)} windows, {len(mine)} profiles, " + \
             "/".join(str(per[k]) for k in SPLIT) + f", {ksys} in syscalls"
         bad = []
         if not per["hot_a"] > per["hot_b"] > per["hot_c"] > 0:
             bad.append(f"daemon: cpu_split's split {per}")
         if ksys == 0:
-            bad.append("daemon: --kernel-stacks, yet no sample has do_syscall_64 among its frames")
+            bad.append(f"daemon: --kernel-stacks, yet no sample has {args.a['syscall']} among its "
+                       f"frames")
         if bad:
             row["daemon"] = row["daemon"].replace("ok: ", "")
             row["failures"] += bad
@@ -366,10 +502,13 @@ def analyze(series, version, d, secs, how):
     return row
 
 
-def table(rows):
+def table(args, rows):
+    heads = {"fp": "cpu_split (fp) a/b/c %", "cfi": "cfi_split a/b/c %",
+             "pac": "pac_split a/b/c %", "go": "go_split A/B %"}
     cols = [("kernel", "series"), ("version", "version"), ("time", "time"), ("BTF", "btf"),
-            ("loads", "loads_short"), ("agent start s", "start"), ("cpu_split (fp) a/b/c %", "fp"),
-            ("cfi_split a/b/c %", "cfi"), ("python a/b %", "py"), ("daemon", "daemon"), ("errors", "errors"),
+            ("loads", "loads_short"), ("agent start s", "start"),
+            *((heads[k], k) for k in args.a["workloads"]),
+            ("python a/b %", "py"), ("daemon", "daemon"), ("errors", "errors"),
             ("result", "result")]
     for r in rows:
         r["time"] = f"{r['secs']:.0f} s" + (f" (boot {r['boot']:.0f})" if "boot" in r else "")
@@ -385,8 +524,10 @@ def table(rows):
 
 def main():
     args = parse_args()
-    if not shutil.which("qemu-system-x86_64"):
-        print("test-kernels: no qemu-system-x86_64: run 'make deps'", file=sys.stderr)
+    # What the summary lines start with: "kernels:" on amd64, "arm64:".
+    tag = "kernels" if args.arch == "amd64" else args.arch
+    if not shutil.which(args.a["qemu"]):
+        print(f"{tag}: no {args.a['qemu']}: run 'make deps'", file=sys.stderr)
         return 1
     t0 = time.monotonic()
     os.makedirs(args.out, exist_ok=True)
@@ -394,25 +535,26 @@ def main():
     t_fetch = time.monotonic() - t0
     initramfs = os.path.join(args.out, "initramfs.cpio")
     build_initramfs(args, initramfs)
-    print(f"kernels: fetched {', '.join(f'{s} {v[0]}' for s, v in found.items())} in "
+    print(f"{tag}: fetched {', '.join(f'{s} {v[0]}' for s, v in found.items())} in "
           f"{t_fetch:.0f} s (cache {args.cache}); initramfs {os.path.getsize(initramfs) >> 20} MiB;"
           f" booting under {args.accel}, {args.jobs} at once", flush=True)
 
     def one(series):
         version, vmlinuz = found[series]
         d = os.path.join(args.out, series)
-        secs, how = boot(args, series, vmlinuz, initramfs, d)
+        rd = kernel_initramfs(args, initramfs, vmlinuz, series)
+        secs, how = boot(args, series, vmlinuz, rd, d)
         if boot_failed_before_init(d):
             # The guest kernel died while booting, before /init (seen once:
             # an int3 Oops in 6.12's timer interrupt under TCG's text
             # patching): nothing of ours ran yet. One more boot.
-            print(f"kernels: {series}: the guest kernel failed before /init; booting again",
+            print(f"{tag}: {series}: the guest kernel failed before /init; booting again",
                   flush=True)
             os.replace(os.path.join(d, "console.log"), os.path.join(args.out,
                                                                     f"{series}.failed-boot.log"))
-            secs, how = boot(args, series, vmlinuz, initramfs, d)
-        row = analyze(series, version, d, secs, how)
-        print(f"kernels: {series} ({version}): {'PASS' if not row['failures'] else 'FAIL'} in "
+            secs, how = boot(args, series, vmlinuz, rd, d)
+        row = analyze(args, series, version, d, secs, how)
+        print(f"{tag}: {series} ({version}): {'PASS' if not row['failures'] else 'FAIL'} in "
               f"{secs:.0f} s", flush=True)
         return row
 
@@ -423,13 +565,11 @@ def main():
             if s in futs:
                 rows.append(futs[s].result())
             else:
-                rows.append({"series": s, "version": "-", "secs": 0, "btf": "-", "loads": "-",
-                             "start": "-",
-                             "fp": "-", "cfi": "-", "py": "-", "daemon": "-", "errors": "-",
-                             "failures": ["not fetched (see fetch's message above)"],
-                             "details": []})
+                row = empty_row(s, "-", 0)
+                row["failures"].append("not fetched (see fetch's message above)")
+                rows.append(row)
     print()
-    for l in table(rows):
+    for l in table(args, rows):
         print(l)
     for r in rows:
         if r["failures"] or r["details"]:
@@ -438,10 +578,10 @@ def main():
                 print(f"  FAIL {f}")
             for l in r["details"]:
                 print(f"  {l}")
-    print(f"\nkernels: guest logs and results in {os.path.relpath(args.out, ROOT)}/SERIES/ "
+    print(f"\n{tag}: guest logs and results in {os.path.relpath(args.out, ROOT)}/SERIES/ "
           f"(console.log, results/); whole run {time.monotonic() - t0:.0f} s")
     passed = sum(1 for r in rows if not r["failures"])
-    print(f"kernels: {passed} passed, {len(rows) - passed} failed")
+    print(f"{tag}: {passed} passed, {len(rows) - passed} failed")
     return 0 if passed == len(rows) and rc == 0 else 1
 
 

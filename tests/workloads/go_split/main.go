@@ -2,8 +2,10 @@
 // main.dispatch -> main.hotA / main.hotB, which do the same loop 2 and 1
 // times as often, so their CPU time splits 2:1 (67 %, 33 %).
 //
-//	go_split SECONDS
+//	go_split SECONDS [ROUND]
 //
+// ROUND: iterations of hotB's loop a round (30000000, ~100 ms here); an
+// emulated CPU's test gives a smaller one (see cpu_split.c).
 // Prints its CPU time on exit, so tests can compare the sample count.
 package main
 
@@ -55,10 +57,10 @@ func dispatch(n uint64) {
 }
 
 //go:noinline
-func run(seconds float64) {
+func run(seconds float64, round uint64) {
 	end := time.Now().Add(time.Duration(seconds * float64(time.Second)))
 	for time.Now().Before(end) {
-		dispatch(30000000) // a round of ~100 ms: many sample periods, so no aliasing
+		dispatch(round)
 	}
 }
 
@@ -69,7 +71,13 @@ func main() {
 			seconds = s
 		}
 	}
-	run(seconds)
+	round := uint64(30000000) // a round of ~100 ms: many sample periods, so no aliasing
+	if len(os.Args) > 2 {
+		if r, err := strconv.ParseUint(os.Args[2], 10, 64); err == nil && r > 0 {
+			round = r
+		}
+	}
+	run(seconds, round)
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	cpu := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
