@@ -9,6 +9,7 @@
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
 #   make bench    the benchmark report (make bench-ui: the web UI's part only)
+#   make deb      Debian packages of the agent and the server in build/deb (ARCH=arm64: arm64's)
 #   make format   clang-format every source file (make format-check: and no stray
 #                 *.orig, *.rej or editor back-up file tracked)
 
@@ -187,6 +188,13 @@ FORCE:
 endif
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+# --- Debian packages of $(B)'s binaries into build/deb (tools/deb/build.sh):
+# make deb (amd64 here), make ARCH=arm64 deb (from build-arm64/) ---
+DEB_ARCH = $(if $(filter arm64,$(ARCH)),arm64,amd64)
+.PHONY: deb
+deb: $(B)/codexray-node-agent $(B)/codexray-server | deps
+	tools/deb/build.sh --build-dir $(B) --arch $(DEB_ARCH) --version $(VERSION) --out build/deb
 
 # --- tests ---
 include tests/tests.mk

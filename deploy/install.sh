@@ -124,6 +124,40 @@ write_private() {
     mv -f "$tmp" "$dst"
 }
 
+# The config file deploy/config/NAME (which the Debian packages ship as it
+# is) with KEY set to VALUE for each pair after it: its `KEY = ...` or
+# `# KEY = ...` line becomes `KEY = VALUE`, or, with an empty VALUE, stays
+# or becomes a comment. Values pass check_value first; they reach awk
+# through the environment, which (unlike -v) leaves backslashes alone.
+config_from() {
+    local name=$1 keys=""
+    shift
+    while [ $# -ge 2 ]; do
+        keys="$keys $1"
+        export "CXCONF_$1=$2"
+        shift 2
+    done
+    echo "# Written by deploy/install.sh from deploy/config/$name."
+    CXCONF_KEYS=$keys awk '
+        BEGIN { n = split(ENVIRON["CXCONF_KEYS"], keys, " ") }
+        {
+            for (i = 1; i <= n; i++) {
+                k = keys[i]
+                if ($0 ~ "^(# )?" k " = ") {
+                    v = ENVIRON["CXCONF_" k]
+                    print (v != "" ? k " = " v : ($0 ~ /^# / ? $0 : "# " $0))
+                    seen[k] = 1
+                    next
+                }
+            }
+            print
+        }
+        END {
+            for (i = 1; i <= n; i++)
+                if (!(keys[i] in seen)) { print "no line for " keys[i] > "/dev/stderr"; exit 1 }
+        }' "$repo/deploy/config/$name"
+}
+
 do_uninstall() {
     local u f
     if [ "$live" = 1 ]; then
@@ -204,23 +238,16 @@ for b in "${need[@]}"; do
 done
 install -m 0644 "$repo/README.md" "$R$doc_dir/README.md"
 
-{
-    echo "# Written by deploy/install.sh. Keys: the flags of 'codexray-node-agent --help' without the leading --."
-    echo "endpoint = $endpoint"
-    [ -n "$api_key" ] && echo "api_key = $api_key"
-    true
-} | write_private "$R$conf_dir/agent.conf"
+conf=$(config_from agent.conf endpoint "$endpoint" api_key "$api_key") ||
+    die "deploy/config/agent.conf: cannot set endpoint and api_key"
+write_private "$R$conf_dir/agent.conf" <<<"$conf"
 install -m 0644 "$repo/deploy/systemd/codexray-node-agent.service" "$R$unit_dir/"
 installed=(codexray-node-agent.service)
 
 if [ "$server" = 1 ]; then
-    {
-        echo "# Written by deploy/install.sh. Keys: the flags of 'codexray-server --help' without the leading --."
-        echo "# data_dir is set by the unit: /var/lib/codexray-server."
-        echo "listen = $listen"
-        [ -n "$api_key" ] && echo "api_key = $api_key"
-        true
-    } | write_private "$R$conf_dir/server.conf"
+    conf=$(config_from server.conf listen "$listen" api_key "$api_key") ||
+        die "deploy/config/server.conf: cannot set listen and api_key"
+    write_private "$R$conf_dir/server.conf" <<<"$conf"
     install -m 0644 "$repo/deploy/systemd/codexray-server.service" "$R$unit_dir/"
     installed=(codexray-server.service "${installed[@]}")
 fi

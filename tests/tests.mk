@@ -431,9 +431,10 @@ fuzz-check:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 
 # The README's installs run for real (tests/install/run.py): Docker and Podman
-# images built and run, a systemd-nspawn machine with install.sh, the
+# images built and run, systemd-nspawn machines with the packages of
+# `make deb` (made from build/ by the test) and with install.sh, the
 # Kubernetes manifest typed and its agent container run. Root; not part of
-# `make test` (about 6 minutes). Debian's python3: yaml and kubernetes.
+# `make test` (about 7 minutes). Debian's python3: yaml and kubernetes.
 test-install: deps $(B)/codexray-node-agent $(B)/codexray-server $(B)/workloads/cpu_split
 	@/usr/bin/python3 tests/install/run.py
 

@@ -22,6 +22,7 @@ pkgs=(
     # make test-install: the engines, a Debian root made here, a booted machine,
     # the Kubernetes API's models
     docker.io podman runc mmdebstrap systemd-container python3-kubernetes
+    dpkg-dev lintian  # make deb: dpkg-shlibdeps for the Depends, lintian to check the packages
 )
 
 # make ARCH=arm64 on an x86_64 host: Debian's cross compiler, the arm64 -dev

@@ -6,6 +6,8 @@ no Docker engine, no Kubernetes) is still checked as far as it can be.
     staged root, and what they must hold (capabilities the agent asks for);
   - install.sh: into a temporary root, its files and modes, the written
     config accepted by the real binaries, then --uninstall leaving nothing;
+  - the Debian packages of `make deb` (tools/deb/build.sh): deploy/'s units
+    and config files in them, the maintainer scripts, stripping, refusals;
   - the Dockerfile: its stages, the packages that carry every shared library
     the binaries need, the README's `docker run`;
   - the Kubernetes manifest: parsed, and what each object must hold;
@@ -38,6 +40,7 @@ AGENT = os.path.join(BUILD, "codexray-node-agent")
 SERVER = os.path.join(BUILD, "codexray-server")
 INSTALL = os.path.join(ROOT, "deploy", "install.sh")
 UNITS = os.path.join(ROOT, "deploy", "systemd")
+CONFIGS = os.path.join(ROOT, "deploy", "config")
 DOCKERFILE = os.path.join(ROOT, "deploy", "docker", "Dockerfile")
 MANIFEST = os.path.join(ROOT, "deploy", "kubernetes", "node-agent.yaml")
 NAMESPACE = "codexray-agents"
@@ -266,17 +269,24 @@ def test_install_root(tmp):
     for u in ("codexray-node-agent.service", "codexray-server.service"):
         check(read(os.path.join(root, "etc/systemd/system", u)) == read(os.path.join(UNITS, u)),
               f"{u} differs from deploy/systemd/")
+    # deploy/config/'s files (the packages' conffiles) with the values set.
     conf = read(os.path.join(root, "etc/codexray/agent.conf"))
-    check(re.search(r"^endpoint = http://x:8080$", conf, re.M)
-          and re.search(r"^api_key = K$", conf, re.M), f"agent.conf: {conf}")
+    want = re.sub(r"^endpoint = .*$", "endpoint = http://x:8080",
+                  read(os.path.join(CONFIGS, "agent.conf")), flags=re.M)
+    want = re.sub(r"^# api_key = .*$", "api_key = K", want, flags=re.M)
+    check(conf == "# Written by deploy/install.sh from deploy/config/agent.conf.\n" + want,
+          f"agent.conf: {conf}")
     sconf = read(os.path.join(root, "etc/codexray/server.conf"))
-    check(re.search(r"^listen = 0.0.0.0:8080$", sconf, re.M)
-          and re.search(r"^api_key = K$", sconf, re.M), f"server.conf: {sconf}")
+    want = re.sub(r"^listen = .*$", "listen = 0.0.0.0:8080",
+                  read(os.path.join(CONFIGS, "server.conf")), flags=re.M)
+    want = re.sub(r"^# api_key = .*$", "api_key = K", want, flags=re.M)
+    check(sconf == "# Written by deploy/install.sh from deploy/config/server.conf.\n" + want,
+          f"server.conf: {sconf}")
 
     # Again, agent only, another endpoint and no key: the config is rewritten.
     install("--root", root, "--endpoint", "https://cx.example:443", "--no-build")
     conf = read(os.path.join(root, "etc/codexray/agent.conf"))
-    check("endpoint = https://cx.example:443" in conf and "api_key" not in conf,
+    check("endpoint = https://cx.example:443" in conf and not re.search(r"^api_key", conf, re.M),
           f"agent.conf after a second install: {conf}")
     check(mode(os.path.join(root, "etc/codexray/agent.conf")) == 0o600, "agent.conf mode")
 
@@ -328,6 +338,93 @@ def test_installed_config_accepted(tmp):
         agent.send_signal(signal.SIGTERM)
         rc = agent.wait(60)
     check(rc == 0, f"the agent exited {rc} on SIGTERM")
+
+
+# --- Debian packages ---------------------------------------------------------
+
+DEB_BUILD = os.path.join(ROOT, "tools", "deb", "build.sh")
+# package: (its unit, its config file, a library its Depends must name,
+# the data directories its purge removes)
+DEB_PKGS = {
+    "codexray-node-agent": ("codexray-node-agent.service", "agent.conf", "libbpf1",
+                            ["/var/lib/codexray-agent"]),
+    "codexray-server": ("codexray-server.service", "server.conf", "libmicrohttpd12",
+                        ["/var/lib/codexray-server", "/var/lib/private/codexray-server"]),
+}
+
+
+def test_deb_packages(tmp):
+    """make deb's packages, made here from build/ (lintian is make deb's):
+    the units and config files of deploy/ with only the paths rewritten,
+    the maintainer scripts filled in, the binaries stripped with their
+    debug information in -dbgsym; wrong binaries and versions refused."""
+    ver = run([AGENT, "--version"]).stdout.split()[-1]
+    out = os.path.join(tmp, "deb")
+    p = run([DEB_BUILD, "--build-dir", BUILD, "--arch", "amd64", "--version", ver, "--out", out,
+             "--no-lintian"], timeout=300)
+    check(p.returncode == 0, f"build.sh: {p.stdout}{p.stderr}")
+    for pkg, (unit, conf, lib, data) in DEB_PKGS.items():
+        debs = glob.glob(os.path.join(out, f"{pkg}_*_amd64.deb"))
+        check(len(debs) == 1, f"{pkg}: {os.listdir(out)}")
+        x = os.path.join(tmp, pkg)
+        run(["dpkg-deb", "-R", debs[0], x])
+        fields = run(["dpkg-deb", "--field", debs[0]]).stdout
+        check(re.search(r"^Version: 0~git\d+\.g" + ver + "$", fields, re.M)
+              and re.search(r"^Architecture: amd64$", fields, re.M)
+              and re.search(rf"^Depends: .*\b{lib} \(>= ", fields, re.M), f"{pkg}: {fields}")
+        bin_ = pkg
+        want = read(os.path.join(UNITS, unit)).replace("/usr/local/bin/", "/usr/bin/").replace(
+            "file:///usr/local/share/doc/codexray/README.md",
+            f"file:///usr/share/doc/{pkg}/README.md.gz")
+        got = os.path.join(x, "lib/systemd/system", unit)
+        check(read(got) == want and f"ExecStart=/usr/bin/{bin_}" in want,
+              f"{pkg}: its unit is not deploy/systemd/{unit} with /usr/bin")
+        got = os.path.join(x, "etc/codexray", conf)
+        check(read(got) == read(os.path.join(CONFIGS, conf)) and mode(got) == 0o600,
+              f"{pkg}: /etc/codexray/{conf} is not deploy/config/{conf}, mode 0600")
+        check(read(os.path.join(x, "DEBIAN/conffiles")) == f"/etc/codexray/{conf}\n",
+              f"{pkg}: conffiles")
+        for script in ("postinst", "prerm", "postrm"):
+            path = os.path.join(x, "DEBIAN", script)
+            text = read(path)
+            check(mode(path) == 0o755 and unit in text and "@" not in text,
+                  f"{pkg}: DEBIAN/{script}: mode {oct(mode(path))}, placeholders left or no {unit}")
+            sc = run(["shellcheck", "-s", "sh", path])
+            check(sc.returncode == 0, f"{pkg}: DEBIAN/{script}: {sc.stdout}")
+        check(f'DATA_DIRS="{" ".join(data)}"' in read(os.path.join(x, "DEBIAN/postrm")),
+              f"{pkg}: postrm does not purge {data}")
+        # Stripped; the debug information under the build id in -dbgsym.
+        exe = os.path.join(x, "usr/bin", bin_)
+        sections = run(["readelf", "-S", "-W", exe]).stdout
+        check(".debug_info" not in sections and ".symtab" not in sections
+              and ".gnu_debuglink" in sections, f"{pkg}: /usr/bin/{bin_} not stripped")
+        bid = re.search(r"Build ID: ([0-9a-f]+)", run(["readelf", "-n", exe]).stdout).group(1)
+        dbg = glob.glob(os.path.join(out, f"{pkg}-dbgsym_*_amd64.deb"))
+        check(len(dbg) == 1, f"{pkg}-dbgsym: {os.listdir(out)}")
+        files = run(["dpkg-deb", "-c", dbg[0]]).stdout
+        check(f"./usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" in files,
+              f"{pkg}-dbgsym lacks build id {bid}: {files}")
+
+    # Refused, and nothing written: another architecture's binaries, a
+    # version that is not git describe's, the server missing (the agent's
+    # packages made first are not kept either).
+    bad = os.path.join(tmp, "bad")
+    half = os.path.join(tmp, "half")
+    os.mkdir(half)
+    shutil.copy(AGENT, half)
+    for args, why in ((["--build-dir", BUILD, "--arch", "arm64", "--version", ver],
+                       "is not an arm64 binary"),
+                      (["--build-dir", BUILD, "--arch", "amd64", "--version", "x y"],
+                       "version 'x y'"),
+                      (["--build-dir", BUILD, "--arch", "i386", "--version", ver],
+                       "--arch must be"),
+                      (["--build-dir", BUILD, "--arch", "amd64", "--version", ver + "-dirty"],
+                       "was not built as version"),
+                      (["--build-dir", half, "--arch", "amd64", "--version", ver],
+                       "codexray-server is missing")):
+        p = run([DEB_BUILD, "--out", bad, "--no-lintian", *args], timeout=300)
+        check(p.returncode != 0 and why in p.stderr, f"build.sh {args}: {p.returncode} {p.stderr}")
+        check(not glob.glob(os.path.join(bad, "*.deb")), f"build.sh {args} wrote packages")
 
 
 # --- Docker ------------------------------------------------------------------
@@ -593,7 +690,7 @@ def test_parallel_build_waits_for_deps(tmp):
 
 
 TESTS = [test_parallel_build_waits_for_deps, test_units_verify, test_agent_unit_contents, test_server_unit_contents,
-         test_install_usage, test_install_root, test_installed_config_accepted,
+         test_install_usage, test_install_root, test_installed_config_accepted, test_deb_packages,
          test_dockerfile, test_readme_docker_run, test_kubernetes_manifest, test_shellcheck]
 
 

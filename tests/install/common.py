@@ -46,10 +46,12 @@ def free_port():
 
 
 def api(port, path, timeout=10):
-    """GET a JSON answer of the server at 127.0.0.1:port."""
+    """GET an answer of the server at 127.0.0.1:port: parsed if it is JSON
+    (by its type: a collapsed stack may start with '[' too), else text."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
         body = r.read().decode()
-    return json.loads(body) if body.startswith(("{", "[")) else body
+        is_json = r.headers.get_content_type() == "application/json"
+    return json.loads(body) if is_json else body
 
 
 def wait_for(what, fn, timeout, every=2.0):

@@ -1,44 +1,66 @@
-"""systemd for real: a Debian 12 machine booted with systemd-nspawn (systemd
-as its PID 1), CodeXray installed in it with deploy/install.sh --server,
-both units started by its systemd; a C service and a Java service (its JIT
-frames named under the agent unit's hardening) profiled and shipped, and
-`systemctl stop` shipping the last window."""
+"""systemd for real: Debian 12 machines booted with systemd-nspawn (systemd
+as their PID 1).
+
+  - test_systemd_packages: the Debian packages of `make deb` installed with
+    `apt install ./codexray-*.deb` (their Depends pulled by apt), both units
+    enabled and started by the packages' postinst, the agent's profiles at
+    the server; `apt remove` stops the agent and keeps its data, `apt purge`
+    removes the units and the data.
+  - test_systemd_machine: deploy/install.sh --server, both units started by
+    the machine's systemd; a C service and a Java service (its JIT frames
+    named under the agent unit's hardening) profiled and shipped, and
+    `systemctl stop` shipping the last window."""
+import glob
 import os
+import shlex
 import shutil
 import subprocess
 import time
 
-from common import (CACHE, HOSTNAME, ROOT, Failure, Teardown, apps, check, collapsed,
+from common import (BUILD, CACHE, HOSTNAME, ROOT, Failure, Teardown, apps, check, collapsed,
                     free_port, labels, run, stop_proc, wait_for)
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # the host's (make deps), bound read-only
-# What the machine needs beyond minbase: systemd to boot, the libraries the
-# two binaries load (as the Docker images' runtime stages install them).
-PACKAGES = ("systemd,systemd-sysv,dbus,libbpf1,libelf1,libdw1,libdebuginfod1,libprotobuf-c1,libcurl4,"
-            "libzstd1,libdeflate0,zlib1g,libmicrohttpd12,libsqlite3-0,ca-certificates")
+# What a machine needs beyond minbase to boot with systemd.
+BOOT = "systemd,systemd-sysv,dbus,ca-certificates"
+# install.sh's machine: the libraries the two binaries load, installed (as
+# the Docker images' runtime stages install them).
+LIBRARIES = ("libbpf1,libelf1,libdw1,libdebuginfod1,libprotobuf-c1,libcurl4,libzstd1,libdeflate0,"
+             "zlib1g,libmicrohttpd12,libsqlite3-0")
 
 
-def rootfs_tar():
-    tar = os.path.join(CACHE, "bookworm-systemd.tar")
+def rootfs_tar(name, include, download=()):
+    """A Debian 12 root made by mmdebstrap with `include` installed, kept in
+    CACHE as NAME.tar and made again when what it holds changes. With
+    `download`, those packages (and what they depend on) are fetched into
+    apt's cache but not installed, and apt's lists are kept: apt can then
+    install them in the machine without the network."""
+    tar = os.path.join(CACHE, name + ".tar")
     stamp = tar + ".packages"
-    if not (os.path.exists(tar) and os.path.exists(stamp) and open(stamp).read() == PACKAGES):
+    cmd = ["mmdebstrap", "--variant=minbase", "--quiet", f"--include={include}"]
+    if download:
+        cmd += ["--skip=cleanup/apt",
+                # With their Recommends, as a user's `apt install` takes them.
+                "--customize-hook=chroot \"$1\" apt-get install --download-only -y -qq "
+                "-o APT::Install-Recommends=true " + " ".join(download)]
+    want = shlex.join(cmd)
+    if not (os.path.exists(tar) and os.path.exists(stamp) and open(stamp).read() == want):
         os.makedirs(CACHE, exist_ok=True)
         # mmdebstrap takes the format from the name's end: keep it .tar.
         tmp = tar[:-4] + ".partial.tar"
-        run(["mmdebstrap", "--variant=minbase", "--quiet", f"--include={PACKAGES}", "bookworm",
-             tmp], timeout=600)
+        run(cmd + ["bookworm", tmp], timeout=900)
         os.rename(tmp, tar)
         with open(stamp, "w") as f:
-            f.write(PACKAGES)
+            f.write(want)
     return tar
 
 
 class Machine:
-    def __init__(self, tmp, td):
+    def __init__(self, tmp, td, tar, binds=()):
         self.dir = os.path.join(tmp, "machine")
         os.mkdir(self.dir)
         td.add("machine's files", lambda: shutil.rmtree(self.dir, ignore_errors=True))
-        run(["tar", "-C", self.dir, "-xf", rootfs_tar()], timeout=300)
+        run(["tar", "-C", self.dir, "-xf", tar], timeout=300)
         self.log = open(os.path.join(tmp, "nspawn.log"), "w")
         cmd = ["systemd-nspawn", "--boot", "--directory", self.dir, "--machine", "cx-install",
                "--console=passive",
@@ -55,7 +77,8 @@ class Machine:
                # the agent's /proc by a drop-in below, makes them match.
                "--bind-ro=/proc:/run/hostproc",
                # The host's JDK for the Java service, and its config links.
-               f"--bind-ro={JAVA_HOME}", "--bind-ro=/etc/java-17-openjdk"]
+               f"--bind-ro={JAVA_HOME}", "--bind-ro=/etc/java-17-openjdk",
+               *[f"--bind-ro={b}" for b in binds]]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log,
                                      stdin=subprocess.DEVNULL)
 
@@ -64,9 +87,15 @@ class Machine:
             self.log.close()
         td.add("machine", stop)
         self.leader = wait_for("the machine's PID 1", self._leader, 60, 0.5)
-        state = wait_for("the machine's systemd up", lambda: self.sh(
-            "systemctl is-system-running --wait", check_rc=False).stdout.strip(), 120, 1)
+        state = wait_for("the machine's systemd up", self._booted, 120, 1)
         check(state in ("running", "degraded"), f"the machine's systemd: {state}")
+
+    def _booted(self):
+        """systemd's state once it is up. `--wait` waits only for a manager
+        it can reach: before the machine's PID 1 is systemd (nspawn's
+        stub first; slow on a loaded host) the answer is "offline"."""
+        state = self.sh("systemctl is-system-running --wait", check_rc=False).stdout.strip()
+        return state if state not in ("", "offline") else None
 
     def _leader(self):
         """The machine's PID 1 as the host numbers it: the child of
@@ -100,7 +129,7 @@ def test_systemd_machine(tmp):
     td = Teardown()
     t0 = time.time()
     try:
-        m = Machine(tmp, td)
+        m = Machine(tmp, td, rootfs_tar("bookworm-systemd", BOOT + "," + LIBRARIES))
         print(f"    machine booted in {time.time() - t0:.0f}s", flush=True)
         port = free_port()
         # The README's install, the server on this machine (and its agent).
@@ -169,3 +198,126 @@ def test_systemd_machine(tmp):
 
 
 
+
+
+def build_debs(tmp):
+    """The amd64 packages of `make deb`, made here from build/'s binaries
+    (what is tested is this build, not an older build/deb), without
+    lintian (make deb runs it). Returns their directory and the packages
+    their Depends name."""
+    ver = run([os.path.join(BUILD, "codexray-node-agent"), "--version"]).stdout.split()[-1]
+    out = os.path.join(tmp, "deb")
+    run([os.path.join(ROOT, "tools", "deb", "build.sh"), "--build-dir", BUILD, "--arch", "amd64",
+         "--version", ver, "--out", out, "--no-lintian"], timeout=300)
+    depends = set()
+    for pkg in ("codexray-node-agent", "codexray-server"):
+        debs = glob.glob(os.path.join(out, f"{pkg}_*_amd64.deb"))
+        check(len(debs) == 1, f"build.sh made {debs} for {pkg}")
+        field = run(["dpkg-deb", "--field", debs[0], "Depends"]).stdout
+        for alt in field.replace("|", ",").split(","):
+            depends.add(alt.split()[0].split(":")[0])
+    return out, sorted(depends)
+
+
+# Where the packages keep what purge must remove, and what they install.
+DATA = ("/var/lib/codexray-agent", "/var/lib/codexray-server", "/var/lib/private/codexray-server")
+OWNED = ("/usr/bin/codexray-node-agent", "/usr/bin/codexray-server", "/etc/codexray",
+         "/lib/systemd/system/codexray-node-agent.service",
+         "/lib/systemd/system/codexray-server.service",
+         "/etc/systemd/system/multi-user.target.wants/codexray-node-agent.service",
+         "/etc/systemd/system/multi-user.target.wants/codexray-server.service",
+         # deb-systemd-helper's record of what it enabled, and its masks
+         "/var/lib/systemd/deb-systemd-helper-enabled/codexray-node-agent.service.dsh-also",
+         "/var/lib/systemd/deb-systemd-helper-enabled/codexray-server.service.dsh-also",
+         "/etc/systemd/system/codexray-node-agent.service",
+         "/etc/systemd/system/codexray-server.service")
+
+
+def test_systemd_packages(tmp):
+    td = Teardown()
+    t0 = time.time()
+    try:
+        debs, depends = build_debs(tmp)
+        # Their Depends in apt's cache, not installed: apt must pull them.
+        tar = rootfs_tar("bookworm-systemd-apt", BOOT, download=depends)
+        m = Machine(tmp, td, tar, binds=[f"{debs}:/debs"])
+        print(f"    packages built, machine booted in {time.time() - t0:.0f}s", flush=True)
+        check(m.sh("dpkg -s libbpf1", check_rc=False).returncode != 0,
+              "libbpf1 is installed before the packages: apt would not be tested")
+        port = free_port()
+        # Sandbox: the host's /proc over the agent's (see the nspawn flags);
+        # this run's port and a short window as variables, which the config
+        # files' keys yield to. In place before the install: the postinst's
+        # start is the only one.
+        m.sh("for u in codexray-node-agent codexray-server; do "
+             "mkdir -p /etc/systemd/system/$u.service.d; done && "
+             "printf '[Service]\\nBindReadOnlyPaths=/run/hostproc:/proc\\n"
+             f"Environment=CODEXRAY_ENDPOINT=http://127.0.0.1:{port} CODEXRAY_INTERVAL=4\\n' > "
+             "/etc/systemd/system/codexray-node-agent.service.d/test.conf && "
+             f"printf '[Service]\\nEnvironment=CODEXRAY_LISTEN=127.0.0.1:{port}\\n' > "
+             "/etc/systemd/system/codexray-server.service.d/test.conf")
+        # The README's install; the Depends come from apt's cache (not
+        # --no-download: it leaves apt unable to take local files).
+        out = m.sh("cd /debs && DEBIAN_FRONTEND=noninteractive apt install -y "
+                   "./codexray-node-agent_*_amd64.deb ./codexray-server_*_amd64.deb", timeout=300)
+        auto = m.sh("apt-mark showauto").stdout.split()
+        check("libbpf1" in auto and "libmicrohttpd12" in auto,
+              f"apt did not pull the libraries: {out.stdout[-2000:]}")
+        for u in ("codexray-node-agent", "codexray-server"):
+            check(m.sh(f"systemctl is-enabled {u}", check_rc=False).stdout.strip() == "enabled",
+                  f"{u} not enabled by its postinst")
+            wait_for(f"{u} started by its postinst", lambda: m.sh(
+                f"systemctl is-active {u}", check_rc=False).stdout.strip() == "active", 30, 1)
+        m.sh("systemd-run --unit cx-work /src/build/workloads/cpu_split 600")
+        try:
+            wait_for("cx-work at the server", lambda: "cx-work" in apps(port), 90)
+        except Failure as e:
+            raise Failure(f"{e}; the agent's journal: {m.journal('codexray-node-agent')[-2500:]}")
+        check(labels(port, "cx-work").get("systemd_unit") == ["cx-work.service"]
+              and "hot_a" in collapsed(port, "cx-work"), f"cx-work: {labels(port, 'cx-work')}")
+        show = m.sh("systemctl show -p ExecStart -p NRestarts codexray-node-agent").stdout
+        check("path=/usr/bin/codexray-node-agent" in show and "NRestarts=0" in show,
+              f"the agent's unit: {show}")
+        print(f"    installed, both started, profiles shipped in {time.time() - t0:.0f}s", flush=True)
+
+        # Installed again (as an upgrade is): the admin's config stays, the
+        # postinst restarts the agent.
+        m.sh("echo '# the admin was here' >> /etc/codexray/agent.conf")
+        pid = m.sh("systemctl show -p MainPID --value codexray-node-agent").stdout.strip()
+        m.sh("cd /debs && DEBIAN_FRONTEND=noninteractive apt install -y --reinstall "
+             "./codexray-node-agent_*_amd64.deb", timeout=180)
+        again = m.sh("systemctl show -p MainPID --value codexray-node-agent").stdout.strip()
+        check(again not in ("0", pid), f"the agent's MainPID {pid} -> {again} on reinstall")
+        check("# the admin was here" in m.sh("cat /etc/codexray/agent.conf").stdout,
+              "the reinstall replaced the admin's agent.conf")
+
+        # remove: the agent stops (shipping its last window), its conffile
+        # and spool stay.
+        stops = m.journal("codexray-node-agent").count("stopping: writing the last window")
+        m.sh("DEBIAN_FRONTEND=noninteractive apt-get remove -y codexray-node-agent", timeout=180)
+        state = m.sh("systemctl is-active codexray-node-agent", check_rc=False).stdout.strip()
+        check(state != "active", f"the agent after apt remove: {state}")
+        check(m.journal("codexray-node-agent").count("stopping: writing the last window") > stops,
+              "the agent was not stopped by the prerm")
+        left = m.sh("ls -d /etc/codexray/agent.conf /var/lib/codexray-agent "
+                    "/var/lib/private/codexray-server /usr/bin/codexray-node-agent",
+                    check_rc=False).stdout.split()
+        check(left == ["/etc/codexray/agent.conf", "/var/lib/codexray-agent",
+                       "/var/lib/private/codexray-server"], f"after apt remove: {left}")
+
+        # purge: both units gone, and every file and directory they made.
+        m.sh("DEBIAN_FRONTEND=noninteractive apt-get purge -y codexray-node-agent codexray-server",
+             timeout=180)
+        for u in ("codexray-node-agent", "codexray-server"):
+            state = m.sh(f"systemctl is-active {u}", check_rc=False).stdout.strip()
+            check(state != "active", f"{u} after apt purge: {state}")
+        left = m.sh(f"ls -d {' '.join(DATA + OWNED)}", check_rc=False).stdout.split()
+        check(not left, f"apt purge left: {left}")
+        status = m.sh("dpkg-query -W -f='${db:Status-Abbrev}\\n' codexray-node-agent "
+                      "codexray-server", check_rc=False).stdout.split()
+        check(all(s in ("un", "pn") for s in status), f"dpkg after the purge: {status}")
+        print(f"    apt remove kept the data, apt purge removed it; {time.time() - t0:.0f}s",
+              flush=True)
+    finally:
+        errors = td.run()
+    check(not errors, f"systemd packages: teardown: {errors}")

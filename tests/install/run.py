@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """make test-install: CodeXray installed the ways the README says, for real,
 on this machine: Docker (dockerd of Debian's docker.io, started here),
-Podman, systemd (systemd-nspawn booting a Debian machine), and the
+Podman, systemd (systemd-nspawn booting a Debian machine: the Debian
+packages of `make deb` installed with apt, and deploy/install.sh), and the
 Kubernetes manifest (typed against the API's models; its agent container run
 on Docker). Everything started is torn down. Root, and the packages of
 `make deps`.
@@ -21,7 +22,7 @@ import runner  # noqa: E402
 from common import BUILD, Failure  # noqa: E402
 
 TESTS = [kube.test_kubernetes_manifest_typed, engines.test_docker, engines.test_podman,
-         nspawn.test_systemd_machine]
+         nspawn.test_systemd_packages, nspawn.test_systemd_machine]
 
 
 def main():
