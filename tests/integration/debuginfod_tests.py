@@ -303,7 +303,15 @@ def test_debuginfod_upstream_slow_then_back(tmp):
     try:
         a, log = run_agent(tmp, srv.url)
         w = start("stripped_split", 90)
-        time.sleep(9)
+        # The upstream stays slow until the agent has asked and given up: a
+        # busy machine can take longer than the 9 s this once waited before
+        # the agent first asks for a new binary.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            with open(log.name) as f:
+                if f"build_id={bid}: no debug file:" in f.read():
+                    break
         up.delay = 0.0  # back
         deadline = time.monotonic() + 60
         named = False
