@@ -234,8 +234,9 @@ try {
         // table's first row; the toggle shows them, the same total, and back.
         const interpState = () => page.evaluate(() => {
             const cx = window.__cx, t = cx.fg.tree;
+            // Frames in the graph (the names list has every function of the range).
             let marked = 0;
-            for (let i = 2; i < t.names.length; i++) if (String(t.files[i]).startsWith('[interpreter]')) marked++;
+            for (let i = 1; i < t.n; i++) if (String(t.files[t.name[i]]).startsWith('[interpreter]')) marked++;
             return { interp: cx.interp, total: t.total[0], samples: t.samples, marked,
                 button: document.querySelector('button.interp').textContent,
                 pressed: document.querySelector('button.interp').getAttribute('aria-pressed'),
