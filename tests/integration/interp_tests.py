@@ -14,7 +14,7 @@ from pprof_read import traces
 from server_tests import AGENT, ROOT, Server, check
 
 DEBIAN_PYTHON = "/usr/bin/python3"
-PY_SPLIT = os.path.join(ROOT, "tests", "workloads", "py_split.py")
+WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 UNNAMED = re.compile(r"^\S+\+0x[0-9a-fA-F]+$")
 
 
@@ -61,70 +61,79 @@ def has_symtab(path):
     return re.search(r"\]\s+\.symtab\s", p.stdout) is not None
 
 
-def test_python_interp_frames_folded(tmp):
-    """Debian's python3 running py_split.py: recorded by the agent (debug
-    files not fetched), stored, read back. Hidden: at most 5 % of the self
-    time in unnamed frames, the first function by self time a Python one.
-    Shown: the interpreter's frames are there. The same samples both ways,
-    and as many as the agent wrote."""
-    check(os.access(DEBIAN_PYTHON, os.X_OK), f"{DEBIAN_PYTHON} missing (Debian's python3)")
-    real = os.path.realpath(DEBIAN_PYTHON)
-    check(not has_symtab(real), f"{real} has a .symtab: not the stripped interpreter this test is about")
-    srv = Server(tmp)
-    py = subprocess.Popen([DEBIAN_PYTHON, PY_SPLIT, "30"], stdout=subprocess.DEVNULL)
+def check_program(tmp, srv, service, script):
+    """script run by Debian's python3, recorded (debug files not fetched),
+    stored as service and read back both ways: the checks of the test."""
+    py = subprocess.Popen([DEBIAN_PYTHON, script, "30"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        out = os.path.join(tmp, "py.pb.gz")
-        p = subprocess.run([AGENT, "record", "--duration", "8", "--pid", str(py.pid),
+        out = os.path.join(tmp, f"{service}.pb.gz")
+        p = subprocess.run([AGENT, "record", "--duration", "10", "--pid", str(py.pid),
                             "--debuginfod", "none", "--data-dir", os.path.join(tmp, "agent-data"),
                             "--output", out], capture_output=True, text=True, timeout=120)
         check(p.returncode == 0, f"record exited {p.returncode}: {p.stderr[-2000:]}")
     finally:
         py.kill()
         py.wait()
+    m = re.search(r"interp_frames=([0-9.]+)%", p.stderr)
+    check(m and float(m.group(1)) > 0, f"the agent marked no interpreter frame: {p.stderr[-800:]}")
+    written = sum(t.count for t in traces(out))
+    check(written >= 50, f"only {written} samples of {service}: too few to judge")
+    with open(out, "rb") as f:
+        st, body = srv.post(f"/api/v1/profiles?service={service}", f.read())
+    check(st == 202, f"ingest: {st} {body[:300]}")
+    got = {}
+    q = f"/api/v1/profile?app={service}&from=now-1h"
+    for interp in ("hidden", "shown"):
+        st, body = srv.get(f"{q}&format=flamegraph&interp={interp}")
+        check(st == 200, f"flamegraph interp={interp}: {st} {body[:300]}")
+        st, folded = srv.get(f"{q}&format=collapsed&interp={interp}")
+        check(st == 200, f"collapsed interp={interp}: {st} {folded[:300]}")
+        got[interp] = (json.loads(body), folded.decode())
+    st, default = srv.get(f"{q}&format=collapsed")
+    check(st == 200 and default.decode() == got["hidden"][1], "the default is not interp=hidden")
+    hid, shown = got["hidden"][0], got["shown"][0]
+    # Not a sample lost: the same samples and CPU both ways, all the agent wrote.
+    check(hid["samples"] == shown["samples"] == written,
+          f"samples: hidden {hid['samples']}, shown {shown['samples']}, written {written}")
+    check(hid["total"] == shown["total"], f"CPU: hidden {hid['total']}, shown {shown['total']}")
+    in_graph = lambda fg: {nm for nm in fg["nodes"][0::4]  # noqa: E731
+                           if nm >= 2 and fg["files"][nm].startswith("[interpreter]")}
+    check(in_graph(shown), "no interpreter frame in the graph with interp=shown")
+    left = in_graph(hid)
+    check(not left, f"interpreter frames left with interp=hidden: {[hid['names'][n] for n in left][:5]}")
+    fn_h, kind_h = self_shares(hid)
+    fn_s, kind_s = self_shares(shown)
+    tops = lambda fg, fn: ", ".join(f"{fg['names'][nm]} {100 * sh:.1f} %"  # noqa: E731
+                                    for nm, sh in sorted(fn.items(), key=lambda kv: -kv[1])[:4])
+    fmt = lambda k: ", ".join(f"{x} {100 * v:.1f} %" for x, v in k.items())  # noqa: E731
+    print(f"    {service}: {written} samples; self time with interp=shown (before): {fmt(kind_s)}; "
+          f"top: {tops(shown, fn_s)}")
+    print(f"    {service}: interp=hidden (after): {fmt(kind_h)}; top: {tops(hid, fn_h)}")
+    print(f"    {service}: samples whose stack holds an unnamed frame: "
+          f"{100 * stacks_through_unnamed(got['shown'][1]):.1f} % shown, "
+          f"{100 * stacks_through_unnamed(got['hidden'][1]):.1f} % hidden")
+    check(kind_h["unnamed"] <= 0.05, f"{100 * kind_h['unnamed']:.1f} % of the self time unnamed with interp=hidden")
+    first = max(fn_h.items(), key=lambda kv: kv[1])[0]
+    check(kind_of(hid["names"][first], hid["files"][first]) == "python",
+          f"the first function by self time is not a Python one: {tops(hid, fn_h)}")
+    check(kind_h["python"] > kind_s["python"], f"Python's self time did not grow: {kind_s} -> {kind_h}")
+
+
+def test_python_interp_frames_folded(tmp):
+    """Debian's python3 running py_split.py (a hot loop, the pure-Python
+    JSON encoder, a sort with a key) and py_difflib.py (the standard
+    library's difflib): hidden, at most 5 % of the self time in unnamed
+    frames and the first function by self time a Python one; shown, the
+    interpreter's frames are there; the same samples both ways, as many as
+    the agent wrote."""
+    check(os.access(DEBIAN_PYTHON, os.X_OK), f"{DEBIAN_PYTHON} missing (Debian's python3)")
+    real = os.path.realpath(DEBIAN_PYTHON)
+    check(not has_symtab(real), f"{real} has a .symtab: not the stripped interpreter this test is about")
+    srv = Server(tmp)
     try:
-        m = re.search(r"interp_frames=([0-9.]+)%", p.stderr)
-        check(m and float(m.group(1)) > 0, f"the agent marked no interpreter frame: {p.stderr[-800:]}")
-        written = sum(t.count for t in traces(out))
-        check(written >= 100, f"only {written} samples of py_split: too few to judge")
-        with open(out, "rb") as f:
-            st, body = srv.post("/api/v1/profiles?service=pyinterp", f.read())
-        check(st == 202, f"ingest: {st} {body[:300]}")
-        got = {}
-        for interp in ("hidden", "shown"):
-            st, body = srv.get(f"/api/v1/profile?app=pyinterp&from=now-1h&format=flamegraph&interp={interp}")
-            check(st == 200, f"flamegraph interp={interp}: {st} {body[:300]}")
-            st, folded = srv.get(f"/api/v1/profile?app=pyinterp&from=now-1h&format=collapsed&interp={interp}")
-            check(st == 200, f"collapsed interp={interp}: {st} {folded[:300]}")
-            got[interp] = (json.loads(body), folded.decode())
-        st, default = srv.get("/api/v1/profile?app=pyinterp&from=now-1h&format=collapsed")
-        check(st == 200 and default.decode() == got["hidden"][1], "the default is not interp=hidden")
-        hid, shown = got["hidden"][0], got["shown"][0]
-        # Not a sample lost: the same samples and CPU both ways, all the agent wrote.
-        check(hid["samples"] == shown["samples"] == written,
-              f"samples: hidden {hid['samples']}, shown {shown['samples']}, written {written}")
-        check(hid["total"] == shown["total"], f"CPU: hidden {hid['total']}, shown {shown['total']}")
-        marked = [n for n, f in zip(shown["names"], shown["files"]) if f.startswith("[interpreter]")]
-        check(marked, "no interpreter frame in the profile with interp=shown")
-        left = {hid["names"][nm] for nm in hid["nodes"][0::4]
-                if nm >= 2 and hid["files"][nm].startswith("[interpreter]")}
-        check(not left, f"interpreter frames left with interp=hidden: {sorted(left)[:5]}")
-        fn_h, kind_h = self_shares(hid)
-        fn_s, kind_s = self_shares(shown)
-        top = sorted(fn_h.items(), key=lambda kv: -kv[1])[:5]
-        tops = ", ".join(f"{hid['names'][nm]} {100 * sh:.1f} %" for nm, sh in top)
-        top_s = sorted(fn_s.items(), key=lambda kv: -kv[1])[:5]
-        tops_s = ", ".join(f"{shown['names'][nm]} {100 * sh:.1f} %" for nm, sh in top_s)
-        fmt = lambda k: ", ".join(f"{x} {100 * v:.1f} %" for x, v in k.items())  # noqa: E731
-        print(f"    {written} samples; self time shown (before): {fmt(kind_s)}; top: {tops_s}")
-        print(f"    hidden (after): {fmt(kind_h)}; top: {tops}")
-        print(f"    stacks through an unnamed frame: shown {100 * stacks_through_unnamed(got['shown'][1]):.1f} %, "
-              f"hidden {100 * stacks_through_unnamed(got['hidden'][1]):.1f} %")
-        check(kind_h["unnamed"] <= 0.05, f"{100 * kind_h['unnamed']:.1f} % of the self time unnamed with interp=hidden")
-        first = top[0][0]
-        check(kind_of(hid["names"][first], hid["files"][first]) == "python",
-              f"the first function by self time is not a Python one: {tops}")
-        check(kind_h["python"] > kind_s["python"], f"Python's self time did not grow: {kind_s} -> {kind_h}")
+        for service, script in (("py_split", "py_split.py"), ("py_difflib", "py_difflib.py")):
+            check_program(tmp, srv, service, os.path.join(WORKLOADS, script))
     finally:
         srv.stop()
 
