@@ -111,10 +111,8 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
                                uint64_t *kernel_map, bool interp, bool *named, bool *entry,
                                int *stat)
 {
-    char file[PATH_MAX + sizeof(CX_INTERP_FILE_PREFIX)];
-
     struct pprof_line lines[SYM_MAX_INLINE];
-    char label[512];
+    char label[512], file[PATH_MAX + sizeof(CX_INTERP_FILE_PREFIX)];
     bool ret = f->flags & AGG_F_RETURN, unnamed;
     uint64_t addr = ret ? f->addr - 1 : f->addr, id;
 
@@ -265,8 +263,9 @@ static uint32_t interp_span(const struct agg_proc *ap, const struct agg_stack *s
     return *nbins ? outer : 0;
 }
 
-/* Whether frame j of s, already named without a name, is an interpreter's
- * (interp_span's). */
+/* Whether frame f, at j in its stack and named without a name, is an
+ * interpreter's: below the outermost runtime frame (interp_span's outer),
+ * in one of its binaries. */
 static bool is_interp_frame(const struct agg_proc *ap, const struct agg_frame *f, uint32_t j,
                             uint32_t outer, const struct binary *const *bins, unsigned nbins)
 {
