@@ -287,6 +287,16 @@ static void test_hide_interp(void **state)
     assert_int_equal(after.nodes[4 * 3 + 2], 30);
     assert_int_equal(after.nodes[4 * 4 + 0], NAMED + 2);
     assert_int_equal(after.nodes[4 * 4 + 2], 20);
+    /* The other writers take the stack left with no frame. */
+    struct buf b;
+    buf__init(&b, 1u << 20);
+    assert_int_equal(query__write_collapsed(&fx.m, &b), 0);
+    assert_non_null(strstr(b.data, "f0;f1;f3 3\n"));
+    assert_non_null(strstr(b.data, "f0;f1;f3;f4 2\n"));
+    b.len = 0;
+    assert_int_equal(query__write_pprof(&fx.m, 0, 1000, &b), 0);
+    assert_true(b.len > 2);
+    buf__free(&b);
     /* Nothing marked: nothing taken out. */
     assert_int_equal(query__hide_interp(&fx.m), 0);
     free(before.nodes);
