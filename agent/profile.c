@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "../common/clock.h"
 #include "../common/hmap.h"
+#include "../common/interp_frames.h"
 #include "../common/log.h"
 #include "runtimes/runtimes.h"
 
@@ -101,14 +103,16 @@ static uint64_t add_mapping(struct pprof_writer *w, const struct profile_ctx *c,
 
 /* Names one frame and interns its location. *named says whether it has a
  * real name, *entry whether it is where a stack starts, *stat which
- * runtime's count it adds to (-1: none). Returns the location id, 0 when out
- * of memory. */
+ * runtime's count it adds to (-1: none). interp: a native frame without a
+ * name gets the interpreter's mark as its file (interp_frames.h). Returns
+ * the location id, 0 when out of memory. */
 static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx *c,
                                const struct agg_proc *ap, const struct agg_frame *f,
-                               uint64_t *kernel_map, bool *named, bool *entry, int *stat)
+                               uint64_t *kernel_map, bool interp, bool *named, bool *entry,
+                               int *stat)
 {
     struct pprof_line lines[SYM_MAX_INLINE];
-    char label[512];
+    char label[512], file[PATH_MAX + sizeof(CX_INTERP_FILE_PREFIX)];
     bool ret = f->flags & AGG_F_RETURN, unnamed;
     uint64_t addr = ret ? f->addr - 1 : f->addr, id;
 
@@ -123,7 +127,6 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     }
     if (f->kind == CX_FRAME_KERNEL) {
         const char *module = "", *name = c->ks ? kallsyms__lookup(c->ks, addr, &module) : NULL;
-        char file[128];
         if (!*kernel_map) {
             struct pprof_mapping_info mi = {
                 KERNEL_START, UINT64_MAX, 0, "[kernel.kallsyms]", NULL, true, false, false, false};
@@ -187,7 +190,8 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
             base = slash + 1;
     }
     snprintf(label, sizeof(label), "%s+0x%" PRIx64, base, r ? r->elf_addr : file_off);
-    lines[0] = (struct pprof_line){label, NULL, m->name, 0};
+    snprintf(file, sizeof(file), "%s%s", interp ? CX_INTERP_FILE_PREFIX : "", m->name);
+    lines[0] = (struct pprof_line){label, NULL, file, 0};
     return pprof_writer__location(w, map_id, addr, lines, 1);
 }
 
@@ -221,16 +225,70 @@ static size_t place_labels(const struct identity *id, struct pprof_label *out)
 #define V_STAT_SHIFT 56 /* the runtime's count + 1, 4 bits; 0: none */
 #define V_ID(v) ((v) & ((1ull << V_STAT_SHIFT) - 1))
 
+static bool is_runtime_frame(const struct agg_frame *f)
+{
+    return f->kind != CX_FRAME_NATIVE && f->kind != CX_FRAME_KERNEL &&
+           f->kind != CX_FRAME_TRUNCATED;
+}
+
+#define MAX_INTERP_BINS 4
+
+/* Where an interpreter's frames may be marked in stack s: returns the index
+ * of its outermost runtime frame (frames below it, leaf-ward, are between
+ * or above the program's frames; 0: none), and in bins the interpreter's
+ * binaries: those of the native frames that call a runtime frame (the
+ * evaluation function's caller, its frame replaced by the program's). A
+ * rule of the stack's shape, so it serves any runtime whose frames stand
+ * in for its interpreter's. */
+static uint32_t interp_span(const struct agg_proc *ap, const struct agg_stack *s,
+                            const struct binary **bins, unsigned *nbins)
+{
+    uint32_t outer = 0;
+
+    *nbins = 0;
+    for (uint32_t j = 0; j < s->nframes; j++) {
+        const struct agg_frame *f = &s->frames[j], *up = j + 1 < s->nframes ? f + 1 : NULL;
+        if (!is_runtime_frame(f))
+            continue;
+        outer = j;
+        if (!up || up->kind != CX_FRAME_NATIVE || up->map == AGG_NO_MAP || !ap->maps[up->map].bin)
+            continue;
+        const struct binary *b = ap->maps[up->map].bin;
+        unsigned k = 0;
+        while (k < *nbins && bins[k] != b)
+            k++;
+        if (k == *nbins && *nbins < MAX_INTERP_BINS)
+            bins[(*nbins)++] = b;
+    }
+    return *nbins ? outer : 0;
+}
+
+/* Whether frame f, at j in its stack and named without a name, is an
+ * interpreter's: below the outermost runtime frame (interp_span's outer),
+ * in one of its binaries. */
+static bool is_interp_frame(const struct agg_proc *ap, const struct agg_frame *f, uint32_t j,
+                            uint32_t outer, const struct binary *const *bins, unsigned nbins)
+{
+    if (j >= outer || f->kind != CX_FRAME_NATIVE || f->map == AGG_NO_MAP)
+        return false;
+    for (unsigned k = 0; k < nbins; k++) {
+        if (ap->maps[f->map].bin == bins[k])
+            return true;
+    }
+    return false;
+}
+
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st)
 {
     uint64_t locs[CX_MAX_FRAMES], kernel_map = 0;
     char pid[16], tid[16], thread[CX_COMM_LEN];
-    struct hmap *seen = hmap__new(); /* frame -> V_* value */
+    struct hmap *seen = hmap__new();        /* frame -> V_* value */
+    struct hmap *seen_interp = hmap__new(); /* frame -> location id, marked */
     int err = -ENOMEM;
 
-    if (!seen)
-        return -ENOMEM;
+    if (!seen || !seen_interp)
+        goto out;
     if (c->rt)
         rt_namers__proc_begin(c->rt, w, ap, c->now_ns);
     snprintf(pid, sizeof(pid), "%u", ap->tgid);
@@ -248,6 +306,9 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
         uint64_t count = *hmap__val(ap->stacks, i);
         uint32_t nloc = 0;
         bool prev_entry = false, last_truncated = false;
+        const struct binary *bins[MAX_INTERP_BINS];
+        unsigned nbins;
+        uint32_t outer = interp_span(ap, s, bins, &nbins);
         for (uint32_t j = 0; j < s->nframes; j++) {
             bool fresh;
             long k = hmap__put(seen, &s->frames[j], sizeof(s->frames[j]), &fresh);
@@ -257,8 +318,8 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             if (fresh) {
                 bool named, entry;
                 int stat;
-                uint64_t id =
-                    frame_location(w, c, ap, &s->frames[j], &kernel_map, &named, &entry, &stat);
+                uint64_t id = frame_location(w, c, ap, &s->frames[j], &kernel_map, false, &named,
+                                             &entry, &stat);
                 if (!id)
                     goto out;
                 *v = id | (named ? V_NAMED : 0) | (entry ? V_ENTRY : 0) |
@@ -271,6 +332,23 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             last_truncated = s->frames[j].kind == CX_FRAME_TRUNCATED &&
                              (s->frames[j].flags & 0xff) != CX_TRUNC_EXEC;
             locs[nloc++] = V_ID(*v);
+            if (!(*v & V_NAMED) && is_interp_frame(ap, &s->frames[j], j, outer, bins, nbins)) {
+                /* The same frame, marked: a location of its own. */
+                long ki = hmap__put(seen_interp, &s->frames[j], sizeof(s->frames[j]), &fresh);
+                if (ki < 0)
+                    goto out;
+                uint64_t *vi = hmap__val(seen_interp, ki);
+                if (fresh) {
+                    bool named, entry;
+                    int stat;
+                    *vi = frame_location(w, c, ap, &s->frames[j], &kernel_map, true, &named, &entry,
+                                         &stat);
+                    if (!*vi)
+                        goto out;
+                }
+                locs[nloc - 1] = *vi;
+                st->interp_frames += count;
+            }
             if (!last_truncated) {
                 unsigned stat = (*v >> V_STAT_SHIFT) & 15;
                 st->frames += count;
@@ -313,9 +391,10 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
     }
     err = 0;
 out:
-    if (c->rt)
+    if (c->rt && seen && seen_interp)
         rt_namers__proc_end(c->rt);
     hmap__free(seen);
+    hmap__free(seen_interp);
     return err;
 }
 
@@ -334,4 +413,7 @@ void profile_stats__runtimes_str(const struct profile_stats *st, char *out, size
             break;
         at += (size_t)n;
     }
+    if (at < len)
+        snprintf(out + at, len - at, "%sinterp_frames=%.1f%%", at ? " " : "",
+                 st->frames ? 100.0 * st->interp_frames / st->frames : 0.0);
 }

@@ -25,6 +25,7 @@ struct profile_ctx {
 struct profile_stats {
     uint64_t frames;         /* frames in all samples, each counted once per sample */
     uint64_t unnamed_frames; /* of which had no name */
+    uint64_t interp_frames;  /* of those, an interpreter's, marked (interp_frames.h) */
     uint64_t samples;
     uint64_t truncated_samples; /* samples whose stack ends in a [truncated] frame */
     /* Frames each runtime named (rt_namers__stat_name), once per sample. */
@@ -44,8 +45,9 @@ struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st);
 
-/* "jit_frames=N% python_frames=N%": each runtime's share of the frames, for
- * the window's log line. */
+/* "jit_frames=N% python_frames=N% interp_frames=N%": each runtime's share of
+ * the frames, and the interpreters' frames without a name (marked, folded on
+ * query), for the window's log line. */
 void profile_stats__runtimes_str(const struct profile_stats *st, char *out, size_t len);
 
 #endif

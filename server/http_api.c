@@ -143,6 +143,7 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     struct buf b;
     int err;
     const char *format = http_arg(c, "format"), *mn = http_arg(c, "max_nodes");
+    const char *interp = http_arg(c, "interp");
     size_t max_nodes = 0;
 
     if (query_of(c, &q, msg, sizeof(msg)))
@@ -158,9 +159,16 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
             return http_respond_error(h, c, 400, "max_nodes: a whole number above 0");
         max_nodes = v;
     }
+    if (interp && strcmp(interp, "hidden") && strcmp(interp, "shown"))
+        return http_respond_error(h, c, 400, "interp: hidden or shown");
     int64_t t0 = (int64_t)clock__mono_ns();
     if ((err = store__merge(h->st, &q, &m)))
         return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    /* Interpreter frames without a name are folded unless asked for. */
+    if ((!interp || strcmp(interp, "shown")) && query__hide_interp(m) < 0) {
+        store_merged__free(m);
+        return http_respond_error(h, c, 500, strerror(ENOMEM));
+    }
     buf__init(&b, 1u << 30);
     const char *type;
     if (strcmp(format, "pprof") == 0) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../common/hmap.h"
+#include "../common/interp_frames.h"
 #include "../common/json.h"
 #include "../common/pprof/pprof_writer.h"
 #include "sat.h"
@@ -78,6 +79,32 @@ int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns)
         return -1;
     *out_ns = (int64_t)(v * 1e9);
     return 0;
+}
+
+long query__hide_interp(struct store_merged *m)
+{
+    bool *interp = calloc(m->nfunctions + 1, sizeof(*interp));
+    bool any = false;
+    long gone = 0;
+
+    if (!interp)
+        return -ENOMEM;
+    for (size_t f = 0; f < m->nfunctions; f++)
+        any |= interp[f] = cx__is_interp_file(m->functions[f].file);
+    for (size_t i = 0; any && i < m->nstacks; i++) {
+        struct store_merged_stack *s = &m->stacks[i];
+        uint32_t kept = 0;
+        for (uint32_t j = 0; j < s->nframes; j++) {
+            uint32_t f = s->frames[j];
+            if (f < m->nfunctions && interp[f])
+                continue;
+            s->frames[kept++] = f;
+        }
+        gone += s->nframes - kept;
+        s->nframes = kept;
+    }
+    free(interp);
+    return gone;
 }
 
 int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to_ns,

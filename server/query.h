@@ -17,6 +17,15 @@ int query__parse_time(const char *s, int64_t now_ns, int64_t *out_ns);
  * (negative, not finite, or past int64 nanoseconds). */
 int query__parse_duration(const char *s, int64_t *out_ns);
 
+/* Folds the interpreters' frames without a name (common/interp_frames.h:
+ * those whose file is marked) into the frames that run them: each is taken
+ * out of its stack, so its time counts in its caller's (a Python
+ * function's) self time. Every stack keeps its samples and CPU, so every
+ * total is unchanged; stacks left alike are not merged (the writers sum
+ * them). In place; m's strings and arrays are untouched but for the
+ * frames. Returns how many frames were taken out, or -ENOMEM. */
+long query__hide_interp(struct store_merged *m);
+
 /* Gzipped pprof: sample types samples/count and cpu/nanoseconds, one
  * location per function. */
 int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to_ns,

@@ -25,6 +25,9 @@ test('unnamed frames name their binary; the root and the folded frames are their
     assert.deepEqual(classify('libfoo.so+0x1f', '/usr/lib/libfoo.so', 9),
         { kind: KIND.UNNAMED, group: 'libfoo.so', binary: 'libfoo.so', unnamed: true });
     assert.equal(classify('[kernel]+0xffffffff81000000', '', 9).unnamed, true);
+    // An interpreter's frame shown (interp=shown): unnamed in its binary, not the kernel's.
+    assert.deepEqual(classify('python3.11+0x50ba84', '[interpreter]/usr/bin/python3.11', 9),
+        { kind: KIND.UNNAMED, group: 'python3.11', binary: 'python3.11', unnamed: true });
     // "+0x" in a name with spaces or parentheses is not an address.
     assert.equal(classify('operator+(int)+0x10', '', 9).kind, KIND.USER);
     assert.equal(classify('all', '', 0).kind, KIND.ROOT);

@@ -15,7 +15,7 @@ export { KIND, classify, packageOf, isPythonFile, pythonPackageOf } from './clas
 export { PY_HUE, colorFor, diffColor } from './colors.js';
 export {
     parseTree, nameInfo, classifyAll, childNamed, pathOf, resolvePath, functionStats, unnamedReport, collapseRecursion,
-    hasDirectRecursion,
+    hasDirectRecursion, UNNAMED_NOTE_SHARE,
 } from './tree.js';
 export { ROW, visibleFrames, frameAt, frameBox } from './layout.js';
 export { matchNames, matchShare } from './search.js';

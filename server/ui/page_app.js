@@ -1,9 +1,11 @@
 // An application's Profiling tab: the CPU timeline, the flame graph (or the
 // diff of two ranges) and the function table.
 //   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
-//              &diff=1&bfrom=&bto=&bhost=&bpid=
+//              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown
 // A change of q, zoom, collapse, sort or fn only redraws (applyView); any
-// other parameter loads the page anew.
+// other parameter loads the page anew. interp=shown asks the server for the
+// interpreters' frames without a name (hidden by default: their time is the
+// Python functions' self time).
 import { api } from './api.js';
 import { cx, h, message, view } from './dom.js';
 import {
@@ -42,7 +44,7 @@ export function leaveApp() {
 }
 
 function dataKey(parts, p) {
-    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid'];
+    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp'];
     return JSON.stringify([parts[1], ...keys.map((k) => p.get(k) || '')]);
 }
 
@@ -60,9 +62,11 @@ function queryOf(app, p) {
     const from = p.get('from') || 'now-1h', to = p.get('to') || 'now';
     const host = p.get('host') || '', pid = p.get('pid') || '';
     const diff = p.get('diff') === '1';
-    const sel = { app, from, to, host, pid };
-    const base = diff ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid } : null;
-    return { app, from, to, host, pid, diff, sel, base };
+    const interp = p.get('interp') === 'shown' ? 'shown' : ''; // '': the server's default, hidden
+    const sel = { app, from, to, host, pid, interp };
+    const base = diff
+        ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp } : null;
+    return { app, from, to, host, pid, diff, interp, sel, base };
 }
 
 export async function renderApp(parts, p) {
@@ -96,6 +100,13 @@ function buildPage(q, p) {
     ui.collapse = h('button', { type: 'button', class: 'collapse', 'aria-pressed': 'false',
         title: 'Show a function that calls itself directly once, its time kept',
         onclick: () => update({ collapse: parseHash().p.get('collapse') === '1' ? null : '1' }) }, 'Collapse recursion');
+    const shown = q.interp === 'shown';
+    ui.interp = h('button', { type: 'button', class: 'interp' + (shown ? ' on' : ''), 'aria-pressed': String(shown),
+        title: 'Frames of an interpreter (python3) that have no name: hidden, their time is the Python function\'s ' +
+            'that runs them; shown, as the agent recorded them',
+        onclick: () => update({ interp: shown ? null : 'shown', zoom: null }) },
+    `Interpreter frames: ${shown ? 'shown' : 'hidden'}`);
+    cx.interp = shown ? 'shown' : 'hidden';
     ui.crumbs = h('div', { class: 'crumbs' });
     ui.fgBox = h('div', { class: 'fg-box' });
     ui.side = h('div', { class: 'side' });
@@ -111,14 +122,15 @@ function buildPage(q, p) {
         h('div', { class: 'chart-box' }, ui.chart),
         ui.diffBar,
         ui.notes,
-        h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.collapse), ui.crumbs,
+        h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.interp,
+            ui.collapse), ui.crumbs,
         h('div', { class: 'split' }, h('div', { class: 'fg-col' }, ui.fgBox, ui.legend), ui.side)));
     return ui;
 }
 
 // The range, host and pid, the diff's switch, the downloads.
 function toolbar(q, p, ui) {
-    const { app, from, to, host, pid, diff } = q;
+    const { app, from, to, host, pid, diff, interp } = q;
     ui.hostSel = h('select', { 'aria-label': 'host', onchange: () => update({ host: ui.hostSel.value, zoom: null }) },
         h('option', { value: '' }, 'all hosts'));
     // The pids the store saw for this app and range (GET /api/v1/labels), offered as a list; any can be typed.
@@ -126,7 +138,7 @@ function toolbar(q, p, ui) {
     const pidBox = h('input', { type: 'text', inputmode: 'numeric', placeholder: 'pid', size: 7, value: pid,
         'aria-label': 'pid', list: 'pid-values', onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
     const dl = (fmt, ext) => {
-        const params = Object.entries({ app, from, to, host, pid, format: fmt }).filter(([, v]) => v);
+        const params = Object.entries({ app, from, to, host, pid, interp, format: fmt }).filter(([, v]) => v);
         return h('a', { class: 'button', download: `${app}.${ext}`, href: '/api/v1/profile?' + new URLSearchParams(params) },
             ext === 'pb.gz' ? 'pprof' : 'folded');
     };

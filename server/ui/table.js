@@ -2,7 +2,7 @@
 // changes in a diff), the diff's baseline controls, the legend and the
 // note on frames without names.
 import { h, message } from './dom.js';
-import { KIND, classifyAll, fmtPct, fmtTime, unnamedReport } from './flamegraph.js';
+import { KIND, UNNAMED_NOTE_SHARE, classifyAll, fmtPct, fmtTime, unnamedReport } from './flamegraph.js';
 import { rangeLabel, rangeValue } from './range.js';
 import { parseHash, update } from './router.js';
 
@@ -30,12 +30,14 @@ export function diffControls(p, base) {
     return form;
 }
 
-// A warning when more than a tenth of the time is in frames without names.
+// A warning when more than a tenth of the self time is in frames without
+// names (what the graph and the table show of them, not every stack that
+// passes through one).
 export function unnamedNotes(t) {
     const r = unnamedReport(t);
-    if (r.share <= 0.1) return [];
+    if (r.share <= UNNAMED_NOTE_SHARE) return [];
     const bins = r.binaries.slice(0, 6).map((b) => `${b.binary} (${fmtPct(b.share)})`).join(', ');
-    return [message('warn', `${fmtPct(r.share)} of the time is in frames without names, in ${bins}.`,
+    return [message('warn', `${fmtPct(r.share)} of the self time is in frames without names, in ${bins}.`,
         'To name them: keep symbols in these binaries (strip --strip-unneeded at most, not --strip-all), install their ' +
         'debug packages (-dbgsym / -dbg), or have their debug files fetched by build id (codexray-server ' +
         '--debuginfod-upstream, or upload your own builds\' to /debuginfod/; the agent log\'s unnamed_binaries says ' +

@@ -121,34 +121,31 @@ export function functionStats(t) {
     return { self, total };
 }
 
-// Time under frames without names: overall and per binary, a stack counted
-// once however many such frames it holds.
+// The share of the self time in frames without names above which the page
+// says so (table.js unnamedNotes).
+export const UNNAMED_NOTE_SHARE = 0.1;
+
+// Self time in frames without names, overall and per binary: what a reader
+// sees, the time the graph and the function table put on frames that have
+// no name (a stack that merely passes through one does not count: the
+// time is named where it is spent). With the interpreters' frames hidden
+// (the server's interp=hidden), their time is already the Python
+// functions'.
 export function unnamedReport(t) {
     classifyAll(t);
     const byBin = new Map();
-    const stk = new Int32Array(t.maxDepth + 2), seen = new Map();
-    let sp = 0, depthIn = 0, all = 0;
-    for (let i = 0; i < t.n; i++) {
-        while (sp > 0 && i >= t.end[stk[sp - 1]]) {
-            const j = stk[--sp], nm = t.name[j];
-            if (t.unnamed[nm]) { depthIn--; seen.set(t.binary[nm], seen.get(t.binary[nm]) - 1); }
-        }
+    let all = 0;
+    for (let i = 1; i < t.n; i++) {
         const nm = t.name[i];
-        if (t.unnamed[nm]) {
-            const b = t.binary[nm], k = seen.get(b) || 0;
-            if (depthIn === 0) all += t.total[i];
-            if (k === 0) byBin.set(b, (byBin.get(b) || 0) + t.total[i]);
-            seen.set(b, k + 1);
-            depthIn++;
-        }
-        stk[sp++] = i;
+        if (!t.unnamed[nm] || !t.self[i]) continue;
+        all += t.self[i];
+        byBin.set(t.binary[nm], (byBin.get(t.binary[nm]) || 0) + t.self[i]);
     }
     const root = t.n ? t.total[0] : 0;
     const binaries = [...byBin].map(([binary, time]) => ({ binary, time, share: root ? time / root : 0 }))
         .sort((a, b) => b.time - a.time);
     return { time: all, share: root ? all / root : 0, binaries };
 }
-
 
 // Whether a function calls itself directly somewhere in t (folded frames,
 // "other", are not a function).

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
     parseTree, childNamed, pathOf, resolvePath, functionStats, unnamedReport, collapseRecursion, nameInfo,
+    UNNAMED_NOTE_SHARE,
     hasDirectRecursion,
 } from './tree.js';
 import { KIND } from './classify.js';
@@ -57,14 +58,28 @@ test('functionStats: self summed, total once per stack for recursive functions',
     assert.equal(s.total[id('main')], 7);
 });
 
-test('unnamedReport: time under frames without names, once per stack, per binary', () => {
+test('unnamedReport: self time in frames without names, per binary; passing through one is not counted', () => {
     const t = parseTree(treeJson({
-        'main;libx.so+0x10;libx.so+0x20;f': 4, 'main;liby.so+0x1;libx.so+0x30': 2, 'main;f': 4,
+        'main;libx.so+0x10;libx.so+0x20;f': 4, 'main;liby.so+0x1;libx.so+0x30': 2, 'main;f': 3, 'main;libx.so+0x10': 1,
     }));
     const r = unnamedReport(t);
-    assert.equal(r.time, 6);
-    assert.equal(r.share, 0.6);
-    assert.deepEqual(r.binaries, [{ binary: 'libx.so', time: 6, share: 0.6 }, { binary: 'liby.so', time: 2, share: 0.2 }]);
+    assert.equal(r.time, 3); // libx.so+0x30's 2 and libx.so+0x10's 1; f's 4 under two unnamed frames is f's
+    assert.equal(r.share, 0.3);
+    assert.deepEqual(r.binaries, [{ binary: 'libx.so', time: 3, share: 0.3 }]);
+});
+
+test('unnamedReport: a Python program whose interpreter frames are hidden has little unnamed time', () => {
+    // As the server sends it with interp=hidden: every stack passes through the
+    // interpreter's unnamed frames below the Python ones, the time is spent in
+    // Python functions and a named C function.
+    const t = parseTree(treeJson({
+        'main;python3.11+0x647d97;<module>;hot': 90, 'main;python3.11+0x647d97;<module>;hot;PyLong_FromLong': 8,
+        'main;python3.11+0x647d97': 2,
+    }, { '<module>': 'app.py', hot: 'app.py' }));
+    const r = unnamedReport(t);
+    assert.equal(r.time, 2);
+    assert.equal(r.share, 0.02);
+    assert.ok(r.share <= UNNAMED_NOTE_SHARE); // the note stays silent
 });
 
 test('collapseRecursion: f -> f -> f shown once, every total and self kept', () => {

@@ -227,6 +227,47 @@ try {
         check(ptip.includes('py_split.py') && ptip.includes('Python: workloads'), `tooltip: ${ptip}`);
         log(`python: ${pyApp} pid ${pyPid}: ${py.pyNames} Python names, ${py.nativeNames} native; Crunch.hot_py ${(hot.share * 100).toFixed(0)} %, drawn rgb(${hot.px.rgb}) hue ${hot.px.h}; json hue ${py.json.px.h}; legend: ${legend}`);
         await shot('8-python');
+
+        // 11. Interpreter frames: hidden by default (Debian's python3 has no
+        // symbol table: its unnamed frames' time is the Python functions'),
+        // no note about frames without names, a Python function on the
+        // table's first row; the toggle shows them, the same total, and back.
+        const interpState = () => page.evaluate(() => {
+            const cx = window.__cx, t = cx.fg.tree;
+            // Frames in the graph (the names list has every function of the range).
+            let marked = 0;
+            for (let i = 1; i < t.n; i++) if (String(t.files[t.name[i]]).startsWith('[interpreter]')) marked++;
+            return { interp: cx.interp, total: t.total[0], samples: t.samples, marked,
+                button: document.querySelector('button.interp').textContent,
+                pressed: document.querySelector('button.interp').getAttribute('aria-pressed'),
+                notes: document.querySelector('.notes').textContent };
+        });
+        const hid = await interpState();
+        check(hid.interp === 'hidden' && hid.button === 'Interpreter frames: hidden' && hid.pressed === 'false',
+            `interpreter frames by default: ${JSON.stringify(hid)}`);
+        check(hid.marked === 0, `${hid.marked} interpreter frames in the graph with them hidden`);
+        check(!hid.notes.includes('without names'), `a note on unnamed frames with the interpreter's hidden: ${hid.notes}`);
+        const firstRow = page.locator('table.funcs tr.row').first();
+        check(await firstRow.evaluate((r) => r.classList.contains('python')),
+            `the table's first row is not a Python function: ${await firstRow.textContent()}`);
+        await page.evaluate(() => { window.__cx.ready = false; });
+        await page.click('button.interp');
+        await ready('profile');
+        const shownSt = await interpState();
+        check(shownSt.interp === 'shown' && shownSt.button === 'Interpreter frames: shown' && shownSt.pressed === 'true' &&
+            (await hash()).includes('interp=shown'), `after the toggle: ${JSON.stringify(shownSt)}, ${await hash()}`);
+        check(shownSt.marked > 0, 'no interpreter frame shown after the toggle');
+        check(shownSt.total === hid.total && shownSt.samples === hid.samples,
+            `totals differ: hidden ${hid.total} ns ${hid.samples} samples, shown ${shownSt.total} ns ${shownSt.samples} samples`);
+        await shot('9-python-interp-shown');
+        await page.evaluate(() => { window.__cx.ready = false; });
+        await page.click('button.interp');
+        await ready('profile');
+        const back = await interpState();
+        check(back.interp === 'hidden' && back.marked === 0 && !(await hash()).includes('interp='),
+            `toggled back: ${JSON.stringify(back)}, ${await hash()}`);
+        log(`interpreter frames: hidden by default (first row ${(await firstRow.textContent()).slice(0, 60)}), ` +
+            `${shownSt.marked} shown after the toggle, the same ${hid.samples} samples`);
     }
     check(problems.length === 0, `script errors: ${problems.join('; ')}`);
 } catch (e) {

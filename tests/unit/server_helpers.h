@@ -99,7 +99,8 @@ static inline void pb__msg(struct buf *b, int num, struct buf *m)
 /* --- good profiles, by the agent's writer --- */
 
 /* A stack of a test profile: frame names leaf first ("" ends early), its
- * counts and its labels (key, value pairs; NULL ends). */
+ * counts and its labels (key, value pairs; NULL ends). A frame
+ * "name\tfile" has that file, others "<name>.c". */
 struct tstack {
     const char *frames[8];
     int64_t samples;
@@ -126,9 +127,16 @@ static inline void tprofile(struct buf *out, int64_t time_ns, const struct tstac
         uint64_t locs[8];
         size_t nl = 0;
         for (; nl < 8 && st[i].frames[nl] && *st[i].frames[nl]; nl++) {
-            char file[64];
-            snprintf(file, sizeof(file), "%s.c", st[i].frames[nl]);
-            struct pprof_line l = {st[i].frames[nl], NULL, file, 10, 1};
+            char file[160], name[128];
+            const char *tab = strchr(st[i].frames[nl], '\t');
+            snprintf(name, sizeof(name), "%.*s",
+                     tab ? (int)(tab - st[i].frames[nl]) : (int)strlen(st[i].frames[nl]),
+                     st[i].frames[nl]);
+            if (tab)
+                snprintf(file, sizeof(file), "%s", tab + 1);
+            else
+                snprintf(file, sizeof(file), "%s.c", name);
+            struct pprof_line l = {name, NULL, file, 10, 1};
             size_t k = 0;
             while (k < nseen && strcmp(seen[k], st[i].frames[nl]) != 0)
                 k++;

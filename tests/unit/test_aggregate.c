@@ -275,12 +275,126 @@ static void test_jit_frames_from_perf_map(void **state)
     munmap(code, 0x4000);
 }
 
+/* The window's hook for runtime frames: the address kept, no object. */
+static int py_hook(void *ctx, const struct proc *p, const struct cx_frame *f,
+                   struct rt_frame_out *out)
+{
+    (void)ctx;
+    (void)p;
+    *out = (struct rt_frame_out){f->addr, NULL, 0};
+    return 0;
+}
+
+/* Code of this binary that is in no function (an assembler-local label has
+ * no symbol): frames there have no name. */
+__asm__(".section .text.cx_no_function, \"ax\", @progbits\n"
+        ".p2align 4\n"
+        /* a function with a size ends where the nameless code starts, so
+         * no symbol without a size before it lends it its name */
+        ".type cx_sized_before, @function\n"
+        "cx_sized_before:\n"
+        "ret\n"
+        ".size cx_sized_before, 1\n"
+        ".Lcx_no_function:\n"
+        ".fill 64, 1, 0x90\n"
+        ".section .data.rel.ro\n"
+        ".p2align 3\n"
+        "cx_no_function_at:\n"
+        ".quad .Lcx_no_function\n"
+        ".text\n");
+extern const uint64_t cx_no_function_at;
+
+/* An interpreter's frames without a name, above the outermost runtime frame
+ * and in the binary that calls runtime frames (this test binary here), get
+ * the file "[interpreter]PATH"; the same frame below the runtime frames,
+ * unnamed frames of another mapping (anonymous memory) and named frames do
+ * not. */
+static void test_interp_frames_marked(void **state)
+{
+    (void)state;
+    uint8_t *anon = mmap(NULL, 0x1000, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t nofn = cx_no_function_at + 8;
+    assert_true(anon != MAP_FAILED);
+    struct binary_cache *bc = binary_cache__new("/proc");
+    struct procs *ps = procs__new(bc, "/proc", NULL);
+    struct agg_window *w = agg_window__new(0, false);
+    struct proc *p = procs__get(ps, getpid(), NULL, 1);
+    struct agg_frame_hook hook = {py_hook, NULL};
+    struct cx_sample s;
+
+    memset(&s, 0, sizeof(s));
+    s.hdr.kind = CX_REC_SAMPLE;
+    s.hdr.tgid = getpid();
+    s.hdr.tid = getpid();
+    const struct cx_frame fr[] = {
+        {.addr = nofn, .kind = CX_FRAME_NATIVE},                                    /* 0: marked */
+        {.addr = (uint64_t)(uintptr_t)anon + 8, .kind = CX_FRAME_NATIVE},           /* 1: not its */
+        {.addr = 0x1111, .kind = CX_FRAME_PYTHON},                                  /* 2 */
+        {.addr = nofn + 16, .kind = CX_FRAME_NATIVE},                               /* 3: marked */
+        {.addr = (uint64_t)(uintptr_t)cx_test_leaf + 2, .kind = CX_FRAME_NATIVE},   /* 4: named */
+        {.addr = 0x2222, .kind = CX_FRAME_PYTHON},                                  /* 5 */
+        {.addr = (uint64_t)(uintptr_t)cx_test_caller + 8, .kind = CX_FRAME_NATIVE}, /* 6 */
+        {.addr = nofn, .kind = CX_FRAME_NATIVE}, /* 7: below the program's frames */
+    };
+    memcpy(s.frames, fr, sizeof(fr));
+    s.n_user = 8;
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2, &hook), 0);
+    assert_int_equal(w->nprocs, 1);
+
+    struct symbolizer *sym = symbolizer__new();
+    struct profile_ctx ctx = {sym, NULL, "testhost", 10000000, NULL, 1};
+    struct profile_stats pst = {0};
+    struct pprof_writer *pw = profile__writer(&ctx, 0, 1);
+    assert_int_equal(profile__add_proc(pw, &ctx, w->procs[0], &pst), 0);
+    struct buf out, raw;
+    buf__init(&out, 1 << 20);
+    buf__init(&raw, 1 << 20);
+    assert_int_equal(pprof_writer__encode(pw, &out, true), 0);
+    assert_int_equal(gz__decompress(out.data, out.len, &raw, 0), 0);
+    Perftools__Profiles__Profile *pp =
+        perftools__profiles__profile__unpack(NULL, raw.len, (uint8_t *)raw.data);
+    assert_non_null(pp);
+    assert_int_equal(pp->n_sample, 1);
+    const Perftools__Profiles__Sample *sm = pp->sample[0];
+    const Perftools__Profiles__Function *fn;
+    assert_int_equal(sm->n_location_id, 8);
+    const bool marked[8] = {true, false, false, true, false, false, false, false};
+    for (int j = 0; j < 8; j++) {
+        const char *name = loc_fn(pp, sm, j, &fn), *file = str(pp, fn->filename);
+        bool is = strncmp(file, "[interpreter]", 13) == 0;
+        if (is != marked[j])
+            fail_msg("frame %d (%s, %s): marked %d, expected %d", j, name, file, is, marked[j]);
+        if (is) {
+            assert_non_null(strstr(name, "test_aggregate+0x"));
+            assert_non_null(strstr(file + 13, "/test_aggregate"));
+        }
+    }
+    /* The same address marked above the program's frames and not below. */
+    assert_true(sm->location_id[0] != sm->location_id[7]);
+    assert_non_null(strstr(loc_fn(pp, sm, 7, &fn), "test_aggregate+0x"));
+    assert_int_equal(pst.interp_frames, 2);
+    char stats[128];
+    profile_stats__runtimes_str(&pst, stats, sizeof(stats));
+    assert_non_null(strstr(stats, "interp_frames=25.0%"));
+
+    perftools__profiles__profile__free_unpacked(pp, NULL);
+    buf__free(&out);
+    buf__free(&raw);
+    pprof_writer__free(pw);
+    agg_window__free(w);
+    procs__free(ps);
+    binary_cache__free(bc);
+    symbolizer__free(sym);
+    munmap(anon, 0x1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_to_pprof),
         cmocka_unit_test(test_kernel_frames_kept_when_asked),
         cmocka_unit_test(test_jit_frames_from_perf_map),
+        cmocka_unit_test(test_interp_frames_marked),
     };
     return cmocka_run_group_tests_name("aggregate", tests, NULL, NULL);
 }

@@ -190,6 +190,61 @@ static void test_ingest_and_read(void **state)
     buf__free(&p);
 }
 
+/* interp=hidden (the default) folds the interpreter's frames without a name
+ * (file "[interpreter]PATH") into the Python functions that run them, in
+ * every format; interp=shown keeps them; the samples are the same. */
+static void test_interp_frames(void **state)
+{
+    struct fixture *f = *state;
+    static const struct tstack py[] = {
+        {{"python3.11+0x20\t[interpreter]/usr/bin/python3.11", "inner\tapp.py",
+          "python3.11+0x10\t[interpreter]/usr/bin/python3.11", "outer\tapp.py",
+          "python3.11+0x99\t/usr/bin/python3.11", "main"},
+         5,
+         {"service", "py", NULL}},
+        {{"PyLong_FromLong", "python3.11+0x20\t[interpreter]/usr/bin/python3.11", "inner\tapp.py",
+          "python3.11+0x10\t[interpreter]/usr/bin/python3.11", "outer\tapp.py",
+          "python3.11+0x99\t/usr/bin/python3.11", "main"},
+         2,
+         {"service", "py", NULL}},
+    };
+    struct buf p, r;
+
+    buf__init(&p, 1u << 20);
+    tprofile(&p, (int64_t)time(NULL) * SEC - 120 * SEC, py, 2, true);
+    expect(f, "POST", "/api/v1/profiles", AUTH, p.data, p.len, 202, "stored");
+    const char *hidden[] = {"/api/v1/profile?app=py&format=collapsed",
+                            "/api/v1/profile?app=py&format=collapsed&interp=hidden"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(request(f->port, "GET", hidden[i], RAUTH, NULL, 0, &r), 200);
+        assert_non_null(strstr(r.data, "main;python3.11+0x99;outer;inner 5\n"));
+        assert_non_null(strstr(r.data, "main;python3.11+0x99;outer;inner;PyLong_FromLong 2\n"));
+        assert_null(strstr(r.data, "python3.11+0x10"));
+        buf__free(&r);
+    }
+    assert_int_equal(request(f->port, "GET", "/api/v1/profile?app=py&format=collapsed&interp=shown",
+                             RAUTH, NULL, 0, &r),
+                     200);
+    assert_non_null(
+        strstr(r.data, "main;python3.11+0x99;outer;python3.11+0x10;inner;python3.11+0x20 5\n"));
+    buf__free(&r);
+    /* The flame graph: the same total, inner's self time is the whole of
+     * its stack's (5 samples of 10 ms), and no interpreter frame. */
+    assert_int_equal(
+        request(f->port, "GET", "/api/v1/profile?app=py&format=flamegraph", RAUTH, NULL, 0, &r),
+        200);
+    assert_non_null(strstr(r.data, "\"total\":70000000,\"samples\":7"));
+    buf__free(&r);
+    assert_int_equal(request(f->port, "GET",
+                             "/api/v1/profile?app=py&format=flamegraph&interp=shown", RAUTH, NULL,
+                             0, &r),
+                     200);
+    assert_non_null(strstr(r.data, "\"total\":70000000,\"samples\":7"));
+    buf__free(&r);
+    expect(f, "GET", "/api/v1/profile?app=py&interp=folded", RAUTH, NULL, 0, 400, "interp");
+    buf__free(&p);
+}
+
 /* Keys: ingest without or with the wrong key, reads without the read key:
  * 401, nothing stored. */
 static void test_keys(void **state)
@@ -725,6 +780,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ingest_and_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interp_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),

@@ -247,6 +247,63 @@ static void test_flamegraph_deep_folded(void **state)
     fixture_free(&fx);
 }
 
+/* The interpreter's frames without a name (marked by their file) are taken
+ * out wherever they are, their time going to the frame below (a Python
+ * function's self time); named native frames stay; a stack of nothing but
+ * such frames keeps its samples at the root; totals are unchanged. */
+static void test_hide_interp(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    enum { MAIN, OUTER, I1, INNER, NAMED, I2 };
+    fixture_init(&fx, 6, 3);
+    fx.m.functions[OUTER].file = "app.py";
+    fx.m.functions[INNER].file = "app.py";
+    fx.m.functions[I1].file = "[interpreter]/usr/bin/python3.11";
+    fx.m.functions[I2].file = "[interpreter]/usr/bin/python3.11";
+    fx.m.functions[NAMED].file = "/usr/bin/python3.11"; /* unmarked: stays */
+    fixture_stack(&fx, (uint32_t[]){MAIN, OUTER, I1, INNER, I2}, 5, 3, 30);
+    fixture_stack(&fx, (uint32_t[]){MAIN, OUTER, I1, INNER, NAMED, I2}, 6, 2, 20);
+    fixture_stack(&fx, (uint32_t[]){I2}, 1, 1, 10);
+
+    struct graph before, after;
+    graph_of(&fx, 0, &before);
+    assert_int_equal(query__hide_interp(&fx.m), 2 + 2 + 1);
+    assert_int_equal(fx.m.stacks[0].nframes, 3);
+    assert_int_equal(fx.m.stacks[0].frames[0], INNER); /* the leaf now */
+    assert_int_equal(fx.m.stacks[1].nframes, 4);
+    assert_int_equal(fx.m.stacks[1].frames[0], NAMED);
+    assert_int_equal(fx.m.stacks[1].frames[1], INNER);
+    assert_int_equal(fx.m.stacks[2].nframes, 0);
+    assert_int_equal(fx.m.stacks[0].samples + fx.m.stacks[1].samples + fx.m.stacks[2].samples, 6);
+    graph_of(&fx, 0, &after);
+    assert_int_equal(after.total, before.total);
+    size_t at = 0;
+    assert_int_equal(check_subtree(&after, &at), 60);
+    /* all(self 10) -> main -> outer -> inner(self 30) -> NAMED(self 20) */
+    assert_int_equal(after.n, 5);
+    assert_int_equal(after.nodes[2], 10);
+    assert_int_equal(after.nodes[4 * 3 + 0], INNER + 2);
+    assert_int_equal(after.nodes[4 * 3 + 2], 30);
+    assert_int_equal(after.nodes[4 * 4 + 0], NAMED + 2);
+    assert_int_equal(after.nodes[4 * 4 + 2], 20);
+    /* The other writers take the stack left with no frame. */
+    struct buf b;
+    buf__init(&b, 1u << 20);
+    assert_int_equal(query__write_collapsed(&fx.m, &b), 0);
+    assert_non_null(strstr(b.data, "f0;f1;f3 3\n"));
+    assert_non_null(strstr(b.data, "f0;f1;f3;f4 2\n"));
+    b.len = 0;
+    assert_int_equal(query__write_pprof(&fx.m, 0, 1000, &b), 0);
+    assert_true(b.len > 2);
+    buf__free(&b);
+    /* Nothing marked: nothing taken out. */
+    assert_int_equal(query__hide_interp(&fx.m), 0);
+    free(before.nodes);
+    free(after.nodes);
+    fixture_free(&fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_flamegraph_sums_saturate),
         cmocka_unit_test(test_flamegraph_wide_sorted),
         cmocka_unit_test(test_flamegraph_deep_folded),
+        cmocka_unit_test(test_hide_interp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
