@@ -89,13 +89,13 @@ struct dbg_shape {
  * tlbc_index, code_object.co_tlbc, then groups at the end. The second 3.14
  * shape is that without the set group, in case a release lacks it; the
  * checks below pick whichever reads true. Debian's 3.14.10 reads true in
- * the first (tests/unit/test_py_detect.c checks it, where the root of
- * tests/integration/py_unstable.py is).
+ * the first (test_py_layout_hostile.c has its words).
  *
  * 3.15 (as Debian's 3.15.2 has it): thread_state grew base_frame,
  * last_profiled_frame and one more before thread_id, and current_exception,
  * exc_state, holds_gil and gil_requested after status; a group
- * err_stackitem (one word) follows it; type_object grew four words. */
+ * err_stackitem (one word) follows it; four words more follow
+ * type_object's tp_flags (none read here). */
 static const struct dbg_shape shapes[] = {
     {
         .name = "3.13",
