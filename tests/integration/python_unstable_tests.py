@@ -167,4 +167,34 @@ def test_python_unstable_split_chain_line(tmp):
     pt.check(not failures, " | ".join(failures))
 
 
-TESTS = [test_python_unstable_split_chain_line]
+
+def test_python_unstable_callback_through_native(tmp):
+    """py_sort_thread.py in the root under Debian unstable's python3.14 and
+    python3.15: test_python_callback_through_native_in_thread's checks
+    (>= 95 % of key's samples with key -> sort_round -> sorter in order and
+    a native frame between key and sort_round, on the thread py-sorter; the
+    main thread's main_spin on the main thread). Each sorted() call is a
+    second invocation of the evaluation function under the first: its
+    entry frame must end the inner invocation's Python frames."""
+    root, why = unstable_root()
+    if not root:
+        print(f"    SKIPPED: Debian unstable's root cannot be made: {why}")
+        return
+    failures = []
+    for v in VERSIONS:
+        label, exe = f"unstable-{v}", f"python{v}"
+        w = start_in_root(root, exe, pt.SORT_PY, 60)
+        try:
+            time.sleep(1)
+            ts, _, logs = pt.record_until(tmp, w.pid, pt.sort_enough)
+        finally:
+            pt.stop(w)
+        try:
+            pt.check_sort(label, ts, logs, w.pid, named=False)
+        except pt.Failure as e:
+            print(f"    {label}: FAIL: {e}")
+            failures.append(f"{label}: {e}")
+    pt.check(not failures, " | ".join(failures))
+
+
+TESTS = [test_python_unstable_split_chain_line, test_python_unstable_callback_through_native]

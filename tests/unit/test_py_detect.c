@@ -182,6 +182,37 @@ static void test_pyenv_old(void **state)
     printf("old interpreters: %d checked\n", checked);
 }
 
+/* Debian's 3.15.2 copied, its _Py_DebugOffsets saying 3.16: walked, read
+ * in 3.15's shape, and the log's words say it is newer than the agent. */
+static void check_newer_release(const char *root)
+{
+    char path[512], tmp[] = "/tmp/cx-py316-XXXXXX", cmd[1200];
+    uint64_t rt, rt_size, v316 = 0x031000f0;
+    struct py_binary b;
+
+    snprintf(path, sizeof(path), "%s/usr/bin/python3.15", root);
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, tmp);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(py_elf_sym(tmp, SHT_DYNSYM, "_PyRuntime", &rt, &rt_size), 0);
+    int64_t off = py_elf_offset(tmp, rt);
+    fd = open(tmp, O_RDWR);
+    assert_true(off > 0 && fd >= 0);
+    assert_int_equal(pwrite(fd, &v316, 8, off + 8), 8);
+    close(fd);
+    int ret = detect_path(tmp, &b);
+    unlink(tmp);
+    assert_int_equal(ret, 1);
+    if (!b.usable)
+        fail_msg("3.16 in 3.15's shape: %s", b.why);
+    assert_int_equal(b.version, 0x0310);
+    assert_string_equal(b.layout_from, "_Py_DebugOffsets, read in 3.15's shape: a release newer "
+                                       "than this agent knows, its offsets checked");
+    printf("3.15.2 saying 3.16: %s\n", b.layout_from);
+}
+
 /* Debian unstable's python3.14 and python3.15 (gcc 16, PGO), from the root
  * tests/integration/python_unstable_tests.py makes (its path in
  * $CODEXRAY_PY_UNSTABLE_ROOT, else that test's cache): read, not run (they
@@ -248,6 +279,8 @@ static void test_unstable_pythons(void **state)
         checked++;
     }
     printf("Debian unstable's interpreters: %d checked\n", checked);
+    if (checked == 2)
+        check_newer_release(root);
 }
 
 /* Debian's: static libpython, stripped to .dynsym; the .cold part found by

@@ -40,7 +40,7 @@ struct py_binary {
     /* Where the layout came from, for the log: "_Py_DebugOffsets (read in
      * 3.14's shape)", "the table of 3.12" (a release newer than every shape
      * known is read in the newest one whose offsets hold: it says so). */
-    char layout_from[96];
+    char layout_from[128];
     /* The executable PT_LOAD segments, to turn a mapping into a load bias. */
     struct binary_seg segs[PY_DETECT_MAX_SEGS];
     unsigned nsegs;
