@@ -195,6 +195,18 @@ PY_LINES_PYENV := $(foreach v,$(PY_LINES_PYENV),$(if \
 PY_LINES_FIXTURES := $(patsubst %,$(B)/fixtures/py_lines/%.txt,$(PY_LINES_PYENV)) \
     $(if $(wildcard /usr/bin/python3),$(B)/fixtures/py_lines/debian-python3.txt)
 PY_LINES_SOURCES := $(wildcard tests/unit/fixtures/py_lines_*.py)
+# Debian unstable's 3.14 and 3.15, where the root
+# tests/integration/python_unstable_tests.py makes is (they need its libc:
+# run inside it by chroot, so as root only). Named unstable-3.X.txt.
+PY_UNSTABLE_ROOT ?= /var/cache/codexray-python/sid-python
+PY_LINES_UNSTABLE := $(if $(filter 0,$(shell id -u)),$(foreach v,3.14 3.15,$(if \
+    $(wildcard $(PY_UNSTABLE_ROOT)/usr/bin/python$(v)),$(v))))
+PY_LINES_FIXTURES += $(patsubst %,$(B)/fixtures/py_lines/unstable-%.txt,$(PY_LINES_UNSTABLE))
+$(B)/fixtures/py_lines/unstable-%.txt: $(PY_LINES_SOURCES)
+	@mkdir -p $(dir $@)
+	d=$$(mktemp -d $(PY_UNSTABLE_ROOT)/tmp/cx-lines.XXXXXX) && cp $(PY_LINES_SOURCES) $$d/ && \
+	    chroot $(PY_UNSTABLE_ROOT) python$* /tmp/$$(basename $$d)/py_lines_dump.py > $@.tmp; \
+	    rc=$$?; rm -rf "$$d"; [ $$rc = 0 ] && mv $@.tmp $@
 FIXTURES += $(PY_LINES_FIXTURES)
 $(B)/tests/test_py_lines: $(PY_LINES_FIXTURES)
 $(B)/fixtures/py_lines/debian-python3.txt: $(PY_LINES_SOURCES)

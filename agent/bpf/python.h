@@ -31,7 +31,10 @@ enum cx_py_model {
 
 /* An offset the version does not have. */
 #define CX_PY_NO_FIELD 0xffff
-/* _PyInterpreterFrame.owner of the evaluation function's entry frame. */
+/* _PyInterpreterFrame.owner of the evaluation function's entry frame:
+ * FRAME_OWNED_BY_CSTACK in 3.12 and 3.13; from 3.14, which inserted
+ * FRAME_OWNED_BY_INTERPRETER before it, the entry frame is that one, the
+ * same 3 (Debian's 3.14.10 and 3.15.2 store 3 there on entry). */
 #define CX_PY_OWNED_BY_CSTACK 3
 
 /* Address ranges of the evaluation function: the function and its split

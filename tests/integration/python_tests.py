@@ -289,7 +289,8 @@ def split_figures(ts, path):
 
 
 def version_of(label):
-    """(3, X) of a pyenv label; Debian's python3 is 3.11."""
+    """(3, X) of a pyenv or Debian unstable label ("pyenv-3.12",
+    "unstable-3.14"); Debian's python3 is 3.11."""
     return (3, 11) if label.startswith("debian") else \
         tuple(map(int, label.split("-")[1].split(".")))
 
@@ -356,7 +357,9 @@ def test_python_split_chain_line(tmp):
     check(not failures, " | ".join(failures))
 
 
-def check_split(label, exe, ts, f, outs, logs, path, body, header):
+def check_split(label, exe, ts, f, outs, logs, path, body, header, lines_of=None):
+    """test_python_split_chain_line's checks of one interpreter's records;
+    lines_of(): its co_firstlineno per function (default: exe run here)."""
     hot = sum(f["per"].values())
     total = f["total"]
     share = min(python_share(log) for log in logs)
@@ -389,7 +392,7 @@ def check_split(label, exe, ts, f, outs, logs, path, body, header):
     check((f["no_py"] + f["marked"]) <= 0.03 * total,
           f"{f['no_py']} samples without a Python frame, {f['marked']} with a marker, of "
           f"{total}: {top([t for t in ts if not py_frames(t) or markers(t)])}")
-    want = first_lines(exe, SPLIT_PY)
+    want = lines_of() if lines_of else first_lines(exe, SPLIT_PY)
     starts = {}
     for out in outs:
         for (fn, file), s in start_lines(out).items():
@@ -448,7 +451,11 @@ def sort_enough(ts):
     return key >= 100 and main >= 40
 
 
-def check_sort(label, ts, logs, pid):
+def check_sort(label, ts, logs, pid, named=None):
+    """test_python_callback_through_native_in_thread's checks; named: the
+    interpreter's native frames have names (default: all but Debian's)."""
+    if named is None:
+        named = not label.startswith("debian")
     key = good = native_named = main = 0
     key_threads, main_threads, bad, between = {}, {}, [], set()
     for t in ts:
@@ -481,7 +488,7 @@ def check_sort(label, ts, logs, pid):
     check(key >= 50, f"only {key} samples in key: {top(ts)}")
     check(good >= 0.95 * key, f"only {good}/{key} of key's samples under sort_round with a "
                               f"native frame between: {top(bad)}")
-    if not label.startswith("debian"):
+    if named:
         check(native_named >= 0.95 * key, f"only {native_named}/{key} of key's samples through "
                                           f"{SORT_NATIVE}: between them {sorted(between)}")
     check(main >= 20, f"only {main} samples in main_spin: {top(ts)}")

@@ -27,6 +27,7 @@ import cfi_tests  # noqa: E402
 import sampling_tests  # noqa: E402
 import python_tests  # noqa: E402
 import interp_tests  # noqa: E402
+import python_unstable_tests  # noqa: E402
 import browser_tests  # noqa: E402
 import debuginfod_tests  # noqa: E402
 import runner  # noqa: E402
@@ -949,7 +950,8 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
-    + python_tests.TESTS + interp_tests.TESTS + server_tests.TESTS + clickhouse_tests.TESTS \
+    + python_tests.TESTS + python_unstable_tests.TESTS + interp_tests.TESTS + server_tests.TESTS \
+    + clickhouse_tests.TESTS \
     + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
     + browser_tests.TESTS + debuginfod_tests.TESTS
 

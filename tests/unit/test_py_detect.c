@@ -182,6 +182,107 @@ static void test_pyenv_old(void **state)
     printf("old interpreters: %d checked\n", checked);
 }
 
+/* Debian's 3.15.2 copied, its _Py_DebugOffsets saying 3.16: walked, read
+ * in 3.15's shape, and the log's words say it is newer than the agent. */
+static void check_newer_release(const char *root)
+{
+    char path[512], tmp[] = "/tmp/cx-py316-XXXXXX", cmd[1200];
+    uint64_t rt, rt_size, v316 = 0x031000f0;
+    struct py_binary b;
+
+    snprintf(path, sizeof(path), "%s/usr/bin/python3.15", root);
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, tmp);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(py_elf_sym(tmp, SHT_DYNSYM, "_PyRuntime", &rt, &rt_size), 0);
+    int64_t off = py_elf_offset(tmp, rt);
+    fd = open(tmp, O_RDWR);
+    assert_true(off > 0 && fd >= 0);
+    assert_int_equal(pwrite(fd, &v316, 8, off + 8), 8);
+    close(fd);
+    int ret = detect_path(tmp, &b);
+    unlink(tmp);
+    assert_int_equal(ret, 1);
+    if (!b.usable)
+        fail_msg("3.16 in 3.15's shape: %s", b.why);
+    assert_int_equal(b.version, 0x0310);
+    assert_string_equal(b.layout_from, "_Py_DebugOffsets, read in 3.15's shape: a release newer "
+                                       "than this agent knows, its offsets checked");
+    printf("3.15.2 saying 3.16: %s\n", b.layout_from);
+}
+
+/* Debian unstable's python3.14 and python3.15 (gcc 16, PGO), from the root
+ * tests/integration/python_unstable_tests.py makes (its path in
+ * $CODEXRAY_PY_UNSTABLE_ROOT, else that test's cache): read, not run (they
+ * need unstable's libc). Each: its version (Py_Version's), its layout read
+ * from _Py_DebugOffsets in its own release's shape, and its evaluation
+ * loop, split off the ~1 KiB entry part _PyEval_EvalFrameDefault is into
+ * an ~80 KiB part of its own, found: before, the jumps to it were too few
+ * and libdw's rows were taken for whole FDEs, and its frames were none. */
+static void test_unstable_pythons(void **state)
+{
+    const char *root = getenv("CODEXRAY_PY_UNSTABLE_ROOT");
+    int checked = 0;
+    (void)state;
+
+    if (!root)
+        root = "/var/cache/codexray-python/sid-python";
+    for (unsigned minor = 14; minor <= 15; minor++) {
+        char path[512], want[64];
+        uint64_t eval, eval_size, pv, pv_size, hex = 0;
+        struct py_binary b;
+
+        snprintf(path, sizeof(path), "%s/usr/bin/python3.%u", root, minor);
+        if (!py_is_file(path)) {
+            printf("no %s: not checked\n", path);
+            continue;
+        }
+        int ret = detect_path(path, &b);
+        if (!consistent(path, ret, &b))
+            fail_msg("%s: inconsistent", path);
+        if (ret != 1 || !b.usable)
+            fail_msg("%s: %d, usable %d: %s", path, ret, b.usable, b.why);
+        assert_int_equal(py_elf_sym(path, SHT_DYNSYM, "Py_Version", &pv, &pv_size), 0);
+        int64_t off = py_elf_offset(path, pv);
+        int fd = open(path, O_RDONLY);
+        assert_true(off > 0 && fd >= 0);
+        assert_int_equal(pread(fd, &hex, 4, off), 4);
+        close(fd);
+        assert_int_equal(b.version, (unsigned)(hex >> 16) & 0xffff);
+        assert_int_equal(b.version, 0x0300 | minor);
+        snprintf(want, sizeof(want), "_Py_DebugOffsets, read in 3.%u's shape", minor);
+        assert_string_equal(b.layout_from, want);
+        /* PyThreadState has thread_id and native_thread_id side by side. */
+        assert_int_equal(b.layout.tstate_native_thread_id, b.layout.tstate_thread_id + 8);
+
+        assert_int_equal(
+            py_elf_sym(path, SHT_DYNSYM, "_PyEval_EvalFrameDefault", &eval, &eval_size), 0);
+        assert_int_equal(b.eval_start[0], eval);
+        assert_int_equal(b.eval_end[0], eval + eval_size);
+        assert_true(b.cold_from_jumps);
+        assert_int_equal(b.n_eval, 2);
+        uint64_t s = b.eval_start[1], e = b.eval_end[1];
+        char other[256];
+        assert_true(e <= eval || s >= eval + eval_size);
+        assert_true(in_exec_segment(&b, s, e));
+        if (e - s < (64u << 10))
+            fail_msg("%s: loop part [0x%llx, 0x%llx): %llu bytes", path, (unsigned long long)s,
+                     (unsigned long long)e, (unsigned long long)(e - s));
+        if (other_func_in(path, s, e, other, sizeof(other)))
+            fail_msg("%s: loop part [0x%llx, 0x%llx) holds %s", path, (unsigned long long)s,
+                     (unsigned long long)e, other);
+        printf("%s: 3.%u, entry [0x%llx, +%llu), loop part [0x%llx, +%llu), layout from %s\n", path,
+               minor, (unsigned long long)eval, (unsigned long long)eval_size,
+               (unsigned long long)s, (unsigned long long)(e - s), b.layout_from);
+        checked++;
+    }
+    printf("Debian unstable's interpreters: %d checked\n", checked);
+    if (checked == 2)
+        check_newer_release(root);
+}
+
 /* Debian's: static libpython, stripped to .dynsym; the .cold part found by
  * the jumps to it. */
 static void test_debian_python3(void **state)
@@ -331,11 +432,9 @@ static void test_version_from_name(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pyenv),
-        cmocka_unit_test(test_pyenv_old),
-        cmocka_unit_test(test_debian_python3),
-        cmocka_unit_test(test_not_cpython),
-        cmocka_unit_test(test_version_from_name),
+        cmocka_unit_test(test_pyenv),          cmocka_unit_test(test_pyenv_old),
+        cmocka_unit_test(test_debian_python3), cmocka_unit_test(test_unstable_pythons),
+        cmocka_unit_test(test_not_cpython),    cmocka_unit_test(test_version_from_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

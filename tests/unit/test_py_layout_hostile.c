@@ -420,12 +420,248 @@ static void test_debug_offsets_garbage(void **state)
     printf("random structures: %u accepted, %u refused\n", accepted, refused);
 }
 
+/* The words of Debian unstable's 3.14.10 and 3.15.2 at _PyRuntime (their
+ * _Py_DebugOffsets, up to the last word a shape reads; test_py_detect
+ * reads the binaries themselves where they are). */
+static const uint64_t dbg314[] = {
+    0x7970677562656478,
+    0x30e0af0,
+    0,
+    316616,
+    784,
+    808,
+    225864,
+    7280,
+    7272,
+    7344,
+    7360,
+    7408,
+    7688,
+    7672,
+    7680,
+    16,
+    7784,
+    0,
+    7800,
+    7792,
+    7992,
+    0,
+    832,
+    0,
+    8,
+    16,
+    72,
+    152,
+    160,
+    232,
+    32,
+    88,
+    8,
+    0,
+    56,
+    80,
+    74,
+    64,
+    0,
+    216,
+    112,
+    120,
+    128,
+    136,
+    68,
+    52,
+    96,
+    104,
+    208,
+    0,
+    16,
+    8,
+    416,
+    24,
+    88,
+    168,
+    40,
+    32,
+    16,
+    40,
+    24,
+    16,
+    200,
+    24,
+    40,
+    32,
+    48,
+    32,
+    40,
+    24,
+    16,
+    32,
+    16,
+    24,
+    40,
+    16,
+    32,
+    64,
+    32,
+    16,
+    40,
+    264,
+};
+static const uint64_t dbg315[] = {
+    0x7970677562656478,
+    0x30f02f0,
+    0,
+    346568,
+    912,
+    936,
+    226240,
+    7272,
+    7264,
+    7336,
+    7352,
+    7400,
+    7592,
+    7576,
+    7584,
+    16,
+    7736,
+    0,
+    7752,
+    7744,
+    7944,
+    0,
+    888,
+    0,
+    8,
+    16,
+    72,
+    80,
+    88,
+    96,
+    176,
+    184,
+    256,
+    32,
+    36,
+    40,
+    136,
+    288,
+    0,
+    88,
+    8,
+    0,
+    56,
+    80,
+    74,
+    64,
+    0,
+    216,
+    112,
+    120,
+    128,
+    136,
+    68,
+    52,
+    96,
+    104,
+    208,
+    0,
+    16,
+    8,
+    424,
+    24,
+    88,
+    168,
+    32,
+    288,
+    944,
+    888,
+    40,
+    32,
+    16,
+    40,
+    24,
+    16,
+    200,
+    24,
+    40,
+    32,
+    48,
+    32,
+    40,
+    24,
+    16,
+    32,
+    16,
+    24,
+    40,
+    16,
+    32,
+    64,
+    32,
+    16,
+    40,
+    56,
+};
+
+/* Each read in its own release's shape, to what 3.13's layout becomes:
+ * the frame's owner at 74 (3.14 put stackpointer before it), the bytecode
+ * at 208; 3.15's thread ids 24 bytes on. A later release (3.16 here) in
+ * 3.15's shape is read in it and says so; in none of the shapes (3.15's
+ * thread state without its three new words): refused. */
+static void test_debug_offsets_debian(void **state)
+{
+    struct py_layout l, want;
+    unsigned version;
+    const char *shape = NULL;
+    char why[192];
+    uint64_t w[DBG314_WORDS];
+    (void)state;
+
+    for (int k = 0; k < 2; k++) {
+        const uint64_t *d = k ? dbg315 : dbg314;
+        size_t len = k ? sizeof(dbg315) : sizeof(dbg314);
+        if (py_layout__read_debug_offsets(d, len, &l, &version, &shape, why, sizeof(why)))
+            fail_msg("Debian's 3.%d refused: %s", 14 + k, why);
+        want = py_layout_313;
+        want.version = 0x030e + (unsigned)k;
+        want.runtime_interpreters_head = k ? 936 : 808;
+        want.interp_next = k ? 7264 : 7272;
+        want.interp_threads_head = k ? 7336 : 7344;
+        want.frame_owner = 74;
+        want.code_code_adaptive = 208;
+        if (k) {
+            want.tstate_thread_id = 176;
+            want.tstate_native_thread_id = 184;
+        }
+        assert_int_equal(version, want.version);
+        assert_string_equal(shape, k ? "3.15" : "3.14");
+        assert_int_equal(py_layout_diff(k ? "3.15.2" : "3.14.10", &l, "parsed", &want, "expected"),
+                         0);
+        check_accepted(&l, version);
+    }
+    memcpy(w, dbg315, sizeof(dbg315));
+    w[1] = 0x031000f0;
+    if (py_layout__read_debug_offsets(w, sizeof(dbg315), &l, &version, &shape, why, sizeof(why)))
+        fail_msg("3.16 in 3.15's shape refused: %s", why);
+    assert_int_equal(version, 0x0310);
+    assert_string_equal(shape, "3.15");
+    assert_int_equal(l.tstate_thread_id, 176);
+    memset(w, 0, sizeof(w));
+    memcpy(w, dbg315, 27 * 8);
+    memcpy(w + 27, dbg315 + 30, sizeof(dbg315) - 30 * 8);
+    assert_int_equal(parse(w, sizeof(dbg315), &l, &version, why, sizeof(why)), -1);
+    printf("Debian's 3.14 and 3.15 read in their shapes; 3.16 in 3.15's; a shape unknown: %s\n",
+           why);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_debug_offsets_valid),    cmocka_unit_test(test_debug_offsets_short),
         cmocka_unit_test(test_debug_offsets_header),   cmocka_unit_test(test_debug_offsets_bounds),
-        cmocka_unit_test(test_debug_offsets_versions), cmocka_unit_test(test_debug_offsets_garbage),
+        cmocka_unit_test(test_debug_offsets_versions), cmocka_unit_test(test_debug_offsets_debian),
+        cmocka_unit_test(test_debug_offsets_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

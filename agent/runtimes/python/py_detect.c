@@ -1,6 +1,7 @@
 #include "py_detect.h"
 
 #include <ctype.h>
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -15,8 +16,13 @@
 /* The evaluation function is scanned for far jumps this far at most. */
 #define MAX_EVAL_BYTES (1u << 20)
 /* An unwind-table entry outside the function counts as its cold part when
- * this many of the function's far jumps land in it. */
+ * this many of the function's far jumps land in it; or this many when the
+ * entry starts inside a frame (no function starts there: a part split off
+ * one). gcc (PGO) split 3.14's and 3.15's evaluation function in Debian to
+ * a ~1 KiB entry part and a ~80 KiB part holding the loop, which the entry
+ * part jumps to 13 times. */
 #define COLD_MIN_JUMPS 16
+#define COLD_MIN_JUMPS_MIDFRAME 4
 
 enum sym {
     S_RUNTIME,
@@ -139,16 +145,25 @@ static int find_layout(Elf *e, int fd, const char *path, const struct found *f,
     unsigned char dbg[PY_DEBUG_OFFSETS_MAX];
     size_t dlen = f->sym[S_RUNTIME].st_size < sizeof(dbg) ? f->sym[S_RUNTIME].st_size : sizeof(dbg);
     unsigned dver = 0;
+    const char *shape = "";
     char why[160] = "";
 
     if (dlen >= 24 && read_vaddr(e, fd, f->sym[S_RUNTIME].st_value, dbg, dlen) == 0 &&
         memcmp(dbg, "xdebugpy", 8) == 0) {
-        if (py_layout__from_debug_offsets(dbg, dlen, &out->layout, &dver, why, sizeof(why))) {
+        if (py_layout__read_debug_offsets(dbg, dlen, &out->layout, &dver, &shape, why,
+                                          sizeof(why))) {
             out->version = dver;
             snprintf(out->why, sizeof(out->why), "%s", why);
             return -1;
         }
         out->version = dver;
+        /* A shape is named by the release it starts with. */
+        unsigned sv = (unsigned)(shape[0] - '0') << 8 | (unsigned)atoi(shape + 2);
+        snprintf(out->layout_from, sizeof(out->layout_from),
+                 sv == dver ? "_Py_DebugOffsets, read in %s's shape"
+                            : "_Py_DebugOffsets, read in %s's shape: a release newer than this "
+                              "agent knows, its offsets checked",
+                 shape);
         return 0;
     }
     if (f->have[S_PY_VERSION]) {
@@ -178,23 +193,117 @@ static int find_layout(Elf *e, int fd, const char *path, const struct found *f,
         return -1;
     }
     out->layout = *l;
+    snprintf(out->layout_from, sizeof(out->layout_from), "the table of %u.%u", l->version >> 8,
+             l->version & 0xff);
     return 0;
 }
 
-/* The unwind-table entry (FDE) holding addr: [*start, *end). */
-static bool fde_range(Dwarf_CFI *cfi, uint64_t addr, uint64_t *start, uint64_t *end)
+/* The unwind tables: libdw's view, and .eh_frame_hdr's search table with
+ * .eh_frame where the file has them in the form gcc and ld write. */
+struct unwind_tabs {
+    Dwarf_CFI *cfi;
+    const uint8_t *hdr, *eh; /* section bytes, NULL when absent */
+    size_t hdr_len, eh_len;
+    uint64_t hdr_va, eh_va;
+};
+
+static int32_t s32(const uint8_t *p)
+{
+    int32_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* The FDE holding addr from .eh_frame_hdr: its start the largest initial
+ * location not past addr, its end from the FDE's own range (pc-relative
+ * sdata4, checked by its start agreeing with the table's). */
+static bool hdr_fde(const struct unwind_tabs *t, uint64_t addr, uint64_t *start, uint64_t *end)
+{
+    /* version 1; eh_frame_ptr any 4-byte form; count udata4; table datarel sdata4 */
+    if (!t->hdr || !t->eh || t->hdr_len < 12 || t->hdr[0] != 1 || t->hdr[2] != 0x03 ||
+        t->hdr[3] != 0x3b || (t->hdr[1] & 0x0f) != 0x0b)
+        return false;
+    uint32_t n;
+    memcpy(&n, t->hdr + 8, sizeof(n));
+    if (n == 0 || n > (t->hdr_len - 12) / 8)
+        return false;
+    const uint8_t *tab = t->hdr + 12;
+    size_t lo = 0, hi = n; /* the answer is lo - 1 */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->hdr_va + (uint64_t)(int64_t)s32(tab + 8 * mid) <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return false;
+    uint64_t init = t->hdr_va + (uint64_t)(int64_t)s32(tab + 8 * (lo - 1));
+    uint64_t fde = t->hdr_va + (uint64_t)(int64_t)s32(tab + 8 * (lo - 1) + 4);
+    if (fde < t->eh_va || fde - t->eh_va > t->eh_len || t->eh_len - (fde - t->eh_va) < 16)
+        return false;
+    const uint8_t *p = t->eh + (fde - t->eh_va);
+    uint64_t pc_begin = fde + 8 + (uint64_t)(int64_t)s32(p + 8);
+    uint32_t range;
+    memcpy(&range, p + 12, sizeof(range));
+    if (s32(p) == -1 || pc_begin != init || addr - init >= range)
+        return false;
+    *start = init;
+    *end = init + range;
+    return true;
+}
+
+/* The unwind-table entry (FDE) holding addr: [*start, *end). Without
+ * .eh_frame_hdr, libdw's row holding it (a part of its FDE). */
+static bool fde_range(const struct unwind_tabs *t, uint64_t addr, uint64_t *start, uint64_t *end)
 {
     Dwarf_Frame *fr = NULL;
     Dwarf_Addr s, en;
     bool sig;
 
-    if (!cfi || dwarf_cfi_addrframe(cfi, addr, &fr) != 0)
+    if (hdr_fde(t, addr, start, end))
+        return true;
+    if (!t->cfi || dwarf_cfi_addrframe(t->cfi, addr, &fr) != 0)
         return false;
     dwarf_frame_info(fr, &s, &en, &sig);
     free(fr);
     *start = s;
     *end = en;
     return en > s;
+}
+
+/* Fills t from e's sections; t->cfi is the caller's to end. */
+static void unwind_tabs_open(Elf *e, struct unwind_tabs *t)
+{
+    Elf_Scn *scn = NULL;
+    size_t shstrndx;
+    GElf_Shdr sh;
+
+    memset(t, 0, sizeof(*t));
+    t->cfi = dwarf_getcfi_elf(e);
+    if (elf_getshdrstrndx(e, &shstrndx))
+        return;
+    while ((scn = elf_nextscn(e, scn)) != NULL) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+            continue;
+        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+        bool hdr = name && strcmp(name, ".eh_frame_hdr") == 0;
+        if (!name || (!hdr && strcmp(name, ".eh_frame") != 0))
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf || d->d_size != sh.sh_size)
+            continue;
+        if (hdr) {
+            t->hdr = d->d_buf;
+            t->hdr_len = d->d_size;
+            t->hdr_va = sh.sh_addr;
+        } else {
+            t->eh = d->d_buf;
+            t->eh_len = d->d_size;
+            t->eh_va = sh.sh_addr;
+        }
+    }
 }
 
 /* Whether [start, end) is non-empty and inside one executable segment. */
@@ -223,7 +332,7 @@ static void add_eval(struct py_binary *out, uint64_t start, uint64_t end)
 
 /* The .cold parts from .symtab: "_PyEval_EvalFrameDefault.cold" and
  * ".cold.N", each the whole FDE it starts. Returns how many. */
-static unsigned cold_from_symtab(Elf *e, Dwarf_CFI *cfi, struct py_binary *out)
+static unsigned cold_from_symtab(Elf *e, const struct unwind_tabs *t, struct py_binary *out)
 {
     Elf_Scn *scn = NULL;
     GElf_Shdr sh;
@@ -243,7 +352,7 @@ static unsigned cold_from_symtab(Elf *e, Dwarf_CFI *cfi, struct py_binary *out)
             name = elf_strptr(e, sh.sh_link, s.st_name);
             if (!name || strncmp(name, "_PyEval_EvalFrameDefault.cold", 29) != 0)
                 continue;
-            if (!fde_range(cfi, s.st_value, &start, &end)) {
+            if (!fde_range(t, s.st_value, &start, &end)) {
                 start = s.st_value;
                 end = s.st_value + (s.st_size ? s.st_size : 1);
             }
@@ -254,13 +363,36 @@ static unsigned cold_from_symtab(Elf *e, Dwarf_CFI *cfi, struct py_binary *out)
     return n;
 }
 
+/* Whether the FDE starting at addr starts inside a frame: its CFA there is
+ * not the stack pointer as a call leaves it (x86-64: rsp + 8), as in a part
+ * gcc split off a function (its CFA is rbp + 16 or rsp + the frame's size
+ * from its first byte); false when it cannot be told. */
+static bool starts_mid_frame(Dwarf_CFI *cfi, uint64_t addr)
+{
+    Dwarf_Frame *fr = NULL;
+    Dwarf_Op *ops = NULL;
+    size_t nops = 0;
+    bool mid = false;
+
+    if (!cfi || dwarf_cfi_addrframe(cfi, addr, &fr) != 0)
+        return false;
+    if (dwarf_frame_cfa(fr, &ops, &nops) == 0 && nops == 1) {
+        bool sp_plus_8 =
+            (ops[0].atom == DW_OP_bregx && ops[0].number == 7 && ops[0].number2 == 8) ||
+            (ops[0].atom == DW_OP_breg7 && (int64_t)ops[0].number == 8);
+        mid = !sp_plus_8;
+    }
+    free(fr);
+    return mid;
+}
+
 /* A stripped binary: the cold part is the FDE outside the function that
  * most of its far jumps (jmp rel32, jcc rel32) land in. The bytes are
  * scanned, not decoded, so some "jumps" are parts of other instructions;
  * they land all over the file, and the real ones hundreds of times in one
  * place. */
-static void cold_from_jumps(Elf *e, int fd, Dwarf_CFI *cfi, uint64_t start, uint64_t end,
-                            struct py_binary *out)
+static void cold_from_jumps(Elf *e, int fd, const struct unwind_tabs *t, uint64_t start,
+                            uint64_t end, struct py_binary *out)
 {
     enum { MAX_CAND = 16 };
     struct {
@@ -295,14 +427,15 @@ static void cold_from_jumps(Elf *e, int fd, Dwarf_CFI *cfi, uint64_t start, uint
         }
         if (k == nc) {
             uint64_t fs, fe;
-            if (nc == MAX_CAND || !fde_range(cfi, to, &fs, &fe) || (fs <= start && fe > start))
+            if (nc == MAX_CAND || !fde_range(t, to, &fs, &fe) || (fs <= start && fe > start))
                 continue;
             cand[nc++] = (typeof(cand[0])){fs, fe, 0};
         }
         cand[k].hits++;
     }
     for (unsigned k = 0; k < nc; k++) {
-        if (cand[k].hits >= COLD_MIN_JUMPS) {
+        if (cand[k].hits >= COLD_MIN_JUMPS ||
+            (cand[k].hits >= COLD_MIN_JUMPS_MIDFRAME && starts_mid_frame(t->cfi, cand[k].start))) {
             add_eval(out, cand[k].start, cand[k].end);
             out->cold_from_jumps = true;
         }
@@ -388,13 +521,14 @@ int py_detect__elf(int fd, const char *path, struct py_binary *out)
         goto out;
     }
     add_eval(out, es, ee);
-    Dwarf_CFI *cfi = dwarf_getcfi_elf(e);
+    struct unwind_tabs tabs;
+    unwind_tabs_open(e, &tabs);
     read_tramp(e, fd, &f, out);
-    if (!cold_from_symtab(e, cfi, out))
-        cold_from_jumps(e, fd, cfi, es, ee, out);
+    if (!cold_from_symtab(e, &tabs, out))
+        cold_from_jumps(e, fd, &tabs, es, ee, out);
     /* dwarf_getcfi_elf's CFI is the caller's to end. */
-    if (cfi)
-        dwarf_cfi_end(cfi);
+    if (tabs.cfi)
+        dwarf_cfi_end(tabs.cfi);
     struct cx_py_offsets o;
     char why[160];
     if (py_layout__to_bpf(&out->layout, &o, why, sizeof(why))) {

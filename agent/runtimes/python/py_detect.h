@@ -37,6 +37,10 @@ struct py_binary {
     uint64_t eval_start[CX_PY_MAX_EVAL], eval_end[CX_PY_MAX_EVAL];
     unsigned n_eval;
     bool cold_from_jumps; /* the .cold part was found by its jumps, not a symbol */
+    /* Where the layout came from, for the log: "_Py_DebugOffsets (read in
+     * 3.14's shape)", "the table of 3.12" (a release newer than every shape
+     * known is read in the newest one whose offsets hold: it says so). */
+    char layout_from[128];
     /* The executable PT_LOAD segments, to turn a mapping into a load bias. */
     struct binary_seg segs[PY_DETECT_MAX_SEGS];
     unsigned nsegs;

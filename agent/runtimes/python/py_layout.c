@@ -88,7 +88,14 @@ struct dbg_shape {
  * threads_head) and two at its end, interpreter_frame.stackpointer and
  * tlbc_index, code_object.co_tlbc, then groups at the end. The second 3.14
  * shape is that without the set group, in case a release lacks it; the
- * checks below pick whichever reads true. */
+ * checks below pick whichever reads true. Debian's 3.14.10 reads true in
+ * the first (test_py_layout_hostile.c has its words).
+ *
+ * 3.15 (as Debian's 3.15.2 has it): thread_state grew base_frame,
+ * last_profiled_frame and one more before thread_id, and current_exception,
+ * exc_state, holds_gil and gil_requested after status; a group
+ * err_stackitem (one word) follows it; four words more follow
+ * type_object's tp_flags (none read here). */
 static const struct dbg_shape shapes[] = {
     {
         .name = "3.13",
@@ -204,6 +211,44 @@ static const struct dbg_shape shapes[] = {
         .un_ascii_size = 76,
         .words = 77,
     },
+    {
+        .name = "3.15",
+        .min_version = 0x030f,
+        .free_threaded = 2,
+        .rt_size = 3,
+        .rt_interpreters_head = 5,
+        .is_size = 6,
+        .is_next = 8,
+        .is_threads_head = 9,
+        .ts_size = 22,
+        .ts_next = 24,
+        .ts_current_frame = 26,
+        .ts_thread_id = 30,
+        .ts_native_thread_id = 31,
+        .if_size = 39,
+        .if_previous = 40,
+        .if_executable = 41,
+        .if_instr_ptr = 42,
+        .if_owner = 44,
+        .co_size = 47,
+        .co_filename = 48,
+        .co_name = 49,
+        .co_qualname = 50,
+        .co_linetable = 51,
+        .co_firstlineno = 52,
+        .co_argcount = 53,
+        .co_code_adaptive = 56,
+        .ob_size = 58,
+        .ob_type = 59,
+        .by_size = 86,
+        .by_ob_size = 87,
+        .by_ob_sval = 88,
+        .un_size = 89,
+        .un_state = 90,
+        .un_length = 91,
+        .un_ascii_size = 92,
+        .words = 93,
+    },
 };
 
 static uint64_t word(const void *d, unsigned i)
@@ -275,12 +320,28 @@ static int read_shape(const void *d, const struct dbg_shape *sh, struct py_layou
         l.unicode_ascii_size < 24 || l.unicode_compact_size <= l.unicode_ascii_size ||
         l.bytes_sval < 24 || l.bytes_sval > 48 || l.code_code_adaptive < 64)
         return -1;
+    /* A shape read at the wrong words mostly lands on other groups' sizes
+     * and offsets: what a release whose shape is not known yet must also
+     * hold before its frames are walked by it. A PyObject of a GIL build is
+     * two words; a frame's header is small; the fields read are distinct. */
+    if (ob != 16 || fr > 256 || l.frame_previous == l.frame_code ||
+        l.frame_previous == l.frame_instr || l.frame_code == l.frame_instr ||
+        l.tstate_frame == l.tstate_next || l.tstate_thread_id == l.tstate_native_thread_id ||
+        l.tstate_frame == l.tstate_native_thread_id || l.code_filename == l.code_name ||
+        l.code_name == l.code_qualname || l.code_filename == l.code_linetable)
+        return -1;
     *out = l;
     return 0;
 }
 
 int py_layout__from_debug_offsets(const void *d, size_t len, struct py_layout *out,
                                   unsigned *version, char *why, size_t whylen)
+{
+    return py_layout__read_debug_offsets(d, len, out, version, NULL, why, whylen);
+}
+
+int py_layout__read_debug_offsets(const void *d, size_t len, struct py_layout *out,
+                                  unsigned *version, const char **shape, char *why, size_t whylen)
 {
     const struct dbg_shape *best = NULL;
 
@@ -320,6 +381,8 @@ int py_layout__from_debug_offsets(const void *d, size_t len, struct py_layout *o
         return -1;
     }
     out->version = *version;
+    if (shape)
+        *shape = best->name;
     return 0;
 }
 

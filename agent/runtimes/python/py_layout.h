@@ -82,6 +82,13 @@ unsigned py_layout__table_versions(unsigned *out, unsigned max);
 int py_layout__from_debug_offsets(const void *d, size_t len, struct py_layout *out,
                                   unsigned *version, char *why, size_t whylen);
 
+/* py_layout__from_debug_offsets, also saying in *shape (when not NULL) the
+ * name of the shape of the structure it was read in ("3.13", "3.14",
+ * "3.15"...: a release newer than every shape is read in the newest that
+ * reads true), for the log. */
+int py_layout__read_debug_offsets(const void *d, size_t len, struct py_layout *out,
+                                  unsigned *version, const char **shape, char *why, size_t whylen);
+
 /* The BPF side's offsets (bpf/python.h) of a layout: the read windows and
  * the frame model. Returns 0, or -1 with a reason when a window does not
  * fit the BPF side's reads. */

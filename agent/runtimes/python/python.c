@@ -110,8 +110,8 @@ static const struct py_bin *bin_get(struct py_tracker *t, struct binary *b)
     pb->next = *pp;
     *pp = pb;
     if (pb->found == 1 && pb->info.usable)
-        log_info("python: %s: CPython %u.%u, its frames are walked%s", b->path,
-                 pb->info.version >> 8, pb->info.version & 0xff,
+        log_info("python: %s: CPython %u.%u, its frames are walked (layout: %s)%s", b->path,
+                 pb->info.version >> 8, pb->info.version & 0xff, pb->info.layout_from,
                  pb->info.cold_from_jumps ? " (the evaluation function's cold part found by "
                                             "its jumps: the binary has no .symtab)"
                                           : "");
