@@ -71,6 +71,7 @@ $(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 # Helpers shared by a test split in two (header-only, not seen by the pattern rule).
 $(B)/tests/test_py_code $(B)/tests/test_py_code_hostile: tests/unit/py_code_helpers.h
 $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detect_helpers.h
+$(B)/tests/test_py_detect $(B)/tests/test_py_layout_hostile: tests/unit/py_layout_headers.h
 $(B)/tests/test_identity $(B)/tests/test_identity_runtimes: tests/unit/identity_helpers.h
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
