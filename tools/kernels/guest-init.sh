@@ -71,6 +71,10 @@ for deb in "$CX"/codexray-node-agent_*.deb; do
     e=$(cut -d' ' -f1 /proc/uptime)
     echo "$s $e" > $R/dpkg.time
     /usr/bin/dpkg-query -W -f '${Status} ${Version}\n' codexray-node-agent > $R/dpkg.status 2>&1
+    # The postinst's deb-systemd-helper enables the unit as on a first
+    # install (its link in multi-user.target.wants, which the host reads).
+    readlink /etc/systemd/system/multi-user.target.wants/codexray-node-agent.service \
+        > $R/dpkg.enabled 2>&1
     AGENT=/usr/bin/codexray-node-agent
     say "dpkg -i: $(cat $R/dpkg.rc), $(cat $R/dpkg.status)"
 done

@@ -5,7 +5,7 @@ object, and every shared library they load, copied from this machine at the
 paths its loader finds them. The guest runs tools/kernels/guest-init.sh as
 /init and needs no disk and no network from the kernel under test.
 
-    initramfs.py [--root DIR --multiarch TRIPLET [--program PATH ...] [--dpkg-db]]
+    initramfs.py [--root DIR --multiarch TRIPLET [--file PATH ...] [--dpkg-db]]
                  [--python /usr/bin/python3.X] [--deb FILE ...]
                  OUT INIT [NAME=FILE ...]     files land in /opt/cx/NAME
 
@@ -19,8 +19,9 @@ busybox and the interpreter are taken from DIR (Debian packages of that
 architecture unpacked there, tools/kernels/fetch.sh --debs), --python being
 a path in DIR, and libraries are found by their ELF's DT_NEEDED (ldd runs
 only native programs) in this machine's multiarch directories for TRIPLET
-(the agent's link-time libraries), then in DIR's. Each --program (a path
-in DIR: dpkg, tar) lands at its own path with its libraries.
+(the agent's link-time libraries), then in DIR's. Each --file (a path in
+DIR: dpkg, tar, perl and its modules) lands at its own path, with its
+libraries where it is an ELF file.
 
 --deb FILE: the package lands in /opt/cx/ as it is, with the libraries of
 the programs it holds (the guest installs it with dpkg -i). --dpkg-db: a
@@ -191,8 +192,13 @@ def add_python(c, sys_, exe):
     return sys_.libraries(real)
 
 
-def program_path(p):
-    """Where a package's program lands: its own path (the guest's /bin and
+def is_elf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
+def file_path(p):
+    """Where a package's file lands: its own path (the guest's /bin and
     /sbin are directories, as on a Debian system not usr-merged on disk),
     /lib's under /usr/lib (the guest's /lib links there)."""
     return guest_path(p) if p.startswith(("/lib/", "/lib64/")) else os.path.normpath(p)
@@ -207,10 +213,9 @@ def deb_libraries(sys_, deb):
         for top, _, names in os.walk(d):
             for n in names:
                 f = os.path.join(top, n)
-                if os.path.isfile(f) and not os.path.islink(f) and os.access(f, os.X_OK):
-                    with open(f, "rb") as h:
-                        if h.read(4) == b"\x7fELF":
-                            libs.update(sys_.libraries(f))
+                if os.path.isfile(f) and not os.path.islink(f) and os.access(f, os.X_OK) \
+                        and is_elf(f):
+                    libs.update(sys_.libraries(f))
     return libs
 
 
@@ -308,7 +313,7 @@ def main():
     p.add_argument("--python")
     p.add_argument("--root")
     p.add_argument("--multiarch")
-    p.add_argument("--program", action="append", default=[])
+    p.add_argument("--file", action="append", default=[])
     p.add_argument("--deb", action="append", default=[])
     p.add_argument("--dpkg-db", action="store_true")
     p.add_argument("out")
@@ -317,8 +322,8 @@ def main():
     a = p.parse_args()
     if bool(a.root) != bool(a.multiarch) or any("=" not in f for f in a.files):
         p.error("--root and --multiarch go together; files are NAME=FILE")
-    if (a.program or a.dpkg_db) and not a.root:
-        p.error("--program and --dpkg-db are for a guest of another architecture (--root)")
+    if (a.file or a.dpkg_db) and not a.root:
+        p.error("--file and --dpkg-db are for a guest of another architecture (--root)")
     sys_ = Cross(a.root, a.multiarch) if a.root else Native()
     out, init, python = a.out, a.init, a.python
     files = dict(f.split("=", 1) for f in a.files)
@@ -340,9 +345,11 @@ def main():
     c.copy("bin/busybox", sys_.busybox(), 0o755)
     c.symlink("bin/sh", "busybox")  # /init's interpreter; init installs the other applets
     libs = set(add_python(c, sys_, python)) if python else set()
-    for prog in a.program:
-        c.copy(program_path(prog), sys_.host(prog), 0o755)
-        libs.update(sys_.libraries(sys_.host(prog)))
+    for path in a.file:
+        src = sys_.host(path)
+        c.copy(file_path(path), src, 0o755 if os.access(src, os.X_OK) else 0o644)
+        if is_elf(src):
+            libs.update(sys_.libraries(src))
     for deb in a.deb:
         with open(deb, "rb") as f:
             c.file(f"opt/cx/{os.path.basename(deb)}", f.read())

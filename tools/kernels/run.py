@@ -100,19 +100,37 @@ PY_VERSION = os.path.basename(os.path.realpath(PYTHON))
 USERLAND_DEBS = ["busybox-static", f"{PY_VERSION}-minimal", f"lib{PY_VERSION}-minimal",
                  "libexpat1", "zlib1g", "libc6"]
 # Where the agent comes from its package ("package": the guest installs
-# build/deb/'s with dpkg -i): dpkg and what dpkg -i runs (dpkg-deb, GNU tar
-# for the control area, ldconfig and start-stop-daemon it wants in PATH),
-# dpkg-query for the host's check, and their libraries this machine's
+# build/deb/'s with dpkg -i): dpkg and what dpkg -i runs (dpkg-deb,
+# dpkg-split, GNU tar for the control area, ldconfig and start-stop-daemon
+# it wants in PATH), dpkg-query for the host's check; the postinst's
+# deb-systemd-helper (init-system-helpers, Essential in Debian) with perl
+# and the modules it loads (perl -e 'END { print for values %INC,
+# @DynaLoader::dl_shared_objects } do "/usr/bin/deb-systemd-helper"' here,
+# but Data::Dumper, which it does without); the libraries this machine's
 # arm64 ones lack. The guest's dpkg database records them (--dpkg-db).
-PACKAGE_DEBS = ["dpkg", "tar", "libc-bin", "libmd0", "libselinux1", "libpcre2-8-0", "libacl1"]
-PACKAGE_PROGRAMS = ["/usr/bin/dpkg", "/usr/bin/dpkg-deb", "/usr/bin/dpkg-split",
-                    "/usr/bin/dpkg-query", "/sbin/start-stop-daemon", "/bin/tar", "/sbin/ldconfig"]
+PACKAGE_DEBS = ["dpkg", "tar", "libc-bin", "libmd0", "libselinux1", "libpcre2-8-0", "libacl1",
+                "perl-base", "init-system-helpers"]
+PERL_MODULES = [m + ".pm" for m in (
+    "Carp", "Carp/Heavy", "Cwd", "Errno", "Exporter", "Exporter/Heavy", "Fcntl", "File/Basename",
+    "File/Glob", "File/Path", "File/Spec", "File/Spec/Unix", "File/Temp", "Getopt/Long", "IO",
+    "IO/Handle", "IO/Seekable", "List/Util", "Scalar/Util", "SelectSaver", "Symbol", "XSLoader",
+    "bytes", "constant", "overload", "overloading", "parent", "strict", "vars", "warnings",
+    "warnings/register")] + [f"auto/{m}/{m.rsplit('/', 1)[-1]}.so" for m in (
+        "Cwd", "Fcntl", "IO", "List/Util", "File/Glob")]
 RELEASE_SERIES = {"bullseye": "5.10", "bookworm": "6.1", "trixie": "6.12"}
 SPLIT_TOL = 0.05
 WHOLE_MIN = 0.99
 PY_SPLIT = {"hot_a": 2 / 3, "hot_b": 1 / 3}  # printed, not judged (check_python)
 PY_CHAIN = ["dispatch", "run", "<module>"]
 BEGIN, END = b"==CX-RESULTS-BEGIN==", b"==CX-RESULTS-END=="
+
+
+def package_files(triplet):
+    """The files of PACKAGE_DEBS the guest gets, at their paths."""
+    return ["/usr/bin/dpkg", "/usr/bin/dpkg-deb", "/usr/bin/dpkg-split", "/usr/bin/dpkg-query",
+            "/sbin/start-stop-daemon", "/bin/tar", "/sbin/ldconfig", "/usr/bin/perl",
+            "/usr/bin/deb-systemd-helper", "/usr/bin/deb-systemd-invoke",
+            *(f"/usr/lib/{triplet}/perl-base/{m}" for m in PERL_MODULES)]
 
 
 def env(name, default):
@@ -224,7 +242,7 @@ def build_initramfs(args, path):
     if args.a["package"]:
         del files["codexray-node-agent"]
         cross += ["--deb", agent_package(args), "--dpkg-db",
-                  *(f"--program={p}" for p in PACKAGE_PROGRAMS)]
+                  *(f"--file={p}" for p in package_files(args.a["triplet"]))]
     subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), *cross, "--python", python,
                     path, os.path.join(HERE, "guest-init.sh"),
                     *(f"{k}={v}" for k, v in files.items())], check=True)
@@ -431,17 +449,22 @@ def check_python(ts, pid):
 
 def check_package(r):
     """The guest's dpkg -i of the agent's package: exit 0, dpkg's record of
-    it installed, and the agent the checks ran from /usr/bin. (cell, failure)"""
+    it installed, its postinst's deb-systemd-helper enabled the unit (and
+    no command its scripts ran was missing: systemctl is not, as systemd
+    does not run there), and the agent the checks ran was /usr/bin's.
+    (cell, failure)"""
     rc, status = read(os.path.join(r, "dpkg.rc"), "none"), read(os.path.join(r, "dpkg.status"))
-    agent = read(os.path.join(r, "agent.path"))
+    agent, link = read(os.path.join(r, "agent.path")), read(os.path.join(r, "dpkg.enabled"))
+    log = read(os.path.join(r, "dpkg.log")).splitlines()
     t = read(os.path.join(r, "dpkg.time")).split()
     cell = f"exit {rc}" + (f" in {float(t[1]) - float(t[0]):.1f} s" if len(t) == 2 else "")
-    if rc == "0" and status.startswith("install ok installed ") and \
+    bad = [l for l in log if "not found" in l]
+    if rc == "0" and status.startswith("install ok installed ") and not bad and \
+            link.endswith("/systemd/system/codexray-node-agent.service") and \
             agent == "/usr/bin/codexray-node-agent":
-        return cell, None
-    log = read(os.path.join(r, "dpkg.log")).splitlines()
-    return cell, (f"dpkg -i codexray-node-agent: exit {rc}, status '{status}', agent run from "
-                  f"'{agent}': " + " | ".join(log[-6:]))
+        return cell + ", enabled", None
+    return cell, (f"dpkg -i codexray-node-agent: exit {rc}, status '{status}', unit link "
+                  f"'{link}', agent run from '{agent}': " + " | ".join((bad or log)[-6:]))
 
 
 def empty_row(series, version, secs):
