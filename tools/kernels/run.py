@@ -449,16 +449,17 @@ def check_python(ts, pid):
 
 def check_package(r):
     """The guest's dpkg -i of the agent's package: exit 0, dpkg's record of
-    it installed, its postinst's deb-systemd-helper enabled the unit (and
-    no command its scripts ran was missing: systemctl is not, as systemd
-    does not run there), and the agent the checks ran was /usr/bin's.
-    (cell, failure)"""
+    it installed, its postinst's deb-systemd-helper enabled the unit and
+    said nothing (no command of its missing, no systemctl or
+    deb-systemd-invoke tried: systemd does not run there), and the agent
+    the checks ran was /usr/bin's. (cell, failure)"""
     rc, status = read(os.path.join(r, "dpkg.rc"), "none"), read(os.path.join(r, "dpkg.status"))
     agent, link = read(os.path.join(r, "agent.path")), read(os.path.join(r, "dpkg.enabled"))
     log = read(os.path.join(r, "dpkg.log")).splitlines()
     t = read(os.path.join(r, "dpkg.time")).split()
     cell = f"exit {rc}" + (f" in {float(t[1]) - float(t[0]):.1f} s" if len(t) == 2 else "")
-    bad = [l for l in log if "not found" in l]
+    setup = next((i for i, l in enumerate(log) if l.startswith("Setting up ")), len(log))
+    bad = log[setup + 1:]  # the maintainer scripts' complaints
     if rc == "0" and status.startswith("install ok installed ") and not bad and \
             link.endswith("/systemd/system/codexray-node-agent.service") and \
             agent == "/usr/bin/codexray-node-agent":
