@@ -130,7 +130,9 @@ w=$!
 echo $w > $R/daemon.pid
 s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/daemon.launched
-$AGENT --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
+# --config /dev/null: the flags alone, as before the package put its
+# agent.conf in /etc/codexray (its endpoint a server the guest has not).
+$AGENT --config /dev/null --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
 a=$!
 n=0
 while [ $n -lt 240 ] && kill -0 $a 2>/dev/null; do
