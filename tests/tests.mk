@@ -510,11 +510,13 @@ $(B)/kernels/bpf_each: tools/kernels/bpf_each.c
 # (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. The agent,
 # bpf_each and the workloads (cpu_split, cfi_split, pac_split, go_split) by
 # the rules above, in a make of their own with ARCH=arm64: cross-built into
-# build-arm64/ on x86_64, in build/ on an arm64 host.
+# build-arm64/ on x86_64, in build/ on an arm64 host; and the arm64 packages
+# (make ARCH=arm64 deb: build/deb/), the agent's of which the guest installs
+# with dpkg -i and runs from /usr/bin.
 ARM64_KERNELS ?= 6.1 6.12
 ARM64_B := $(if $(filter arm64,$(HOST_ARCH)),build,build-arm64)
 ARM64_BINS := $(addprefix $(ARM64_B)/,codexray-node-agent kernels/bpf_each \
               $(addprefix workloads/,cpu_split cfi_split pac_split go_split))
 test-arm64: deps
-	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS)
+	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS) deb
 	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64 --build $(ARM64_B)

@@ -8,7 +8,12 @@
 # answers; nothing is judged here.
 #
 # The console gets "cx:" progress lines among the kernel's messages.
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+# Debian root's order: the packages' programs (dpkg, tar, where the host put
+# them) ahead of busybox's applets of the same names, which --install leaves
+# in /bin beside them (it keeps a file that is there), for the programs dpkg
+# runs. This shell runs its own applets whatever PATH says: dpkg and
+# dpkg-query are called by their paths.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 /bin/busybox --install -s /bin
 
 mount -t proc proc /proc
@@ -51,6 +56,29 @@ done
 cut -d' ' -f1 /proc/uptime > $R/boot_s
 if [ -r /sys/kernel/btf/vmlinux ]; then echo yes > $R/btf; else echo no > $R/btf; fi
 nproc > $R/nproc
+
+# The agent from its package where the host put one (arm64): dpkg -i on the
+# image's dpkg database (its dependencies recorded as installed: the
+# packages the image holds files of), its maintainer scripts run (no
+# systemd here: the unit is not started), and everything below runs the
+# agent it installed.
+for deb in "$CX"/codexray-node-agent_*.deb; do
+    [ -f "$deb" ] || continue
+    say "dpkg -i ${deb##*/}"
+    s=$(cut -d' ' -f1 /proc/uptime)
+    /usr/bin/dpkg -i "$deb" > $R/dpkg.log 2>&1
+    echo $? > $R/dpkg.rc
+    e=$(cut -d' ' -f1 /proc/uptime)
+    echo "$s $e" > $R/dpkg.time
+    /usr/bin/dpkg-query -W -f '${Status} ${Version}\n' codexray-node-agent > $R/dpkg.status 2>&1
+    # The postinst's deb-systemd-helper enables the unit as on a first
+    # install (its link in multi-user.target.wants, which the host reads).
+    readlink /etc/systemd/system/multi-user.target.wants/codexray-node-agent.service \
+        > $R/dpkg.enabled 2>&1
+    AGENT=/usr/bin/codexray-node-agent
+    say "dpkg -i: $(cat $R/dpkg.rc), $(cat $R/dpkg.status)"
+done
+echo "$AGENT" > $R/agent.path
 
 # record: one run of the agent for every workload (each start costs 5 to 50
 # s of BPF verification under TCG), the frame-pointer cpu_split, the same
@@ -102,7 +130,9 @@ w=$!
 echo $w > $R/daemon.pid
 s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/daemon.launched
-$AGENT --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
+# --config /dev/null: the flags alone, as before the package put its
+# agent.conf in /etc/codexray (its endpoint a server the guest has not).
+$AGENT --config /dev/null --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
 a=$!
 n=0
 while [ $n -lt 240 ] && kill -0 $a 2>/dev/null; do

@@ -38,6 +38,7 @@ import argparse
 import base64
 import concurrent.futures
 import datetime
+import glob
 import io
 import os
 import platform
@@ -76,7 +77,7 @@ WORKLOADS = {"fp": ("cpu_split", C_SPEC), "cfi": ("cfi_split", C_SPEC),
 ARCHES = {
     "amd64": {"series": ["5.10", "6.1", "6.12", "sid"], "build": "build",
               "qemu": "qemu-system-x86_64", "machine": "pc", "tcg_cpu": "max",
-              "console": "ttyS0", "port": "ttyS1", "triplet": None,
+              "console": "ttyS0", "port": "ttyS1", "triplet": None, "package": False,
               "syscall": "do_syscall_64", "workloads": ["fp", "cfi"], "timeout": 300, "secs": 5,
               "round": None},
     # pauth-impdef: QEMU's own pointer-authentication hash, not the
@@ -84,7 +85,7 @@ ARCHES = {
     "arm64": {"series": ["6.1", "6.12"], "build": "build-arm64",
               "qemu": "qemu-system-aarch64", "machine": "virt",
               "tcg_cpu": "max,pauth-impdef=on", "console": "ttyAMA0", "port": "hvc0",
-              "triplet": "aarch64-linux-gnu", "syscall": "invoke_syscall",
+              "triplet": "aarch64-linux-gnu", "package": True, "syscall": "invoke_syscall",
               "workloads": ["fp", "cfi", "pac", "go"], "timeout": 480, "secs": 15,
               # cpu_split's and go_split's rounds 20 and 30 times shorter than
               # their own: emulated and five to 2 CPUs, a round of their own
@@ -98,12 +99,38 @@ ARCHES = {
 PY_VERSION = os.path.basename(os.path.realpath(PYTHON))
 USERLAND_DEBS = ["busybox-static", f"{PY_VERSION}-minimal", f"lib{PY_VERSION}-minimal",
                  "libexpat1", "zlib1g", "libc6"]
+# Where the agent comes from its package ("package": the guest installs
+# build/deb/'s with dpkg -i): dpkg and what dpkg -i runs (dpkg-deb,
+# dpkg-split, GNU tar for the control area, ldconfig and start-stop-daemon
+# it wants in PATH), dpkg-query for the host's check; the postinst's
+# deb-systemd-helper (init-system-helpers, Essential in Debian) with perl
+# and the modules it loads (perl -e 'END { print for values %INC,
+# @DynaLoader::dl_shared_objects } do "/usr/bin/deb-systemd-helper"' here,
+# but Data::Dumper, which it does without); the libraries this machine's
+# arm64 ones lack. The guest's dpkg database records them (--dpkg-db).
+PACKAGE_DEBS = ["dpkg", "tar", "libc-bin", "libmd0", "libselinux1", "libpcre2-8-0", "libacl1",
+                "perl-base", "init-system-helpers"]
+PERL_MODULES = [m + ".pm" for m in (
+    "Carp", "Carp/Heavy", "Cwd", "Errno", "Exporter", "Exporter/Heavy", "Fcntl", "File/Basename",
+    "File/Glob", "File/Path", "File/Spec", "File/Spec/Unix", "File/Temp", "Getopt/Long", "IO",
+    "IO/Handle", "IO/Seekable", "List/Util", "Scalar/Util", "SelectSaver", "Symbol", "XSLoader",
+    "bytes", "constant", "overload", "overloading", "parent", "strict", "vars", "warnings",
+    "warnings/register")] + [f"auto/{m}/{m.rsplit('/', 1)[-1]}.so" for m in (
+        "Cwd", "Fcntl", "IO", "List/Util", "File/Glob")]
 RELEASE_SERIES = {"bullseye": "5.10", "bookworm": "6.1", "trixie": "6.12"}
 SPLIT_TOL = 0.05
 WHOLE_MIN = 0.99
 PY_SPLIT = {"hot_a": 2 / 3, "hot_b": 1 / 3}  # printed, not judged (check_python)
 PY_CHAIN = ["dispatch", "run", "<module>"]
 BEGIN, END = b"==CX-RESULTS-BEGIN==", b"==CX-RESULTS-END=="
+
+
+def package_files(triplet):
+    """The files of PACKAGE_DEBS the guest gets, at their paths."""
+    return ["/usr/bin/dpkg", "/usr/bin/dpkg-deb", "/usr/bin/dpkg-split", "/usr/bin/dpkg-query",
+            "/sbin/start-stop-daemon", "/bin/tar", "/sbin/ldconfig", "/usr/bin/perl",
+            "/usr/bin/deb-systemd-helper", "/usr/bin/deb-systemd-invoke",
+            *(f"/usr/lib/{triplet}/perl-base/{m}" for m in PERL_MODULES)]
 
 
 def env(name, default):
@@ -177,12 +204,27 @@ def userland(args):
     if codename not in RELEASE_SERIES:
         raise SystemExit(f"{args.arch}: this machine runs '{codename}', not a Debian release "
                          f"of {' '.join(RELEASE_SERIES)}: no packages to match its libraries")
+    debs = USERLAND_DEBS + (PACKAGE_DEBS if args.a["package"] else [])
     p = subprocess.run([os.path.join(HERE, "fetch.sh"), args.cache, "--debs",
-                        RELEASE_SERIES[codename], *USERLAND_DEBS],
+                        RELEASE_SERIES[codename], *debs],
                        stdout=subprocess.PIPE, text=True, env=fetch_env(args))
     if p.returncode != 0 or not p.stdout.startswith("debs "):
-        raise SystemExit(f"{args.arch}: cannot fetch the guest's packages {' '.join(USERLAND_DEBS)}")
+        raise SystemExit(f"{args.arch}: cannot fetch the guest's packages {' '.join(debs)}")
     return p.stdout.split(None, 1)[1].strip(), f"/usr/bin/{PY_VERSION}"
+
+
+def agent_package(args):
+    """build/deb/'s agent package of this architecture, built after the
+    agent (make ARCH=arm64 deb): what users install is what is tested."""
+    d = os.path.join(ROOT, "build", "deb")
+    debs = glob.glob(os.path.join(d, f"codexray-node-agent_*_{args.arch}.deb"))
+    if len(debs) != 1:
+        raise SystemExit(f"{args.arch}: {len(debs)} codexray-node-agent_*_{args.arch}.deb in "
+                         f"{d}, want one: make ARCH={args.arch} deb")
+    if os.path.getmtime(debs[0]) < os.path.getmtime(args.agent):
+        raise SystemExit(f"{args.arch}: {debs[0]} is older than {args.agent}: "
+                         f"make ARCH={args.arch} deb")
+    return debs[0]
 
 
 def build_initramfs(args, path):
@@ -197,6 +239,10 @@ def build_initramfs(args, path):
         files[name] = os.path.join(args.build, "workloads", name)
     root, python = userland(args)
     cross = ["--root", root, "--multiarch", args.a["triplet"]] if root else []
+    if args.a["package"]:
+        del files["codexray-node-agent"]
+        cross += ["--deb", agent_package(args), "--dpkg-db",
+                  *(f"--file={p}" for p in package_files(args.a["triplet"]))]
     subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), *cross, "--python", python,
                     path, os.path.join(HERE, "guest-init.sh"),
                     *(f"{k}={v}" for k, v in files.items())], check=True)
@@ -401,9 +447,30 @@ def check_python(ts, pid):
     return cell, ("record python: " + "; ".join(bad)) if bad else None
 
 
+def check_package(r):
+    """The guest's dpkg -i of the agent's package: exit 0, dpkg's record of
+    it installed, its postinst's deb-systemd-helper enabled the unit and
+    said nothing (no command of its missing, no systemctl or
+    deb-systemd-invoke tried: systemd does not run there), and the agent
+    the checks ran was /usr/bin's. (cell, failure)"""
+    rc, status = read(os.path.join(r, "dpkg.rc"), "none"), read(os.path.join(r, "dpkg.status"))
+    agent, link = read(os.path.join(r, "agent.path")), read(os.path.join(r, "dpkg.enabled"))
+    log = read(os.path.join(r, "dpkg.log")).splitlines()
+    t = read(os.path.join(r, "dpkg.time")).split()
+    cell = f"exit {rc}" + (f" in {float(t[1]) - float(t[0]):.1f} s" if len(t) == 2 else "")
+    setup = next((i for i, l in enumerate(log) if l.startswith("Setting up ")), len(log))
+    bad = log[setup + 1:]  # the maintainer scripts' complaints
+    if rc == "0" and status.startswith("install ok installed ") and not bad and \
+            link.endswith("/systemd/system/codexray-node-agent.service") and \
+            agent == "/usr/bin/codexray-node-agent":
+        return cell + ", enabled", None
+    return cell, (f"dpkg -i codexray-node-agent: exit {rc}, status '{status}', unit link "
+                  f"'{link}', agent run from '{agent}': " + " | ".join((bad or log)[-6:]))
+
+
 def empty_row(series, version, secs):
     return {"series": series, "version": version, "secs": secs, "btf": "-", "loads": "-",
-            "start": "-", **{k: "-" for k in WORKLOADS}, "py": "-", "daemon": "-",
+            "start": "-", "dpkg": "-", **{k: "-" for k in WORKLOADS}, "py": "-", "daemon": "-",
             "errors": "-", "failures": [], "details": []}
 
 
@@ -421,6 +488,10 @@ def analyze(args, series, version, d, secs, how):
         row["failures"].append(how)
     row["boot"] = float(read(os.path.join(r, "boot_s"), "0") or 0)
     row["btf"] = read(os.path.join(r, "btf"), "?")
+    if args.a["package"]:
+        row["dpkg"], fail = check_package(r)
+        if fail:
+            row["failures"].append(fail)
     rec_log = read(os.path.join(r, "record.log"))
     dae_log = read(os.path.join(r, "daemon.log"))
     # loads: the record ran and wrote its profile
@@ -506,6 +577,7 @@ def table(args, rows):
     heads = {"fp": "cpu_split (fp) a/b/c %", "cfi": "cfi_split a/b/c %",
              "pac": "pac_split a/b/c %", "go": "go_split A/B %"}
     cols = [("kernel", "series"), ("version", "version"), ("time", "time"), ("BTF", "btf"),
+            *([("dpkg -i", "dpkg")] if args.a["package"] else []),
             ("loads", "loads_short"), ("agent start s", "start"),
             *((heads[k], k) for k in args.a["workloads"]),
             ("python a/b %", "py"), ("daemon", "daemon"), ("errors", "errors"),
