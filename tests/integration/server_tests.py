@@ -195,8 +195,20 @@ def test_server_agent_to_query(tmp):
         ups = re.findall(r"upload: profiles=(\d+) bytes=(\d+) requests=(\d+) ms=(\d+)", alog)
         check(ups, f"no upload lines: {alog[-1500:]}")
         # A window's profiles in one batch request, not one request each.
-        check(all(int(r) == (int(n) + 999) // 1000 for n, _, r, _ in ups),
-              f"not one batch a pass: {ups}")
+        # Excused: the first pass (every process's first profile, over the
+        # 4 MiB a batch holds on a busy machine: 65 profiles in 3 requests),
+        # the last (what the stop spooled, sent from the spool), and a pass
+        # that failed (a loaded server's 503) and the one after it, which
+        # sends the spooled window and the new one apart. The steady windows
+        # between are judged, and there must be some.
+        events = re.findall(r"upload: (?:profiles=(\d+) bytes=\d+ requests=(\d+)|(\S+ failed))",
+                            alog)
+        ups_at = [i for i, e in enumerate(events) if e[0]]
+        judged = [(int(n), int(r)) for i, (n, r, _) in enumerate(events)
+                  if n and i not in (ups_at[0], ups_at[-1])
+                  and not any(e[2] for e in events[max(i - 1, 0):i + 2])]
+        check(judged and all(r == (n + 999) // 1000 for n, r in judged),
+              f"not one batch a pass: {judged} of {events}")
         st, body = srv.get("/api/v1/applications?from=now-10m")
         check(st == 200, f"applications: {st}")
         apps = {x["name"]: x for x in json.loads(body)["applications"]}
