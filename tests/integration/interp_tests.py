@@ -7,6 +7,7 @@ gives every frame back, with the same samples."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -61,10 +62,11 @@ def has_symtab(path):
     return re.search(r"\]\s+\.symtab\s", p.stdout) is not None
 
 
-def check_program(tmp, srv, service, script):
-    """script run by Debian's python3, recorded (debug files not fetched),
-    stored as service and read back both ways: the checks of the test."""
-    py = subprocess.Popen([DEBIAN_PYTHON, script, "30"], stdout=subprocess.DEVNULL)
+def check_program(tmp, srv, service, argv):
+    """argv (an interpreter running a script, or chroot execing one: its pid
+    the interpreter's) recorded (debug files not fetched), stored as service
+    and read back both ways: the checks of the test."""
+    py = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
         out = os.path.join(tmp, f"{service}.pb.gz")
@@ -133,9 +135,34 @@ def test_python_interp_frames_folded(tmp):
     srv = Server(tmp)
     try:
         for service, script in (("py_split", "py_split.py"), ("py_difflib", "py_difflib.py")):
-            check_program(tmp, srv, service, os.path.join(WORKLOADS, script))
+            check_program(tmp, srv, service, [DEBIAN_PYTHON, os.path.join(WORKLOADS, script), "30"])
     finally:
         srv.stop()
 
 
-TESTS = [test_python_interp_frames_folded]
+def test_python_unstable_interp_frames_folded(tmp):
+    """The same on Debian unstable's python3.14 and python3.15 (stripped
+    too), run in the unstable root python_unstable_tests.py makes."""
+    import python_unstable_tests as put
+    root, why = put.unstable_root()
+    if root is None:
+        print(f"    skipped: {why}")
+        return
+    inside = "/cx-interp"
+    os.makedirs(os.path.join(root, inside.lstrip("/")), exist_ok=True)
+    for script in ("py_split.py", "py_difflib.py"):
+        shutil.copy(os.path.join(WORKLOADS, script), os.path.join(root, inside.lstrip("/")))
+    srv = Server(tmp)
+    try:
+        for v in put.VERSIONS:
+            exe = os.path.realpath(os.path.join(root, "usr", "bin", f"python{v}"))
+            check(not has_symtab(exe), f"{exe} has a .symtab: not a stripped interpreter")
+            for script in ("py_split.py", "py_difflib.py"):
+                service = f"{script[:-3]}_{v.replace('.', '_')}"
+                check_program(tmp, srv, service,
+                              ["chroot", root, f"python{v}", f"{inside}/{script}", "30"])
+    finally:
+        srv.stop()
+
+
+TESTS = [test_python_interp_frames_folded, test_python_unstable_interp_frames_folded]
