@@ -360,7 +360,15 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS)
+# The Pyroscope tests' client: @pyroscope/nodejs from the npm registry (its
+# @datadog/pprof ships prebuilt native modules), pinned by
+# tests/pyroscope/package-lock.json.
+PYRO_DEPS := tests/pyroscope/node_modules/.package-lock.json
+$(PYRO_DEPS): tests/pyroscope/package.json tests/pyroscope/package-lock.json
+	cd tests/pyroscope && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS) $(PYRO_DEPS)
 	@python3 tests/integration/run.py
 
 # deploy/ checked without systemd, Docker or Kubernetes (tests/deploy/check_deploy.py).

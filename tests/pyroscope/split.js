@@ -1,0 +1,62 @@
+// A Node program with a known CPU split, profiled by the real Pyroscope SDK
+// (@pyroscope/nodejs from npm, pinned by package-lock.json) pushing to a
+// codexray-server's /ingest: hot_a takes twice the CPU of hot_b (the same
+// body, twice the iterations; tests/workloads/jit_split.js's split).
+// Usage: node split.js SERVER_URL KEY SECONDS [bearer|basic [APP]]
+// With "basic" the key goes as basic auth's password, else as a Bearer token.
+"use strict";
+const Pyroscope = require("@pyroscope/nodejs");
+
+function hot_a(n) {
+    let x = 1;
+    for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003;
+    return x;
+}
+
+function hot_b(n) {
+    let x = 1;
+    for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003;
+    return x;
+}
+
+function call_a(n) {
+    return hot_a(n) + 1;
+}
+
+function call_b(n) {
+    return hot_b(n) + 1;
+}
+
+async function main() {
+    const [url, key, secs, auth, app] = process.argv.slice(2);
+    const seconds = Number(secs || 10);
+    Pyroscope.init({
+        serverAddress: url,
+        appName: app || "node-split",
+        ...(auth === "basic" ? { basicAuthUser: "node", basicAuthPassword: key } : { authToken: key }),
+        tags: { region: "x1", host: "pyro-host", pod: "split-pod" },
+        flushIntervalMs: 2000,
+        wall: { collectCpuTime: true, samplingDurationMs: 2000 },
+    });
+    Pyroscope.start();
+    const end = Date.now() + seconds * 1000;
+    let sink = 0;
+    while (Date.now() < end) {
+        // Rounds of about 3 ms keep the split steady at any moment; a
+        // yield now and then lets the SDK's timers flush.
+        const round = Date.now() + 100;
+        while (Date.now() < round) {
+            sink += call_a(200000);
+            sink += call_b(100000);
+        }
+        await new Promise((r) => setImmediate(r));
+    }
+    await Pyroscope.stop();
+    const cpu = process.cpuUsage();
+    console.log(`cpu_seconds=${((cpu.user + cpu.system) / 1e6).toFixed(2)} sink=${sink % 10}`);
+}
+
+main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+});
