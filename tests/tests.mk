@@ -436,22 +436,31 @@ $(B)/fuzz/fuzz_list: tests/fuzz/fuzz_list.c $(B)/san/obj/common/list.o
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(B)/san/obj/common/list.o
 
-# make fuzz FUZZ_TIME=600: both targets for that long in all, from their seed
+# The readers of POST /ingest (server/pyroscope.c): names, times,
+# multipart bodies, folded lines.
+$(B)/fuzz/fuzz_pyroscope: tests/fuzz/fuzz_pyroscope.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
+
+# make fuzz FUZZ_TIME=600: the targets for that long in all, from their seed
 # corpora: the ingest path (tests/fuzz/corpus, written by
-# tests/fuzz/make_corpus.py) five sixths of it, the list reader
-# (tests/fuzz/corpus_list) the rest. What they find grows build/fuzz/corpus
-# and build/fuzz/corpus_list; a crash is saved as build/fuzz/crash-*.
+# tests/fuzz/make_corpus.py) four sixths of it, the list reader
+# (tests/fuzz/corpus_list) and the Pyroscope readers
+# (tests/fuzz/corpus_pyroscope) a sixth each. What they find grows
+# build/fuzz/corpus*; a crash is saved as build/fuzz/crash-*.
 FUZZ_TIME ?= 300
 FUZZ_LIST_TIME = $(shell expr $(FUZZ_TIME) / 6 + 1)
-FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - $(FUZZ_TIME) / 6)
-fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list
-	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list
+FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - 2 \* $(FUZZ_TIME) / 6)
+fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list $(B)/fuzz/fuzz_pyroscope
+	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list $(B)/fuzz/corpus_pyroscope
 	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_INGEST_TIME) -rss_limit_mb=2048 -timeout=30 \
 	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
 	cd $(B)/fuzz && ./fuzz_list -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
 	    -max_len=8192 -print_final_stats=1 corpus_list $(abspath tests/fuzz/corpus_list)
+	cd $(B)/fuzz && ./fuzz_pyroscope -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=16384 -print_final_stats=1 corpus_pyroscope $(abspath tests/fuzz/corpus_pyroscope)
 
-# make test's share: a minute, both targets.
+# make test's share: a minute, all targets.
 fuzz-check:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 
