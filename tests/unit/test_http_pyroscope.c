@@ -19,12 +19,16 @@
 #define BASIC_BAD "Authorization: Basic dXNlcjp3cm9uZw==\r\n"
 #define MS 1000000ll
 
+enum kind { WALL_CPU, WALL_ONLY, HEAP };
+
 /* A profile as @pyroscope/nodejs sends one: samples/count, wall/nanoseconds
  * and cpu/nanoseconds, period type wall; main;work;hot used 30 ms of CPU
- * in 5 wall samples, main;idle none in 10 (its CPU column 0). Or, heap,
- * inuse_objects/count and inuse_space/bytes. */
-static void node_pprof(struct buf *out, int64_t time_ns, bool heap, bool gzip)
+ * in 5 wall samples, main;idle none in 10 (its CPU column 0). WALL_ONLY:
+ * without the cpu column (wall.collectCpuTime off). HEAP: inuse_objects/count
+ * and inuse_space/bytes. */
+static void node_pprof(struct buf *out, int64_t time_ns, enum kind kind, bool gzip)
 {
+    bool heap = kind == HEAP;
     struct pprof_writer *w = pprof_writer__new();
     static const char *const hot[] = {"hot", "work", "main"}, *const idle[] = {"idle", "main"};
     uint64_t lh[3], li[2];
@@ -37,7 +41,8 @@ static void node_pprof(struct buf *out, int64_t time_ns, bool heap, bool gzip)
     } else {
         pprof_writer__add_sample_type(w, "samples", "count");
         pprof_writer__add_sample_type(w, "wall", "nanoseconds");
-        pprof_writer__add_sample_type(w, "cpu", "nanoseconds");
+        if (kind == WALL_CPU)
+            pprof_writer__add_sample_type(w, "cpu", "nanoseconds");
         pprof_writer__set_period(w, "wall", "nanoseconds", 10 * MS);
     }
     pprof_writer__set_time(w, time_ns, 10 * SEC);
@@ -78,7 +83,7 @@ static void test_pprof(void **state)
     char path[512];
 
     buf__init(&p, 1u << 20);
-    node_pprof(&p, (now - 60) * SEC, false, true);
+    node_pprof(&p, (now - 60) * SEC, WALL_CPU, true);
     snprintf(path, sizeof(path),
              "/ingest?format=pprof&from=%lld&name=nodeapp%%7Botel.scope.name%%3Dcom.grafana."
              "pyroscope%%2Fnodejs%%2Chost%%3Dh1%%2Cpod%%3Dp1%%2Cregion%%3Dx1%%7D&spyName=nodespy"
@@ -100,16 +105,22 @@ static void test_pprof(void **state)
            200, "\"h1\"");
     /* the same path, /pyroscope/ingest, a plain pprof */
     buf__reset(&p);
-    node_pprof(&p, (now - 60) * SEC, false, false);
+    node_pprof(&p, (now - 60) * SEC, WALL_CPU, false);
     expect(f, "POST", "/pyroscope/ingest?format=pprof&name=nodeapp2", AUTH, p.data, p.len, 200,
            NULL);
     assert_int_equal(cpu_of(f, "nodeapp2", "main;work;hot"), 30 * MS);
     /* heap: not CPU */
     buf__reset(&p);
-    node_pprof(&p, (now - 60) * SEC, true, true);
+    node_pprof(&p, (now - 60) * SEC, HEAP, true);
     expect(f, "POST", "/ingest?format=pprof&name=heapapp", AUTH, p.data, p.len, 422,
            "inuse_objects/count, inuse_space/bytes");
     assert_int_equal(cpu_of(f, "heapapp", "main;work;hot"), 0);
+    /* wall without its CPU: not CPU either, nor mistaken for it */
+    buf__reset(&p);
+    node_pprof(&p, (now - 60) * SEC, WALL_ONLY, true);
+    expect(f, "POST", "/ingest?format=pprof&name=wallapp", AUTH, p.data, p.len, 422,
+           "samples/count, wall/nanoseconds");
+    assert_int_equal(cpu_of(f, "wallapp", "main;work;hot"), 0);
     buf__free(&p);
 }
 
@@ -143,7 +154,7 @@ static void test_multipart(void **state)
     buf__init(&p, 1u << 20);
     buf__init(&cfg, 1024);
     buf__init(&b, 1u << 20);
-    node_pprof(&p, (now - 60) * SEC, false, true);
+    node_pprof(&p, (now - 60) * SEC, WALL_CPU, true);
     assert_int_equal(buf__append(&cfg, "{\"cpu\":{\"units\":\"nanoseconds\"}}", 31), 0);
     const char *names[] = {"sample_type_config", "profile"};
     const struct buf *bodies[] = {&cfg, &p};
