@@ -262,7 +262,7 @@ static int line_count(const char *p, const char *end, int64_t *v)
  * locations leaf first. frame: room for max_frame_bytes + 1. */
 static int folded_line(struct pprof_writer *w, const char *p, const char *end, size_t lineno,
                        int64_t period_ns, const struct pyro_folded_limits *lim, uint64_t *locs,
-                       char *frame, char *msg, size_t msglen)
+                       char *frame, size_t *frames, char *msg, size_t msglen)
 {
     const char *sp = end;
     int64_t count, values[2];
@@ -297,6 +297,11 @@ static int folded_line(struct pprof_writer *w, const char *p, const char *end, s
             snprintf(msg, msglen, "line %zu: deeper than %zu frames", lineno, lim->max_depth);
             return -E2BIG;
         }
+        if (++*frames > lim->max_frames) {
+            snprintf(msg, msglen, "line %zu: more than %zu frames in all lines", lineno,
+                     lim->max_frames);
+            return -E2BIG;
+        }
         memcpy(frame, f, fe - f);
         frame[fe - f] = '\0';
         struct pprof_line ln = {.function = frame};
@@ -320,7 +325,7 @@ int pyro_folded__to_pprof(const void *body, size_t len, int64_t period_ns, int64
     uint64_t *locs = calloc(lim->max_depth + 1, sizeof(*locs));
     char *frame = malloc(lim->max_frame_bytes + 1);
     const char *p = body, *end = p + len;
-    size_t lineno = 0, lines = 0;
+    size_t lineno = 0, lines = 0, frames = 0;
     int err = -ENOMEM;
 
     if (!w || !locs || !frame)
@@ -340,7 +345,8 @@ int pyro_folded__to_pprof(const void *body, size_t len, int64_t period_ns, int64
                 err = -E2BIG;
                 goto out;
             }
-            if ((err = folded_line(w, p, le, lineno, period_ns, lim, locs, frame, msg, msglen)))
+            if ((err = folded_line(w, p, le, lineno, period_ns, lim, locs, frame, &frames, msg,
+                                   msglen)))
                 goto out;
         }
         p = nl ? nl + 1 : end;

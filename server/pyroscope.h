@@ -59,6 +59,7 @@ struct pyro_folded_limits {
     size_t max_lines;       /* lines with a count (ingest's max_samples) */
     size_t max_depth;       /* frames in one line */
     size_t max_frame_bytes; /* one frame's name */
+    size_t max_frames;      /* frames in all lines: what bounds the writer's tables */
 };
 
 /* Folded lines ("a;b;c 123\n", the root first, as Pyroscope's 'groups'
@@ -68,7 +69,8 @@ struct pyro_folded_limits {
  * duration duration_ns. Blank lines are skipped; lines of the same stack
  * are added. Returns 0; -EINVAL for a line without a count, with a count
  * that is not a positive decimal number, with an empty frame, or with a
- * NUL (msg says which line); -E2BIG past lim (msg says which); -ENOMEM;
+ * NUL (msg says which line); -E2BIG past lim (msg says which): its
+ * memory is about 200 bytes a frame of lim->max_frames at most; -ENOMEM;
  * out's own cap error. */
 int pyro_folded__to_pprof(const void *body, size_t len, int64_t period_ns, int64_t time_ns,
                           int64_t duration_ns, const struct pyro_folded_limits *lim,

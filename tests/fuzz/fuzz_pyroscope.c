@@ -68,7 +68,7 @@ static void check_multipart(const uint8_t *d, size_t n)
 
 static void check_folded(const uint8_t *d, size_t n)
 {
-    struct pyro_folded_limits lim = {1000, 64, 256};
+    struct pyro_folded_limits lim = {1000, 64, 256, 4096};
     struct buf out;
     char msg[256] = "";
 

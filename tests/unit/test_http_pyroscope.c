@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 
 #include "../../server/pyroscope.h"
 #include "http_helpers.h"
@@ -226,6 +227,24 @@ static void test_folded(void **state)
         n += snprintf(deep + n, sizeof(deep) - n, "%sf", i ? ";" : "");
     n += snprintf(deep + n, sizeof(deep) - n, " 1\n");
     expect(f, "POST", "/ingest?name=bad", AUTH, deep, n, 413, "deeper than 64");
+    /* frames in all lines past max_frames (the writer's tables' bound;
+     * the server's is --max-ingest-memory / 512, more than --max-body
+     * holds here) */
+    struct pyro_folded_limits fl = {100, 64, 4096, 10};
+    struct buf out;
+    char msg[256];
+    buf__init(&out, 1u << 20);
+    static const char over[] = "a;b;c 1\na;b;c 1\na;b;c;d;e 1\n"; /* 11 frames */
+    assert_int_equal(
+        pyro_folded__to_pprof(over, sizeof(over) - 1, 10 * MS, 0, 0, &fl, &out, msg, sizeof(msg)),
+        -E2BIG);
+    assert_non_null(strstr(msg, "line 3: more than 10 frames in all lines"));
+    buf__reset(&out);
+    assert_int_equal(pyro_folded__to_pprof("a;b;c 1\na;b;c 1\na;b;c 1\n", 24, 10 * MS, 0, 0, &fl,
+                                           &out, msg, sizeof(msg)),
+                     0);
+    assert_true(out.len > 0);
+    buf__free(&out);
     expect(f, "POST", "/ingest?name=bad&format=jfr", AUTH, "a 1\n", 4, 415, "jfr");
     expect(f, "POST", "/ingest?name=bad&format=trie", AUTH, "a 1\n", 4, 415, "folded lines");
     assert_int_equal(cpu_of(f, "bad", "a"), 0);
