@@ -60,8 +60,12 @@ def test_pyroscope_nodejs_split(tmp):
               f" hot_a {a / 1e9:.2f} s, hot_b {b / 1e9:.2f} s")
         check(fg["profiles"] >= 3, f"{fg['profiles']} profiles stored")
         check(a + b > 0.5 * fg["total"], f"hot_a + hot_b {a + b} of {fg['total']} ns")
-        ratio = a / max(b, 1)
-        check(1.5 < ratio < 2.6, f"hot_a / hot_b = {ratio:.2f}, want about 2")
+        # Each wall sample's stack takes the CPU since the sample before:
+        # the split is a count of samples (a sample every 2 ms, hundreds of
+        # them however loaded the machine), 2/3 within a few standard
+        # deviations (0.02 at 500 samples).
+        share = a / max(a + b, 1)
+        check(0.59 < share < 0.75, f"hot_a's share {share:.3f} of hot_a + hot_b, want 2/3")
         # The CPU is CPU: no more than the process used (its wall column,
         # 10 s of samples, would be far more on a loaded machine).
         cpu_s = float(out.split("cpu_seconds=")[1].split()[0])

@@ -36,7 +36,10 @@ async function main() {
         ...(auth === "basic" ? { basicAuthUser: "node", basicAuthPassword: key } : { authToken: key }),
         tags: { region: "x1", host: "pyro-host", pod: "split-pod" },
         flushIntervalMs: 2000,
-        wall: { collectCpuTime: true, samplingDurationMs: 2000 },
+        // A sample every 2 ms (the SDK's default is 10 ms): each sample's
+        // stack takes the CPU used since the one before, so the split is
+        // counted in samples, five times more of them on a busy machine.
+        wall: { collectCpuTime: true, samplingDurationMs: 2000, samplingIntervalMicros: 2000 },
     });
     Pyroscope.start();
     const end = Date.now() + seconds * 1000;
