@@ -2,7 +2,7 @@
 (@pyroscope/nodejs from npm, tests/pyroscope/package-lock.json): a Node
 program with a known CPU split (hot_a twice hot_b) profiled by the SDK's
 wall profiler with its CPU column, read back through our API (the
-flame-graph JSON the UI draws, and the labels)."""
+flame-graph JSON, the web UI in headless Chromium, and the labels)."""
 import json
 import os
 import subprocess
@@ -12,6 +12,8 @@ import urllib.parse
 from server_tests import ROOT, Server, check
 
 PYRO = os.path.join(ROOT, "tests", "pyroscope")
+BROWSER = os.path.join(ROOT, "tests", "browser")
+OUT = os.path.join(ROOT, "build", "test-output", "pyroscope")
 KEY = "pyro-ingest-key"
 
 
@@ -71,6 +73,17 @@ def test_pyroscope_nodejs_split(tmp):
         cpu_s = float(out.split("cpu_seconds=")[1].split()[0])
         check(fg["total"] / 1e9 <= cpu_s * 1.05 + 0.1,
               f"stored {fg['total'] / 1e9:.2f} s of CPU, the process used {cpu_s} s")
+        # The same in the web UI (headless Chromium, tests/browser/).
+        check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
+              "playwright-core missing: run 'make integration' (npm ci in tests/browser)")
+        os.makedirs(OUT, exist_ok=True)
+        png = os.path.join(OUT, "node-split.png")
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_pyroscope.mjs"), srv.url,
+                            "node-split", str(t0), str(t1), png],
+                           capture_output=True, text=True, timeout=120)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"the UI: {p.stderr[-2000:]}")
+        print(f"    screenshot: {os.path.relpath(png, ROOT)}")
         q = urllib.parse.urlencode({"app": "node-split", "from": t0, "to": t1})
         st, body = srv.get(f"/api/v1/labels?{q}")
         labels = json.loads(body)
