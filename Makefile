@@ -103,6 +103,17 @@ SERVER_MAIN := server/main.c
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
 
+# The version compiled in (CODEXRAY_VERSION, git describe): the objects that
+# print it are built again when it changes (a commit, an edit that makes the
+# tree dirty), so that a package never holds a binary of another version
+# (tools/deb/build.sh refuses one). The stamp is rewritten only then.
+$(B)/version.stamp: FORCE
+	@mkdir -p $(B)
+	@echo '$(VERSION)' | cmp -s - $@ || echo '$(VERSION)' > $@
+$(call obj,agent/main.c server/main.c): $(B)/version.stamp
+.PHONY: FORCE
+FORCE:
+
 .PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
         test-kernels test-arm64 bench bench-ui format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
@@ -183,8 +194,6 @@ $(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(P
 ifeq ($(CROSS)$(HOST_ARCH),x86)
 build-arm64/codexray-node-agent build-arm64/codexray-server: FORCE
 	@$(MAKE) --no-print-directory ARCH=arm64 $@
-.PHONY: FORCE
-FORCE:
 endif
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -212,3 +212,16 @@ int debugfile__trim(const char *dir, uint64_t max_bytes)
     closedir(d);
     return deleted;
 }
+
+void debugfile__client_config_reset(const char *client_dir)
+{
+    static const char *const names[] = {"cache_clean_interval_s", "max_unused_age_s",
+                                        "cache_miss_s"};
+    char p[4096];
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        int n = snprintf(p, sizeof(p), "%s/%s", client_dir, names[i]);
+        if (n > 0 && (size_t)n < sizeof(p))
+            unlink(p); /* libdebuginfod writes it anew at each query */
+    }
+}

@@ -49,4 +49,13 @@ int debugfile__mkdir_p(const char *path);
 /* "a/b", malloc'd; NULL when out of memory. */
 char *debugfile__join(const char *a, const char *b);
 
+/* Removes libdebuginfod's config files (cache_clean_interval_s,
+ * max_unused_age_s, cache_miss_s) from its cache directory client_dir: call
+ * it before each debuginfod_find_*. elfutils up to 0.188 (PR29696, Debian
+ * 12's) reads a non-empty one through fdopen, fclose, then close()s the fd
+ * again: a close of whatever another thread opened in between under that
+ * number (a spool file, a socket). Absent, the file is created empty and
+ * closed once. */
+void debugfile__client_config_reset(const char *client_dir);
+
 #endif

@@ -199,6 +199,10 @@ static int fetch(struct dbgsrv *s, const char *id, const char *kind, char *why, 
         return -EAGAIN;
     }
     forget_client_entry(s, id);
+    /* Else libdebuginfod 0.188 closes a number twice (see the function):
+     * here a request's socket or a store's file could go. Two fetches at
+     * once can still meet in that window, far more rarely. */
+    debugfile__client_config_reset(s->client);
     count(s, M_FETCHES, 1);
     uint64_t t0 = clock__mono_ns();
     if (strcmp(kind, "executable") == 0)

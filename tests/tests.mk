@@ -8,8 +8,8 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_http_pyroscope test_ch_sql test_store_common \
-              test_debugfile \
-              test_dbgsrv test_procs test_spool test_batch test_list
+              test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
+              test_debuginfod
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -74,6 +74,7 @@ $(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 # Helpers shared by a test split in two (header-only, not seen by the pattern rule).
 $(B)/tests/test_py_code $(B)/tests/test_py_code_hostile: tests/unit/py_code_helpers.h
 $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detect_helpers.h
+$(B)/tests/test_py_detect $(B)/tests/test_py_layout_hostile: tests/unit/py_layout_headers.h
 $(B)/tests/test_identity $(B)/tests/test_identity_runtimes: tests/unit/identity_helpers.h
 
 # Small binaries the symbolizer tests read: with frame pointers, inlined
@@ -267,7 +268,8 @@ $(B)/fixtures/go_a64: tests/unit/fixtures/gofix.go
 FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -pthread \
              $(if $(CROSS),--target=$(CROSS:-=))
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
-             $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix
+             $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix \
+             $(B)/workloads/jit_perfmap
 # The CFI tests' workloads: built as distributions build, without frame
 # pointers (gcc -O2 -fomit-frame-pointer, g++, rustc -O), except qsort_cb,
 # which has them so that only libc's frames need CFI. No sibling calls, so
@@ -519,6 +521,7 @@ bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
 # Not part of `make test`.
 KERNELS ?= 5.10 6.1 6.12 sid
 test-kernels: deps $(B)/codexray-node-agent $(B)/workloads/cpu_split $(B)/workloads/cfi_split \
+              $(B)/workloads/syscall_heavy \
               $(B)/kernels/bpf_each
 	@KERNELS="$(KERNELS)" python3 tools/kernels/run.py
 
@@ -529,13 +532,16 @@ $(B)/kernels/bpf_each: tools/kernels/bpf_each.c
 
 # --- the arm64 agent on Debian's arm64 6.1 and 6.12, under qemu-system-aarch64
 # (tools/kernels/run.py --arch arm64); one with ARM64_KERNELS=6.1. The agent,
-# bpf_each and the workloads (cpu_split, cfi_split, pac_split, go_split) by
-# the rules above, in a make of their own with ARCH=arm64: cross-built into
-# build-arm64/ on x86_64, in build/ on an arm64 host.
+# bpf_each and the workloads (cpu_split, cfi_split, pac_split, go_split,
+# jit_perfmap, syscall_heavy) by the rules above, in a make of their own with
+# ARCH=arm64: cross-built into build-arm64/ on x86_64, in build/ on an arm64
+# host; and the arm64 packages (make ARCH=arm64 deb: build/deb/), the agent's
+# of which the guest installs with dpkg -i and runs from /usr/bin.
 ARM64_KERNELS ?= 6.1 6.12
 ARM64_B := $(if $(filter arm64,$(HOST_ARCH)),build,build-arm64)
 ARM64_BINS := $(addprefix $(ARM64_B)/,codexray-node-agent kernels/bpf_each \
-              $(addprefix workloads/,cpu_split cfi_split pac_split go_split))
+              $(addprefix workloads/,cpu_split cfi_split pac_split go_split jit_perfmap \
+                syscall_heavy))
 test-arm64: deps
-	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS)
+	@$(MAKE) --no-print-directory ARCH=arm64 $(ARM64_BINS) deb
 	@KERNELS="$(ARM64_KERNELS)" python3 tools/kernels/run.py --arch arm64 --build $(ARM64_B)

@@ -138,6 +138,9 @@ static int fetch(struct debuginfod *d, debuginfod_client *c, const char *id, cha
         unlink(dst);
     }
     forget_client_entry(d, id);
+    /* Else libdebuginfod 0.188 closes a number twice, and the second close
+     * may take a file another thread just opened (a spool file: EBADF). */
+    debugfile__client_config_reset(d->client_dir);
     fd = debuginfod_find_debuginfo(c, (const unsigned char *)id, 0, &path);
     if (fd < 0) {
         reason(fd, why, n);

@@ -300,6 +300,60 @@ def test_cfi_rust_split(tmp):
     check(whole / total >= 0.97, f"only {whole}/{total} whole: {ts[:3]}")
 
 
+JIT_SPLIT = {"jit_hot_a": 2 / 3, "jit_hot_b": 1 / 3}
+JIT_CALLER = {"jit_hot_a": "call_a", "jit_hot_b": "call_b"}
+
+
+def test_jit_perf_map_only(tmp):
+    """Machine code generated at run time into anonymous memory, with no CFI
+    and no file, named only by the program's /tmp/perf-PID.map
+    (jit_perfmap): both functions named, 2:1 within 5 points or 4 sigma,
+    >= 99 % of them under their C caller, through dispatch and run to main
+    (the walk crosses the generated code by its frame record). With the map
+    removed, the same code is not named."""
+    # Rounds of ~20 ms: a window on a busy machine holds many whole ones.
+    w = start("jit_perfmap", 60, 5000000)
+    pm = f"/tmp/perf-{w.pid}.map"
+    try:
+        for _ in range(50):  # written before the first round
+            if os.path.exists(pm):
+                break
+            time.sleep(0.1)
+        check(os.path.exists(pm), f"jit_perfmap wrote no {pm}")
+        # 5 s at a time until 200 samples: a loaded machine gives the
+        # workload a fraction of a CPU.
+        ts = []
+        for _ in range(4):
+            more, _ = record(tmp, w.pid, 5)
+            ts += more
+            if sum(t.count for t in ts) >= 200:
+                break
+        os.unlink(pm)
+        bare, _ = record(tmp, w.pid, 2)
+    finally:
+        stop(w)
+        if os.path.exists(pm):
+            os.unlink(pm)
+    per, whole, total = {k: 0 for k in JIT_SPLIT}, 0, 0
+    for t in ts:
+        fr = names(t)
+        total += t.count
+        if fr[0] in per:
+            per[fr[0]] += t.count
+            if follows(fr[1:], [JIT_CALLER[fr[0]], "dispatch", "run", "main"]) and \
+                    not any(f.startswith(TRUNC) for f in fr):
+                whole += t.count
+    hot = sum(per.values())
+    check(hot >= 0.9 * total, f"only {hot}/{total} samples in the generated code: {ts[:3]}")
+    check(hot >= 100, f"{hot} samples in 20 s: too few to judge a split")
+    split_check(per, JIT_SPLIT, max(0.05, 4 * (2 / 9 / hot) ** 0.5))
+    print(f"    under their callers to main: {whole}/{hot}")
+    check(whole >= 0.99 * hot, f"only {whole}/{hot} under their callers to main: {ts[:4]}")
+    named = sum(t.count for t in bare if set(t.frames) & set(JIT_SPLIT))
+    check(named == 0, f"{named} samples named from a perf map that is gone")
+    check(sum(t.count for t in bare) > 0, "no samples without the map")
+
+
 def test_cfi_new_processes_whole(tmp):
     """Processes started while a whole-machine record runs, of a binary the
     agent has never seen (a fresh copy: its own inode) whose hot path
@@ -383,4 +437,5 @@ def test_cfi_new_processes_whole(tmp):
 
 TESTS = [test_cfi_c_split_without_frame_pointers, test_cfi_through_libc_qsort,
          test_cfi_signal_handler, test_cfi_vdso, test_cfi_cxx_split, test_cfi_rust_split,
+         test_jit_perf_map_only,
          test_cfi_new_processes_whole]

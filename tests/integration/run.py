@@ -655,9 +655,7 @@ def test_profiling_disabled(tmp):
     on = start_workload_env("cpu_split", 8, CODEXRAY_PROFILING="enabled")
     try:
         time.sleep(0.5)
-        t0 = cpu_ticks(on.pid)
-        out, log = record(tmp, "--duration", 3)
-        t1 = cpu_ticks(on.pid)
+        out, log, (t0, t1) = record_sampling_cpu(tmp, on.pid, 3)
     finally:
         for w in (off, on):
             w.kill()
@@ -666,18 +664,46 @@ def test_profiling_disabled(tmp):
     n_off = sum(t.count for t in ts if t.labels.get("pid") == str(off.pid))
     n_on = sum(t.count for t in ts if t.labels.get("pid") == str(on.pid))
     seen = int(re.search(r"excluded_samples_seen=(\d+)", log).group(1))
-    # What the sibling ran while recorded, which a busy machine makes less
-    # than the 3 s asked: its CPU time over the whole record (the start-up
-    # included, so a little more than what was sampled).
+    # What the sibling ran while sampled, which a busy machine makes less
+    # than the 3 s asked. Not over the whole record: on a loaded machine the
+    # agent's start-up took half of it (26 samples for 63 samples' worth).
     expect = (t1 - t0) / 100 * HZ
     print(f"    disabled: {n_off} samples, sibling: {n_on} (its CPU over the record: "
           f"{expect:.0f} samples' worth); excluded samples that reached user space: {seen}")
     check(n_off == 0, f"{n_off} samples of the disabled process")
-    check(n_on >= 50 and n_on >= 0.5 * expect, f"sibling only {n_on} samples for {expect:.0f}")
+    # At least half of what it ran; and enough to mean something (at load 9
+    # on 2 CPUs the sibling ran 47 samples' worth in the 3 s).
+    check(n_on >= 20 and n_on >= 0.5 * expect, f"sibling only {n_on} samples for {expect:.0f}")
     lines = [l for l in log.splitlines() if f"pid={off.pid} " in l and "not profiled" in l]
     check(len(lines) == 1, f"want one exclusion line for {off.pid}: {lines}")
     # Put in the BPF skip map at start: BPF hands over none of its samples.
     check(seen <= 2, f"{seen} samples of the excluded process reached user space")
+
+
+def record_sampling_cpu(tmp, pid, duration):
+    """record --duration, and pid's CPU ticks when the agent began sampling
+    (its "record: sample_rate_hz=" line) and duration seconds later, when it
+    stopped: (output, log, (t0, t1))."""
+    out = os.path.join(tmp, "record.pb.gz")
+    p = subprocess.Popen([AGENT, "record", "--duration", str(duration), "--output", out],
+                         stderr=subprocess.PIPE, text=True)
+    head, t0, t1 = [], None, None
+    try:
+        for line in p.stderr:
+            head.append(line)
+            if "record: sample_rate_hz=" in line:
+                t0 = cpu_ticks(pid)
+                time.sleep(duration)
+                t1 = cpu_ticks(pid)
+                break
+        rest = p.communicate(timeout=120)[1]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    log = "".join(head) + rest
+    check(p.returncode == 0 and t0 is not None, f"record exited {p.returncode}: {log[-2000:]}")
+    return out, log, (t0, t1)
 
 
 def start_workload_env(name, *args, **env):

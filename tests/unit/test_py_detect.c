@@ -24,6 +24,7 @@
 #include "../../agent/runtimes/python/py_detect.h"
 #include "py_helpers.h"
 #include "py_detect_helpers.h"
+#include "py_layout_headers.h"
 
 /* --- the interpreters on the machine ----------------------------------- */
 
@@ -256,6 +257,19 @@ static void test_unstable_pythons(void **state)
         assert_string_equal(b.layout_from, want);
         /* PyThreadState has thread_id and native_thread_id side by side. */
         assert_int_equal(b.layout.tstate_native_thread_id, b.layout.tstate_thread_id + 8);
+        /* The layout is what the headers of 3.14.10 and 3.15.2 say, where
+         * the root still has those releases (a later one may move a field
+         * of the interpreter's own state). */
+        unsigned micro = (unsigned)(hex >> 8) & 0xff;
+        if (micro == (minor == 14 ? 10u : 2u)) {
+            const struct py_layout *h =
+                minor == 14 ? &py_layout_31410_headers : &py_layout_3152_headers;
+            assert_int_equal(py_layout_diff(path, &b.layout, "py_detect", h, "headers"), 0);
+            printf("%s: 3.%u.%u, the layout its headers give\n", path, minor, micro);
+        } else {
+            printf("%s: 3.%u.%u, not the release of py_layout_headers.h: not compared\n", path,
+                   minor, micro);
+        }
 
         assert_int_equal(
             py_elf_sym(path, SHT_DYNSYM, "_PyEval_EvalFrameDefault", &eval, &eval_size), 0);

@@ -17,6 +17,7 @@
 #include "../../agent/runtimes/python/py_detect.h"
 #include "../../agent/runtimes/python/py_layout.h"
 #include "py_helpers.h"
+#include "py_layout_headers.h"
 #include "py_layout_helpers.h"
 
 /* --- (c) py_layout__from_debug_offsets against odd input ---------------- */
@@ -422,7 +423,9 @@ static void test_debug_offsets_garbage(void **state)
 
 /* The words of Debian unstable's 3.14.10 and 3.15.2 at _PyRuntime (their
  * _Py_DebugOffsets, up to the last word a shape reads; test_py_detect
- * reads the binaries themselves where they are). */
+ * reads the binaries themselves where they are). The same, word for word,
+ * as _Py_DebugOffsets_INIT compiled against those releases' headers with
+ * the binaries' -D_Py_TIER2=3 -D_Py_JIT (see py_layout_headers.h). */
 static const uint64_t dbg314[] = {
     0x7970677562656478,
     0x30e0af0,
@@ -604,7 +607,8 @@ static const uint64_t dbg315[] = {
     56,
 };
 
-/* Each read in its own release's shape, to what 3.13's layout becomes:
+/* Each read in its own release's shape, to what 3.13's layout becomes
+ * and to what its headers say (py_layout_headers.h):
  * the frame's owner at 74 (3.14 put stackpointer before it), the bytecode
  * at 208; 3.15's thread ids 24 bytes on. A later release (3.16 here) in
  * 3.15's shape is read in it and says so; in none of the shapes (3.15's
@@ -637,6 +641,11 @@ static void test_debug_offsets_debian(void **state)
         assert_int_equal(version, want.version);
         assert_string_equal(shape, k ? "3.15" : "3.14");
         assert_int_equal(py_layout_diff(k ? "3.15.2" : "3.14.10", &l, "parsed", &want, "expected"),
+                         0);
+        /* And what those releases' headers say, each field. */
+        assert_int_equal(py_layout_diff(k ? "3.15.2" : "3.14.10", &l, "parsed",
+                                        k ? &py_layout_3152_headers : &py_layout_31410_headers,
+                                        "headers"),
                          0);
         check_accepted(&l, version);
     }

@@ -22,12 +22,23 @@ static double now(void)
 
 static inline long raw_read(int fd, void *p, unsigned long n)
 {
+#if defined(__x86_64__)
     long ret;
     __asm__ volatile("syscall"
                      : "=a"(ret)
                      : "a"((long)SYS_read), "D"((long)fd), "S"(p), "d"(n)
                      : "rcx", "r11", "memory");
     return ret;
+#elif defined(__aarch64__)
+    register long x0 __asm__("x0") = fd;
+    register long x1 __asm__("x1") = (long)p;
+    register long x2 __asm__("x2") = (long)n;
+    register long x8 __asm__("x8") = SYS_read;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x1), "r"(x2), "r"(x8) : "memory");
+    return x0;
+#else
+#error "syscall_heavy makes its system call inline on x86_64 or aarch64"
+#endif
 }
 
 __attribute__((noinline)) void do_reads(int fd, double seconds)

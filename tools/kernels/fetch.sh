@@ -17,7 +17,9 @@
 # With --debs: the newest build of each PKG (of ARCH) in SERIES's suites,
 # unpacked together into one directory (a guest's userland: busybox-static,
 # an interpreter); prints "debs DIR". Unpacked again only when a version
-# changes.
+# changes. Beside it, each package's own record: DIR/../info/PKG.control (its
+# control fields) and DIR/../info/PKG.list (its paths, as dpkg lists them), a
+# dpkg database's makings (tools/kernels/initramfs.py --dpkg-db).
 set -euo pipefail
 
 cache=${1:?usage: fetch.sh CACHE SERIES... | fetch.sh CACHE --debs SERIES PKG...}
@@ -268,7 +270,8 @@ fetch_debs() {
         [ -n "$v" ] && [ "$v" != "(none)" ] || fail "$series: no $arch package $p" || return
         want="$want $p=$v"
     done
-    if [ -d "$dest/root" ] && [ "$want" = "$(cat "$dest/versions" 2>/dev/null)" ]; then
+    if [ -d "$dest/root" ] && [ -d "$dest/info" ] &&
+        [ "$want" = "$(cat "$dest/versions" 2>/dev/null)" ]; then
         echo "debs $dest/root"
         return 0
     fi
@@ -279,11 +282,18 @@ fetch_debs() {
         rm -rf "$tmp"
         fail "$series: cannot download$want" || return
     fi
-    mkdir "$tmp/root"
+    mkdir "$tmp/root" "$tmp/info"
     for deb in "$tmp"/*.deb; do
-        dpkg-deb -x "$deb" "$tmp/root" || { rm -rf "$tmp"; fail "$series: cannot unpack $deb" || return; }
+        if ! { p=$(dpkg-deb --field "$deb" Package) && dpkg-deb -x "$deb" "$tmp/root" &&
+            dpkg-deb --field "$deb" > "$tmp/info/$p.control" &&
+            dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's#^\.##; s#/$##; s#^$#/.#' \
+                > "$tmp/info/$p.list"; }; then
+            rm -rf "$tmp"
+            fail "$series: cannot unpack $deb" || return
+        fi
     done
     if ! { rm -rf "$dest" && mkdir -p "$dest" && mv "$tmp/root" "$dest/root" &&
+        mv "$tmp/info" "$dest/info" &&
         echo "$want" > "$dest/versions"; }; then
         rm -rf "$tmp"
         fail "cannot write $dest" || return

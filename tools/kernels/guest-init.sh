@@ -8,7 +8,12 @@
 # answers; nothing is judged here.
 #
 # The console gets "cx:" progress lines among the kernel's messages.
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+# Debian root's order: the packages' programs (dpkg, tar, where the host put
+# them) ahead of busybox's applets of the same names, which --install leaves
+# in /bin beside them (it keeps a file that is there), for the programs dpkg
+# runs. This shell runs its own applets whatever PATH says: dpkg and
+# dpkg-query are called by their paths.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 /bin/busybox --install -s /bin
 
 mount -t proc proc /proc
@@ -52,13 +57,41 @@ cut -d' ' -f1 /proc/uptime > $R/boot_s
 if [ -r /sys/kernel/btf/vmlinux ]; then echo yes > $R/btf; else echo no > $R/btf; fi
 nproc > $R/nproc
 
+# The agent from its package where the host put one (arm64): dpkg -i on the
+# image's dpkg database (its dependencies recorded as installed: the
+# packages the image holds files of), its maintainer scripts run (no
+# systemd here: the unit is not started), and everything below runs the
+# agent it installed.
+for deb in "$CX"/codexray-node-agent_*.deb; do
+    [ -f "$deb" ] || continue
+    say "dpkg -i ${deb##*/}"
+    s=$(cut -d' ' -f1 /proc/uptime)
+    /usr/bin/dpkg -i "$deb" > $R/dpkg.log 2>&1
+    echo $? > $R/dpkg.rc
+    e=$(cut -d' ' -f1 /proc/uptime)
+    echo "$s $e" > $R/dpkg.time
+    /usr/bin/dpkg-query -W -f '${Status} ${Version}\n' codexray-node-agent > $R/dpkg.status 2>&1
+    # The postinst's deb-systemd-helper enables the unit as on a first
+    # install (its link in multi-user.target.wants, which the host reads).
+    readlink /etc/systemd/system/multi-user.target.wants/codexray-node-agent.service \
+        > $R/dpkg.enabled 2>&1
+    AGENT=/usr/bin/codexray-node-agent
+    say "dpkg -i: $(cat $R/dpkg.rc), $(cat $R/dpkg.status)"
+done
+echo "$AGENT" > $R/agent.path
+
 # record: one run of the agent for every workload (each start costs 5 to 50
 # s of BPF verification under TCG), the frame-pointer cpu_split, the same
 # code without frame pointers, cfi_split, and a Python 2:1 split; where the
-# host put them, the same code with PAC-signed return addresses (pac_split)
-# and a Go 2:1 split (go_split). The host reads each one's samples by its
-# pid label. On failure, again with the debug log.
-say "record: --duration $SECS, $(cd $CX && echo ./*_split | sed 's|\./||g'), python"
+# host put them, the same code with PAC-signed return addresses (pac_split),
+# a Go 2:1 split (go_split) and a 2:1 split in code generated at run time,
+# named by its perf map (jit_perfmap). The host reads each one's samples by
+# its pid label. On failure, again with the debug log.
+names=""
+for f in "$CX"/*_split "$CX"/jit_perfmap; do
+    [ -x "$f" ] && names="$names${f##*/} "
+done
+say "record: --duration $SECS, ${names}python"
 # Until killed: under TCG the agent's start alone can take a minute.
 pids=""
 start() { # KEY COMMAND...: the workload in the background, its pid in KEY.pid
@@ -72,12 +105,26 @@ start fp $CX/cpu_split 100000 1 ${ROUND:+"$ROUND"}
 start cfi $CX/cfi_split 100000 1 ${ROUND:+"$ROUND"}
 [ -x $CX/pac_split ] && start pac $CX/pac_split 100000 1 ${ROUND:+"$ROUND"}
 [ -x $CX/go_split ] && start go $CX/go_split 100000 ${ROUND:+"$ROUND"}
-start py python3 -S -I $CX/py_guest.py
+[ -x $CX/jit_perfmap ] && start jit $CX/jit_perfmap 100000 ${ROUND:+"$ROUND"}
+start py python3 -S -I $CX/py_guest.py $R/py.cpu
 sleep 1
 s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/record.launched
+# The Python workload's own CPU time per hot function (py_guest.py) when
+# the agent starts sampling and $SECS later: the split the samples are held
+# to.
+(
+    while ! grep -q ' record: sample_rate_hz=' $R/record.log 2>/dev/null; do
+        sleep 0.2
+    done
+    cp $R/py.cpu $R/py.cpu0
+    sleep "$SECS"
+    cp $R/py.cpu $R/py.cpu1
+) &
+cpu_watch=$!
 $AGENT record --duration "$SECS" --output $R/record.pb.gz 2> $R/record.log
 echo $? > $R/record.rc
+kill $cpu_watch 2>/dev/null
 e=$(cut -d' ' -f1 /proc/uptime)
 echo "$s $e" > $R/record.time
 if [ "$(cat $R/record.rc)" != 0 ]; then
@@ -100,9 +147,16 @@ mkdir -p $R/daemon
 $CX/cpu_split 100000 1 ${ROUND:+"$ROUND"} > $R/daemon.workload &
 w=$!
 echo $w > $R/daemon.pid
+# A known user chain into system calls (main -> do_reads -> raw_read ->
+# read(2)), for --kernel-stacks: kernel frames under it, whole to main.
+$CX/syscall_heavy 100000 > $R/syscall.workload 2>&1 &
+k=$!
+echo $k > $R/syscall.pid
 s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/daemon.launched
-$AGENT --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
+# --config /dev/null: the flags alone, as before the package put its
+# agent.conf in /etc/codexray (its endpoint a server the guest has not).
+$AGENT --config /dev/null --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
 a=$!
 n=0
 while [ $n -lt 240 ] && kill -0 $a 2>/dev/null; do
@@ -115,8 +169,8 @@ wait $a
 echo $? > $R/daemon.rc
 e=$(cut -d' ' -f1 /proc/uptime)
 echo "$s $e" > $R/daemon.time
-kill $w 2>/dev/null
-wait $w 2>/dev/null
+kill $w $k 2>/dev/null
+wait $w $k 2>/dev/null
 say "daemon: done ($(cat $R/daemon.rc))"
 
 # The verifier's word on each BPF program when the agent did not load them:

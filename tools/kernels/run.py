@@ -7,11 +7,18 @@ libraries (tools/kernels/initramfs.py, /init is tools/kernels/guest-init.sh),
 and read back what the guest sent through its second serial port:
 
   record      cpu_split (frame pointers) and cfi_split (none) at once: each
-              one's hot_a/hot_b/hot_c split 3:2:1 within 5 points, >= 99 %
-              of its samples whole to main
+              one's hot_a/hot_b/hot_c split 3:2:1 within 5 points (or 4
+              sigma), >= 99 % of its samples whole to main; and Debian's
+              python3 running py_guest.py (hot_a called twice as often as
+              hot_b): hot_a's share of the samples the same way against the
+              share of CPU time the workload measured in it, >= 99 % under
+              dispatch <- run <- <module>
   daemon      --output-dir --interval 2 --kernel-stacks for two windows:
               exits 0 on SIGTERM, a summary per window, cpu_split's profiles
-              with hot_a > hot_b > hot_c, kernel frames (do_syscall_64) named
+              with hot_a > hot_b > hot_c; syscall_heavy's system calls
+              named (do_syscall_64) in half its samples or more, >= 99 % of
+              those from the entry code (entry_SYSCALL_64_after_hwframe) on
+              into the user frames, through do_reads to main, untruncated
   errors      no line at level error in the agent's logs
 
 When the agent does not load, its own message, its debug log's libbpf lines
@@ -28,9 +35,12 @@ under qemu-system-aarch64 (-M virt, TCG's pointer authentication with
 QEMU's own fast algorithm), the cross-built agent and workloads of
 build-arm64/, busybox and Python from Debian's arm64 packages; the results
 come back on a virtio console (virt has one UART). The same checks, and
-two more workloads in record: pac_split (cpu_split built with
+three more workloads in record: pac_split (cpu_split built with
 -mbranch-protection=standard, its return addresses PAC-signed) walked whole
-with its split, and go_split (Go, 2:1) named with its split. Its logs are in
+with its split, go_split (Go, 2:1) named with its split, and jit_perfmap
+(code generated at run time, named by its perf map, 2:1 under its C
+callers call_a/call_b to main); the daemon's system call entry is el0_svc,
+its entry code el0t_64_sync. Its logs are in
 build-arm64/test-output/kernels/SERIES/, its last line "arm64: N passed,
 N failed".
 """
@@ -38,6 +48,7 @@ import argparse
 import base64
 import concurrent.futures
 import datetime
+import glob
 import io
 import os
 import platform
@@ -64,28 +75,38 @@ C_SPEC = {"split": SPLIT, "chain": ["dispatch", "run"], "roots": ("main", "threa
           "hot_only": False}
 GO_SPEC = {"split": {"main.hotA": 2 / 3, "main.hotB": 1 / 3},
            "chain": ["main.dispatch", "main.run"], "roots": ("main.main",), "hot_only": True}
+# jit_perfmap: code generated at run time, named by its perf map, under a C
+# caller of its own each (chain: a list, or one per hot function).
+JIT_SPEC = {"split": {"jit_hot_a": 2 / 3, "jit_hot_b": 1 / 3},
+            "chain": {"jit_hot_a": ["call_a", "dispatch", "run"],
+                      "jit_hot_b": ["call_b", "dispatch", "run"]},
+            "roots": ("main",), "hot_only": False}
 # The guest's Python: Debian's, libpython linked in (tools/kernels/py_guest.py).
 PYTHON = "/usr/bin/python3"
 # record's workloads: key (its pid file in the guest), name, and what it is.
 WORKLOADS = {"fp": ("cpu_split", C_SPEC), "cfi": ("cfi_split", C_SPEC),
-             "pac": ("pac_split", C_SPEC), "go": ("go_split", GO_SPEC)}
+             "pac": ("pac_split", C_SPEC), "go": ("go_split", GO_SPEC),
+             "jit": ("jit_perfmap", JIT_SPEC)}
 # Each architecture's guest: the series booted, the build directory the
 # agent and workloads come from, qemu's machine, the console and the results
-# port (cx.port), the system call frame --kernel-stacks must show, and the
-# workloads record checks besides Python.
+# port (cx.port), the system call's entry --kernel-stacks must show (the C
+# function the entry code calls, then the entry code, the kernel stack's
+# last frame), and the workloads record checks besides Python.
 ARCHES = {
     "amd64": {"series": ["5.10", "6.1", "6.12", "sid"], "build": "build",
               "qemu": "qemu-system-x86_64", "machine": "pc", "tcg_cpu": "max",
-              "console": "ttyS0", "port": "ttyS1", "triplet": None,
-              "syscall": "do_syscall_64", "workloads": ["fp", "cfi"], "timeout": 300, "secs": 5,
+              "console": "ttyS0", "port": "ttyS1", "triplet": None, "package": False,
+              "syscall": ("do_syscall_64", "entry_SYSCALL_64_after_hwframe"),
+              "workloads": ["fp", "cfi"], "timeout": 300, "secs": 5,
               "round": None},
     # pauth-impdef: QEMU's own pointer-authentication hash, not the
     # architected QARMA one, whose emulation slows every signed return.
     "arm64": {"series": ["6.1", "6.12"], "build": "build-arm64",
               "qemu": "qemu-system-aarch64", "machine": "virt",
               "tcg_cpu": "max,pauth-impdef=on", "console": "ttyAMA0", "port": "hvc0",
-              "triplet": "aarch64-linux-gnu", "syscall": "invoke_syscall",
-              "workloads": ["fp", "cfi", "pac", "go"], "timeout": 480, "secs": 15,
+              "triplet": "aarch64-linux-gnu", "package": True,
+              "syscall": ("el0_svc", "el0t_64_sync"),
+              "workloads": ["fp", "cfi", "pac", "go", "jit"], "timeout": 480, "secs": 20,
               # cpu_split's and go_split's rounds 20 and 30 times shorter than
               # their own: emulated and five to 2 CPUs, a round of their own
               # takes seconds, and the one record's window cuts skews the
@@ -98,12 +119,38 @@ ARCHES = {
 PY_VERSION = os.path.basename(os.path.realpath(PYTHON))
 USERLAND_DEBS = ["busybox-static", f"{PY_VERSION}-minimal", f"lib{PY_VERSION}-minimal",
                  "libexpat1", "zlib1g", "libc6"]
+# Where the agent comes from its package ("package": the guest installs
+# build/deb/'s with dpkg -i): dpkg and what dpkg -i runs (dpkg-deb,
+# dpkg-split, GNU tar for the control area, ldconfig and start-stop-daemon
+# it wants in PATH), dpkg-query for the host's check; the postinst's
+# deb-systemd-helper (init-system-helpers, Essential in Debian) with perl
+# and the modules it loads (perl -e 'END { print for values %INC,
+# @DynaLoader::dl_shared_objects } do "/usr/bin/deb-systemd-helper"' here,
+# but Data::Dumper, which it does without); the libraries this machine's
+# arm64 ones lack. The guest's dpkg database records them (--dpkg-db).
+PACKAGE_DEBS = ["dpkg", "tar", "libc-bin", "libmd0", "libselinux1", "libpcre2-8-0", "libacl1",
+                "perl-base", "init-system-helpers"]
+PERL_MODULES = [m + ".pm" for m in (
+    "Carp", "Carp/Heavy", "Cwd", "Errno", "Exporter", "Exporter/Heavy", "Fcntl", "File/Basename",
+    "File/Glob", "File/Path", "File/Spec", "File/Spec/Unix", "File/Temp", "Getopt/Long", "IO",
+    "IO/Handle", "IO/Seekable", "List/Util", "Scalar/Util", "SelectSaver", "Symbol", "XSLoader",
+    "bytes", "constant", "overload", "overloading", "parent", "strict", "vars", "warnings",
+    "warnings/register")] + [f"auto/{m}/{m.rsplit('/', 1)[-1]}.so" for m in (
+        "Cwd", "Fcntl", "IO", "List/Util", "File/Glob")]
 RELEASE_SERIES = {"bullseye": "5.10", "bookworm": "6.1", "trixie": "6.12"}
 SPLIT_TOL = 0.05
 WHOLE_MIN = 0.99
-PY_SPLIT = {"hot_a": 2 / 3, "hot_b": 1 / 3}  # printed, not judged (check_python)
+PY_SPLIT = {"hot_a": 2 / 3, "hot_b": 1 / 3}  # its calls; its CPU time measured (check_python)
 PY_CHAIN = ["dispatch", "run", "<module>"]
 BEGIN, END = b"==CX-RESULTS-BEGIN==", b"==CX-RESULTS-END=="
+
+
+def package_files(triplet):
+    """The files of PACKAGE_DEBS the guest gets, at their paths."""
+    return ["/usr/bin/dpkg", "/usr/bin/dpkg-deb", "/usr/bin/dpkg-split", "/usr/bin/dpkg-query",
+            "/sbin/start-stop-daemon", "/bin/tar", "/sbin/ldconfig", "/usr/bin/perl",
+            "/usr/bin/deb-systemd-helper", "/usr/bin/deb-systemd-invoke",
+            *(f"/usr/lib/{triplet}/perl-base/{m}" for m in PERL_MODULES)]
 
 
 def env(name, default):
@@ -133,7 +180,7 @@ def parse_args():
     p.add_argument("--smp", type=int, default=2)
     p.add_argument("--mem", type=int, default=1024, help="guest MiB")
     p.add_argument("--secs", type=int, default=0,
-                   help="record's --duration (amd64 5, arm64 15: five workloads share 2 CPUs)")
+                   help="record's --duration (amd64 5, arm64 20: six workloads share 2 CPUs)")
     p.add_argument("--agent", default=env("KERNELS_AGENT", ""), help="BUILD/codexray-node-agent")
     p.add_argument("--bpf-obj", default=env("KERNELS_BPF_OBJ", ""), help="BUILD/sampler.bpf.o")
     p.add_argument("--bpf-each", help="BUILD/kernels/bpf_each")
@@ -177,12 +224,27 @@ def userland(args):
     if codename not in RELEASE_SERIES:
         raise SystemExit(f"{args.arch}: this machine runs '{codename}', not a Debian release "
                          f"of {' '.join(RELEASE_SERIES)}: no packages to match its libraries")
+    debs = USERLAND_DEBS + (PACKAGE_DEBS if args.a["package"] else [])
     p = subprocess.run([os.path.join(HERE, "fetch.sh"), args.cache, "--debs",
-                        RELEASE_SERIES[codename], *USERLAND_DEBS],
+                        RELEASE_SERIES[codename], *debs],
                        stdout=subprocess.PIPE, text=True, env=fetch_env(args))
     if p.returncode != 0 or not p.stdout.startswith("debs "):
-        raise SystemExit(f"{args.arch}: cannot fetch the guest's packages {' '.join(USERLAND_DEBS)}")
+        raise SystemExit(f"{args.arch}: cannot fetch the guest's packages {' '.join(debs)}")
     return p.stdout.split(None, 1)[1].strip(), f"/usr/bin/{PY_VERSION}"
+
+
+def agent_package(args):
+    """build/deb/'s agent package of this architecture, built after the
+    agent (make ARCH=arm64 deb): what users install is what is tested."""
+    d = os.path.join(ROOT, "build", "deb")
+    debs = glob.glob(os.path.join(d, f"codexray-node-agent_*_{args.arch}.deb"))
+    if len(debs) != 1:
+        raise SystemExit(f"{args.arch}: {len(debs)} codexray-node-agent_*_{args.arch}.deb in "
+                         f"{d}, want one: make ARCH={args.arch} deb")
+    if os.path.getmtime(debs[0]) < os.path.getmtime(args.agent):
+        raise SystemExit(f"{args.arch}: {debs[0]} is older than {args.agent}: "
+                         f"make ARCH={args.arch} deb")
+    return debs[0]
 
 
 def build_initramfs(args, path):
@@ -191,12 +253,17 @@ def build_initramfs(args, path):
         "sampler.bpf.o": args.bpf_obj,
         "bpf_each": args.bpf_each,
         "py_guest.py": os.path.join(HERE, "py_guest.py"),
+        "syscall_heavy": os.path.join(args.build, "workloads", "syscall_heavy"),
     }
     for key in args.a["workloads"]:
         name = WORKLOADS[key][0]
         files[name] = os.path.join(args.build, "workloads", name)
     root, python = userland(args)
     cross = ["--root", root, "--multiarch", args.a["triplet"]] if root else []
+    if args.a["package"]:
+        del files["codexray-node-agent"]
+        cross += ["--deb", agent_package(args), "--dpkg-db",
+                  *(f"--file={p}" for p in package_files(args.a["triplet"]))]
     subprocess.run([sys.executable, os.path.join(HERE, "initramfs.py"), *cross, "--python", python,
                     path, os.path.join(HERE, "guest-init.sh"),
                     *(f"{k}={v}" for k, v in files.items())], check=True)
@@ -322,7 +389,9 @@ def split_of(ts, pid, spec=C_SPEC):
     of spec's split: a Go one's leaf is its inlined spin), how many whole
     (to a root through the chain's last, no truncation; hot ones with the
     chain right above), and in all (the hot ones only, if spec's hot_only)."""
-    split, chain, roots = spec["split"], spec["chain"], spec["roots"]
+    split, roots = spec["split"], spec["roots"]
+    chains = spec["chain"] if isinstance(spec["chain"], dict) else {k: spec["chain"] for k in split}
+    last = {c[-1] for c in chains.values()}
     per, whole, total = {k: 0 for k in split}, 0, 0
     for t in ts:
         if pid is not None and t.labels.get("pid") != str(pid):
@@ -335,8 +404,9 @@ def split_of(ts, pid, spec=C_SPEC):
         if hot is not None:
             per[fr[hot]] += t.count
         ok = not any(f.startswith("[truncated") for f in fr) and any(
-            fr[i] == chain[-1] and fr[i + 1] in roots for i in range(len(fr) - 1))
+            fr[i] in last and fr[i + 1] in roots for i in range(len(fr) - 1))
         if ok and hot is not None:
+            chain = chains[fr[hot]]
             ok = fr[hot + 1:hot + 1 + len(chain)] == chain
         whole += t.count if ok else 0
     return per, whole, total
@@ -371,15 +441,31 @@ def check_split(what, ts, pid, spec=C_SPEC):
     return cell, (f"{what}: " + "; ".join(bad)) if bad else None
 
 
-def check_python(ts, pid):
-    """The guest's Python workload: that the Python walk runs on this
-    kernel: its hot functions named, hot_a ahead of hot_b, and the share of
-    their samples whose Python frames (native ones between them left aside)
-    run on through dispatch -> run -> <module>. Its 2:1 split is printed,
-    not judged: under TCG a timer interrupt is taken at the end of a
-    translated block, so where a sample lands in short interpreted loops
-    moves with the code's layout (0.61 to 0.74 seen); the host's
-    python_tests check every version's split to 5 points. (cell, failure)"""
+def py_measured(r):
+    """hot_a's share of the CPU time the guest's Python workload spent in
+    hot_a and hot_b over record's window, by its own clock (py_guest.py's
+    totals when sampling began and $SECS later), and those seconds; (None,
+    why) when the guest left no such figures."""
+    try:
+        with open(os.path.join(r, "py.cpu0")) as f0, open(os.path.join(r, "py.cpu1")) as f1:
+            a0, b0, _ = map(float, f0.read().split())
+            a1, b1, _ = map(float, f1.read().split())
+    except (OSError, ValueError) as e:
+        return None, f"no CPU times of the window from the workload ({e})"
+    if a1 - a0 + b1 - b0 <= 0:
+        return None, f"the workload had no CPU time in the window ({a0} {b0} -> {a1} {b1})"
+    return (a1 - a0) / (a1 - a0 + b1 - b0), a1 - a0 + b1 - b0
+
+
+def check_python(ts, pid, r):
+    """The guest's Python workload (py_guest.py): its hot functions named,
+    hot_a's share of their samples within 5 points or 4 sigma (as
+    check_split) of the share of CPU time the workload measured in hot_a
+    over the same window, and >= 99 % of their samples' Python frames
+    (native ones between them left aside) running on through dispatch ->
+    run -> <module>. The workload's calls are 2:1, and so is its CPU time
+    natively; emulated it is not (py_guest.py says why), so the samples are
+    held to the time measured. (cell, failure)"""
     per, whole = {k: 0 for k in PY_SPLIT}, 0
     for t in ts:
         if t.labels.get("pid") != str(pid):
@@ -392,18 +478,88 @@ def check_python(ts, pid):
     if hot < 100:
         return f"{hot} hot", f"record python: {hot} samples in hot_a/hot_b (want 100 or more)"
     share = per["hot_a"] / hot
-    cell = f"{100 * share:.0f}/{100 - 100 * share:.0f} whole {100 * whole / hot:.1f}% n={hot}"
+    want, info = py_measured(r)
+    cell = f"{100 * share:.0f}/{100 - 100 * share:.0f}" + \
+        (f" (CPU {100 * want:.0f}/{100 - 100 * want:.0f})" if want is not None else "") + \
+        f" whole {100 * whole / hot:.1f}% n={hot}"
     bad = []
-    if not per["hot_a"] > per["hot_b"] > 0:
-        bad.append(f"hot_a {per['hot_a']} samples, hot_b {per['hot_b']}: want both, hot_a more")
+    if want is None:
+        bad.append(info)
+    else:
+        tol = max(SPLIT_TOL, 4 * (want * (1 - want) / hot) ** 0.5)
+        if abs(share - want) > tol:
+            bad.append(f"hot_a {share:.3f} of the hot samples, {want:.3f} of the CPU time the "
+                       f"workload measured in {info:.1f} s (want +- {tol:.3f})")
     if whole / hot < WHOLE_MIN:
         bad.append(f"only {whole}/{hot} under {' -> '.join(PY_CHAIN)}")
     return cell, ("record python: " + "; ".join(bad)) if bad else None
 
 
+def check_package(r):
+    """The guest's dpkg -i of the agent's package: exit 0, dpkg's record of
+    it installed, its postinst's deb-systemd-helper enabled the unit and
+    said nothing (no command of its missing, no systemctl or
+    deb-systemd-invoke tried: systemd does not run there), and the agent
+    the checks ran was /usr/bin's. (cell, failure)"""
+    rc, status = read(os.path.join(r, "dpkg.rc"), "none"), read(os.path.join(r, "dpkg.status"))
+    agent, link = read(os.path.join(r, "agent.path")), read(os.path.join(r, "dpkg.enabled"))
+    log = read(os.path.join(r, "dpkg.log")).splitlines()
+    t = read(os.path.join(r, "dpkg.time")).split()
+    cell = f"exit {rc}" + (f" in {float(t[1]) - float(t[0]):.1f} s" if len(t) == 2 else "")
+    setup = next((i for i, l in enumerate(log) if l.startswith("Setting up ")), len(log))
+    bad = log[setup + 1:]  # the maintainer scripts' complaints
+    if rc == "0" and status.startswith("install ok installed ") and not bad and \
+            link.endswith("/systemd/system/codexray-node-agent.service") and \
+            agent == "/usr/bin/codexray-node-agent":
+        return cell + ", enabled", None
+    return cell, (f"dpkg -i codexray-node-agent: exit {rc}, status '{status}', unit link "
+                  f"'{link}', agent run from '{agent}': " + " | ".join((bad or log)[-6:]))
+
+
+KSTACK_MIN = 0.5  # of syscall_heavy's samples in its system calls (most of its time)
+SYSCALL_CHAIN = ["do_reads", "main"]
+
+
+def check_kernel(ts, entry):
+    """--kernel-stacks on syscall_heavy's samples (ts): that most are in
+    system calls (its read(2); now()'s clock_gettime too where the vDSO
+    falls back to one), with the architecture's entry (entry = (the C
+    function, the entry code)) named, and that each of those runs from the
+    entry code on into the user frames that made the call, whole through
+    do_reads to main (no truncation). (cell, failures)"""
+    fn, code = entry
+    total = sum(t.count for t in ts)
+    ksys, whole, bad = 0, 0, {}
+    for t in ts:
+        fr = t.frames
+        if fn not in fr:
+            continue
+        ksys += t.count
+        i = fr.index(fn)
+        j = fr.index(code) if code in fr else -1
+        user = fr[j + 1:] if j > i else []
+        if any(user[k:k + len(SYSCALL_CHAIN)] == SYSCALL_CHAIN for k in range(len(user))) and \
+                not any(f.startswith("[") for f in fr):
+            whole += t.count
+        else:
+            k = " <- ".join(fr[i:i + 6])
+            bad[k] = bad.get(k, 0) + t.count
+    cell = f"{ksys}/{total} in {fn}, {whole} whole"
+    fails = []
+    if total == 0 or ksys < KSTACK_MIN * total:
+        fails.append(f"daemon: --kernel-stacks, {ksys} of syscall_heavy's {total} samples have "
+                     f"{fn} among their frames (want {100 * KSTACK_MIN:.0f} % or more)")
+    if ksys and whole < WHOLE_MIN * ksys:
+        top = sorted(bad.items(), key=lambda kv: -kv[1])[:3]
+        fails.append(f"daemon: --kernel-stacks, only {whole}/{ksys} of syscall_heavy's system "
+                     f"calls run from {code} on to {' <- '.join(SYSCALL_CHAIN)} (want >= "
+                     f"{100 * WHOLE_MIN:.0f} %); others: " + "; ".join(f"{n}x {k}" for k, n in top))
+    return cell, fails
+
+
 def empty_row(series, version, secs):
     return {"series": series, "version": version, "secs": secs, "btf": "-", "loads": "-",
-            "start": "-", **{k: "-" for k in WORKLOADS}, "py": "-", "daemon": "-",
+            "start": "-", "dpkg": "-", **{k: "-" for k in WORKLOADS}, "py": "-", "daemon": "-",
             "errors": "-", "failures": [], "details": []}
 
 
@@ -421,6 +577,10 @@ def analyze(args, series, version, d, secs, how):
         row["failures"].append(how)
     row["boot"] = float(read(os.path.join(r, "boot_s"), "0") or 0)
     row["btf"] = read(os.path.join(r, "btf"), "?")
+    if args.a["package"]:
+        row["dpkg"], fail = check_package(r)
+        if fail:
+            row["failures"].append(fail)
     rec_log = read(os.path.join(r, "record.log"))
     dae_log = read(os.path.join(r, "daemon.log"))
     # loads: the record ran and wrote its profile
@@ -436,7 +596,7 @@ def analyze(args, series, version, d, secs, how):
             row[key], fail = check_split(f"record {name}", ts, pid, spec)
             if fail:
                 row["failures"].append(fail + (f" [{summary[0]}]" if summary else ""))
-        row["py"], fail = check_python(ts, read(os.path.join(r, "py.pid")))
+        row["py"], fail = check_python(ts, read(os.path.join(r, "py.pid")), r)
         if fail:
             row["failures"].append(fail + (f" [{summary[0]}]" if summary else ""))
     else:
@@ -473,17 +633,17 @@ def analyze(args, series, version, d, secs, how):
     else:
         per, whole, total = split_of(traces(*mine), None)
         # --kernel-stacks: system calls named under the user frames that made
-        # them (init's fork and exec of grep and sleep make some each window).
-        every = traces(*(os.path.join(ddir, f) for f in os.listdir(ddir)))
-        ksys = sum(t.count for t in every if args.a["syscall"] in t.frames)
+        # them, syscall_heavy's read(2) of /dev/zero.
+        spid = read(os.path.join(r, "syscall.pid"))
+        sys_files = [os.path.join(ddir, f) for f in os.listdir(ddir)
+                     if f.startswith(f"syscall_heavy.{spid}.")]
+        kcell, kfails = check_kernel(traces(*sys_files) if sys_files else [], args.a["syscall"])
         row["daemon"] = f"ok: {len(windows)} windows, {len(mine)} profiles, " + \
-            "/".join(str(per[k]) for k in SPLIT) + f", {ksys} in syscalls"
+            "/".join(str(per[k]) for k in SPLIT) + f"; {kcell}"
         bad = []
         if not per["hot_a"] > per["hot_b"] > per["hot_c"] > 0:
             bad.append(f"daemon: cpu_split's split {per}")
-        if ksys == 0:
-            bad.append(f"daemon: --kernel-stacks, yet no sample has {args.a['syscall']} among its "
-                       f"frames")
+        bad += kfails
         if bad:
             row["daemon"] = row["daemon"].replace("ok: ", "")
             row["failures"] += bad
@@ -504,11 +664,13 @@ def analyze(args, series, version, d, secs, how):
 
 def table(args, rows):
     heads = {"fp": "cpu_split (fp) a/b/c %", "cfi": "cfi_split a/b/c %",
-             "pac": "pac_split a/b/c %", "go": "go_split A/B %"}
+             "pac": "pac_split a/b/c %", "go": "go_split A/B %",
+             "jit": "jit_perfmap A/B %"}
     cols = [("kernel", "series"), ("version", "version"), ("time", "time"), ("BTF", "btf"),
+            *([("dpkg -i", "dpkg")] if args.a["package"] else []),
             ("loads", "loads_short"), ("agent start s", "start"),
             *((heads[k], k) for k in args.a["workloads"]),
-            ("python a/b %", "py"), ("daemon", "daemon"), ("errors", "errors"),
+            ("python a/b % (CPU a/b %)", "py"), ("daemon", "daemon"), ("errors", "errors"),
             ("result", "result")]
     for r in rows:
         r["time"] = f"{r['secs']:.0f} s" + (f" (boot {r['boot']:.0f})" if "boot" in r else "")

@@ -83,19 +83,24 @@ struct dbg_shape {
     unsigned words; /* words read: up to the last field used */
 };
 
-/* 3.13: Include/internal/pycore_runtime.h. 3.14 added a group for sets
- * (after lists), and fields: interpreter_state.threads_main (after
- * threads_head) and two at its end, interpreter_frame.stackpointer and
- * tlbc_index, code_object.co_tlbc, then groups at the end. The second 3.14
- * shape is that without the set group, in case a release lacks it; the
- * checks below pick whichever reads true. Debian's 3.14.10 reads true in
- * the first (test_py_layout_hostile.c has its words).
+/* 3.13: Include/internal/pycore_runtime.h. 3.14 (pycore_debug_offsets.h)
+ * added a group for sets (after lists), and fields:
+ * interpreter_state.threads_main (after threads_head) and two at its end,
+ * interpreter_frame.stackpointer and tlbc_index, code_object.co_tlbc, then
+ * groups at the end. The second 3.14 shape is that without the set group,
+ * in case a release lacks it (3.14.10's headers have it); the checks below
+ * pick whichever reads true. Debian's 3.14.10 reads true in the first
+ * (test_py_layout_hostile.c has its words).
  *
- * 3.15 (as Debian's 3.15.2 has it): thread_state grew base_frame,
- * last_profiled_frame and one more before thread_id, and current_exception,
- * exc_state, holds_gil and gil_requested after status; a group
- * err_stackitem (one word) follows it; four words more follow
- * type_object's tp_flags (none read here). */
+ * 3.15 (3.15.2's pycore_debug_offsets.h): thread_state grew base_frame,
+ * last_profiled_frame and last_profiled_frame_seq before thread_id, then
+ * native_thread_id, and holds_gil, gil_requested, current_exception and
+ * exc_state after status; a group err_stackitem (one word, no size)
+ * follows it; type_object grew tp_basicsize and tp_dictoffset, and a
+ * group heap_type_object (size, ht_cached_keys) follows it; unicode_object
+ * ends with compactunicodeobject_size (none of these read here). Every
+ * word index below was checked against the 3.14.10 and 3.15.2 headers
+ * (docs/internals/runtimes.md). */
 static const struct dbg_shape shapes[] = {
     {
         .name = "3.13",
