@@ -62,12 +62,16 @@ def test_pyroscope_nodejs_split(tmp):
               f" hot_a {a / 1e9:.2f} s, hot_b {b / 1e9:.2f} s")
         check(fg["profiles"] >= 3, f"{fg['profiles']} profiles stored")
         check(a + b > 0.5 * fg["total"], f"hot_a + hot_b {a + b} of {fg['total']} ns")
-        # Each wall sample's stack takes the CPU since the sample before:
-        # the split is a count of samples (a sample every 2 ms, hundreds of
-        # them however loaded the machine), 2/3 within a few standard
-        # deviations (0.02 at 500 samples).
+        # The answer: the time the program measured around each call (about
+        # 2/3, as the JIT makes the two bodies run). Each wall sample's
+        # stack takes the CPU since the sample before: the profile's split
+        # is a count of samples (a sample every 2 ms, hundreds of them
+        # however loaded the machine), within a few standard deviations
+        # (0.02 at 500 samples) of it.
+        want = float(out.split("hot_a_share=")[1].split()[0])
         share = a / max(a + b, 1)
-        check(0.59 < share < 0.75, f"hot_a's share {share:.3f} of hot_a + hot_b, want 2/3")
+        check(abs(share - want) < 0.06,
+              f"hot_a's share {share:.3f} of hot_a + hot_b, the program measured {want:.3f}")
         # The CPU is CPU: no more than the process used (its wall column,
         # 10 s of samples, would be far more on a loaded machine).
         cpu_s = float(out.split("cpu_seconds=")[1].split()[0])
@@ -79,7 +83,7 @@ def test_pyroscope_nodejs_split(tmp):
         os.makedirs(OUT, exist_ok=True)
         png = os.path.join(OUT, "node-split.png")
         p = subprocess.run(["node", os.path.join(BROWSER, "ui_pyroscope.mjs"), srv.url,
-                            "node-split", str(t0), str(t1), png],
+                            "node-split", str(t0), str(t1), png, str(want)],
                            capture_output=True, text=True, timeout=120)
         print(p.stdout, end="")
         check(p.returncode == 0, f"the UI: {p.stderr[-2000:]}")
