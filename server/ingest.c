@@ -253,7 +253,10 @@ static int validate(struct ingest_work *w)
         if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && w->cpu_idx < 0)
             w->cpu_idx = i;
     }
-    if (w->samples_idx < 0)
+    /* Without a samples type the first value counts samples; with
+     * cpu_only each sample counts one instead (its first value may be the
+     * CPU in nanoseconds). */
+    if (w->samples_idx < 0 && !w->cpu_only)
         w->samples_idx = 0;
     w->period_ns = r->has_period_type && strcmp(r->strings[r->period_type.unit], "nanoseconds") == 0
                        ? r->period
@@ -519,7 +522,7 @@ static int sample_labels(struct ingest_work *w, size_t i, const struct pprof_rsa
 static int sample_counts(struct ingest_work *w, size_t i, const int64_t *values,
                          int64_t *samples_out, int64_t *cpu_out)
 {
-    int64_t samples = values[w->samples_idx], cpu;
+    int64_t samples = w->samples_idx >= 0 ? values[w->samples_idx] : 1, cpu;
 
     if (w->cpu_idx >= 0)
         cpu = values[w->cpu_idx];

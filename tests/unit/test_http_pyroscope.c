@@ -20,7 +20,7 @@
 #define BASIC_BAD "Authorization: Basic dXNlcjp3cm9uZw==\r\n"
 #define MS 1000000ll
 
-enum kind { WALL_CPU, WALL_ONLY, HEAP };
+enum kind { WALL_CPU, WALL_ONLY, HEAP, CPU_ONLY };
 
 /* A profile as @pyroscope/nodejs sends one: samples/count, wall/nanoseconds
  * and cpu/nanoseconds, period type wall; main;work;hot used 30 ms of CPU
@@ -35,7 +35,10 @@ static void node_pprof(struct buf *out, int64_t time_ns, enum kind kind, bool gz
     uint64_t lh[3], li[2];
 
     assert_non_null(w);
-    if (heap) {
+    if (kind == CPU_ONLY) {
+        pprof_writer__add_sample_type(w, "cpu", "nanoseconds");
+        pprof_writer__set_period(w, "cpu", "nanoseconds", 10 * MS);
+    } else if (heap) {
         pprof_writer__add_sample_type(w, "inuse_objects", "count");
         pprof_writer__add_sample_type(w, "inuse_space", "bytes");
         pprof_writer__set_period(w, "space", "bytes", 524288);
@@ -56,6 +59,10 @@ static void node_pprof(struct buf *out, int64_t time_ns, enum kind kind, bool gz
         li[i] = pprof_writer__location(w, 0, 0, &l, 1);
     }
     int64_t vh[3] = {5, 50 * MS, 30 * MS}, vi[3] = {10, 100 * MS, 0};
+    if (kind == CPU_ONLY) { /* the one value is the CPU */
+        vh[0] = 30 * MS;
+        vi[0] = 0;
+    }
     assert_int_equal(pprof_writer__add_sample(w, lh, 3, vh, NULL, 0), 0);
     assert_int_equal(pprof_writer__add_sample(w, li, 2, vi, NULL, 0), 0);
     assert_int_equal(pprof_writer__encode(w, out, gzip), 0);
@@ -116,6 +123,16 @@ static void test_pprof(void **state)
     expect(f, "POST", "/ingest?format=pprof&name=heapapp", AUTH, p.data, p.len, 422,
            "inuse_objects/count, inuse_space/bytes");
     assert_int_equal(cpu_of(f, "heapapp", "main;work;hot"), 0);
+    /* cpu/nanoseconds alone: the CPU kept, each sample counted once (not
+     * its nanoseconds as samples, which the claims check would refuse) */
+    buf__reset(&p);
+    node_pprof(&p, (now - 60) * SEC, CPU_ONLY, true);
+    expect(f, "POST", "/ingest?format=pprof&name=cpuonly", AUTH, p.data, p.len, 200, NULL);
+    assert_int_equal(cpu_of(f, "cpuonly", "main;work;hot"), 30 * MS);
+    struct store_merged *m = merge_all(f->st, "cpuonly");
+    assert_int_equal(folded_samples(m, "main;work;hot", NULL), 1);
+    assert_int_equal(folded_samples(m, "main;idle", NULL), 0);
+    store_merged__free(m);
     /* wall without its CPU: not CPU either, nor mistaken for it */
     buf__reset(&p);
     node_pprof(&p, (now - 60) * SEC, WALL_ONLY, true);
