@@ -165,6 +165,20 @@ static bool authorized(struct http *h, struct MHD_Connection *c)
     return has_key(c, h->opts.api_key);
 }
 
+bool http_authorized_basic(struct http *h, struct MHD_Connection *c)
+{
+    const char *key = h->opts.api_key;
+    char *pass = NULL;
+
+    if (!key || !*key || has_key(c, key))
+        return true;
+    char *user = MHD_basic_auth_get_username_password(c, &pass);
+    bool ok = user && pass && key_matches(pass, key);
+    MHD_free(user);
+    MHD_free(pass);
+    return ok;
+}
+
 int http_parse_pid(const char *s, int64_t *pid)
 {
     char *end;
@@ -332,7 +346,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     bool dbg = h->opts.debuginfod && strncmp(url, "/debuginfod/", 12) == 0;
     bool dbg_put = dbg && (post || strcmp(method, "PUT") == 0);
     bool batch = strcmp(url, "/api/v1/profiles/batch") == 0;
-    bool ingest = batch || strcmp(url, "/api/v1/profiles") == 0;
+    bool pyro = strcmp(url, "/ingest") == 0 || strcmp(url, "/pyroscope/ingest") == 0;
+    bool ingest = batch || pyro || strcmp(url, "/api/v1/profiles") == 0;
 
     (void)version;
     if (!rq) {
@@ -367,7 +382,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         if (post && ingest) {
             /* Refuse before reading a byte when we can. */
-            if (!authorized(h, c))
+            if (!(pyro ? http_authorized_basic(h, c) : authorized(h, c)))
                 return http_respond_error(h, c, 401,
                                           "missing or wrong API key: send "
                                           "Authorization: Bearer KEY");
@@ -401,9 +416,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (ingest) {
         if (!post)
             return http_respond_error(h, c, 405,
-                                      batch ? "POST a batch of profiles here (common/batch.h)"
-                                            : "POST a pprof profile here");
-        if (!authorized(h, c))
+                                      batch  ? "POST a batch of profiles here (common/batch.h)"
+                                      : pyro ? "POST a profile here (Pyroscope's push API)"
+                                             : "POST a pprof profile here");
+        if (!(pyro ? http_authorized_basic(h, c) : authorized(h, c)))
             return http_respond_error(h, c, 401, "missing or wrong API key");
         if (rq->too_big) {
             char msg[128];
@@ -412,6 +428,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         }
         if (batch)
             return http_batch__ingest(h, c, rq->body.data ? rq->body.data : "", rq->body.len);
+        if (pyro)
+            return http_pyroscope__ingest(h, c, rq->body.data ? rq->body.data : "", rq->body.len);
         return h_ingest(h, c, rq);
     }
     if (dbg_put)

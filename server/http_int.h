@@ -1,6 +1,7 @@
 /* What http.c (the daemon, routing, ingest, the UI's files), http_api.c
- * (the read API and /metrics) and http_batch.c (many profiles in one
- * upload) share; only they include it. */
+ * (the read API and /metrics), http_batch.c (many profiles in one
+ * upload) and http_pyroscope.c (Pyroscope's push API) share; only they
+ * include it. */
 #ifndef CODEXRAY_SERVER_HTTP_INT_H
 #define CODEXRAY_SERVER_HTTP_INT_H
 
@@ -80,6 +81,21 @@ int http_ingest_one(struct http *h, const void *body, size_t len, const struct i
  * ") before it; service and msg come from the request and are escaped. */
 void http_log_refused(const char *what, size_t len, const char *service, int status,
                       const char *msg);
+
+/* Whether the request carries the ingest key (--api-key) as
+ * Authorization: Bearer KEY or as basic auth's password (any user name:
+ * what Pyroscope's clients and Grafana Alloy send); any request does when
+ * there is no key. */
+bool http_authorized_basic(struct http *h, struct MHD_Connection *c);
+
+/* --- http_pyroscope.c --- */
+
+/* POST /ingest and /pyroscope/ingest (Pyroscope's push API), its key and
+ * size already checked: body (len bytes) read by its format (pprof, a
+ * multipart part "profile", or folded lines) and ingested as one profile
+ * of CPU under an ingest slot; 200 with an empty body once stored. */
+enum MHD_Result http_pyroscope__ingest(struct http *h, struct MHD_Connection *c, const void *body,
+                                       size_t len);
 
 /* --- http_batch.c --- */
 

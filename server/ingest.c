@@ -210,6 +210,22 @@ static int decode(struct ingest_work *w, const void *body, size_t len)
 
 /* --- validate --- */
 
+/* 422 for a profile without CPU, its sample types named. */
+static int no_cpu(struct ingest_work *w)
+{
+    const struct pprof_reader *r = &w->r;
+    char types[256] = "";
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->nsample_types && n < sizeof(types) - 1; i++)
+        n += snprintf(types + n, sizeof(types) - n, "%s%.40s/%.40s", i ? ", " : "",
+                      r->strings[r->sample_types[i].type], r->strings[r->sample_types[i].unit]);
+    return fail(w, 422,
+                "no cpu/nanoseconds sample type (this profile has %s): only CPU profiles are "
+                "kept",
+                types);
+}
+
 /* The checks pprof itself makes of a decoded profile, and ours: sample
  * types, the number of samples, which values count samples and CPU, the
  * period; then the ids of functions, locations and mappings indexed (each
@@ -237,11 +253,18 @@ static int validate(struct ingest_work *w)
         if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && w->cpu_idx < 0)
             w->cpu_idx = i;
     }
-    if (w->samples_idx < 0)
+    /* Without a samples type the first value counts samples; with
+     * cpu_only each sample counts one instead (its first value may be the
+     * CPU in nanoseconds). */
+    if (w->samples_idx < 0 && !w->cpu_only)
         w->samples_idx = 0;
     w->period_ns = r->has_period_type && strcmp(r->strings[r->period_type.unit], "nanoseconds") == 0
                        ? r->period
                        : 0;
+    if (w->cpu_only && w->cpu_idx < 0)
+        return no_cpu(w);
+    if (w->cpu_only && !(r->has_period_type && strcmp(r->strings[r->period_type.type], "cpu") == 0))
+        w->period_ns = 0; /* a wall profile's period is not CPU */
 
     /* ids of functions, locations and mappings -> their indices */
     if ((e = id_index__table(&w->fns, &w->mem, r->functions, r->nfunctions, sizeof(*r->functions),
@@ -499,7 +522,7 @@ static int sample_labels(struct ingest_work *w, size_t i, const struct pprof_rsa
 static int sample_counts(struct ingest_work *w, size_t i, const int64_t *values,
                          int64_t *samples_out, int64_t *cpu_out)
 {
-    int64_t samples = values[w->samples_idx], cpu;
+    int64_t samples = w->samples_idx >= 0 ? values[w->samples_idx] : 1, cpu;
 
     if (w->cpu_idx >= 0)
         cpu = values[w->cpu_idx];
@@ -554,6 +577,11 @@ static int key_samples(struct ingest_work *w)
         if ((e = sample_labels(w, i, &s, &last, &set)) ||
             (e = sample_counts(w, i, values, &samples, &cpu)))
             return e;
+        if (w->cpu_only && cpu == 0) { /* a wall profile's idle sample: no CPU to keep */
+            w->total_samples -= samples;
+            w->nframes = start;
+            continue;
+        }
         /* A stack seen before with the same labels takes the counts; its
          * frames just written go. */
         bool fresh = false;
@@ -704,7 +732,12 @@ int ingest__profile(struct store *st, const void *body, size_t len,
     budget__init(&w.mem, lim->max_memory);
     buf__init(&w.raw,
               lim->max_decompressed < lim->max_memory ? lim->max_decompressed : lim->max_memory);
+    w.cpu_only = id->cpu_only;
     int status = decode(&w, body, len);
+    if (!status && !w.r.time_nanos)
+        w.r.time_nanos = id->time_ns;
+    if (!status && !w.r.duration_nanos)
+        w.r.duration_nanos = id->duration_ns;
     if (!status)
         status = validate(&w);
     if (!status)

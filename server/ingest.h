@@ -3,6 +3,7 @@
 #ifndef CODEXRAY_SERVER_INGEST_H
 #define CODEXRAY_SERVER_INGEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,15 +24,24 @@ struct ingest_identity {
     const char *service, *host;
     const char *identity[STORE_N_IDENTITY]; /* store_identity_keys' order */
     int64_t pid;
+    /* The start and duration when the profile has none (0): what a
+     * Pyroscope client says in from and until. */
+    int64_t time_ns, duration_ns;
+    /* Only CPU: a profile without a cpu/nanoseconds sample type is refused
+     * with 422 (a heap or wall-only profile is not CPU), its other types
+     * are not kept, samples of no CPU (a wall profile's idle ones) are
+     * dropped, and its period is taken only when its type is cpu. What a
+     * Pyroscope client's upload takes; our agent's always has CPU. */
+    bool cpu_only;
 };
 
 /* Returns the HTTP status: 202 stored (durably), 400 not a valid profile,
- * 413 past a limit, 503 the store is unavailable for now (ClickHouse down
- * or timing out: the agent retries), 500 the store failed. msg says why for anything but 202.
- * Nothing is stored unless 202. Identical samples (the same stack and
- * labels) are stored as one. Everything it allocates (the inflated body,
- * tables, arrays, the store's put) is counted against lim->max_memory: a
- * call takes at most that beyond body, whatever the body holds. */
+ * 413 past a limit, 422 no CPU in it (id->cpu_only), 503 the store is unavailable for now
+ * (ClickHouse down or timing out: the agent retries), 500 the store failed. msg says why for
+ * anything but 202. Nothing is stored unless 202. Identical samples (the same stack and labels) are
+ * stored as one. Everything it allocates (the inflated body, tables, arrays, the store's put) is
+ * counted against lim->max_memory: a call takes at most that beyond body, whatever the body holds.
+ */
 int ingest__profile(struct store *st, const void *body, size_t len,
                     const struct ingest_identity *id, const struct ingest_limits *lim, char *msg,
                     size_t msglen);

@@ -37,6 +37,7 @@ struct ingest_work {
     /* what validate finds */
     int samples_idx, cpu_idx; /* the value of each sample that counts samples, CPU (or -1) */
     int64_t period_ns;        /* 0 when the period is not in nanoseconds */
+    bool cpu_only;            /* ingest_identity's */
     /* what key makes */
     size_t extra_fns;                 /* functions made up for locations without lines */
     int64_t total_samples, total_cpu; /* the profile's totals */

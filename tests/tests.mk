@@ -7,8 +7,8 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
-              test_ingest test_store test_http test_ch_sql test_store_common test_debugfile \
-              test_dbgsrv test_procs test_spool test_batch test_list \
+              test_ingest test_store test_http test_http_pyroscope test_ch_sql test_store_common \
+              test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
               test_debuginfod
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
@@ -57,11 +57,13 @@ $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
-$(B)/tests/test_http: tests/unit/test_http.c tests/unit/server_helpers.h $(UNIT_LIB_OBJS) \
-    $(SERVER_TEST_OBJS) $(call obj,server/http.c server/http_api.c server/http_batch.c) $(UI_OBJ)
+HTTP_SRC := server/http.c server/http_api.c server/http_batch.c server/http_pyroscope.c server/pyroscope.c
+$(B)/tests/test_http $(B)/tests/test_http_pyroscope: $(B)/tests/%: tests/unit/%.c \
+    tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
+    $(SERVER_TEST_OBJS) $(call obj,$(HTTP_SRC)) $(UI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) \
-	    $(call obj,server/http.c server/http_api.c server/http_batch.c) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
+	    $(call obj,$(HTTP_SRC)) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
 
 # The server's debuginfod paths.
 $(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c)
@@ -360,7 +362,15 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS)
+# The Pyroscope tests' client: @pyroscope/nodejs from the npm registry (its
+# @datadog/pprof ships prebuilt native modules), pinned by
+# tests/pyroscope/package-lock.json.
+PYRO_DEPS := tests/pyroscope/node_modules/.package-lock.json
+$(PYRO_DEPS): tests/pyroscope/package.json tests/pyroscope/package-lock.json
+	cd tests/pyroscope && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS) $(PYRO_DEPS)
 	@python3 tests/integration/run.py
 
 # deploy/ checked without systemd, Docker or Kubernetes (tests/deploy/check_deploy.py).
@@ -387,7 +397,8 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_names.c server/store_clickhouse_frames.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
-           server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c
+           server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c \
+           server/pyroscope.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
 SAN_LIBS := -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 $(B)/san/obj/%.o: %.c $(B)/gen/profile.pb-c.h
@@ -398,7 +409,8 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_ch_sql test_store_common test_batch \
+             test_varint test_ingest test_store test_http test_http_pyroscope test_ch_sql \
+             test_store_common test_batch \
              test_list
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
@@ -407,12 +419,12 @@ $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	    $(SAN_OBJ) $(SAN_LIBS) -lcmocka
 
 # The HTTP layer's: http.c sanitized too, and the UI's table as it is (data).
-$(B)/san/tests/test_http: tests/unit/test_http.c $(SAN_OBJ) $(B)/san/obj/server/http.o $(B)/san/obj/server/http_api.o \
-    $(B)/san/obj/server/http_batch.o $(UI_OBJ)
+SAN_HTTP_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(filter-out server/pyroscope.c,$(HTTP_SRC)))
+$(B)/san/tests/test_http $(B)/san/tests/test_http_pyroscope: $(B)/san/tests/%: tests/unit/%.c \
+    $(SAN_OBJ) $(SAN_HTTP_OBJ) $(UI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
-	    $(SAN_OBJ) $(B)/san/obj/server/http.o $(B)/san/obj/server/http_api.o \
-	    $(B)/san/obj/server/http_batch.o $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
+	    $(SAN_OBJ) $(SAN_HTTP_OBJ) $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
 
 sanitize: $(SAN_BINS)
 	@tests/run_unit.sh $(SAN_BINS)
@@ -426,22 +438,31 @@ $(B)/fuzz/fuzz_list: tests/fuzz/fuzz_list.c $(B)/san/obj/common/list.o
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(B)/san/obj/common/list.o
 
-# make fuzz FUZZ_TIME=600: both targets for that long in all, from their seed
+# The readers of POST /ingest (server/pyroscope.c): names, times,
+# multipart bodies, folded lines.
+$(B)/fuzz/fuzz_pyroscope: tests/fuzz/fuzz_pyroscope.c $(SAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
+
+# make fuzz FUZZ_TIME=600: the targets for that long in all, from their seed
 # corpora: the ingest path (tests/fuzz/corpus, written by
-# tests/fuzz/make_corpus.py) five sixths of it, the list reader
-# (tests/fuzz/corpus_list) the rest. What they find grows build/fuzz/corpus
-# and build/fuzz/corpus_list; a crash is saved as build/fuzz/crash-*.
+# tests/fuzz/make_corpus.py) four sixths of it, the list reader
+# (tests/fuzz/corpus_list) and the Pyroscope readers
+# (tests/fuzz/corpus_pyroscope) a sixth each. What they find grows
+# build/fuzz/corpus*; a crash is saved as build/fuzz/crash-*.
 FUZZ_TIME ?= 300
 FUZZ_LIST_TIME = $(shell expr $(FUZZ_TIME) / 6 + 1)
-FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - $(FUZZ_TIME) / 6)
-fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list
-	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list
+FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - 2 \* $(FUZZ_TIME) / 6)
+fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list $(B)/fuzz/fuzz_pyroscope
+	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list $(B)/fuzz/corpus_pyroscope
 	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_INGEST_TIME) -rss_limit_mb=2048 -timeout=30 \
 	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
 	cd $(B)/fuzz && ./fuzz_list -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
 	    -max_len=8192 -print_final_stats=1 corpus_list $(abspath tests/fuzz/corpus_list)
+	cd $(B)/fuzz && ./fuzz_pyroscope -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=16384 -print_final_stats=1 corpus_pyroscope $(abspath tests/fuzz/corpus_pyroscope)
 
-# make test's share: a minute, both targets.
+# make test's share: a minute, all targets.
 fuzz-check:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=60
 

@@ -1,0 +1,118 @@
+"""Pyroscope's push API (POST /ingest) fed by the real Pyroscope Node.js SDK
+(@pyroscope/nodejs from npm, tests/pyroscope/package-lock.json): a Node
+program with a known CPU split (hot_a twice hot_b) profiled by the SDK's
+wall profiler with its CPU column, read back through our API (the
+flame-graph JSON, the web UI in headless Chromium, and the labels)."""
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+
+from server_tests import ROOT, Server, check
+
+PYRO = os.path.join(ROOT, "tests", "pyroscope")
+BROWSER = os.path.join(ROOT, "tests", "browser")
+OUT = os.path.join(ROOT, "build", "test-output", "pyroscope")
+KEY = "pyro-ingest-key"
+
+
+def leaf_cpu(srv, app, t0, t1):
+    """{leaf function: CPU ns} of app's flame graph over [t0, t1): the
+    frames the SDK names "FILE:FUNCTION:LINE", by their function."""
+    q = urllib.parse.urlencode({"app": app, "from": t0, "to": t1, "format": "flamegraph"})
+    st, body = srv.get(f"/api/v1/profile?{q}")
+    check(st == 200, f"profile: {st} {body[:300]!r}")
+    fg = json.loads(body)
+    check(fg["unit"] == "nanoseconds", f"unit {fg['unit']}")
+    names, nodes, per = fg["names"], fg["nodes"], {}
+    for i in range(0, len(nodes), 4):
+        name, _total, self_ns = names[nodes[i]], nodes[i + 1], nodes[i + 2]
+        parts = name.split(":")
+        fn = parts[-2] if len(parts) >= 3 else name
+        per[fn] = per.get(fn, 0) + self_ns
+    return per, fg
+
+
+def run_sdk(srv, secs, auth, app):
+    p = subprocess.run(["node", os.path.join(PYRO, "split.js"), srv.url, KEY, str(secs), auth,
+                        app], capture_output=True, text=True, timeout=secs + 90, cwd=PYRO,
+                       env={**os.environ, "DEBUG": "pyroscope"})
+    check(p.returncode == 0, f"split.js exited {p.returncode}: {p.stderr[-2000:]}")
+    return p.stdout.strip(), p.stderr
+
+
+def test_pyroscope_nodejs_split(tmp):
+    """@pyroscope/nodejs 0.6.4 pushes a Node program's profiles every 2 s
+    (format=pprof, a gzipped pprof of samples, wall and cpu; heap profiles
+    beside them): the CPU is stored under the app with its tags as identity
+    (host, pod), hot_a about twice hot_b; the heap profiles are refused 422
+    with why (logged), nothing of them stored; basic auth works too; a wrong
+    key is refused."""
+    check(os.path.isdir(os.path.join(PYRO, "node_modules", "@pyroscope", "nodejs")),
+          "@pyroscope/nodejs missing: run 'make integration' (npm ci in tests/pyroscope)")
+    srv = Server(tmp, "--api-key", KEY)
+    try:
+        t0 = int(time.time()) - 1
+        out, err = run_sdk(srv, 10, "bearer", "node-split")
+        t1 = int(time.time()) + 2
+        per, fg = leaf_cpu(srv, "node-split", t0, t1)
+        a, b = per.get("hot_a", 0), per.get("hot_b", 0)
+        print(f"    {out}; stored {fg['total'] / 1e9:.2f} s of CPU in {fg['profiles']} profiles;"
+              f" hot_a {a / 1e9:.2f} s, hot_b {b / 1e9:.2f} s")
+        check(fg["profiles"] >= 3, f"{fg['profiles']} profiles stored")
+        check(a + b > 0.5 * fg["total"], f"hot_a + hot_b {a + b} of {fg['total']} ns")
+        # The answer: the time the program measured around each call (about
+        # 2/3, as the JIT makes the two bodies run). Each wall sample's
+        # stack takes the CPU since the sample before: the profile's split
+        # is a count of samples (a sample every 2 ms, hundreds of them
+        # however loaded the machine), within a few standard deviations
+        # (0.02 at 500 samples) of it.
+        want = float(out.split("hot_a_share=")[1].split()[0])
+        share = a / max(a + b, 1)
+        check(abs(share - want) < 0.06,
+              f"hot_a's share {share:.3f} of hot_a + hot_b, the program measured {want:.3f}")
+        # The CPU is CPU: no more than the process used (its wall column,
+        # 10 s of samples, would be far more on a loaded machine).
+        cpu_s = float(out.split("cpu_seconds=")[1].split()[0])
+        check(fg["total"] / 1e9 <= cpu_s * 1.05 + 0.1,
+              f"stored {fg['total'] / 1e9:.2f} s of CPU, the process used {cpu_s} s")
+        # The same in the web UI (headless Chromium, tests/browser/).
+        check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
+              "playwright-core missing: run 'make integration' (npm ci in tests/browser)")
+        os.makedirs(OUT, exist_ok=True)
+        png = os.path.join(OUT, "node-split.png")
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_pyroscope.mjs"), srv.url,
+                            "node-split", str(t0), str(t1), png, str(want)],
+                           capture_output=True, text=True, timeout=120)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"the UI: {p.stderr[-2000:]}")
+        print(f"    screenshot: {os.path.relpath(png, ROOT)}")
+        q = urllib.parse.urlencode({"app": "node-split", "from": t0, "to": t1})
+        st, body = srv.get(f"/api/v1/labels?{q}")
+        labels = json.loads(body)
+        check(st == 200 and "pyro-host" in labels.get("host", []), f"labels: {labels}")
+        check("split-pod" in labels.get("pod", []), f"labels: {labels}")
+        # The heap profiles: refused with why, the SDK told.
+        check("HTTP 422" in err and "inuse_space/bytes" in err,
+              f"the SDK was not told why its heap profile was refused: {err[-1000:]}")
+        with open(srv.log.name) as f:
+            log = f.read()
+        check("422 no cpu/nanoseconds sample type" in log, "no 422 in the server's log")
+
+        # basic auth (user node, the key as password), another app
+        run_sdk(srv, 3, "basic", "node-basic")
+        per, fg = leaf_cpu(srv, "node-basic", t0, int(time.time()) + 2)
+        check(fg["profiles"] >= 1 and per.get("hot_a", 0) > 0, f"basic auth: {fg['profiles']}")
+        # a wrong key: nothing stored, the SDK told 401
+        p = subprocess.run(["node", os.path.join(PYRO, "split.js"), srv.url, "wrong", "3",
+                            "bearer", "node-wrong"], capture_output=True, text=True, timeout=90,
+                           cwd=PYRO, env={**os.environ, "DEBUG": "pyroscope"})
+        check("HTTP 401" in p.stderr, f"wrong key: {p.stderr[-500:]}")
+        st, body = srv.get("/api/v1/applications?from=now-10m")
+        check(b"node-wrong" not in body, f"stored with a wrong key: {body!r}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_pyroscope_nodejs_split]
