@@ -259,7 +259,7 @@ static bool a64_ldr_x17_x16(uint32_t i, uint64_t *off)
     return true;
 }
 
-/* AArch64 (GNU ld's and lld's .plt): each entry loads its slot with
+/* AArch64 (GNU ld's .plt; lld's has the same shape): each entry loads its slot with
  * `adrp x16; ldr x17, [x16, #lo12]`, then `add x16`, an optional
  * autia1716/autib1716 (-z pac-plt) and `br x17`, padded with nops; a BTI
  * PLT may begin entries with `bti c`. The stub runs from its bti c or adrp
