@@ -119,8 +119,10 @@ CFI_FIXTURES := $(B)/fixtures/cfi_omit $(B)/fixtures/cfi_fp $(B)/fixtures/cfi_cx
 FIXTURES += $(CFI_FIXTURES)
 $(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck $(B)/tests/test_cfi_table_arm64: $(CFI_FIXTURES) \
     tests/unit/cfi_table_helpers.h
-$(B)/tests/test_plt: $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
-FIXTURES += $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt
+PLT_FIXTURES := $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt $(B)/fixtures/plt_a64 \
+                $(B)/fixtures/plt_a64_bti $(B)/fixtures/plt_a64_pac
+$(B)/tests/test_plt: $(PLT_FIXTURES)
+FIXTURES += $(PLT_FIXTURES)
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
 # .plt.sec as Ubuntu's and Fedora's defaults build them.
 $(B)/fixtures/plt_c: tests/unit/fixtures/plt.c
@@ -129,6 +131,19 @@ $(B)/fixtures/plt_c: tests/unit/fixtures/plt.c
 $(B)/fixtures/plt_ibt: tests/unit/fixtures/plt.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fcf-protection=full -Wl,-z,ibtplt -o $@ $<
+# arm64 by the cross gcc (data: plt.c reads any machine's ELF): a PIE's
+# 16-byte entries; BTI forced in a non-PIE, whose entries begin with
+# `bti c` (24 bytes; ld warns that the crt objects lack the BTI note); and
+# PAC-PLT in a PIE, autia1716 before each br (24 bytes).
+$(B)/fixtures/plt_a64: tests/unit/fixtures/plt.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -o $@ $<
+$(B)/fixtures/plt_a64_bti: tests/unit/fixtures/plt.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -no-pie -mbranch-protection=standard -Wl,-z,force-bti -o $@ $<
+$(B)/fixtures/plt_a64_pac: tests/unit/fixtures/plt.c
+	@mkdir -p $(dir $@)
+	$(A64CC) -O2 -mbranch-protection=standard -Wl,-z,pac-plt -o $@ $<
 $(B)/tests/test_symtab: $(B)/fixtures/fp_c $(B)/fixtures/cxx $(B)/fixtures/cfi_omit
 $(B)/tests/test_go_table: $(B)/fixtures/go_full $(B)/fixtures/go_stripped $(B)/fixtures/fp_c \
     $(B)/fixtures/go_a64

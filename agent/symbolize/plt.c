@@ -41,6 +41,14 @@ struct gather {
     size_t nlen, ncap;
 };
 
+/* One machine's PLT: the relocation types that name a GOT slot, and the
+ * decoder that finds each stub's slot in a PLT section's bytes. */
+struct plt_arch {
+    unsigned machine;
+    unsigned jump_slot, glob_dat, irelative;
+    int (*read_stubs)(struct gather *g, const unsigned char *b, uint64_t size, const GElf_Shdr *sh);
+};
+
 static int cmp_slot(const void *pa, const void *pb)
 {
     const struct slot *a = pa, *b = pb;
@@ -94,7 +102,9 @@ static int read_ifuncs(struct gather *g, Elf *e, size_t symidx)
     if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize ||
         !(d = elf_getdata(scn, NULL)))
         return 0;
-    size_t n = sh.sh_size / sh.sh_entsize, cap = 0;
+    /* Counted from the data libelf read (it refuses a section past the end
+     * of the file), never from the header alone. */
+    size_t n = d->d_size / sh.sh_entsize, cap = 0;
     for (size_t i = 1; i < n && g->nifuncs < PLT_MAX_SLOTS; i++) {
         GElf_Sym sym;
         if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC ||
@@ -120,7 +130,8 @@ static int read_ifuncs(struct gather *g, Elf *e, size_t symidx)
 
 /* Slots named by the relocations of one SHT_RELA section over the dynamic
  * symbols. Returns -1 when out of memory. */
-static int read_relocs(struct gather *g, Elf *e, Elf_Scn *rela, const GElf_Shdr *rsh)
+static int read_relocs(struct gather *g, const struct plt_arch *a, Elf *e, Elf_Scn *rela,
+                       const GElf_Shdr *rsh)
 {
     Elf_Scn *symscn = elf_getscn(e, rsh->sh_link);
     GElf_Shdr ssh;
@@ -132,7 +143,7 @@ static int read_relocs(struct gather *g, Elf *e, Elf_Scn *rela, const GElf_Shdr 
     if (!symscn || !gelf_getshdr(symscn, &ssh) || ssh.sh_type != SHT_DYNSYM || !rd ||
         !(sd = elf_getdata(symscn, NULL)) || !rsh->sh_entsize)
         return 0;
-    size_t n = rsh->sh_size / rsh->sh_entsize;
+    size_t n = rd->d_size / rsh->sh_entsize;
     for (size_t i = 0; i < n && g->nslots < PLT_MAX_SLOTS; i++) {
         GElf_Rela r;
         GElf_Sym sym;
@@ -140,9 +151,9 @@ static int read_relocs(struct gather *g, Elf *e, Elf_Scn *rela, const GElf_Shdr 
             break;
         unsigned type = GELF_R_TYPE(r.r_info);
         const char *name = NULL;
-        if (type == R_X86_64_IRELATIVE)
+        if (type == a->irelative)
             name = ifunc_name(g, (uint64_t)r.r_addend);
-        else if ((type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT) &&
+        else if ((type == a->jump_slot || type == a->glob_dat) &&
                  gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
             name = elf_strptr(e, ssh.sh_link, sym.st_name);
         if (!name || !name[0])
@@ -193,18 +204,15 @@ static int add_stub(struct gather *g, uint64_t lo, uint64_t hi, const char *name
     return 0;
 }
 
-/* The stubs of one PLT section: in each entry, the first `jmp *disp(%rip)`
- * (ff 25, after an endbr64 or a bnd prefix where there is one) gives the
- * slot. PLT0 and the lazy stubs of an IBT .plt jump elsewhere: skipped. */
-static int read_stubs(struct gather *g, Elf_Scn *scn, const GElf_Shdr *sh)
+/* x86-64: in each entry, the first `jmp *disp(%rip)` (ff 25, after an
+ * endbr64 or a bnd prefix where there is one) gives the slot. PLT0 and the
+ * lazy stubs of an IBT .plt jump elsewhere: skipped. */
+static int x86_64_stubs(struct gather *g, const unsigned char *b, uint64_t size,
+                        const GElf_Shdr *sh)
 {
-    Elf_Data *d = elf_getdata(scn, NULL);
     uint64_t esz = sh->sh_entsize >= 8 && sh->sh_entsize <= 32 ? sh->sh_entsize : 16;
 
-    if (!d || !d->d_buf || d->d_size < esz)
-        return 0;
-    const unsigned char *b = d->d_buf;
-    for (uint64_t o = 0; o + esz <= d->d_size && g->nstubs < PLT_MAX_STUBS; o += esz) {
+    for (uint64_t o = 0; o + esz <= size && g->nstubs < PLT_MAX_STUBS; o += esz) {
         for (uint64_t p = o; p + 6 <= o + esz; p++) {
             if (b[p] != 0xff || b[p + 1] != 0x25)
                 continue;
@@ -219,6 +227,89 @@ static int read_stubs(struct gather *g, Elf_Scn *scn, const GElf_Shdr *sh)
     return 0;
 }
 
+/* AArch64 instructions are little-endian whatever the data's order. */
+static uint32_t a64_insn(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+#define A64_NOP 0xd503201fu
+#define A64_BTI_C 0xd503245fu
+#define A64_BR_X17 0xd61f0220u
+#define A64_AUTIA1716 0xd503219fu
+#define A64_AUTIB1716 0xd50321dfu
+
+/* `adrp x16, page`: the page, relative to the instruction's own. */
+static bool a64_adrp_x16(uint32_t i, uint64_t pc, uint64_t *page)
+{
+    if ((i & 0x9f00001fu) != 0x90000010u)
+        return false;
+    uint64_t imm = ((uint64_t)((i >> 5) & 0x7ffff) << 2) | ((i >> 29) & 3);
+    int64_t off = (int64_t)(imm << 43) >> 31; /* 21 bits, sign-extended, << 12 */
+    *page = (pc & ~(uint64_t)0xfff) + (uint64_t)off;
+    return true;
+}
+
+/* `ldr x17, [x16, #off]` (unsigned offset, scaled by 8). */
+static bool a64_ldr_x17_x16(uint32_t i, uint64_t *off)
+{
+    if ((i & 0xffc003ffu) != 0xf9400211u)
+        return false;
+    *off = (uint64_t)((i >> 10) & 0xfff) * 8;
+    return true;
+}
+
+/* AArch64 (GNU ld's .plt; lld's has the same shape): each entry loads its slot with
+ * `adrp x16; ldr x17, [x16, #lo12]`, then `add x16`, an optional
+ * autia1716/autib1716 (-z pac-plt) and `br x17`, padded with nops; a BTI
+ * PLT may begin entries with `bti c`. The stub runs from its bti c or adrp
+ * to its br and padding, whatever the entry size (16, 24 bytes...); PLT0's
+ * pair loads a slot no relocation names, so it stays unnamed. */
+static int arm64_stubs(struct gather *g, const unsigned char *b, uint64_t size, const GElf_Shdr *sh)
+{
+    size &= ~(uint64_t)3;
+    for (uint64_t o = 0; o + 8 <= size && g->nstubs < PLT_MAX_STUBS; o += 4) {
+        uint64_t page, off, br = 0;
+        if (!a64_adrp_x16(a64_insn(b + o), sh->sh_addr + o, &page) ||
+            !a64_ldr_x17_x16(a64_insn(b + o + 4), &off))
+            continue;
+        for (uint64_t q = o + 8; q + 4 <= size && q <= o + 16 && !br; q += 4) {
+            uint32_t i = a64_insn(b + q);
+            if (i == A64_BR_X17)
+                br = q;
+            else if (q > o + 8 && i != A64_AUTIA1716 && i != A64_AUTIB1716)
+                break; /* after the add: only an autia/autib before the br */
+        }
+        if (!br)
+            continue;
+        uint64_t lo = o >= 4 && a64_insn(b + o - 4) == A64_BTI_C ? o - 4 : o, hi = br + 4;
+        while (hi + 4 <= size && a64_insn(b + hi) == A64_NOP)
+            hi += 4;
+        const char *name = slot_name(g, page + off);
+        if (name && add_stub(g, sh->sh_addr + lo, sh->sh_addr + hi, name))
+            return -1;
+        o = hi - 4;
+    }
+    return 0;
+}
+
+static const struct plt_arch arches[] = {
+    {EM_X86_64, R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT, R_X86_64_IRELATIVE, x86_64_stubs},
+    {EM_AARCH64, R_AARCH64_JUMP_SLOT, R_AARCH64_GLOB_DAT, R_AARCH64_IRELATIVE, arm64_stubs},
+};
+
+/* The stubs of one PLT section, by its machine's decoder. A section whose
+ * addresses would wrap is refused. */
+static int read_stubs(struct gather *g, const struct plt_arch *a, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+    Elf_Data *d = elf_getdata(scn, NULL);
+
+    if (!d || !d->d_buf || !d->d_size || d->d_size > sh->sh_size ||
+        sh->sh_addr + d->d_size < sh->sh_addr)
+        return 0;
+    return a->read_stubs(g, d->d_buf, d->d_size, sh);
+}
+
 static bool is_plt_name(const char *n)
 {
     return n && (!strcmp(n, ".plt") || !strcmp(n, ".plt.sec") || !strcmp(n, ".plt.got"));
@@ -230,12 +321,18 @@ struct plt *plt__build(Elf *e)
     size_t shstr;
     struct gather g = {0};
     struct plt *p = NULL;
+    const struct plt_arch *a = NULL;
 
-    if (!e || !gelf_getehdr(e, &eh) || eh.e_machine != EM_X86_64 || elf_getshdrstrndx(e, &shstr))
+    if (!e || !gelf_getehdr(e, &eh) || elf_getshdrstrndx(e, &shstr))
+        return NULL;
+    for (size_t i = 0; i < sizeof(arches) / sizeof(arches[0]); i++)
+        if (arches[i].machine == eh.e_machine)
+            a = &arches[i];
+    if (!a)
         return NULL;
     for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
         GElf_Shdr sh;
-        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA && read_relocs(&g, e, scn, &sh))
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA && read_relocs(&g, a, e, scn, &sh))
             goto out;
     }
     if (!g.nslots)
@@ -244,7 +341,7 @@ struct plt *plt__build(Elf *e)
     for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
         GElf_Shdr sh;
         if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && (sh.sh_flags & SHF_EXECINSTR) &&
-            is_plt_name(elf_strptr(e, shstr, sh.sh_name)) && read_stubs(&g, scn, &sh))
+            is_plt_name(elf_strptr(e, shstr, sh.sh_name)) && read_stubs(&g, a, scn, &sh))
             goto out;
     }
     if (!g.nstubs || !(p = malloc(sizeof(*p))))

@@ -3,13 +3,15 @@
  * (a call through the PLT, often the first frame of a library call) was
  * `binary+0x1060`.
  *
- * Each stub jumps through a GOT slot (`jmp *disp(%rip)`); the slot's
+ * Each stub jumps through a GOT slot (x86-64: `jmp *disp(%rip)`); the slot's
  * relocation (R_X86_64_JUMP_SLOT in .rela.plt, R_X86_64_GLOB_DAT in
  * .rela.dyn for .plt.got) names the function; an R_X86_64_IRELATIVE one (a
  * library calling its own IFUNC, as libc calls memcpy) points at the
  * resolver, which an IFUNC symbol of .dynsym names (where objdump and perf
- * say `*ABS*+0xa0b30@plt`, we say `memcpy@plt`). x86-64 only: other machines
- * get no table (their stubs stay unnamed). */
+ * say `*ABS*+0xa0b30@plt`, we say `memcpy@plt`). On arm64 the stub's
+ * `adrp x16; ldr x17, [x16, #lo12]` gives the slot (R_AARCH64_JUMP_SLOT and
+ * the rest likewise). Other machines get no table (their stubs stay
+ * unnamed). */
 #ifndef CODEXRAY_AGENT_SYMBOLIZE_PLT_H
 #define CODEXRAY_AGENT_SYMBOLIZE_PLT_H
 
