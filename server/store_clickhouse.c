@@ -488,6 +488,8 @@ static void ch_close(struct store *s)
 static const struct store_ops ch_ops = {
     .hasher = chs_hasher,
     .put = chs_put,
+    .group_begin = chs_group__begin,
+    .group_end = chs_group__end,
     .put_mem = chs_put_mem,
     .merge = chs_merge,
     .applications = chs_applications,

@@ -6,6 +6,8 @@
  *                            the schema version kept in the database
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
+ *   store_clickhouse_group.c groups (store__group_begin): a batch upload's
+ *                            puts written by one INSERT per table
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
  *   store_clickhouse_names.c function names seen, kept for later merges
  *   store_clickhouse_frames.c stacks' frames seen, kept for later merges
@@ -156,6 +158,28 @@ void chs_batch__arrive(struct ch_store *st);
 void chs_batch__leave(struct ch_store *st);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
+
+/* store_clickhouse_group.c. The most rows (bytes) a group holds before
+ * it writes them and goes on (so a group's memory is bounded, whatever
+ * its profiles). */
+#define CH_GROUP_MAX (64u << 20)
+
+/* A group of puts (store.h's store__group_begin), the calling thread's. */
+struct ch_group;
+int chs_group__begin(struct store *s, char *err, size_t errlen);
+int chs_group__end(struct store *s, char *err, size_t errlen);
+/* The calling thread's open group on st, or NULL. */
+struct ch_group *chs_group__current(struct ch_store *st);
+/* Whether g holds the row of a function (stack false) or stack's key for
+ * day: a later put of the group need not send it again. */
+bool chs_group__has(const struct ch_group *g, bool stack, struct stack_key key, int64_t day);
+/* Adds one put's rows (want_fn/want_st: the functions and stacks of p
+ * whose rows are in rows) to g; past CH_GROUP_MAX, writes what g held
+ * first. Returns 0, or -EAGAIN (a write failed: g fails as a whole, and
+ * so does every later put into it) or -ENOMEM/-E2BIG (this put not
+ * added). */
+int chs_group__add(struct ch_group *g, const struct buf rows[CH_N_INSERTS],
+                   const struct store_profile *p, const bool *want_fn, const bool *want_st);
 
 /* A saturating sum of the Int64 column C (>= 0, as ingest admits them) in
  * SQL: ClickHouse's sum() wraps past int64, so a wrapped sum (negative, or

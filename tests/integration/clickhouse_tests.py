@@ -396,6 +396,89 @@ def test_ch_stack_frames(tmp):
         if b_srv:
             b_srv.stop()
 
+def inserts(db):
+    """The INSERTs ClickHouse took from the server (the node that takes
+    them, its query_log; not the Distributed tables' own to the shards):
+    {table: (statements, rows written)}."""
+    node = clickhouse_cluster.cluster()[0]
+    node.query("SYSTEM FLUSH LOGS")
+    out = node.query("SELECT query, written_rows FROM system.query_log WHERE type = 2 AND "
+                     f"is_initial_query AND query LIKE 'INSERT INTO {db}.%' FORMAT TSV")
+    got = {}
+    for line in out.splitlines():
+        q, rows = line.rsplit("\t", 1)
+        t = q.split()[2].split(".")[1]
+        n, r = got.get(t, (0, 0))
+        got[t] = (n + 1, r + int(rows))
+    return got
+
+
+def delta(after, before):
+    return {t: (n - before.get(t, (0, 0))[0], r - before.get(t, (0, 0))[1])
+            for t, (n, r) in after.items() if (n, r) != before.get(t, (0, 0))}
+
+
+def test_ch_batch_inserts(tmp):
+    """A batch upload of 40 profiles goes to ClickHouse as one INSERT per
+    table, each stack and function row once; sent again (the agent's retry)
+    it is counted once and sends no stack or function row (the server's
+    caches); with a shard down every profile of a batch answers 503, and
+    the batch sent again once it is back is stored once."""
+    import batch_tests
+    srv = on_server(tmp)
+    node = clickhouse_cluster.cluster()[1]
+    db = db_of(srv)
+    try:
+        base = int(time.time()) // 60 * 60 - 1200
+        # 40 processes, each its 30 stacks, 20 of them shared with the next.
+        profs = [frames_profile(range(i * 10, i * 10 + 30), (base + i) * 10**9) for i in range(40)]
+        body = batch_tests.batch([(f"pid={i + 1}", p) for i, p in enumerate(profs)])
+        want = {}
+        for i in range(40):
+            for k in range(i * 10, i * 10 + 30):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        q = f"app=fsvc&from={base - 60}&to={base + 300}"
+        b0 = inserts(db)
+        a = batch_tests.post_batch(srv, body, 40)
+        check(a["statuses"] == [202] * 40, f"batch: {a['statuses']}")
+        d = delta(inserts(db), b0)
+        print(f"    INSERTs (statements, rows) of a batch of 40: {d}")
+        check(d == {"functions": (1, 421), "stacks": (1, 420), "samples": (1, 1200),
+                    "profiles": (1, 40)}, f"not one INSERT per table, each key once: {d}")
+        check(st.stacks_of(srv, q) == want, "the batch's sums")
+        # The agent's retry: counted once, no stack or function row sent.
+        b1 = inserts(db)
+        a = batch_tests.post_batch(srv, body, 40)
+        check(a["statuses"] == [202] * 40, f"resent batch: {a['statuses']}")
+        d = delta(inserts(db), b1)
+        check(d == {"samples": (1, 1200), "profiles": (1, 40)},
+              f"known stacks or functions sent again: {d}")
+        check(st.stacks_of(srv, q) == want, "a resent batch counted twice")
+        # A shard down: all 503; back: the batch resent is stored once.
+        later = [frames_profile(range(1000 + i, 1003 + i), (base + 120 + i) * 10**9)
+                 for i in range(20)]
+        body = batch_tests.batch([(f"pid={i + 1}", p) for i, p in enumerate(later)])
+        node.stop()
+        try:
+            a = batch_tests.post_batch(srv, body, 20)
+            check(a["statuses"] == [503] * 20, f"a shard down: {a['statuses']}")
+        finally:
+            node.start()
+        deadline = time.time() + 60
+        while True:
+            a = batch_tests.post_batch(srv, body, 20)
+            if a["statuses"] == [202] * 20 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        check(a["statuses"] == [202] * 20, f"the shard back: {a['statuses']}")
+        for i in range(20):
+            for k in range(1000 + i, 1003 + i):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        check(st.stacks_of(srv, q) == want, "the batch resent after the failure: not stored once")
+    finally:
+        srv.stop()
+
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
-                  test_ch_stack_frames]
+                  test_ch_stack_frames, test_ch_batch_inserts]
