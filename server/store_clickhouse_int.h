@@ -11,6 +11,7 @@
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
  *   store_clickhouse_names.c function names seen, kept for later merges
  *   store_clickhouse_frames.c stacks' frames seen, kept for later merges
+ *   store_clickhouse_warm.c  the frames and names caches warmed at open
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
@@ -58,10 +59,16 @@ struct ch_store {
     struct ch_batch *open; /* rows waiting for the next write; NULL when none */
     bool writing;          /* a batch is being written */
     int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
+    pthread_t warm;        /* warming the caches at open (store_clickhouse_warm.c) */
+    bool warming;          /* warm is to be joined */
 };
 
 /* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
 #define CH_FN_KEY_LEN 16
+
+/* The most entries of the names and the frames caches. */
+#define CH_NAMES_MAX 1000000
+#define CH_FRAMES_MAX 2000000
 
 /* The cache of function names (a key's names never change). NULL when out
  * of memory; free accepts NULL. get fills name and file (valid while the
@@ -96,6 +103,18 @@ struct chs_stack {
 struct ch_frames;
 struct ch_frames *chs_frames__new(void);
 void chs_frames__free(struct ch_frames *f);
+
+/* Copies n frames (function keys, each its a then b lane) of the stack
+ * key in, unless the cache is full or has it. Locks inside. */
+void chs_frames__put(struct ch_frames *f, const uint64_t key[2], const uint64_t *frames,
+                     uint32_t n);
+
+/* Starts a thread that fills the frames and names caches with the stacks
+ * and functions stored for today, then yesterday, as far as the caches
+ * hold (two statements a day; logged); join it before the store is freed.
+ * A merge meanwhile reads what the caches lack, as without it. */
+void chs_warm__start(struct ch_store *st);
+void chs_warm__join(struct ch_store *st);
 
 /* Fills the frames of stacks[0..n) from the cache, and those it lacks
  * with one statement over the stacks table in q's days (they then enter

@@ -2,6 +2,7 @@
 cluster (clickhouse_cluster.py): the server API tests of server_tests.py run
 as they run on SQLite (the same bodies, the store switched), and what only a
 cluster has: two servers over it, rows on both shards, a shard down."""
+import collections
 import gzip
 import json
 import os
@@ -374,7 +375,10 @@ def test_ch_stack_frames(tmp):
         st.STORE = None
     b_srv = None
     try:
-        base = int(time.time()) - 600
+        # Three days ago: older than what a server's start warms its
+        # caches with (today and yesterday: test_ch_warm_caches), so a
+        # fresh server reads cold.
+        base = int(time.time()) - 3 * 86400
         first = frames_profile(range(600), base * 10**9)
         for _ in range(2):
             check(a_srv.post("/api/v1/profiles?pid=7", first)[0] == 202, "post")
@@ -479,6 +483,54 @@ def test_ch_batch_inserts(tmp):
         srv.stop()
 
 
+def stack_reads(db):
+    """The statements that read the stacks or functions table, on the node
+    that takes queries."""
+    node = clickhouse_cluster.cluster()[0]
+    node.query("SYSTEM FLUSH LOGS")
+    return node.query("SELECT substring(query, 1, 300) FROM system.query_log WHERE type = 2 AND "
+                      f"is_initial_query AND (query LIKE 'SELECT %FROM {db}.stacks%' OR "
+                      f"query LIKE 'SELECT %FROM {db}.functions%') AND query NOT LIKE '%query_log%' "
+                      "FORMAT TSV").splitlines()
+
+
+def test_ch_warm_caches(tmp):
+    """A server's start warms its frames and names caches with the stacks
+    and functions stored for today and yesterday: its first merge of them
+    reads neither the stacks nor the functions table, and sums them
+    exactly."""
+    a_srv = on_server(tmp)
+    b_srv = None
+    db = db_of(a_srv)
+    try:
+        base = int(time.time()) - 600
+        for i in range(3):
+            p = frames_profile(range(i * 100, i * 100 + 700), (base + 60 * i) * 10**9)
+            check(a_srv.post(f"/api/v1/profiles?pid={i + 1}", p)[0] == 202, "post")
+        want = {}
+        for i in range(3):
+            for k in range(i * 100, i * 100 + 700):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        b_srv = Server(tmp, *a_srv.args)
+        log = os.path.join(tmp, f"server-{b_srv.port}.log")
+        deadline = time.time() + 60
+        while "caches warmed" not in open(log).read() and time.time() < deadline:
+            time.sleep(0.2)
+        line = [x for x in open(log).read().splitlines() if "caches warmed" in x]
+        print(f"    {line[0] if line else 'no warm-up logged'}")
+        before = stack_reads(db)
+        check(st.stacks_of(b_srv, f"app=fsvc&from={base - 60}&to={base + 300}") == want,
+              "the first merge after the start: not the sums")
+        reads = list((collections.Counter(stack_reads(db)) - collections.Counter(before)).elements())
+        check(not reads, f"the first merge after a start read stacks or functions: {reads}")
+        check(line and "frames of 900 stacks, names of 901 functions" in line[0],
+              f"the warm-up: {line}")
+    finally:
+        a_srv.stop()
+        if b_srv:
+            b_srv.stop()
+
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
-                  test_ch_stack_frames, test_ch_batch_inserts]
+                  test_ch_stack_frames, test_ch_batch_inserts, test_ch_warm_caches]
