@@ -18,6 +18,7 @@
 #define CODEXRAY_STORE_CLICKHOUSE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,6 +62,7 @@ struct ch_store {
     int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
     pthread_t warm;        /* warming the caches at open (store_clickhouse_warm.c) */
     bool warming;          /* warm is to be joined */
+    atomic_bool closing;   /* close waits for warm: it stops between statements */
 };
 
 /* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
@@ -111,7 +113,8 @@ void chs_frames__put(struct ch_frames *f, const uint64_t key[2], const uint64_t 
 
 /* Starts a thread that fills the frames and names caches with the stacks
  * and functions stored for today, then yesterday, as far as the caches
- * hold (two statements a day; logged); join it before the store is freed.
+ * hold (two statements a day; logged); join it before the store is freed
+ * (join stops it after the statement under way).
  * A merge meanwhile reads what the caches lack, as without it. */
 void chs_warm__start(struct ch_store *st);
 void chs_warm__join(struct ch_store *st);

@@ -108,8 +108,12 @@ static void *warm_thread(void *arg)
 
     /* Today first: what queries most likely ask for. */
     for (long long day = today; day >= today - 1 && nf >= 0 && nn >= 0; day--) {
+        if (atomic_load(&st->closing))
+            return NULL;
         long f = nf < CH_FRAMES_MAX ? warm_frames(st, day, CH_FRAMES_MAX - nf) : 0;
-        long n = f >= 0 && nn < CH_NAMES_MAX ? warm_names(st, day, CH_NAMES_MAX - nn) : 0;
+        long n = f >= 0 && nn < CH_NAMES_MAX && !atomic_load(&st->closing)
+                     ? warm_names(st, day, CH_NAMES_MAX - nn)
+                     : 0;
         nf = f < 0 ? -1 : nf + f;
         nn = n < 0 ? -1 : nn + n;
     }
@@ -132,6 +136,8 @@ void chs_warm__start(struct ch_store *st)
 
 void chs_warm__join(struct ch_store *st)
 {
+    /* At most the statement under way is waited for (its timeout). */
+    atomic_store(&st->closing, true);
     if (st->warming)
         pthread_join(st->warm, NULL);
     st->warming = false;
