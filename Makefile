@@ -92,9 +92,10 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
-              server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_rollup.c \
+              server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_group.c \
+              server/store_clickhouse_rollup.c \
               server/store_clickhouse_names.c server/store_clickhouse_schema.c \
-              server/store_clickhouse_frames.c \
+              server/store_clickhouse_frames.c server/store_clickhouse_warm.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
               server/http.c server/http_api.c server/http_batch.c server/http_pyroscope.c server/pyroscope.c server/text.c server/budget.c server/pprof_ids.c server/debuginfod.c

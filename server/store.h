@@ -186,13 +186,14 @@ static inline int store__put(struct store *s, const struct store_profile *p, cha
 }
 
 /* Opens a group of puts made durable together, by store__group_end: one
- * disk flush for many profiles (a batch upload) instead of one each. Until
- * then the calling thread's store__put stores into the group: a put that
- * fails leaves nothing of its profile and keeps the others'; other
- * threads' writes wait. Returns 0, -EOPNOTSUPP when the store has no
- * groups (each put is then durable alone), or another negative value with
- * err filled. One group per thread at a time; end it soon (it holds the
- * store's writer). */
+ * disk flush (SQLite) or one INSERT per table (ClickHouse) for many
+ * profiles (a batch upload) instead of one each. Until then the calling
+ * thread's store__put stores into the group: a put that fails leaves
+ * nothing of its profile and keeps the others'; SQLite's other threads'
+ * writes wait. Returns 0, -EOPNOTSUPP when the store has no groups (each
+ * put is then durable alone), or another negative value with err filled.
+ * One group per thread at a time; end it soon (SQLite: it holds the
+ * store's writer; ClickHouse: its rows wait in memory, at most 64 MiB). */
 static inline int store__group_begin(struct store *s, char *err, size_t errlen)
 {
     if (!s->ops->group_begin) {
@@ -203,8 +204,10 @@ static inline int store__group_begin(struct store *s, char *err, size_t errlen)
 }
 
 /* Ends the calling thread's group: returns 0 when every put of it that
- * returned 0 is durable, or a negative value with err filled when none of
- * them is stored. */
+ * returned 0 is durable, or a negative value with err filled when they
+ * are to be taken as not stored: none is (SQLite, and a ClickHouse group
+ * under its 64 MiB), or some written before may be (a larger ClickHouse
+ * group; sent again, they count once). */
 static inline int store__group_end(struct store *s, char *err, size_t errlen)
 {
     return s->ops->group_end(s, err, errlen);

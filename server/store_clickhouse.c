@@ -344,6 +344,7 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     st->on_cluster = st->cluster[0] && st->nnodes == 1;
     if (chs_schema__open(st, err, errlen) || open_keys(st, err, errlen))
         goto fail;
+    chs_warm__start(st);
     return &st->base;
 fail:
     ch_close(&st->base);
@@ -471,6 +472,7 @@ static void ch_close(struct store *s)
 {
     struct ch_store *st = CH(s);
 
+    chs_warm__join(st);
     free(st->nodes);
     list__free(st->urls);
     stack_keymap__free(st->fns);
@@ -488,6 +490,8 @@ static void ch_close(struct store *s)
 static const struct store_ops ch_ops = {
     .hasher = chs_hasher,
     .put = chs_put,
+    .group_begin = chs_group__begin,
+    .group_end = chs_group__end,
     .put_mem = chs_put_mem,
     .merge = chs_merge,
     .applications = chs_applications,

@@ -14,9 +14,8 @@
 #include "../common/log.h"
 #include "store_clickhouse_int.h"
 
-/* At most this many bytes of frames (16 a frame), and this many stacks. */
+/* At most this many bytes of frames (16 a frame), and CH_FRAMES_MAX stacks. */
 #define FRAMES_MAX_BYTES (256u << 20)
-#define FRAMES_MAX 2000000
 
 struct ch_frames {
     pthread_mutex_t mu;
@@ -67,15 +66,13 @@ static const uint64_t *frames_get(struct ch_frames *f, const uint64_t key[2], ui
     return out;
 }
 
-/* Copies n frames of key in, unless the cache is full or has it. */
-static void frames_put(struct ch_frames *f, const uint64_t key[2], const uint64_t *frames,
-                       uint32_t n)
+void chs_frames__put(struct ch_frames *f, const uint64_t key[2], const uint64_t *frames, uint32_t n)
 {
     size_t bytes = (size_t)n * 16 + sizeof(struct frames_entry);
 
     pthread_mutex_lock(&f->mu);
     size_t len = hmap__len(f->keys);
-    if (len >= FRAMES_MAX || f->bytes + bytes > FRAMES_MAX_BYTES ||
+    if (len >= CH_FRAMES_MAX || f->bytes + bytes > FRAMES_MAX_BYTES ||
         hmap__find(f->keys, key, CH_STACK_KEY_LEN) >= 0)
         goto out;
     if (len == f->cap) {
@@ -166,7 +163,7 @@ static int fetch(struct ch_store *st, long long d0, long long d1, const char *K,
             used += na;
             out[*hmap__val(miss, j)].frames = f;
             out[*hmap__val(miss, j)].nframes = (uint32_t)na;
-            frames_put(st->frames, k, f, (uint32_t)na);
+            chs_frames__put(st->frames, k, f, (uint32_t)na);
         }
         if (!pass && !(*own = malloc(total ? total * 16 : 1))) {
             err = -ENOMEM;

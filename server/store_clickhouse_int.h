@@ -6,15 +6,19 @@
  *                            the schema version kept in the database
  *   store_clickhouse_rw.c    ingest, merge, applications, timeline, label values
  *   store_clickhouse_batch.c group commit: concurrent puts share INSERTs
+ *   store_clickhouse_group.c groups (store__group_begin): a batch upload's
+ *                            puts written by one INSERT per table
  *   store_clickhouse_rollup.c rollups: built, and chosen for a merge
  *   store_clickhouse_names.c function names seen, kept for later merges
  *   store_clickhouse_frames.c stacks' frames seen, kept for later merges
+ *   store_clickhouse_warm.c  the frames and names caches warmed at open
  * The tables are described at the top of store_clickhouse.c.
  */
 #ifndef CODEXRAY_STORE_CLICKHOUSE_INT_H
 #define CODEXRAY_STORE_CLICKHOUSE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,10 +60,17 @@ struct ch_store {
     struct ch_batch *open; /* rows waiting for the next write; NULL when none */
     bool writing;          /* a batch is being written */
     int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
+    pthread_t warm;        /* warming the caches at open (store_clickhouse_warm.c) */
+    bool warming;          /* warm is to be joined */
+    atomic_bool closing;   /* close waits for warm: it stops between statements */
 };
 
 /* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
 #define CH_FN_KEY_LEN 16
+
+/* The most entries of the names and the frames caches. */
+#define CH_NAMES_MAX 1000000
+#define CH_FRAMES_MAX 2000000
 
 /* The cache of function names (a key's names never change). NULL when out
  * of memory; free accepts NULL. get fills name and file (valid while the
@@ -94,6 +105,19 @@ struct chs_stack {
 struct ch_frames;
 struct ch_frames *chs_frames__new(void);
 void chs_frames__free(struct ch_frames *f);
+
+/* Copies n frames (function keys, each its a then b lane) of the stack
+ * key in, unless the cache is full or has it. Locks inside. */
+void chs_frames__put(struct ch_frames *f, const uint64_t key[2], const uint64_t *frames,
+                     uint32_t n);
+
+/* Starts a thread that fills the frames and names caches with the stacks
+ * and functions stored for today, then yesterday, as far as the caches
+ * hold (two statements a day; logged); join it before the store is freed
+ * (join stops it after the statement under way).
+ * A merge meanwhile reads what the caches lack, as without it. */
+void chs_warm__start(struct ch_store *st);
+void chs_warm__join(struct ch_store *st);
 
 /* Fills the frames of stacks[0..n) from the cache, and those it lacks
  * with one statement over the stacks table in q's days (they then enter
@@ -156,6 +180,28 @@ void chs_batch__arrive(struct ch_store *st);
 void chs_batch__leave(struct ch_store *st);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
+
+/* store_clickhouse_group.c. The most rows (bytes) a group holds before
+ * it writes them and goes on (so a group's memory is bounded, whatever
+ * its profiles). */
+#define CH_GROUP_MAX (64u << 20)
+
+/* A group of puts (store.h's store__group_begin), the calling thread's. */
+struct ch_group;
+int chs_group__begin(struct store *s, char *err, size_t errlen);
+int chs_group__end(struct store *s, char *err, size_t errlen);
+/* The calling thread's open group on st, or NULL. */
+struct ch_group *chs_group__current(struct ch_store *st);
+/* Whether g holds the row of a function (stack false) or stack's key for
+ * day: a later put of the group need not send it again. */
+bool chs_group__has(const struct ch_group *g, bool stack, struct stack_key key, int64_t day);
+/* Adds one put's rows (want_fn/want_st: the functions and stacks of p
+ * whose rows are in rows) to g; past CH_GROUP_MAX, writes what g held
+ * first. Returns 0, or -EAGAIN (a write failed: g fails as a whole, and
+ * so does every later put into it) or -ENOMEM/-E2BIG (this put not
+ * added). */
+int chs_group__add(struct ch_group *g, const struct buf rows[CH_N_INSERTS],
+                   const struct store_profile *p, const bool *want_fn, const bool *want_st);
 
 /* A saturating sum of the Int64 column C (>= 0, as ingest admits them) in
  * SQL: ClickHouse's sum() wraps past int64, so a wrapped sum (negative, or

@@ -10,9 +10,8 @@
 #include "../common/hmap.h"
 #include "store_clickhouse_int.h"
 
-/* At most this many bytes of names, and this many functions. */
+/* At most this many bytes of names, and CH_NAMES_MAX functions. */
 #define NAMES_MAX_BYTES (64u << 20)
-#define NAMES_MAX 1000000
 
 struct ch_names {
     pthread_mutex_t mu;
@@ -68,7 +67,7 @@ void chs_names__put(struct ch_names *n, const void *key, const char *name, const
 
     pthread_mutex_lock(&n->mu);
     size_t len = hmap__len(n->keys);
-    if (len >= NAMES_MAX || n->bytes + ln + lf + 2 > NAMES_MAX_BYTES ||
+    if (len >= CH_NAMES_MAX || n->bytes + ln + lf + 2 > NAMES_MAX_BYTES ||
         hmap__find(n->keys, key, CH_FN_KEY_LEN) >= 0)
         goto out;
     if (len == n->cap) {

@@ -96,6 +96,7 @@ static int put_rows(const struct store_profile *p, const struct buf *ids, const 
 int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
 {
     struct ch_store *st = CH(s);
+    struct ch_group *g = chs_group__current(st);
     struct buf rows[CH_N_INSERTS], ids, lsq, text;
     size_t *ls_off = malloc((p->nlabelsets + 2) * sizeof(*ls_off));
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
@@ -104,8 +105,12 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     int64_t day = p->time_ns / CH_DAY_NS; /* the partition of its rows */
     int ret = -ENOMEM;
 
-    /* A batch about to be written waits a little for this put. */
-    chs_batch__arrive(st);
+    /* A batch about to be written waits a little for this put (one of a
+     * group goes with its group's end). */
+    if (g)
+        submitted = true;
+    else
+        chs_batch__arrive(st);
 
     for (int i = 0; i < CH_N_INSERTS; i++)
         buf__init(&rows[i], CH_MAX_STATEMENT);
@@ -134,25 +139,39 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
             goto too_big;
     }
     ls_off[p->nlabelsets + 1] = lsq.len;
-    /* What the caches do not know as stored for this day. */
+    /* What the caches do not know as stored for this day, nor the group
+     * holds. */
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
-        if (stack_keymap__get(st->stacks, k->key) == day + 1)
+        if (stack_keymap__get(st->stacks, k->key) == day + 1 ||
+            (g && chs_group__has(g, true, k->key, day)))
             continue;
         want_st[i] = true;
         for (uint32_t j = 0; j < k->nlocations; j++) {
             const struct store_location *l = &p->locations[k->locations[j]];
-            for (uint32_t f = 0; f < l->nfunctions; f++)
-                if (!want_fn[l->functions[f]] &&
-                    stack_keymap__get(st->fns, p->functions[l->functions[f]].key) != day + 1)
+            for (uint32_t f = 0; f < l->nfunctions; f++) {
+                struct stack_key fk = p->functions[l->functions[f]].key;
+                if (!want_fn[l->functions[f]] && stack_keymap__get(st->fns, fk) != day + 1 &&
+                    !(g && chs_group__has(g, false, fk, day)))
                     want_fn[l->functions[f]] = true;
+            }
         }
     }
     pthread_mutex_unlock(&st->mu);
     if ((ret = put_keys(p, want_fn, want_st, rows)) ||
         (ret = put_rows(p, &ids, &lsq, ls_off, rows)))
         goto too_big;
+    if (g) {
+        /* Written, and its keys remembered, at the group's end. */
+        if ((ret = chs_group__add(g, rows, p, want_fn, want_st)) == -EAGAIN) {
+            snprintf(err, errlen, "clickhouse did not take the profile's group (see the log)");
+            goto out;
+        }
+        if (ret)
+            goto too_big;
+        goto out;
+    }
     submitted = true;
     if ((ret = chs_batch__submit(st, rows))) {
         snprintf(err, errlen, "clickhouse did not take the profile (see the log)");

@@ -26,7 +26,8 @@ $(B)/tests/test_stack_key: tests/unit/test_stack_key.c $(UNIT_LIB_OBJS) $(call o
 # The ClickHouse store's quoting and answer reading, and its reading of the
 # --clickhouse list (the store itself, without a ClickHouse).
 CH_TEST_OBJS := $(call obj,server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c \
-    server/store_clickhouse_batch.c server/store_clickhouse_names.c server/store_clickhouse_frames.c \
+    server/store_clickhouse_batch.c server/store_clickhouse_group.c server/store_clickhouse_warm.c \
+    server/store_clickhouse_names.c server/store_clickhouse_frames.c \
     server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/stack_key.c \
     server/store_common.c)
 $(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(CH_TEST_OBJS)
@@ -409,7 +410,10 @@ SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 SAN_CFLAGS := -std=gnu11 $(WARN) -Wno-string-concatenation -D_GNU_SOURCE -pthread \
               -fno-strict-aliasing -I$(B) -I$(B)/gen
 SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
-           server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_names.c server/store_clickhouse_frames.c \
+           server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c \
+           server/store_clickhouse_batch.c server/store_clickhouse_group.c \
+           server/store_clickhouse_warm.c server/store_clickhouse_names.c \
+           server/store_clickhouse_frames.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
            server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c \

@@ -33,7 +33,8 @@ CONFIG = """<?xml version="1.0"?>
     <default><password></password><networks><ip>127.0.0.1</ip></networks>
       <profile>default</profile><quota>default</quota></default>
   </users>
-  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
+  <profiles><default><max_memory_usage>2000000000</max_memory_usage>
+    <log_queries>1</log_queries></default></profiles>
   <quotas><default></default></quotas>
   <remote_servers><{cluster}>{shards}</{cluster}></remote_servers>
 {ddl}</yandex>

@@ -2,6 +2,7 @@
 cluster (clickhouse_cluster.py): the server API tests of server_tests.py run
 as they run on SQLite (the same bodies, the store switched), and what only a
 cluster has: two servers over it, rows on both shards, a shard down."""
+import collections
 import gzip
 import json
 import os
@@ -380,7 +381,10 @@ def test_ch_stack_frames(tmp):
         st.STORE = None
     b_srv = None
     try:
-        base = int(time.time()) - 600
+        # Three days ago: older than what a server's start warms its
+        # caches with (today and yesterday: test_ch_warm_caches), so a
+        # fresh server reads cold.
+        base = int(time.time()) - 3 * 86400
         first = frames_profile(range(600), base * 10**9)
         for _ in range(2):
             check(a_srv.post("/api/v1/profiles?pid=7", first)[0] == 202, "post")
@@ -402,6 +406,137 @@ def test_ch_stack_frames(tmp):
         if b_srv:
             b_srv.stop()
 
+def inserts(db):
+    """The INSERTs ClickHouse took from the server (the node that takes
+    them, its query_log; not the Distributed tables' own to the shards):
+    {table: (statements, rows written)}."""
+    node = clickhouse_cluster.cluster()[0]
+    node.query("SYSTEM FLUSH LOGS")
+    out = node.query("SELECT query, written_rows FROM system.query_log WHERE type = 2 AND "
+                     f"is_initial_query AND query LIKE 'INSERT INTO {db}.%' FORMAT TSV")
+    got = {}
+    for line in out.splitlines():
+        q, rows = line.rsplit("\t", 1)
+        t = q.split()[2].split(".")[1]
+        n, r = got.get(t, (0, 0))
+        got[t] = (n + 1, r + int(rows))
+    return got
+
+
+def delta(after, before):
+    return {t: (n - before.get(t, (0, 0))[0], r - before.get(t, (0, 0))[1])
+            for t, (n, r) in after.items() if (n, r) != before.get(t, (0, 0))}
+
+
+def test_ch_batch_inserts(tmp):
+    """A batch upload of 40 profiles goes to ClickHouse as one INSERT per
+    table, each stack and function row once; sent again (the agent's retry)
+    it is counted once and sends no stack or function row (the server's
+    caches); with a shard down every profile of a batch answers 503, and
+    the batch sent again once it is back is stored once."""
+    import batch_tests
+    srv = on_server(tmp)
+    node = clickhouse_cluster.cluster()[1]
+    db = db_of(srv)
+    try:
+        base = int(time.time()) // 60 * 60 - 1200
+        # 40 processes, each its 30 stacks, 20 of them shared with the next.
+        profs = [frames_profile(range(i * 10, i * 10 + 30), (base + i) * 10**9) for i in range(40)]
+        body = batch_tests.batch([(f"pid={i + 1}", p) for i, p in enumerate(profs)])
+        want = {}
+        for i in range(40):
+            for k in range(i * 10, i * 10 + 30):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        q = f"app=fsvc&from={base - 60}&to={base + 300}"
+        b0 = inserts(db)
+        a = batch_tests.post_batch(srv, body, 40)
+        check(a["statuses"] == [202] * 40, f"batch: {a['statuses']}")
+        d = delta(inserts(db), b0)
+        print(f"    INSERTs (statements, rows) of a batch of 40: {d}")
+        check(d == {"functions": (1, 421), "stacks": (1, 420), "samples": (1, 1200),
+                    "profiles": (1, 40)}, f"not one INSERT per table, each key once: {d}")
+        check(st.stacks_of(srv, q) == want, "the batch's sums")
+        # The agent's retry: counted once, no stack or function row sent.
+        b1 = inserts(db)
+        a = batch_tests.post_batch(srv, body, 40)
+        check(a["statuses"] == [202] * 40, f"resent batch: {a['statuses']}")
+        d = delta(inserts(db), b1)
+        check(d == {"samples": (1, 1200), "profiles": (1, 40)},
+              f"known stacks or functions sent again: {d}")
+        check(st.stacks_of(srv, q) == want, "a resent batch counted twice")
+        # A shard down: all 503; back: the batch resent is stored once.
+        later = [frames_profile(range(1000 + i, 1003 + i), (base + 120 + i) * 10**9)
+                 for i in range(20)]
+        body = batch_tests.batch([(f"pid={i + 1}", p) for i, p in enumerate(later)])
+        node.stop()
+        try:
+            a = batch_tests.post_batch(srv, body, 20)
+            check(a["statuses"] == [503] * 20, f"a shard down: {a['statuses']}")
+        finally:
+            node.start()
+        deadline = time.time() + 60
+        while True:
+            a = batch_tests.post_batch(srv, body, 20)
+            if a["statuses"] == [202] * 20 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        check(a["statuses"] == [202] * 20, f"the shard back: {a['statuses']}")
+        for i in range(20):
+            for k in range(1000 + i, 1003 + i):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        check(st.stacks_of(srv, q) == want, "the batch resent after the failure: not stored once")
+    finally:
+        srv.stop()
+
+
+def stack_reads(db):
+    """The statements that read the stacks or functions table, on the node
+    that takes queries."""
+    node = clickhouse_cluster.cluster()[0]
+    node.query("SYSTEM FLUSH LOGS")
+    return node.query("SELECT substring(query, 1, 300) FROM system.query_log WHERE type = 2 AND "
+                      f"is_initial_query AND (query LIKE 'SELECT %FROM {db}.stacks%' OR "
+                      f"query LIKE 'SELECT %FROM {db}.functions%') AND query NOT LIKE '%query_log%' "
+                      "FORMAT TSV").splitlines()
+
+
+def test_ch_warm_caches(tmp):
+    """A server's start warms its frames and names caches with the stacks
+    and functions stored for today and yesterday: its first merge of them
+    reads neither the stacks nor the functions table, and sums them
+    exactly."""
+    a_srv = on_server(tmp)
+    b_srv = None
+    db = db_of(a_srv)
+    try:
+        base = int(time.time()) - 600
+        for i in range(3):
+            p = frames_profile(range(i * 100, i * 100 + 700), (base + 60 * i) * 10**9)
+            check(a_srv.post(f"/api/v1/profiles?pid={i + 1}", p)[0] == 202, "post")
+        want = {}
+        for i in range(3):
+            for k in range(i * 100, i * 100 + 700):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        b_srv = Server(tmp, *a_srv.args)
+        log = os.path.join(tmp, f"server-{b_srv.port}.log")
+        deadline = time.time() + 60
+        while "caches warmed" not in open(log).read() and time.time() < deadline:
+            time.sleep(0.2)
+        line = [x for x in open(log).read().splitlines() if "caches warmed" in x]
+        print(f"    {line[0] if line else 'no warm-up logged'}")
+        before = stack_reads(db)
+        check(st.stacks_of(b_srv, f"app=fsvc&from={base - 60}&to={base + 300}") == want,
+              "the first merge after the start: not the sums")
+        reads = list((collections.Counter(stack_reads(db)) - collections.Counter(before)).elements())
+        check(not reads, f"the first merge after a start read stacks or functions: {reads}")
+        check(line and "frames of 900 stacks, names of 901 functions" in line[0],
+              f"the warm-up: {line}")
+    finally:
+        a_srv.stop()
+        if b_srv:
+            b_srv.stop()
+
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
-                  test_ch_stack_frames]
+                  test_ch_stack_frames, test_ch_batch_inserts, test_ch_warm_caches]
