@@ -1,8 +1,11 @@
 // An application's Profiling tab: the CPU timeline, the flame graph (or the
 // diff of two ranges) and the function table.
 //   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
-//              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown
-// A change of q, zoom, collapse, sort or fn only redraws (applyView); any
+//              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown&sw=FUNCTION
+// sw opens the sandwich of a function (sandwich.js: its callers and
+// callees, merged over every place it is called from), computed here from
+// the tree the page has. A change of q, zoom, collapse, sort, fn or sw only
+// redraws (applyView); any
 // other parameter loads the page anew. interp=shown asks the server for the
 // interpreters' frames without a name (hidden by default: their time is the
 // Python functions' self time).
@@ -10,7 +13,7 @@ import { api } from './api.js';
 import { cx, h, message, view } from './dom.js';
 import {
     FlameGraph, alignDiff, collapseRecursion, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare,
-    hasDirectRecursion, parseTree, pathOf, resolvePath,
+    hasDirectRecursion, parseTree, pathOf, resolvePath, sandwich,
 } from './flamegraph.js';
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
 import { rangeLabel, stepFor, toUnix } from './range.js';
@@ -81,7 +84,7 @@ export async function renderApp(parts, p) {
     // Until the tree is in, a change of search or zoom has nothing to apply: the
     // view is applied from the URL as it is then.
     const st = { key, fg, ui, tree: null, base: null, collapsed: null, diffRows: null, stats: null,
-        apply: () => {}, destroy: () => fg.destroy() };
+        apply: () => {}, destroy: () => { fg.destroy(); closeSandwich(st); } };
     page = st;
     cx.fg = fg;
     cx.mode = q.diff ? 'diff' : 'profile';
@@ -109,6 +112,7 @@ function buildPage(q, p) {
     cx.interp = shown ? 'shown' : 'hidden';
     ui.crumbs = h('div', { class: 'crumbs' });
     ui.fgBox = h('div', { class: 'fg-box' });
+    ui.sandwich = h('section', { class: 'sandwich', hidden: true, 'aria-label': 'sandwich' });
     ui.side = h('div', { class: 'side' });
     ui.legend = h('div', { class: 'legend' });
     ui.diffBar = q.diff ? diffControls(p, q.base) : null;
@@ -123,7 +127,7 @@ function buildPage(q, p) {
         ui.diffBar,
         ui.notes,
         h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.interp,
-            ui.collapse), ui.crumbs,
+            ui.collapse), ui.crumbs, ui.sandwich,
         h('div', { class: 'split' }, h('div', { class: 'fg-col' }, ui.fgBox, ui.legend), ui.side)));
     return ui;
 }
@@ -271,6 +275,7 @@ function applyView(st, p) {
     fg.draw();
     cx.drawMs = performance.now() - t0;
     ui.crumbs.replaceChildren(...crumbs);
+    applySandwich(st, t, p.get('sw') || '');
     cx.drawn = fg.lastDraw.drawn;
     cx.zoom = z;
     // The table shows the whole range: rebuilt only when its sort or filter change.
@@ -282,6 +287,51 @@ function applyView(st, p) {
     }
 }
 
+// The sandwich of the function named nm in the tree shown (t), or none:
+// made again only when the function or the tree change.
+function applySandwich(st, t, nm) {
+    const ui = st.ui;
+    if (!nm) { closeSandwich(st); ui.sandwich.hidden = true; cx.sandwich = null; return; }
+    if (st.sw && st.sw.nm === nm && st.sw.t === t) return;
+    closeSandwich(st);
+    const k = t.names.indexOf(nm);
+    const t0 = performance.now();
+    const s = sandwich(t, k);
+    const ms = performance.now() - t0;
+    const close = h('button', { type: 'button', class: 'reset', onclick: () => update({ sw: null }) }, 'Close');
+    const root = t.total[0] || 1;
+    const head = h('div', { class: 'sw-head' }, h('strong', {}, 'Sandwich: '), h('span', { class: 'sw-name' }, nm),
+        s.calls ? h('span', { class: 'muted' },
+            ` total ${fmtPct(s.total / root)} (${fmtTime(s.total)}), self ${fmtPct(s.self / root)} ` +
+            `(${fmtTime(s.self)}), called from ${s.calls} place${s.calls > 1 ? 's' : ''}; ` +
+            'click a frame for its own sandwich') : null,
+        h('span', { class: 'spacer' }), close);
+    if (!s.calls) {
+        ui.sandwich.replaceChildren(head, message('empty', `${nm} has no frame in this profile.`,
+            'Another range, host, pid or the interpreter frames' setting may not have it.'));
+    } else {
+        const boxUp = h('div', { class: 'fg-box sw-callers' }), boxDown = h('div', { class: 'fg-box sw-callees' });
+        const open = (g) => (i) => { const name = String(g.tree.names[g.tree.name[i]]); if (i > 0) update({ sw: name }); };
+        const up = new FlameGraph(boxUp, { onClick: (i) => open(up)(i) });
+        const down = new FlameGraph(boxDown, { onClick: (i) => open(down)(i) });
+        ui.sandwich.replaceChildren(head,
+            h('h3', {}, `Callers of ${nm} (it on top, who calls it below, down to the first frame)`), boxUp,
+            h('h3', {}, `Callees of ${nm} (what it calls, merged over every call)`), boxDown);
+        up.setTree(s.callers); down.setTree(s.callees);
+        up.draw(); down.draw();
+        st.swGraphs = [up, down];
+    }
+    ui.sandwich.hidden = false;
+    st.sw = { nm, t };
+    cx.sandwich = { name: nm, calls: s.calls, total: s.total, self: s.self, callers: s.callers, callees: s.callees, ms };
+}
+
+function closeSandwich(st) {
+    for (const g of st.swGraphs || []) g.destroy();
+    st.swGraphs = null;
+    st.sw = null;
+}
+
 function applySearch(fg, t, q, ui) {
     if (ui.search.value !== q && document.activeElement !== ui.search) ui.search.value = q;
     const m = matchNames(t, q);
@@ -291,6 +341,12 @@ function applySearch(fg, t, q, ui) {
         ui.searchInfo.textContent = s.funcs
             ? `${s.funcs} function${s.funcs > 1 ? 's' : ''} match, ${fmtPct(s.share)} of the time (${fmtTime(s.time)})`
             : 'no function matches';
+        // One function found: its sandwich a click away.
+        const one = s.funcs === 1 ? m.indexOf(1) : -1;
+        if (one > 1 && m.indexOf(1, one + 1) < 0) {
+            ui.searchInfo.append(' ', h('button', { type: 'button', class: 'reset sw-open',
+                onclick: () => update({ sw: String(t.names[one]) }) }, 'Sandwich'));
+        }
     } else ui.searchInfo.textContent = '';
     cx.search = ui.searchInfo.textContent;
 }
@@ -303,6 +359,10 @@ function crumbsOf(t, z) {
     }
     crumbs.push(h('button', { type: 'button', class: 'reset', onclick: () => update({ zoom: null }) }, 'Reset zoom'));
     const path = pathOf(t, z);
+    if (t.name[z] > 1) {
+        crumbs.push(h('button', { type: 'button', class: 'reset sw-open', title: 'Its callers and callees, merged',
+            onclick: () => update({ sw: path[path.length - 1] }) }, 'Sandwich'));
+    }
     crumbs.push(h('a', { href: '#', onclick: (e) => { e.preventDefault(); update({ zoom: null }); } }, 'all'));
     path.forEach((nm, k) => {
         crumbs.push(' › ');
