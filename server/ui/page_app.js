@@ -2,6 +2,9 @@
 // diff of two ranges) and the function table.
 //   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
 //              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown&sw=FUNCTION
+//              &by=LABEL&pod=&container=&namespace=&container_id=&systemd_unit=
+// by shows the CPU broken down by a label (breakdown_view.js); a click on
+// a value sets its filter (host=, pid= or the identity label's).
 // sw opens the sandwich of a function (sandwich.js: its callers and
 // callees, merged over every place it is called from), computed here from
 // the tree the page has. A change of q, zoom, collapse, sort, fn or sw only
@@ -16,6 +19,8 @@ import {
     hasDirectRecursion, parseTree, pathOf, resolvePath, sandwich,
 } from './flamegraph.js';
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
+import { IDENTITY_FILTERS } from './breakdown.js';
+import { breakdownPanel } from './breakdown_view.js';
 import { rangeLabel, stepFor, toUnix } from './range.js';
 import { hashOf, parseHash, update } from './router.js';
 import { cpuChart, rangePicker } from './widgets.js';
@@ -47,7 +52,7 @@ export function leaveApp() {
 }
 
 function dataKey(parts, p) {
-    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp'];
+    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp', 'by', ...IDENTITY_FILTERS];
     return JSON.stringify([parts[1], ...keys.map((k) => p.get(k) || '')]);
 }
 
@@ -66,10 +71,12 @@ function queryOf(app, p) {
     const host = p.get('host') || '', pid = p.get('pid') || '';
     const diff = p.get('diff') === '1';
     const interp = p.get('interp') === 'shown' ? 'shown' : ''; // '': the server's default, hidden
-    const sel = { app, from, to, host, pid, interp };
+    const ids = {}; // the identity labels filtered on
+    for (const k of IDENTITY_FILTERS) if (p.get(k)) ids[k] = p.get(k);
+    const sel = { app, from, to, host, pid, interp, ...ids };
     const base = diff
-        ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp } : null;
-    return { app, from, to, host, pid, diff, interp, sel, base };
+        ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp, ...ids } : null;
+    return { app, from, to, host, pid, diff, interp, ids, by: p.get('by') || '', sel, base };
 }
 
 export async function renderApp(parts, p) {
@@ -96,6 +103,7 @@ export async function renderApp(parts, p) {
 function buildPage(q, p) {
     const ui = { app: q.app };
     ui.chart = h('canvas', { class: 'timeline', 'aria-label': 'CPU used over time; drag to select a range' });
+    ui.breakdown = h('div', { class: 'bd-box' });
     ui.notes = h('div', { class: 'notes' });
     ui.search = h('input', { type: 'search', class: 'search', placeholder: 'Search functions (text or /regex/)',
         value: p.get('q') || '', 'aria-label': 'search functions', oninput: () => update({ q: ui.search.value }, true) });
@@ -124,6 +132,7 @@ function buildPage(q, p) {
         h('div', { class: 'tabs', role: 'tablist' }, tab),
         toolbar(q, p, ui),
         h('div', { class: 'chart-box' }, ui.chart),
+        ui.breakdown,
         ui.diffBar,
         ui.notes,
         h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.interp,
@@ -142,15 +151,19 @@ function toolbar(q, p, ui) {
     const pidBox = h('input', { type: 'text', inputmode: 'numeric', placeholder: 'pid', size: 7, value: pid,
         'aria-label': 'pid', list: 'pid-values', onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
     const dl = (fmt, ext) => {
-        const params = Object.entries({ app, from, to, host, pid, interp, format: fmt }).filter(([, v]) => v);
+        const params = Object.entries({ app, from, to, host, pid, interp, ...q.ids, format: fmt }).filter(([, v]) => v);
         return h('a', { class: 'button', download: `${app}.${ext}`, href: '/api/v1/profile?' + new URLSearchParams(params) },
             ext === 'pb.gz' ? 'pprof' : 'folded');
     };
     const compare = h('button', { type: 'button', class: diff ? 'on' : '',
         onclick: () => update({ diff: diff ? null : '1', bfrom: null, bto: null, bhost: null, bpid: null }) },
     diff ? 'Diff: on' : 'Compare…');
+    // The identity filters set (from the breakdown), each removable.
+    const chips = Object.entries(q.ids).map(([k, v]) => h('button', { type: 'button', class: 'chip',
+        title: `Remove the filter ${k}=${v}`, onclick: () => update({ [k]: null, zoom: null }) }, `${k}=${v} ×`));
     return h('div', { class: 'toolbar' },
-        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, compare,
+        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, ...chips,
+        compare,
         h('span', { class: 'spacer' }), h('span', { class: 'muted' }, 'Download'),
         dl('pprof', 'pb.gz'), dl('collapsed', 'folded.txt'));
 }
@@ -169,13 +182,19 @@ function loadAround(st, q) {
         }
         if (ui.diffBar) ui.diffBar.setHosts([...hosts].sort());
     }).catch(() => {});
-    api('/api/v1/labels', { app, from, to, host }).then((v) => {
+    api('/api/v1/labels', { app, from, to, host, ...q.ids }).then((v) => {
         ui.pidList.replaceChildren(...(v.pid || []).sort((a, b) => a - b).map((x) => h('option', { value: x })));
     }).catch(() => {});
     const onSelect = (a, b) => update({ from: String(a), to: String(b), zoom: null });
-    api('/api/v1/timeline', { app, from, to, host, pid, step: stepFor(f0, t0) + 's' })
+    const step = stepFor(f0, t0) + 's';
+    api('/api/v1/timeline', { app, from, to, host, pid, ...q.ids, step })
         .then((tl) => { if (page === st) cpuChart(ui.chart, tl, { onSelect }); })
         .catch((e) => { ui.chart.title = e.message; });
+    const load = (by) => api('/api/v1/timeline', { app, from, to, host, pid, ...q.ids, step, group_by: by });
+    const pick = (by, v) => update({ [by]: v, by: null, zoom: null, sw: null });
+    const panel = breakdownPanel(q.by, load, pick, (by) => update({ by }));
+    ui.breakdown.replaceChildren(panel);
+    cx.breakdown = panel.state;
 }
 
 // The tree (and the baseline's): the graph drawn first; the table, notes
@@ -308,7 +327,7 @@ function applySandwich(st, t, nm) {
         h('span', { class: 'spacer' }), close);
     if (!s.calls) {
         ui.sandwich.replaceChildren(head, message('empty', `${nm} has no frame in this profile.`,
-            'Another range, host, pid or the interpreter frames' setting may not have it.'));
+            'Another range, host, pid or setting of the interpreter frames may not have it.'));
     } else {
         const boxUp = h('div', { class: 'fg-box sw-callers' }), boxDown = h('div', { class: 'fg-box sw-callees' });
         const open = (g) => (i) => { const name = String(g.tree.names[g.tree.name[i]]); if (i > 0) update({ sw: name }); };
