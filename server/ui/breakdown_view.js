@@ -36,7 +36,7 @@ export function breakdownPanel(by, load, pick, choose) {
         const note = tl.values > BREAKDOWN_TOP
             ? h('p', { class: 'muted' }, `The ${BREAKDOWN_TOP} ${by} values with the most CPU of ${tl.values}` +
                 `${tl.capped ? '+' : ''}; the rest as other.`) : null;
-        body.replaceChildren(h('table', { class: 'funcs bd' },
+        body.replaceChildren(h('table', { class: 'bd' },
             h('thead', {}, h('tr', {}, h('th', {}, by), h('th', { class: 'num' }, 'Share'),
                 h('th', { class: 'num' }, 'Cores (mean)'), h('th', {}, 'Over time'))), tbody), note);
         // Drawn once in the page, when the canvases have a width.

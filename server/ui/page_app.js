@@ -367,7 +367,7 @@ function applySearch(fg, t, q, ui) {
                 onclick: () => update({ sw: String(t.names[one]) }) }, 'Sandwich'));
         }
     } else ui.searchInfo.textContent = '';
-    cx.search = ui.searchInfo.textContent;
+    cx.search = ui.searchInfo.firstChild ? ui.searchInfo.firstChild.textContent : '';
 }
 
 // The way back: the path of the zoomed frame z, each step clickable.
