@@ -4,15 +4,17 @@ import { BREAKDOWN_LABELS, BREAKDOWN_TOP, rowsOf } from './breakdown.js';
 import { fmtPct } from './format.js';
 import { cpuChart } from './widgets.js';
 
-// The panel: a choice of label, and for one the table. by: the label ('' none);
+// The panel: a choice of label (panel.select), and for one the table. by: the label ('' none);
 // load(label) -> the server's answer; pick(label, value) filters the page.
 export function breakdownPanel(by, load, pick, choose) {
     const sel = h('select', { 'aria-label': 'break down by', onchange: () => choose(sel.value) },
         h('option', { value: '' }, 'no breakdown'),
         BREAKDOWN_LABELS.map((l) => h('option', { value: l, selected: l === by || undefined }, 'by ' + l)));
     const body = h('div', { class: 'bd-body' });
-    const panel = h('div', { class: 'breakdown' }, h('div', { class: 'bd-head' }, h('strong', {}, 'CPU breakdown'), sel), body);
+    // The choice sits in the toolbar (sel); the table under the chart, only with a label.
+    const panel = h('div', { class: 'breakdown', hidden: !by || undefined }, h('strong', {}, `CPU by ${by}`), body);
     panel.state = { rows: null, error: '' };
+    panel.select = sel;
     if (!by) return panel;
     body.replaceChildren(h('p', { class: 'muted' }, `Loading the CPU by ${by}…`));
     panel.done = load(by).then((tl) => {
@@ -38,10 +40,14 @@ export function breakdownPanel(by, load, pick, choose) {
                 `${tl.capped ? '+' : ''}; the rest as other.`) : null;
         body.replaceChildren(h('table', { class: 'bd' },
             h('thead', {}, h('tr', {}, h('th', {}, by), h('th', { class: 'num' }, 'Share'),
-                h('th', { class: 'num' }, 'Cores (mean)'), h('th', {}, 'Over time'))), tbody), note);
+                h('th', { class: 'num' }, 'Cores (mean)'), h('th', {}, 'Over time'))), tbody), ...(note ? [note] : []));
         // Drawn once in the page, when the canvases have a width.
         requestAnimationFrame(() => {
-            for (const [c, r] of charts) cpuChart(c, { cpu_cores: r.cores, from: tl.from, step: tl.step }, { height: 22 });
+            // One step (a range shorter than the step) drawn as a level band, not a point.
+            for (const [c, r] of charts) {
+                const pts = r.cores.length === 1 ? [r.cores[0], r.cores[0]] : r.cores;
+                cpuChart(c, { cpu_cores: pts, from: tl.from, step: tl.step }, { height: 22 });
+            }
         });
     }).catch((e) => {
         panel.state.error = e.message;

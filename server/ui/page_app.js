@@ -104,6 +104,7 @@ function buildPage(q, p) {
     const ui = { app: q.app };
     ui.chart = h('canvas', { class: 'timeline', 'aria-label': 'CPU used over time; drag to select a range' });
     ui.breakdown = h('div', { class: 'bd-box' });
+    ui.bdSel = h('span', { class: 'bd-sel' });
     ui.notes = h('div', { class: 'notes' });
     ui.search = h('input', { type: 'search', class: 'search', placeholder: 'Search functions (text or /regex/)',
         value: p.get('q') || '', 'aria-label': 'search functions', oninput: () => update({ q: ui.search.value }, true) });
@@ -163,7 +164,7 @@ function toolbar(q, p, ui) {
         title: `Remove the filter ${k}=${v}`, onclick: () => update({ [k]: null, zoom: null }) }, `${k}=${v} ×`));
     return h('div', { class: 'toolbar' },
         rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, ...chips,
-        compare,
+        ui.bdSel, compare,
         h('span', { class: 'spacer' }), h('span', { class: 'muted' }, 'Download'),
         dl('pprof', 'pb.gz'), dl('collapsed', 'folded.txt'));
 }
@@ -194,6 +195,7 @@ function loadAround(st, q) {
     const pick = (by, v) => update({ [by]: v, by: null, zoom: null, sw: null });
     const panel = breakdownPanel(q.by, load, pick, (by) => update({ by }));
     ui.breakdown.replaceChildren(panel);
+    ui.bdSel.replaceChildren(panel.select);
     cx.breakdown = panel.state;
 }
 

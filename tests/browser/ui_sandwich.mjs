@@ -120,8 +120,17 @@ try {
     check(Math.abs(byPid[pid1] + byPid[pid2] - 1) < 0.01, `the two pids' shares add to ${byPid[pid1] + byPid[pid2]}`);
     const rows = await page.$$eval('table.bd tbody tr', (rs) => rs.map((r) => r.textContent));
     check(rows.some((r) => r.startsWith(pid1)) && rows.some((r) => r.startsWith(pid2)), `breakdown table: ${rows}`);
-    const sparks = await page.evaluate(() => [...document.querySelectorAll('canvas.spark')].map((c) => c.width));
-    check(sparks.length >= 2 && sparks.every((w) => w > 0), `sparklines: ${sparks}`);
+    // Each value's sparkline has ink; no stray text after the table.
+    await page.waitForFunction(() => [...document.querySelectorAll('canvas.spark')].every((c) => c.width > 0));
+    const sparks = await page.evaluate(() => [...document.querySelectorAll('canvas.spark')].map((c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+        return n;
+    }));
+    check(sparks.length >= 2 && sparks.every((n) => n > 20), `sparklines' ink: ${sparks}`);
+    const after = await page.evaluate(() => document.querySelector('.bd-body').textContent);
+    check(!after.includes('null'), `the breakdown shows: ${after}`);
     await shot('breakdown-pid');
     log(`breakdown by pid: ${bd.rows.map((r) => `${r.label} ${(r.share * 100).toFixed(1)} %`).join(', ')}`);
     await page.click(`table.bd tbody tr:has(td.bd-value:text-is("${pid1}"))`);
