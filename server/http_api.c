@@ -9,6 +9,7 @@
 #include "../common/buf.h"
 #include "../common/clock.h"
 #include "../common/json.h"
+#include "breakdown.h"
 #include "debuginfod.h"
 #include "http_int.h"
 #include "query.h"
@@ -191,36 +192,90 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     return http_respond_buf(c, 200, type, &b);
 }
 
+/* Appends "cpu_cores":[...] (cpu per step as cores). */
+static int json_cores(struct buf *b, const int64_t *cpu, size_t n, int64_t step)
+{
+    int err = json__raw(b, "\"cpu_cores\":[");
+    for (size_t i = 0; i < n && !err; i++) {
+        err = i ? json__raw(b, ",") : 0;
+        err = err ?: json__f64(b, (double)cpu[i] / (double)step);
+    }
+    return err ?: json__raw(b, "]");
+}
+
+/* ,"group_by":LABEL,"values":N,"capped":B,"groups":[{"value":V|null,
+ * "share":S,"cpu_cores":[...]},...] */
+static int json_groups(struct buf *b, const char *label, const struct breakdown *bd, int64_t step)
+{
+    int err = json__raw(b, ",\"group_by\":");
+    err = err ?: json__str(b, label);
+    err = err ?: json__raw(b, ",\"values\":");
+    err = err ?: json__f64(b, (double)bd->nvalues);
+    err = err ?: json__raw(b, bd->capped ? ",\"capped\":true" : ",\"capped\":false");
+    err = err ?: json__raw(b, ",\"groups\":[");
+    for (size_t g = 0; g < bd->ngroups && !err; g++) {
+        const struct breakdown_group *x = &bd->groups[g];
+        err = json__raw(b, g ? ",{\"value\":" : "{\"value\":");
+        err = err ?: (x->value ? json__str(b, x->value) : json__raw(b, "null"));
+        err = err ?: json__raw(b, ",\"share\":");
+        err = err ?: json__f64(b, bd->total_ns ? (double)x->total_ns / (double)bd->total_ns : 0);
+        err = err ?: json__raw(b, ",");
+        err = err ?: json_cores(b, x->cpu_ns, bd->nsteps, step);
+        err = err ?: json__raw(b, "}");
+    }
+    return err ?: json__raw(b, "]");
+}
+
 enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
 {
     struct store_query q;
     char msg[256];
-    int64_t step = 60ll * 1000000000ll, *cpu;
-    size_t n;
+    int64_t step = 60ll * 1000000000ll, *cpu = NULL;
+    size_t n = 0, top = 10;
+    struct breakdown *bd = NULL;
     struct buf b;
-    int err;
+    int err, label = -1;
 
     if (query_of(c, &q, msg, sizeof(msg)))
         return http_respond_error(h, c, 400, msg);
-    const char *s = http_arg(c, "step");
+    const char *s = http_arg(c, "step"), *gb = http_arg(c, "group_by"), *tp = http_arg(c, "top");
     if (s && (query__parse_duration(s, &step) || step < 1000000000ll))
         return http_respond_error(h, c, 400, "step: a duration of at least 1s (60, 60s, 5m, 1h)");
     if ((q.to_ns - q.from_ns) / step > 10000)
         return http_respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
-    if ((err = store__timeline(h->st, &q, step, &cpu, &n)))
+    if (gb && *gb && (label = breakdown__label_index(gb)) < 0)
+        return http_respond_error(h, c, 400,
+                                  "group_by: host, pid, container_id, pod, namespace, container or "
+                                  "systemd_unit");
+    if (tp) {
+        char *end;
+        long long v = strtoll(tp, &end, 10);
+        if (end == tp || *end || v < 1 || v > BREAKDOWN_MAX_TOP)
+            return http_respond_error(h, c, 400, "top: a whole number from 1 to 50");
+        top = (size_t)v;
+    }
+    if (label >= 0) {
+        /* By label: one store read per value (at most STORE_MAX_VALUES). */
+        if ((err = breakdown__timeline(h->st, &q, step, label, top, &bd)))
+            return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+        cpu = bd->cpu_ns;
+        n = bd->nsteps;
+    } else if ((err = store__timeline(h->st, &q, step, &cpu, &n))) {
         return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    }
     buf__init(&b, 16u << 20);
     err = json__raw(&b, "{\"from\":");
     err = err ?: json__f64(&b, q.from_ns / 1e9);
     err = err ?: json__raw(&b, ",\"step\":");
     err = err ?: json__f64(&b, step / 1e9);
-    err = err ?: json__raw(&b, ",\"cpu_cores\":[");
-    for (size_t i = 0; i < n && !err; i++) {
-        err = i ? json__raw(&b, ",") : 0;
-        err = err ?: json__f64(&b, (double)cpu[i] / (double)step);
-    }
-    err = err ?: json__raw(&b, "]}\n");
-    free(cpu);
+    err = err ?: json__raw(&b, ",");
+    err = err ?: json_cores(&b, cpu, n, step);
+    err = err ?: (bd ? json_groups(&b, gb, bd, step) : 0);
+    err = err ?: json__raw(&b, "}\n");
+    if (bd)
+        breakdown__free(bd);
+    else
+        free(cpu);
     if (err) {
         buf__free(&b);
         return http_respond_error(h, c, 500, "response too large");

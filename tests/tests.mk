@@ -58,7 +58,7 @@ $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
-HTTP_SRC := server/http.c server/http_api.c server/http_batch.c server/http_pyroscope.c server/pyroscope.c
+HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c server/pyroscope.c
 $(B)/tests/test_http $(B)/tests/test_http_pyroscope: $(B)/tests/%: tests/unit/%.c \
     tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
     $(SERVER_TEST_OBJS) $(call obj,$(HTTP_SRC)) $(UI_OBJ)

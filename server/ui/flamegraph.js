@@ -7,6 +7,7 @@
 //   layout.js    where frames go on the canvas, which one is under a point
 //   search.js    names matching the search box, their share
 //   diff.js      two trees aligned by path, the table of changes
+//   sandwich.js  a function's callers and callees, merged
 //   format.js    times and shares as the page shows them
 //   render.js    the canvas renderer (FlameGraph)
 // This module gathers them for the pages and for scripts that read the
@@ -20,5 +21,6 @@ export {
 export { ROW, visibleFrames, frameAt, frameBox } from './layout.js';
 export { matchNames, matchShare } from './search.js';
 export { alignDiff, diffTable, diffShares } from './diff.js';
+export { sandwich, outermostCalls } from './sandwich.js';
 export { fmtTime, fmtPct } from './format.js';
 export { FlameGraph } from './render.js';

@@ -1,8 +1,14 @@
 // An application's Profiling tab: the CPU timeline, the flame graph (or the
 // diff of two ranges) and the function table.
 //   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
-//              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown
-// A change of q, zoom, collapse, sort or fn only redraws (applyView); any
+//              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown&sw=FUNCTION
+//              &by=LABEL&pod=&container=&namespace=&container_id=&systemd_unit=
+// by shows the CPU broken down by a label (breakdown_view.js); a click on
+// a value sets its filter (host=, pid= or the identity label's).
+// sw opens the sandwich of a function (sandwich.js: its callers and
+// callees, merged over every place it is called from), computed here from
+// the tree the page has. A change of q, zoom, collapse, sort, fn or sw only
+// redraws (applyView); any
 // other parameter loads the page anew. interp=shown asks the server for the
 // interpreters' frames without a name (hidden by default: their time is the
 // Python functions' self time).
@@ -10,9 +16,11 @@ import { api } from './api.js';
 import { cx, h, message, view } from './dom.js';
 import {
     FlameGraph, alignDiff, collapseRecursion, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare,
-    hasDirectRecursion, parseTree, pathOf, resolvePath,
+    hasDirectRecursion, parseTree, pathOf, resolvePath, sandwich,
 } from './flamegraph.js';
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
+import { IDENTITY_FILTERS } from './breakdown.js';
+import { breakdownPanel } from './breakdown_view.js';
 import { rangeLabel, stepFor, toUnix } from './range.js';
 import { hashOf, parseHash, update } from './router.js';
 import { cpuChart, rangePicker } from './widgets.js';
@@ -44,7 +52,7 @@ export function leaveApp() {
 }
 
 function dataKey(parts, p) {
-    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp'];
+    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp', 'by', ...IDENTITY_FILTERS];
     return JSON.stringify([parts[1], ...keys.map((k) => p.get(k) || '')]);
 }
 
@@ -63,10 +71,12 @@ function queryOf(app, p) {
     const host = p.get('host') || '', pid = p.get('pid') || '';
     const diff = p.get('diff') === '1';
     const interp = p.get('interp') === 'shown' ? 'shown' : ''; // '': the server's default, hidden
-    const sel = { app, from, to, host, pid, interp };
+    const ids = {}; // the identity labels filtered on
+    for (const k of IDENTITY_FILTERS) if (p.get(k)) ids[k] = p.get(k);
+    const sel = { app, from, to, host, pid, interp, ...ids };
     const base = diff
-        ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp } : null;
-    return { app, from, to, host, pid, diff, interp, sel, base };
+        ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp, ...ids } : null;
+    return { app, from, to, host, pid, diff, interp, ids, by: p.get('by') || '', sel, base };
 }
 
 export async function renderApp(parts, p) {
@@ -81,7 +91,7 @@ export async function renderApp(parts, p) {
     // Until the tree is in, a change of search or zoom has nothing to apply: the
     // view is applied from the URL as it is then.
     const st = { key, fg, ui, tree: null, base: null, collapsed: null, diffRows: null, stats: null,
-        apply: () => {}, destroy: () => fg.destroy() };
+        apply: () => {}, destroy: () => { fg.destroy(); closeSandwich(st); } };
     page = st;
     cx.fg = fg;
     cx.mode = q.diff ? 'diff' : 'profile';
@@ -93,6 +103,8 @@ export async function renderApp(parts, p) {
 function buildPage(q, p) {
     const ui = { app: q.app };
     ui.chart = h('canvas', { class: 'timeline', 'aria-label': 'CPU used over time; drag to select a range' });
+    ui.breakdown = h('div', { class: 'bd-box' });
+    ui.bdSel = h('span', { class: 'bd-sel' });
     ui.notes = h('div', { class: 'notes' });
     ui.search = h('input', { type: 'search', class: 'search', placeholder: 'Search functions (text or /regex/)',
         value: p.get('q') || '', 'aria-label': 'search functions', oninput: () => update({ q: ui.search.value }, true) });
@@ -109,6 +121,7 @@ function buildPage(q, p) {
     cx.interp = shown ? 'shown' : 'hidden';
     ui.crumbs = h('div', { class: 'crumbs' });
     ui.fgBox = h('div', { class: 'fg-box' });
+    ui.sandwich = h('section', { class: 'sandwich', hidden: true, 'aria-label': 'sandwich' });
     ui.side = h('div', { class: 'side' });
     ui.legend = h('div', { class: 'legend' });
     ui.diffBar = q.diff ? diffControls(p, q.base) : null;
@@ -120,10 +133,11 @@ function buildPage(q, p) {
         h('div', { class: 'tabs', role: 'tablist' }, tab),
         toolbar(q, p, ui),
         h('div', { class: 'chart-box' }, ui.chart),
+        ui.breakdown,
         ui.diffBar,
         ui.notes,
         h('div', { class: 'fg-toolbar' }, ui.search, ui.searchInfo, h('span', { class: 'spacer' }), ui.interp,
-            ui.collapse), ui.crumbs,
+            ui.collapse), ui.crumbs, ui.sandwich,
         h('div', { class: 'split' }, h('div', { class: 'fg-col' }, ui.fgBox, ui.legend), ui.side)));
     return ui;
 }
@@ -138,15 +152,19 @@ function toolbar(q, p, ui) {
     const pidBox = h('input', { type: 'text', inputmode: 'numeric', placeholder: 'pid', size: 7, value: pid,
         'aria-label': 'pid', list: 'pid-values', onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
     const dl = (fmt, ext) => {
-        const params = Object.entries({ app, from, to, host, pid, interp, format: fmt }).filter(([, v]) => v);
+        const params = Object.entries({ app, from, to, host, pid, interp, ...q.ids, format: fmt }).filter(([, v]) => v);
         return h('a', { class: 'button', download: `${app}.${ext}`, href: '/api/v1/profile?' + new URLSearchParams(params) },
             ext === 'pb.gz' ? 'pprof' : 'folded');
     };
     const compare = h('button', { type: 'button', class: diff ? 'on' : '',
         onclick: () => update({ diff: diff ? null : '1', bfrom: null, bto: null, bhost: null, bpid: null }) },
     diff ? 'Diff: on' : 'Compare…');
+    // The identity filters set (from the breakdown), each removable.
+    const chips = Object.entries(q.ids).map(([k, v]) => h('button', { type: 'button', class: 'chip',
+        title: `Remove the filter ${k}=${v}`, onclick: () => update({ [k]: null, zoom: null }) }, `${k}=${v} ×`));
     return h('div', { class: 'toolbar' },
-        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, compare,
+        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, ...chips,
+        ui.bdSel, compare,
         h('span', { class: 'spacer' }), h('span', { class: 'muted' }, 'Download'),
         dl('pprof', 'pb.gz'), dl('collapsed', 'folded.txt'));
 }
@@ -165,13 +183,20 @@ function loadAround(st, q) {
         }
         if (ui.diffBar) ui.diffBar.setHosts([...hosts].sort());
     }).catch(() => {});
-    api('/api/v1/labels', { app, from, to, host }).then((v) => {
+    api('/api/v1/labels', { app, from, to, host, ...q.ids }).then((v) => {
         ui.pidList.replaceChildren(...(v.pid || []).sort((a, b) => a - b).map((x) => h('option', { value: x })));
     }).catch(() => {});
     const onSelect = (a, b) => update({ from: String(a), to: String(b), zoom: null });
-    api('/api/v1/timeline', { app, from, to, host, pid, step: stepFor(f0, t0) + 's' })
+    const step = stepFor(f0, t0) + 's';
+    api('/api/v1/timeline', { app, from, to, host, pid, ...q.ids, step })
         .then((tl) => { if (page === st) cpuChart(ui.chart, tl, { onSelect }); })
         .catch((e) => { ui.chart.title = e.message; });
+    const load = (by) => api('/api/v1/timeline', { app, from, to, host, pid, ...q.ids, step, group_by: by });
+    const pick = (by, v) => update({ [by]: v, by: null, zoom: null, sw: null });
+    const panel = breakdownPanel(q.by, load, pick, (by) => update({ by }));
+    ui.breakdown.replaceChildren(panel);
+    ui.bdSel.replaceChildren(panel.select);
+    cx.breakdown = panel.state;
 }
 
 // The tree (and the baseline's): the graph drawn first; the table, notes
@@ -271,6 +296,7 @@ function applyView(st, p) {
     fg.draw();
     cx.drawMs = performance.now() - t0;
     ui.crumbs.replaceChildren(...crumbs);
+    applySandwich(st, t, p.get('sw') || '');
     cx.drawn = fg.lastDraw.drawn;
     cx.zoom = z;
     // The table shows the whole range: rebuilt only when its sort or filter change.
@@ -282,6 +308,51 @@ function applyView(st, p) {
     }
 }
 
+// The sandwich of the function named nm in the tree shown (t), or none:
+// made again only when the function or the tree change.
+function applySandwich(st, t, nm) {
+    const ui = st.ui;
+    if (!nm) { closeSandwich(st); ui.sandwich.hidden = true; cx.sandwich = null; return; }
+    if (st.sw && st.sw.nm === nm && st.sw.t === t) return;
+    closeSandwich(st);
+    const k = t.names.indexOf(nm);
+    const t0 = performance.now();
+    const s = sandwich(t, k);
+    const ms = performance.now() - t0;
+    const close = h('button', { type: 'button', class: 'reset', onclick: () => update({ sw: null }) }, 'Close');
+    const root = t.total[0] || 1;
+    const head = h('div', { class: 'sw-head' }, h('strong', {}, 'Sandwich: '), h('span', { class: 'sw-name' }, nm),
+        s.calls ? h('span', { class: 'muted' },
+            ` total ${fmtPct(s.total / root)} (${fmtTime(s.total)}), self ${fmtPct(s.self / root)} ` +
+            `(${fmtTime(s.self)}), called from ${s.calls} place${s.calls > 1 ? 's' : ''}; ` +
+            'click a frame for its own sandwich') : null,
+        h('span', { class: 'spacer' }), close);
+    if (!s.calls) {
+        ui.sandwich.replaceChildren(head, message('empty', `${nm} has no frame in this profile.`,
+            'Another range, host, pid or setting of the interpreter frames may not have it.'));
+    } else {
+        const boxUp = h('div', { class: 'fg-box sw-callers' }), boxDown = h('div', { class: 'fg-box sw-callees' });
+        const open = (g) => (i) => { const name = String(g.tree.names[g.tree.name[i]]); if (i > 0) update({ sw: name }); };
+        const up = new FlameGraph(boxUp, { onClick: (i) => open(up)(i) });
+        const down = new FlameGraph(boxDown, { onClick: (i) => open(down)(i) });
+        ui.sandwich.replaceChildren(head,
+            h('h3', {}, `Callers of ${nm} (it on top, who calls it below, down to the first frame)`), boxUp,
+            h('h3', {}, `Callees of ${nm} (what it calls, merged over every call)`), boxDown);
+        up.setTree(s.callers); down.setTree(s.callees);
+        up.draw(); down.draw();
+        st.swGraphs = [up, down];
+    }
+    ui.sandwich.hidden = false;
+    st.sw = { nm, t };
+    cx.sandwich = { name: nm, calls: s.calls, total: s.total, self: s.self, callers: s.callers, callees: s.callees, ms };
+}
+
+function closeSandwich(st) {
+    for (const g of st.swGraphs || []) g.destroy();
+    st.swGraphs = null;
+    st.sw = null;
+}
+
 function applySearch(fg, t, q, ui) {
     if (ui.search.value !== q && document.activeElement !== ui.search) ui.search.value = q;
     const m = matchNames(t, q);
@@ -291,8 +362,14 @@ function applySearch(fg, t, q, ui) {
         ui.searchInfo.textContent = s.funcs
             ? `${s.funcs} function${s.funcs > 1 ? 's' : ''} match, ${fmtPct(s.share)} of the time (${fmtTime(s.time)})`
             : 'no function matches';
+        // One function found: its sandwich a click away.
+        const one = s.funcs === 1 ? m.indexOf(1) : -1;
+        if (one > 1 && m.indexOf(1, one + 1) < 0) {
+            ui.searchInfo.append(' ', h('button', { type: 'button', class: 'reset sw-open',
+                onclick: () => update({ sw: String(t.names[one]) }) }, 'Sandwich'));
+        }
     } else ui.searchInfo.textContent = '';
-    cx.search = ui.searchInfo.textContent;
+    cx.search = ui.searchInfo.firstChild ? ui.searchInfo.firstChild.textContent : '';
 }
 
 // The way back: the path of the zoomed frame z, each step clickable.
@@ -303,6 +380,10 @@ function crumbsOf(t, z) {
     }
     crumbs.push(h('button', { type: 'button', class: 'reset', onclick: () => update({ zoom: null }) }, 'Reset zoom'));
     const path = pathOf(t, z);
+    if (t.name[z] > 1) {
+        crumbs.push(h('button', { type: 'button', class: 'reset sw-open', title: 'Its callers and callees, merged',
+            onclick: () => update({ sw: path[path.length - 1] }) }, 'Sandwich'));
+    }
     crumbs.push(h('a', { href: '#', onclick: (e) => { e.preventDefault(); update({ zoom: null }); } }, 'all'));
     path.forEach((nm, k) => {
         crumbs.push(' › ');

@@ -122,10 +122,14 @@ function functionsTable(st, p, fq, find) {
         onclick: () => update({ sort: k }, true), 'aria-sort': sort === k ? 'descending' : undefined }, label);
     const rowClass = (i) => 'row' + (t.kind[i] === KIND.KERNEL ? ' kernel' : t.kind[i] === KIND.PYTHON ? ' python' : '');
     return h('table', { class: 'funcs' },
-        h('caption', {}, `Functions (${idx.length}), click one to find it in the graph`),
-        h('thead', {}, h('tr', {}, th('name', 'Function'), th('self', 'Self', 'num'), th('total', 'Total', 'num'))),
+        h('caption', {}, `Functions (${idx.length}), click one to find it in the graph, ↕ for its callers and callees`),
+        h('thead', {}, h('tr', {}, h('th', { class: 'sw' }), th('name', 'Function'), th('self', 'Self', 'num'),
+            th('total', 'Total', 'num'))),
         h('tbody', {}, idx.slice(0, st.rows || 200).map((i) =>
             h('tr', { class: rowClass(i), title: String(t.files[i] || ''), onclick: () => find(String(t.names[i])) },
+                h('td', { class: 'sw' }, h('button', { type: 'button', class: 'sw-open', 'aria-label': 'sandwich',
+                    title: 'Callers and callees of this function, merged (sandwich)',
+                    onclick: (e) => { e.stopPropagation(); update({ sw: String(t.names[i]) }); } }, '↕')),
                 h('td', { class: 'fn' }, String(t.names[i])),
                 h('td', { class: 'num', title: fmtTime(self[i]) }, fmtPct(self[i] / root)),
                 h('td', { class: 'num', title: fmtTime(total[i]) }, fmtPct(total[i] / root))))));

@@ -131,4 +131,36 @@ def test_browser_deep(tmp):
         srv.stop()
 
 
-TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep]
+def test_browser_sandwich(tmp):
+    """Two cpu_split processes at once: the sandwich of dispatch from the
+    function table (callers run, callees hot_a/b/c, the table's totals),
+    from the search, in a diff and with interpreter frames shown; the CPU
+    by pid lists both processes with their shares, a click filters to one
+    (tests/browser/ui_sandwich.mjs)."""
+    check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
+          "playwright-core missing: run 'make test' (npm ci in tests/browser)")
+    srv = Server(tmp)
+    try:
+        a, log = run_agent(tmp, srv.url)
+        try:
+            time.sleep(1)
+            t0 = int(time.time()) - 1
+            procs = [subprocess.Popen([os.path.join(WORK, "cpu_split"), "4"], stdout=subprocess.DEVNULL)
+                     for _ in range(2)]
+            for p in procs:
+                check(p.wait(timeout=60) == 0, f"cpu_split exited {p.returncode}")
+            time.sleep(2.5)  # the 2 s window closes
+        finally:
+            rc, alog = stop_agent(a, log)
+        check(rc == 0, f"agent exited {rc}: {alog[-500:]}")
+        t1 = int(time.time()) + 1
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_sandwich.mjs"), srv.url, OUT, "cpu_split",
+                            str(t0), str(t1), str(procs[0].pid), str(procs[1].pid)],
+                           capture_output=True, text=True, timeout=180)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser sandwich test failed (screenshots in {OUT}):\n{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep, test_browser_sandwich]

@@ -648,11 +648,72 @@ static void test_batch_zstd_limits(void **state)
     buf__free(&b);
 }
 
+/* group_by=LABEL: the timeline per value of a label, the top values by CPU
+ * (top=N) first with their share, the rest as "other" (value null); a
+ * label that is none, a top out of range: 400. */
+static void test_timeline_group_by(void **state)
+{
+    struct fixture *f = *state;
+    static const struct tstack st[] = {
+        {{"work", "main"}, 6, {"service", "gb", "host", "h1", "pid", "101", NULL}},
+        {{"idle", "main"}, 3, {"service", "gb", "host", "h1", "pid", "202", NULL}},
+        {{"tick", "main"}, 1, {"service", "gb", "host", "h2", "pid", "303", NULL}},
+    };
+    struct buf p, r;
+
+    /* One profile per process, as the agent sends them. */
+    for (int i = 0; i < 3; i++) {
+        buf__init(&p, 1u << 20);
+        tprofile(&p, (int64_t)time(NULL) * SEC - 120 * SEC, &st[i], 1, true);
+        expect(f, "POST", "/api/v1/profiles", AUTH, p.data, p.len, 202, "stored");
+        buf__free(&p);
+    }
+    assert_int_equal(request(f->port, "GET",
+                             "/api/v1/timeline?app=gb&from=now-10m&step=60s&group_by=pid", RAUTH,
+                             NULL, 0, &r),
+                     200);
+    /* 10 samples in all; pid 101 has 6, 202 has 3, 303 has 1: biggest first. */
+    const char *g101 = strstr(r.data, "{\"value\":\"101\",\"share\":0.6,");
+    const char *g202 = strstr(r.data, "{\"value\":\"202\",\"share\":0.3,");
+    const char *g303 = strstr(r.data, "{\"value\":\"303\",\"share\":0.1,");
+    assert_non_null(g101);
+    assert_non_null(g202);
+    assert_non_null(g303);
+    assert_true(g101 < g202 && g202 < g303);
+    assert_non_null(strstr(r.data, "\"group_by\":\"pid\",\"values\":3,\"capped\":false"));
+    assert_null(strstr(r.data, "\"value\":null")); /* nothing left for other */
+    buf__free(&r);
+    /* top=1: the rest is other; by host: h1 has 9 of 10. */
+    assert_int_equal(request(f->port, "GET",
+                             "/api/v1/timeline?app=gb&from=now-10m&step=60s&group_by=pid&top=1",
+                             RAUTH, NULL, 0, &r),
+                     200);
+    assert_non_null(strstr(r.data, "\"groups\":[{\"value\":\"101\",\"share\":0.6,"));
+    assert_non_null(strstr(r.data, "{\"value\":null,\"share\":0.4,"));
+    assert_null(strstr(r.data, "\"202\""));
+    buf__free(&r);
+    assert_int_equal(request(f->port, "GET",
+                             "/api/v1/timeline?app=gb&from=now-10m&step=60s&group_by=host", RAUTH,
+                             NULL, 0, &r),
+                     200);
+    assert_non_null(strstr(r.data, "\"groups\":[{\"value\":\"h1\",\"share\":0.9,"));
+    assert_non_null(strstr(r.data, "{\"value\":\"h2\",\"share\":0.1,"));
+    buf__free(&r);
+    /* A filter and a group: pid 202 of h1 only. */
+    expect(f, "GET", "/api/v1/timeline?app=gb&from=now-10m&pid=202&group_by=pid", RAUTH, NULL, 0,
+           200, "\"groups\":[{\"value\":\"202\",\"share\":1,");
+    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=uid", RAUTH, NULL, 0, 400, "group_by:");
+    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=pid&top=0", RAUTH, NULL, 0, 400, "top:");
+    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=pid&top=51", RAUTH, NULL, 0, 400, "top:");
+    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=pid&top=x", RAUTH, NULL, 0, 400, "top:");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ingest_and_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interp_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeline_group_by, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
