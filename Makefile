@@ -98,11 +98,14 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_frames.c server/store_clickhouse_warm.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
-              server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c server/pyroscope.c server/text.c server/budget.c server/pprof_ids.c server/debuginfod.c
+              server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
+              server/http_connect.c server/connect_req.c server/connect_flame.c server/pyroscope.c server/text.c \
+              server/budget.c server/pprof_ids.c server/debuginfod.c
 SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 PB_OBJ := $(B)/obj/gen/profile.pb-c.o
+QUERIER_PB_OBJ := $(B)/obj/gen/querier/v1/querier.pb-c.o $(B)/obj/gen/types/v1/types.pb-c.o
 
 # The version compiled in (CODEXRAY_VERSION, git describe): the objects that
 # print it are built again when it changes (a commit, an edit that makes the
@@ -161,6 +164,19 @@ $(PB_OBJ): $(B)/gen/profile.pb-c.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -std=gnu11 -I$(B)/gen -c $< -o $@
 
+# --- Pyroscope's querier API (the subset in server/proto) -> protobuf-c ---
+QUERIER_PROTO := server/proto/querier/v1/querier.proto server/proto/types/v1/types.proto
+$(B)/gen/querier/v1/querier.pb-c.c $(B)/gen/querier/v1/querier.pb-c.h \
+$(B)/gen/types/v1/types.pb-c.c $(B)/gen/types/v1/types.pb-c.h &: $(QUERIER_PROTO) | deps
+	@mkdir -p $(B)/gen
+	protoc-c --proto_path=server/proto --c_out=$(B)/gen $(QUERIER_PROTO)
+
+$(QUERIER_PB_OBJ): $(B)/obj/gen/%.pb-c.o: $(B)/gen/%.pb-c.c $(B)/gen/querier/v1/querier.pb-c.h | deps
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -I$(B)/gen -c $< -o $@
+
+$(B)/obj/server/http_connect.o $(B)/obj/server/connect_req.o: $(B)/gen/querier/v1/querier.pb-c.h
+
 # --- C objects (header dependencies tracked by -MMD) ---
 $(B)/obj/%.o: %.c $(B)/gen/profile.pb-c.h | deps
 	@mkdir -p $(dir $@)
@@ -186,7 +202,7 @@ $(UI_OBJ): $(B)/gen/ui_assets.c server/ui_assets.h | deps
 
 $(B)/obj/server/http.o: server/ui_assets.h
 
-$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ) $(UI_OBJ) | deps
+$(B)/codexray-server: $(call obj,$(COMMON_SRC) $(SERVER_SRC) $(SERVER_MAIN)) $(PB_OBJ) $(QUERIER_PB_OBJ) $(UI_OBJ) | deps
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)
 
 # The arm64 binaries from a plain make on another host (make test-arm64

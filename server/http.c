@@ -348,6 +348,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     bool batch = strcmp(url, "/api/v1/profiles/batch") == 0;
     bool pyro = strcmp(url, "/ingest") == 0 || strcmp(url, "/pyroscope/ingest") == 0;
     bool ingest = batch || pyro || strcmp(url, "/api/v1/profiles") == 0;
+    bool connect = post && strncmp(url, CONNECT_PREFIX, strlen(CONNECT_PREFIX)) == 0;
 
     (void)version;
     if (!rq) {
@@ -379,6 +380,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                      rq->dbg_why, sizeof(rq->dbg_why));
             if (!rq->dbg_up)
                 return http_respond_error(h, c, 413, rq->dbg_why);
+        }
+        if (connect) {
+            /* Grafana's Pyroscope data source: a small body (the key is
+             * checked once it is read: a client still sending it would
+             * see a broken pipe rather than the answer). */
+            const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+            if (cl && strtoull(cl, NULL, 10) > CONNECT_MAX_BODY)
+                return http_connect__error(h, c, 429, "resource_exhausted",
+                                           "a request body larger than 1 MiB");
         }
         if (post && ingest) {
             /* Refuse before reading a byte when we can. */
@@ -431,6 +441,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (pyro)
             return http_pyroscope__ingest(h, c, rq->body.data ? rq->body.data : "", rq->body.len);
         return h_ingest(h, c, rq);
+    }
+    if (connect) {
+        if (!has_key(c, h->opts.read_api_key))
+            return http_connect__error(h, c, 401, "unauthenticated",
+                                       "missing or wrong read API key: send "
+                                       "Authorization: Bearer KEY (--read-api-key)");
+        if (rq->too_big)
+            return http_connect__error(h, c, 429, "resource_exhausted", "request body too large");
+        return http_connect__handle(h, c, url, rq->body.data ? rq->body.data : "", rq->body.len);
     }
     if (dbg_put)
         return h_debuginfod_put(h, c, rq);

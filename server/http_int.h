@@ -1,7 +1,7 @@
 /* What http.c (the daemon, routing, ingest, the UI's files), http_api.c
  * (the read API and /metrics), http_batch.c (many profiles in one
- * upload) and http_pyroscope.c (Pyroscope's push API) share; only they
- * include it. */
+ * upload), http_pyroscope.c (Pyroscope's push API) and http_connect.c
+ * (Pyroscope's querier API) share; only they include it. */
 #ifndef CODEXRAY_SERVER_HTTP_INT_H
 #define CODEXRAY_SERVER_HTTP_INT_H
 
@@ -96,6 +96,25 @@ bool http_authorized_basic(struct http *h, struct MHD_Connection *c);
  * of CPU under an ingest slot; 200 with an empty body once stored. */
 enum MHD_Result http_pyroscope__ingest(struct http *h, struct MHD_Connection *c, const void *body,
                                        size_t len);
+
+/* --- http_connect.c --- */
+
+/* Pyroscope's querier API: POST CONNECT_PREFIX + METHOD. */
+#define CONNECT_PREFIX "/querier.v1.QuerierService/"
+/* Its requests are a few strings: a larger body is refused. */
+#define CONNECT_MAX_BODY (1 << 20)
+
+/* A Connect error: status with {"code": code, "message": msg}, counted by
+ * its reject reason. */
+enum MHD_Result http_connect__error(struct http *h, struct MHD_Connection *c, unsigned status,
+                                    const char *code, const char *msg);
+/* POST /querier.v1.QuerierService/METHOD, the read key already checked:
+ * body (len bytes, binary protobuf or protojson by Content-Type) answered
+ * in the same encoding, or a Connect error (invalid_argument 400,
+ * unimplemented 404 for another method, unavailable 503 when the store
+ * cannot answer). */
+enum MHD_Result http_connect__handle(struct http *h, struct MHD_Connection *c, const char *url,
+                                     const void *body, size_t len);
 
 /* --- http_batch.c --- */
 

@@ -217,6 +217,7 @@ struct tree {
     struct node *n;
     size_t len, cap;
     struct hmap *children; /* (parent, name) -> node index, for wide parents only */
+    bool raw;              /* emit four int64_t a node rather than JSON text */
 };
 
 static int index_child(struct tree *t, uint32_t parent, uint32_t name, uint32_t child)
@@ -300,9 +301,15 @@ static int put_i64(char *p, int64_t v)
     return len + (int)sizeof(tmp) - n;
 }
 
-/* Appends ",a,b,c,d" (or without the comma) straight into out. */
-static int put_node(struct buf *out, bool comma, int64_t a, int64_t b, int64_t c, int64_t d)
+/* Appends ",a,b,c,d" (or without the comma) straight into out; in a raw
+ * tree, the four int64_t. */
+static int put_node(const struct tree *t, struct buf *out, bool comma, int64_t a, int64_t b,
+                    int64_t c, int64_t d)
 {
+    if (t->raw) {
+        int64_t v[4] = {a, b, c, d};
+        return buf__append(out, v, sizeof(v));
+    }
     int err = buf__reserve(out, 4 * 21 + 4);
 
     if (err)
@@ -505,7 +512,7 @@ static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
         else
             kids++;
     }
-    return put_node(out, !first, i == 0 ? 0 : (int64_t)t->n[i].name + 2, t->n[i].total,
+    return put_node(t, out, !first, i == 0 ? 0 : (int64_t)t->n[i].name + 2, t->n[i].total,
                     t->n[i].self, kids + (other > 0));
 }
 
@@ -540,7 +547,7 @@ static int emit(struct tree *t, struct buf *out)
         for (uint32_t c = t->n[done].first_child; c != NONE; c = t->n[c].next_sibling)
             if (t->n[c].folded)
                 sat__acc(&other, t->n[c].total);
-        if (other > 0 && (err = put_node(out, true, 1, other, other, 0)))
+        if (other > 0 && (err = put_node(t, out, true, 1, other, other, 0)))
             goto out;
         next = depth ? t->n[done].next_sibling : NONE;
     }
@@ -562,38 +569,49 @@ static int function_strings(struct buf *out, const struct store_merged *m, bool 
     return err;
 }
 
-int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out)
+/* Builds the tree of m's stacks in t (folded to max_nodes when > 0);
+ * *total and *samples summed. Returns 0 or -ENOMEM (t freed by the
+ * caller either way). */
+static int build_tree(struct tree *t, const struct store_merged *m, size_t max_nodes,
+                      int64_t *total, int64_t *samples)
 {
-    struct tree t = {0};
-    int64_t total = 0, samples = 0;
-    int err = -ENOMEM;
-
-    t.cap = 1024;
-    t.n = malloc(t.cap * sizeof(*t.n));
-    t.children = hmap__new();
-    if (!t.n || !t.children)
-        goto out;
-    t.n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, 0, false};
-    t.len = 1;
+    t->cap = 1024;
+    t->n = malloc(t->cap * sizeof(*t->n));
+    t->children = hmap__new();
+    if (!t->n || !t->children)
+        return -ENOMEM;
+    t->n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, 0, false};
+    t->len = 1;
     for (size_t i = 0; i < m->nstacks; i++) {
         const struct store_merged_stack *s = &m->stacks[i];
         uint32_t cur = 0;
         /* Saturating: many profiles' CPU can pass 64 bits, and a total
          * wrapped negative would draw nothing. */
-        sat__acc(&t.n[0].total, s->cpu_ns);
-        sat__acc(&total, s->cpu_ns);
-        sat__acc(&samples, s->samples);
+        sat__acc(&t->n[0].total, s->cpu_ns);
+        sat__acc(total, s->cpu_ns);
+        sat__acc(samples, s->samples);
         for (uint32_t j = s->nframes; j-- > 0;) {
-            long c = tree_child(&t, cur, s->frames[j]);
+            long c = tree_child(t, cur, s->frames[j]);
             if (c < 0)
-                goto out;
+                return -ENOMEM;
             cur = c;
-            sat__acc(&t.n[cur].total, s->cpu_ns);
+            sat__acc(&t->n[cur].total, s->cpu_ns);
         }
-        sat__acc(&t.n[cur].self, s->cpu_ns);
+        sat__acc(&t->n[cur].self, s->cpu_ns);
     }
-    if (max_nodes && fold_smallest(&t, max_nodes) < 0)
-        goto out; /* err is -ENOMEM */
+    if (max_nodes && fold_smallest(t, max_nodes) < 0)
+        return -ENOMEM;
+    return sort_children(t);
+}
+
+int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out)
+{
+    struct tree t = {0};
+    int64_t total = 0, samples = 0;
+    int err;
+
+    if ((err = build_tree(&t, m, max_nodes, &total, &samples)))
+        goto out;
     /* names: "all" (the root), "other" (folded nodes), then the functions,
      * so a function's name index is its index + 2. */
     if ((err = json__raw(out, "{\"unit\":\"nanoseconds\",\"total\":")) ||
@@ -606,10 +624,22 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
         (err = json__raw(out, "],\"files\":[\"\",\"\"")) ||
         (err = function_strings(out, m, true)) || (err = json__raw(out, "],\"nodes\":[")))
         goto out;
-    if ((err = buf__reserve(out, t.len * 24)) || (err = sort_children(&t)) || (err = emit(&t, out)))
+    if ((err = buf__reserve(out, t.len * 24)) || (err = emit(&t, out)))
         goto out;
     err = json__raw(out, "]}");
 out:
+    free(t.n);
+    hmap__free(t.children);
+    return err;
+}
+
+int query__flamegraph_nodes(const struct store_merged *m, size_t max_nodes, struct buf *out)
+{
+    struct tree t = {.raw = true};
+    int64_t total = 0, samples = 0;
+    int err = build_tree(&t, m, max_nodes, &total, &samples);
+
+    err = err ?: emit(&t, out);
     free(t.n);
     hmap__free(t.children);
     return err;

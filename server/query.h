@@ -46,4 +46,10 @@ int query__write_collapsed(const struct store_merged *m, struct buf *out);
  * tree's nodes whatever its shape (wide or deep). */
 int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, struct buf *out);
 
+/* The same tree's nodes as query__write_flamegraph's "nodes", each four
+ * int64_t in out (name, total, self, children; name 0 the root, 1
+ * "other", i + 2 function i), in the same order. Returns 0 or -errno
+ * (-E2BIG past out's cap). */
+int query__flamegraph_nodes(const struct store_merged *m, size_t max_nodes, struct buf *out);
+
 #endif

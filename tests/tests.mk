@@ -7,7 +7,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
-              test_ingest test_store test_http test_http_pyroscope test_ch_sql test_store_common \
+              test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql test_store_common \
               test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
               test_debuginfod
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
@@ -58,13 +58,14 @@ $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
-HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c server/pyroscope.c
-$(B)/tests/test_http $(B)/tests/test_http_pyroscope: $(B)/tests/%: tests/unit/%.c \
-    tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
-    $(SERVER_TEST_OBJS) $(call obj,$(HTTP_SRC)) $(UI_OBJ)
+HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
+            server/pyroscope.c server/http_connect.c server/connect_req.c server/connect_flame.c
+$(B)/tests/test_http $(B)/tests/test_http_pyroscope $(B)/tests/test_http_connect: $(B)/tests/%: \
+    tests/unit/%.c tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
+    $(SERVER_TEST_OBJS) $(call obj,$(HTTP_SRC)) $(QUERIER_PB_OBJ) $(UI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) \
-	    $(call obj,$(HTTP_SRC)) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
+	    $(call obj,$(HTTP_SRC)) $(QUERIER_PB_OBJ) $(UI_OBJ) $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
 
 # The server's debuginfod paths.
 $(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,server/debuginfod.c)
@@ -378,9 +379,10 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# The Pyroscope tests' client: @pyroscope/nodejs from the npm registry (its
-# @datadog/pprof ships prebuilt native modules), pinned by
-# tests/pyroscope/package-lock.json.
+# The Pyroscope tests' clients, from the npm registry, pinned by
+# tests/pyroscope/package-lock.json: @pyroscope/nodejs (its @datadog/pprof
+# ships prebuilt native modules), and Connect's client (@connectrpc/*) with
+# buf and protoc-gen-es, which generate its code from server/proto.
 PYRO_DEPS := tests/pyroscope/node_modules/.package-lock.json
 $(PYRO_DEPS): tests/pyroscope/package.json tests/pyroscope/package-lock.json
 	cd tests/pyroscope && npm ci --no-audit --no-fund --loglevel=error
@@ -428,7 +430,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_http_pyroscope test_ch_sql \
+             test_varint test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql \
              test_store_common test_batch \
              test_list
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
@@ -439,11 +441,16 @@ $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 
 # The HTTP layer's: http.c sanitized too, and the UI's table as it is (data).
 SAN_HTTP_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(filter-out server/pyroscope.c,$(HTTP_SRC)))
-$(B)/san/tests/test_http $(B)/san/tests/test_http_pyroscope: $(B)/san/tests/%: tests/unit/%.c \
-    $(SAN_OBJ) $(SAN_HTTP_OBJ) $(UI_OBJ)
+SAN_QUERIER_PB_OBJ := $(B)/san/obj/gen/querier/v1/querier.pb-c.o $(B)/san/obj/gen/types/v1/types.pb-c.o
+$(SAN_QUERIER_PB_OBJ): $(B)/san/obj/gen/%.pb-c.o: $(B)/gen/%.pb-c.c $(B)/gen/querier/v1/querier.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
+$(B)/san/obj/server/http_connect.o $(B)/san/obj/server/connect_req.o: $(B)/gen/querier/v1/querier.pb-c.h
+$(B)/san/tests/test_http $(B)/san/tests/test_http_pyroscope $(B)/san/tests/test_http_connect: \
+    $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ) $(SAN_HTTP_OBJ) $(SAN_QUERIER_PB_OBJ) $(UI_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
-	    $(SAN_OBJ) $(SAN_HTTP_OBJ) $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
+	    $(SAN_OBJ) $(SAN_HTTP_OBJ) $(SAN_QUERIER_PB_OBJ) $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
 
 sanitize: $(SAN_BINS)
 	@tests/run_unit.sh $(SAN_BINS)
@@ -463,23 +470,35 @@ $(B)/fuzz/fuzz_pyroscope: tests/fuzz/fuzz_pyroscope.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) $(SAN_LIBS)
 
+# The readers of the querier API (server/connect_req.c): requests in JSON
+# and binary, label selectors.
+$(B)/fuzz/fuzz_connect: tests/fuzz/fuzz_connect.c $(SAN_OBJ) $(B)/san/obj/server/connect_req.o \
+    $(SAN_QUERIER_PB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -fsanitize=fuzzer $(SAN_CFLAGS) -o $@ $< $(SAN_OBJ) \
+	    $(B)/san/obj/server/connect_req.o $(SAN_QUERIER_PB_OBJ) $(SAN_LIBS)
+
 # make fuzz FUZZ_TIME=600: the targets for that long in all, from their seed
 # corpora: the ingest path (tests/fuzz/corpus, written by
-# tests/fuzz/make_corpus.py) four sixths of it, the list reader
-# (tests/fuzz/corpus_list) and the Pyroscope readers
-# (tests/fuzz/corpus_pyroscope) a sixth each. What they find grows
+# tests/fuzz/make_corpus.py) three sixths of it, the list reader
+# (tests/fuzz/corpus_list), the Pyroscope readers
+# (tests/fuzz/corpus_pyroscope) and the querier API's
+# (tests/fuzz/corpus_connect) a sixth each. What they find grows
 # build/fuzz/corpus*; a crash is saved as build/fuzz/crash-*.
 FUZZ_TIME ?= 300
 FUZZ_LIST_TIME = $(shell expr $(FUZZ_TIME) / 6 + 1)
-FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - 2 \* $(FUZZ_TIME) / 6)
-fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list $(B)/fuzz/fuzz_pyroscope
-	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list $(B)/fuzz/corpus_pyroscope
+FUZZ_INGEST_TIME = $(shell expr $(FUZZ_TIME) - 3 \* $(FUZZ_TIME) / 6)
+fuzz: $(B)/fuzz/fuzz_ingest $(B)/fuzz/fuzz_list $(B)/fuzz/fuzz_pyroscope $(B)/fuzz/fuzz_connect
+	@mkdir -p $(B)/fuzz/corpus $(B)/fuzz/corpus_list $(B)/fuzz/corpus_pyroscope \
+	    $(B)/fuzz/corpus_connect
 	cd $(B)/fuzz && ./fuzz_ingest -max_total_time=$(FUZZ_INGEST_TIME) -rss_limit_mb=2048 -timeout=30 \
 	    -print_final_stats=1 corpus $(abspath tests/fuzz/corpus)
 	cd $(B)/fuzz && ./fuzz_list -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
 	    -max_len=8192 -print_final_stats=1 corpus_list $(abspath tests/fuzz/corpus_list)
 	cd $(B)/fuzz && ./fuzz_pyroscope -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
 	    -max_len=16384 -print_final_stats=1 corpus_pyroscope $(abspath tests/fuzz/corpus_pyroscope)
+	cd $(B)/fuzz && ./fuzz_connect -max_total_time=$(FUZZ_LIST_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=16384 -print_final_stats=1 corpus_connect $(abspath tests/fuzz/corpus_connect)
 
 # make test's share: a minute, all targets.
 fuzz-check:

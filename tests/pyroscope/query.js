@@ -1,0 +1,208 @@
+// Pyroscope's querier API of codexray-server called as Grafana's
+// "Grafana Pyroscope" data source calls it: the real Connect client
+// (@connectrpc/connect-node, pinned by package-lock.json) with code that
+// protoc-gen-es generated from Pyroscope's .proto files (server/proto; `npx
+// buf generate`, buf.gen.yaml), in binary protobuf and in JSON. Every answer
+// is checked against our own API (/api/v1/...) for the same query, and the
+// flame graph is rebuilt from its levels exactly as Grafana's levelsToTree
+// does (grafana/grafana, pkg/tsdb/grafana-pyroscope-datasource) and compared
+// node by node with our /api/v1/profile?format=flamegraph tree.
+// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S
+// Prints one line per check; exits 1 on the first mismatch.
+"use strict";
+const { createClient, ConnectError, Code } = require("@connectrpc/connect");
+const { createConnectTransport } = require("@connectrpc/connect-node");
+const { QuerierService, ProfileFormat } = require("./gen/querier/v1/querier_pb");
+
+const [url, key, app, fromS, toS] = process.argv.slice(2);
+const start = BigInt(fromS) * 1000n, end = BigInt(toS) * 1000n;
+const TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+
+function fail(msg) {
+    console.error("FAIL: " + msg);
+    process.exit(1);
+}
+
+function same(what, got, want) {
+    const g = JSON.stringify(got), w = JSON.stringify(want);
+    if (g !== w)
+        fail(`${what}:\n  got  ${g.slice(0, 2000)}\n  want ${w.slice(0, 2000)}`);
+    console.log(`ok ${what}`);
+}
+
+async function ours(path) {
+    const r = await fetch(url + path, { headers: { Authorization: "Bearer " + key } });
+    if (r.status !== 200)
+        fail(`${path}: ${r.status} ${await r.text()}`);
+    return r.json();
+}
+
+function client(binary, withKey = true) {
+    const transport = createConnectTransport({
+        baseUrl: url,
+        httpVersion: "1.1",
+        useBinaryFormat: binary,
+        interceptors: withKey ? [(next) => async (req) => {
+            req.header.set("Authorization", "Bearer " + key);
+            return next(req);
+        }] : [],
+    });
+    return createClient(QuerierService, transport);
+}
+
+// Grafana's levelsToTree, step by step: each level's items are given as
+// [offset from the previous item's end, total, self, name index]; an item
+// goes to the first parent (of the level above, in order) whose span holds
+// it; the root's name is names[levels[0].values[0]].
+function levelsToTree(levels, names) {
+    if (levels.length === 0)
+        return null;
+    const v0 = levels[0].values.map(Number);
+    const tree = { start: 0, value: v0[1], self: v0[2], name: names[v0[0]], nodes: [] };
+    let parents = [tree];
+    for (let level = 1; level < levels.length; level++) {
+        if (parents.length === 0)
+            fail(`levelsToTree: no parents left at level ${level}`);
+        const values = levels[level].values.map(Number);
+        const next = [];
+        let parent = parents.shift();
+        let offset = 0;
+        for (let i = 0; i < values.length;) {
+            const itemStart = values[i] + offset, itemValue = values[i + 1];
+            const itemEnd = itemStart + itemValue, parentEnd = parent.start + parent.value;
+            if (itemStart >= parent.start && itemEnd <= parentEnd) {
+                const item = { start: itemStart, value: itemValue, self: values[i + 2],
+                               name: names[values[i + 3]], nodes: [] };
+                parent.nodes.push(item);
+                next.push(item);
+                i += 4;
+                offset = itemEnd;
+            } else {
+                if (parents.length === 0)
+                    fail(`levelsToTree: item ${i / 4} of level ${level} fits no parent`);
+                parent = parents.shift();
+            }
+        }
+        parents = next;
+    }
+    return tree;
+}
+
+// Both trees as {name, value, self, children} in their order.
+function plain(t) {
+    return { name: t.name, value: t.value, self: t.self, children: t.nodes.map(plain) };
+}
+
+// Our /api/v1/profile?format=flamegraph: nodes depth-first, four numbers a
+// node (name, total, self, children); the root named "total" as Pyroscope
+// names it.
+function ourTree(fg) {
+    let i = 0;
+    function node() {
+        const [n, total, self, kids] = fg.nodes.slice(i, i + 4);
+        i += 4;
+        const t = { name: i === 4 ? "total" : fg.names[n], value: total, self, children: [] };
+        for (let k = 0; k < kids; k++)
+            t.children.push(node());
+        return t;
+    }
+    return node();
+}
+
+async function expectCode(what, p, code) {
+    try {
+        await p;
+    } catch (e) {
+        const ce = ConnectError.from(e);
+        if (ce.code !== code)
+            fail(`${what}: code ${Code[ce.code]} (${ce.rawMessage}), want ${Code[code]}`);
+        console.log(`ok ${what}: ${Code[code]}: ${ce.rawMessage}`);
+        return;
+    }
+    fail(`${what}: no error`);
+}
+
+async function run(binary) {
+    const c = client(binary), tag = binary ? "binary" : "json";
+    const sel = `{service_name="${app}"}`;
+
+    const pt = await c.profileTypes({ start, end });
+    same(`${tag} ProfileTypes`, pt.profileTypes.map((t) => [t.ID, t.name, t.sampleType,
+        t.sampleUnit, t.periodType, t.periodUnit]),
+         [[TYPE, "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds"]]);
+
+    const apps = (await ours(`/api/v1/applications?from=${fromS}&to=${toS}`)).applications;
+    const mine = apps.find((a) => a.name === app);
+    if (!mine)
+        fail(`${app} is not among /api/v1/applications`);
+    const svc = await c.labelValues({ name: "service_name", start, end });
+    same(`${tag} LabelValues service_name`, svc.names, apps.map((a) => a.name).sort());
+    const hosts = await c.labelValues({ name: "host", matchers: [sel], start, end });
+    same(`${tag} LabelValues host ${sel}`, hosts.names, [...mine.hosts].sort());
+
+    const labels = await ours(`/api/v1/labels?app=${app}&from=${fromS}&to=${toS}`);
+    const names = await c.labelNames({ matchers: [sel], start, end });
+    const want = ["service_name", ...Object.keys(labels).filter((k) => labels[k].length)].sort();
+    same(`${tag} LabelNames ${sel}`, names.names, want);
+    for (const k of Object.keys(labels).filter((k) => k !== "host" && labels[k].length)) {
+        const v = await c.labelValues({ name: k, matchers: [sel], start, end });
+        same(`${tag} LabelValues ${k} ${sel}`, v.names, [...labels[k]].sort());
+    }
+
+    // SelectSeries: CPU ns a step; our timeline has cores (CPU ns / step ns).
+    const step = 60;
+    const tl = await ours(`/api/v1/timeline?app=${app}&from=${fromS}&to=${toS}&step=${step}`);
+    const ss = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end, step,
+                                      groupBy: ["service_name"] });
+    if (ss.series.length !== 1)
+        fail(`${tag} SelectSeries: ${ss.series.length} series, want 1`);
+    same(`${tag} SelectSeries labels`, ss.series[0].labels.map((l) => [l.name, l.value]),
+         [["service_name", app]]);
+    const got = ss.series[0].points.map((p) => [Number(p.timestamp), p.value / (step * 1e9)]);
+    const wantPts = tl.cpu_cores.map((v, i) => [Math.round((tl.from + i * step) * 1000), v]);
+    if (got.length !== wantPts.length)
+        fail(`${tag} SelectSeries: ${got.length} points, want ${wantPts.length}`);
+    for (let i = 0; i < got.length; i++)
+        if (got[i][0] !== wantPts[i][0] || Math.abs(got[i][1] - wantPts[i][1]) > 1e-9 * Math.max(1, wantPts[i][1]))
+            fail(`${tag} SelectSeries point ${i}: ${got[i]} want ${wantPts[i]}`);
+    console.log(`ok ${tag} SelectSeries: ${got.length} points as /api/v1/timeline`);
+    const byHost = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end,
+                                          step, groupBy: ["host"] });
+    same(`${tag} SelectSeries by host`, byHost.series.map((s) => s.labels[0].value).sort(),
+         [...mine.hosts].sort());
+
+    // SelectMergeStacktraces, with and without max_nodes, by = and by regex.
+    for (const [selector, maxNodes] of [[sel, 0n], [sel, 5n],
+                                         [`{service_name=~"${app}|no-such-app", host!="no-such-host"}`, 0n]]) {
+        const r = await c.selectMergeStacktraces({ profileTypeID: TYPE, labelSelector: selector,
+                                                   start, end, maxNodes });
+        const fg = r.flamegraph;
+        const tree = plain(levelsToTree(fg.levels, fg.names));
+        const q = `app=${app}&from=${fromS}&to=${toS}&format=flamegraph` +
+                  (maxNodes ? `&max_nodes=${maxNodes}` : "");
+        const our = ourTree(await ours(`/api/v1/profile?${q}`));
+        same(`${tag} SelectMergeStacktraces ${selector} max_nodes=${maxNodes} (levelsToTree)`,
+             tree, our);
+        if (Number(fg.total) !== our.value)
+            fail(`${tag} flamegraph total ${fg.total} want ${our.value}`);
+    }
+
+    // Errors as Connect errors.
+    await expectCode(`${tag} bad selector`, c.selectMergeStacktraces({ profileTypeID: TYPE,
+        labelSelector: "{service_name=}", start, end }), Code.InvalidArgument);
+    await expectCode(`${tag} bad regex`, c.selectMergeStacktraces({ profileTypeID: TYPE,
+        labelSelector: '{service_name=~"("}', start, end }), Code.InvalidArgument);
+    await expectCode(`${tag} other profile type`, c.selectSeries({
+        profileTypeID: "memory:alloc_space:bytes:space:bytes", labelSelector: sel, start, end,
+        step: 60 }), Code.InvalidArgument);
+    await expectCode(`${tag} tree format`, c.selectMergeStacktraces({ profileTypeID: TYPE,
+        labelSelector: sel, start, end, format: ProfileFormat.TREE }), Code.Unimplemented);
+    await expectCode(`${tag} no key`, client(binary, false).profileTypes({}),
+                     Code.Unauthenticated);
+}
+
+(async () => {
+    await run(true);
+    await run(false);
+    console.log("all ok");
+})().catch((e) => fail(e.stack || String(e)));
