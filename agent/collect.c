@@ -166,6 +166,24 @@ static void sync_one(void *ctx, struct proc *p)
     sync_skip(ctx, p);
 }
 
+/* The processes the start-up's first pass put in the skip map, to check
+ * against the table once it is read; past PRE_SKIP_MAX they wait for the
+ * table (their samples are dropped in user space meanwhile). */
+#define PRE_SKIP_MAX 256
+struct pre_skip {
+    struct collector *c;
+    uint32_t tgid[PRE_SKIP_MAX];
+    unsigned n;
+};
+
+static void pre_skip_one(void *ctx, uint32_t tgid)
+{
+    struct pre_skip *pre = ctx;
+
+    if (pre->n < PRE_SKIP_MAX && sampler__skip(pre->c->sampler, tgid, true) == 0)
+        pre->tgid[pre->n++] = tgid;
+}
+
 unsigned collector__scan(struct collector *c, uint32_t only_tgid)
 {
     uint64_t now = clock__mono_ns();
@@ -176,11 +194,24 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
         sync_skip(c, p);
         return p != NULL;
     }
+    /* Excluded processes go into the skip map first, from their environ
+     * alone: the whole scan below reads every process's maps and can take
+     * seconds on a busy machine, and BPF samples from the start (at load 9
+     * three samples of an excluded process reached user space meanwhile). */
+    struct pre_skip pre = {c, {0}, 0};
+    procs__scan_disabled(c->procs, pre_skip_one, &pre);
     n = procs__scan(c->procs, now);
     c->alive_checked_ns = now; /* the scan has just read /proc */
-    /* Excluded processes go into the skip map now, not at their first
-     * sample: BPF then never hands over a sample of theirs. */
+    /* Then the table's view, which the exit and exec events keep current. */
     procs__each(c->procs, sync_one, c);
+    /* A pid skipped first that the table does not hold as excluded (gone
+     * since, or exec'd into a program that is profiled) leaves the map: the
+     * pid may come back as another process. */
+    for (unsigned i = 0; i < pre.n; i++) {
+        struct proc *p = procs__get(c->procs, pre.tgid[i], NULL, now);
+        if (!p || !p->skipped)
+            sampler__skip(c->sampler, pre.tgid[i], false);
+    }
     return n;
 }
 

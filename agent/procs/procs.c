@@ -455,6 +455,30 @@ unsigned procs__scan(struct procs *ps, uint64_t now_ns)
     return n;
 }
 
+unsigned procs__scan_disabled(struct procs *ps, void (*fn)(void *ctx, uint32_t tgid), void *ctx)
+{
+    DIR *d = opendir(ps->proc_root);
+    struct dirent *de;
+    unsigned n = 0;
+
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        if (!all_digits(de->d_name))
+            continue;
+        unsigned long tgid = strtoul(de->d_name, NULL, 10);
+        if (tgid == 0 || tgid > UINT32_MAX)
+            continue;
+        size_t len = read_capped(ps, (uint32_t)tgid, "environ", ENVIRON_MAX);
+        if (identity__profiling_disabled(ps->scratch.data, len)) {
+            fn(ctx, (uint32_t)tgid);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
 void procs__sweep(struct procs *ps, uint64_t exited_before_ns, bool check_alive)
 {
     char path[128];

@@ -100,6 +100,13 @@ struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);
 /* Reads every process in /proc now (at start). Returns how many. */
 unsigned procs__scan(struct procs *ps, uint64_t now_ns);
 
+/* Calls fn(ctx, tgid) for every process in /proc whose environment opts
+ * out (CODEXRAY_PROFILING=disabled), reading only each one's environ: the
+ * start-up's first pass, so those go into BPF's skip map before the full
+ * scan (maps, tables) that takes seconds on a busy machine. Adds nothing to
+ * the table. Returns how many were found. */
+unsigned procs__scan_disabled(struct procs *ps, void (*fn)(void *ctx, uint32_t tgid), void *ctx);
+
 /* Forgets processes that exited before `exited_before_ns`. With
  * check_alive, also asks /proc after every other process (an access() and
  * a read of its stat each): one /proc no longer has, or whose pid was

@@ -281,6 +281,43 @@ static void test_exec_named_by_cgroup_id(void **state)
         rmdir(slice);
 }
 
+static void found(void *ctx, uint32_t tgid)
+{
+    uint32_t *got = ctx;
+    assert_int_equal(*got, 0);
+    *got = tgid;
+}
+
+/* The start-up's first pass finds an excluded process from its environ
+ * alone, adds nothing to the table, and passes over the others (another
+ * value, a variable that only ends in the name, no environ at all). */
+static void test_scan_disabled(void **state)
+{
+    (void)state;
+    static const char off[] = "HOME=/\0CODEXRAY_PROFILING=disabled\0";
+    static const char other[] = "MY_CODEXRAY_PROFILING=disabled\0CODEXRAY_PROFILING=enabled\0";
+    char root[] = "/tmp/cx-procs-XXXXXX", dir[600], path[700];
+    uint32_t got = 0;
+
+    fake_proc(root);
+    put_bytes(root, "environ", off, sizeof(off) - 1);
+    snprintf(dir, sizeof(dir), "%s/%d", root, PID + 1);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof(path), "%s/environ", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(other, 1, sizeof(other) - 1, f), sizeof(other) - 1);
+    fclose(f);
+    snprintf(dir, sizeof(dir), "%s/%d", root, PID + 2); /* no environ: gone, or a kernel thread */
+    assert_int_equal(mkdir(dir, 0700), 0);
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    assert_int_equal(procs__scan_disabled(ps, found, &got), 1);
+    assert_int_equal(got, PID);
+    assert_int_equal(procs__count(ps), 0);
+    table_close(ps, bc, root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_sweep_asks_proc_when_told),
         cmocka_unit_test(test_interpreter_named_by_script),
         cmocka_unit_test(test_exec_named_by_cgroup_id),
+        cmocka_unit_test(test_scan_disabled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
