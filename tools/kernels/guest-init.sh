@@ -124,7 +124,15 @@ date -u +%s > $R/record.launched
 cpu_watch=$!
 $AGENT record --duration "$SECS" --output $R/record.pb.gz 2> $R/record.log
 echo $? > $R/record.rc
-kill $cpu_watch 2>/dev/null
+# The watcher's second copy comes $SECS after it saw the sampling line,
+# which can be after a quick agent has written its profile and exited:
+# wait for it (killed, it left no py.cpu1 once on sid), unless the agent
+# never sampled.
+if grep -q ' record: sample_rate_hz=' $R/record.log; then
+    wait $cpu_watch
+else
+    kill $cpu_watch 2>/dev/null
+fi
 e=$(cut -d' ' -f1 /proc/uptime)
 echo "$s $e" > $R/record.time
 if [ "$(cat $R/record.rc)" != 0 ]; then
