@@ -643,12 +643,16 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
 
     if ((err = build_tree(&t, m, max_nodes, &total, &samples)))
         goto out;
+    int64_t off = 0; /* the off-CPU time of the stacks drawn */
+    for (size_t i = 0; i < m->nstacks; i++)
+        sat__acc(&off, m->stacks[i].off_cpu_ns);
     /* names: "all" (the root), "other" (folded nodes), then the functions,
      * so a function's name index is its index + 2. */
     if ((err = json__raw(out, "{\"unit\":\"nanoseconds\",\"type\":\"")) ||
         (err = json__raw(out, query__value_name(m->value))) ||
         (err = json__raw(out, "\",\"total\":")) || (err = json__i64(out, total)) ||
         (err = json__raw(out, ",\"samples\":")) || (err = json__i64(out, samples)) ||
+        (err = json__raw(out, ",\"off_cpu\":")) || (err = json__i64(out, off)) ||
         (err = json__raw(out, ",\"profiles\":")) || (err = json__i64(out, m->profiles)) ||
         (err = json__raw(out, ",\"names\":[\"all\",\"other\"")))
         goto out;

@@ -44,12 +44,14 @@ int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to
 int query__write_collapsed(const struct store_merged *m, struct buf *out);
 
 /* The flame-graph tree of m->value (CPU, off-CPU or wall time) as JSON:
- *   {"unit":"nanoseconds","type":"cpu|off_cpu|wall","total":T,"samples":N,"profiles":P,
+ *   {"unit":"nanoseconds","type":"cpu|off_cpu|wall","total":T,"samples":N,"off_cpu":O,
+ *    "profiles":P,
  *    "names":["all","other",...],"files":["","",...],
  *    "nodes":[name,total,self,children, ...]}
  * nodes is flat, four integers a node in depth-first order (a node's
  * children follow it, widest first), the first node the root "all"; name
- * indexes names and files (function i is name i + 2). With max_nodes > 0,
+ * indexes names and files (function i is name i + 2); O the off-CPU time
+ * of the stacks drawn (all of it for off_cpu and wall, 0 when none). With max_nodes > 0,
  * the smallest nodes are folded into an "other" child of their parent until
  * at most max_nodes remain. Sums saturate at INT64_MAX. O(n log n) in the
  * tree's nodes whatever its shape (wide or deep). */

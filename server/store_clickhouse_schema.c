@@ -260,10 +260,11 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
         if (!v && ours && !same) {
             snprintf(err, errlen,
                      "clickhouse: database %s at %s holds tables of another schema than this "
-                     "server's (version %d), without a version: the first schema (version 1, "
-                     "made by the first codexray-server with ClickHouse), or tables not made "
-                     "by codexray-server; start the server with a new --clickhouse-database "
-                     "(drop the old one when its profiles are no longer needed)",
+                     "server's (version %d), without a version: an older schema (version 1, "
+                     "made by the first codexray-server with ClickHouse, or version 2 made "
+                     "before versions were kept), or tables not made by codexray-server; "
+                     "start the server with a new --clickhouse-database (drop the old one "
+                     "when its profiles are no longer needed)",
                      st->db, url, SCHEMA_VERSION);
             goto out;
         }
