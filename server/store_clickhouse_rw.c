@@ -424,8 +424,8 @@ out:
 /* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns,
  * off_cpu_ns) and the count C: the samples summed per stack key
  * (saturating; kind 0), and the count of profiles (kind 3), in RowBinary
- * (41 bytes a row, nothing to parse). Only keys and sums come back: the frames of a key never change,
- * and the server keeps them (store_clickhouse_frames.c). */
+ * (41 bytes a row, nothing to parse). Only keys and sums come back: the frames of a key never
+ * change, and the server keeps them (store_clickhouse_frames.c). */
 static int merge_sql(struct buf *sql, const char *R, const char *C)
 {
     static const char sums[] = CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM(
