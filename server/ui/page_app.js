@@ -223,14 +223,14 @@ async function loadGraph(st, q, p) {
         ui.fgBox.replaceChildren();
         fg.attach();
         st.tree = tree;
-        if ((!tree.n || !tree.total[0]) && tree.profiles && q.type !== 'cpu') {
+        if ((!tree.n || !tree.total[0]) && tree.profiles && q.type === 'off_cpu') {
             // Profiles, but none with this time: CPU-only agents.
             ui.fgBox.replaceChildren(message('empty',
                 `No off-CPU data of ${app} in the ${rangeLabel(from, to)}` +
                 `${host ? ' on ' + host : ''}${pid ? ' for pid ' + pid : ''}: ` +
                 `its ${tree.profiles} profile${tree.profiles > 1 ? 's' : ''} hold CPU time only.`,
                 'Off-CPU time (threads blocked on locks, I/O, sleeps) is recorded by agents started with --off-cpu ' +
-                '(config key off-cpu); it is off by default. The CPU view has this range\'s profiles.'));
+                '(config key off-cpu). The CPU view has this range\'s profiles.'));
             cx.ready = true;
             cx.noOffCpu = true;
             return;
@@ -273,7 +273,7 @@ function afterFirstFrame(st, tree, btree) {
     }
     if (cx.type === 'wall' && !tree.offCpu) {
         ui.notes.append(message('warn', 'No off-CPU data in this range: wall time here is CPU time alone.',
-            'Off-CPU time is recorded by agents started with --off-cpu (off by default).'));
+            'Off-CPU time is recorded by agents started with --off-cpu (config key off-cpu).'));
         cx.noOffCpu = true;
     }
     ui.notes.append(...unnamedNotes(tree));
