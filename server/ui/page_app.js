@@ -228,7 +228,7 @@ async function loadGraph(st, q, p) {
             ui.fgBox.replaceChildren(message('empty',
                 `No off-CPU data of ${app} in the ${rangeLabel(from, to)}` +
                 `${host ? ' on ' + host : ''}${pid ? ' for pid ' + pid : ''}: ` +
-                `its ${tree.profiles} profile${tree.profiles > 1 ? 's' : ''} hold CPU time only.`,
+                `${tree.profiles > 1 ? `its ${tree.profiles} profiles hold` : 'its profile holds'} CPU time only.`,
                 'Off-CPU time (threads blocked on locks, I/O, sleeps) is recorded by agents started with --off-cpu ' +
                 '(config key off-cpu). The CPU view has this range\'s profiles.'));
             cx.ready = true;

@@ -69,7 +69,7 @@ try {
     await page.fill('input[aria-label="search functions"]', '[off-CPU: lock]');
     await page.waitForFunction(() => (window.__cx.search || '').includes('of the time'));
     s = await state();
-    const pct = (100 * want.lock / want.off).toFixed(1) + '%';
+    const pct = (100 * want.lock / want.off).toFixed(1) + ' %'; // as format.js writes it
     check(s.search.includes(pct), `search: "${s.search}", want ${pct}`);
     await shot('offcpu-lock');
     log(`Off-CPU: ${(s.root / 1e9).toFixed(0)} s; search: ${s.search}`);
