@@ -1,6 +1,6 @@
 // The Profiling tab's type selector (CPU / Off-CPU / Wall) in headless
 // Chromium (tests/integration/browser_tests.py test_browser_offcpu fills
-// the server with offcpu_tests.py's profiles and runs this):
+// the server with offcpu_server_tests.py's profiles and runs this):
 //   node tests/browser/ui_offcpu.mjs URL OUTDIR FROM TO MID WANT
 // offsvc holds two profiles with off-CPU time (at FROM+... and MID), cpuonly
 // one without; WANT is the known answer, JSON: {cpu, off, lock} in ns over
