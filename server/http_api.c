@@ -239,7 +239,7 @@ static int json_cores(struct buf *b, enum store_value v, const int64_t *cpu, siz
 }
 
 /* ,"group_by":LABEL,"values":N,"capped":B,"groups":[{"value":V|null,
- * "share":S,"cpu_cores":[...]},...] */
+ * "share":S,"TYPE_cores":[...]},...], TYPE v's name (cpu, off_cpu, wall) */
 static int json_groups(struct buf *b, enum store_value v, const char *label,
                        const struct breakdown *bd, int64_t step)
 {
