@@ -52,6 +52,30 @@ static int json_strs(struct buf *b, const char *key, char *const *v, size_t n, b
     return err ?: json__raw(b, "]");
 }
 
+/* type=cpu|off_cpu|wall (absent: cpu). Returns 0 or -1 with msg. */
+static int value_of(struct MHD_Connection *c, enum store_value *v, char *msg, size_t n)
+{
+    const char *t = http_arg(c, "type");
+
+    if (query__parse_value(t, v)) {
+        snprintf(msg, n, "type: '%.60s' is none of cpu, off_cpu, wall", t);
+        return -1;
+    }
+    return 0;
+}
+
+/* Orders apps by their value of *v (ctx), most first, then by name. */
+static int cmp_app_value(const void *a, const void *b, void *ctx)
+{
+    const struct store_app *x = a, *y = b;
+    enum store_value v = *(const enum store_value *)ctx;
+    int64_t vx = store_value__of(v, x->cpu_ns, x->off_cpu_ns);
+    int64_t vy = store_value__of(v, y->cpu_ns, y->off_cpu_ns);
+    if (vx != vy)
+        return vx > vy ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
 enum MHD_Result http_api__applications(struct http *h, struct MHD_Connection *c)
 {
     int64_t from, to;
@@ -61,10 +85,14 @@ enum MHD_Result http_api__applications(struct http *h, struct MHD_Connection *c)
     struct buf b;
     int err;
 
-    if (parse_range(c, &from, &to, msg, sizeof(msg)))
+    enum store_value v;
+
+    if (parse_range(c, &from, &to, msg, sizeof(msg)) || value_of(c, &v, msg, sizeof(msg)))
         return http_respond_error(h, c, 400, msg);
     if ((err = store__applications(h->st, from, to, &apps, &n)))
         return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
+    if (n)
+        qsort_r(apps, n, sizeof(*apps), cmp_app_value, &v);
     buf__init(&b, 64u << 20);
     err = json__raw(&b, "{\"applications\":[");
     for (size_t i = 0; i < n && !err; i++) {
@@ -75,6 +103,8 @@ enum MHD_Result http_api__applications(struct http *h, struct MHD_Connection *c)
         err = err ?: json__f64(&b, apps[i].last_seen_ns / 1e9);
         err = err ?: json__raw(&b, ",\"cpu_cores\":");
         err = err ?: json__f64(&b, (double)apps[i].cpu_ns / (double)(to - from));
+        err = err ?: json__raw(&b, ",\"off_cpu_cores\":");
+        err = err ?: json__f64(&b, (double)apps[i].off_cpu_ns / (double)(to - from));
         err = err ?: json__raw(&b, "}");
     }
     err = err ?: json__raw(&b, "]}\n");
@@ -106,6 +136,8 @@ static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, 
         if (q->identity[i] && !*q->identity[i])
             q->identity[i] = NULL;
     }
+    if (value_of(c, &q->value, msg, n))
+        return -1;
     return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
 }
 
@@ -192,10 +224,13 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     return http_respond_buf(c, 200, type, &b);
 }
 
-/* Appends "cpu_cores":[...] (cpu per step as cores). */
-static int json_cores(struct buf *b, const int64_t *cpu, size_t n, int64_t step)
+/* Appends "TYPE_cores":[...] (the value per step over the step: cores busy
+ * for CPU, threads blocked for off-CPU, both for wall). */
+static int json_cores(struct buf *b, enum store_value v, const int64_t *cpu, size_t n, int64_t step)
 {
-    int err = json__raw(b, "\"cpu_cores\":[");
+    int err = json__raw(b, "\"");
+    err = err ?: json__raw(b, query__value_name(v));
+    err = err ?: json__raw(b, "_cores\":[");
     for (size_t i = 0; i < n && !err; i++) {
         err = i ? json__raw(b, ",") : 0;
         err = err ?: json__f64(b, (double)cpu[i] / (double)step);
@@ -204,8 +239,9 @@ static int json_cores(struct buf *b, const int64_t *cpu, size_t n, int64_t step)
 }
 
 /* ,"group_by":LABEL,"values":N,"capped":B,"groups":[{"value":V|null,
- * "share":S,"cpu_cores":[...]},...] */
-static int json_groups(struct buf *b, const char *label, const struct breakdown *bd, int64_t step)
+ * "share":S,"TYPE_cores":[...]},...], TYPE v's name (cpu, off_cpu, wall) */
+static int json_groups(struct buf *b, enum store_value v, const char *label,
+                       const struct breakdown *bd, int64_t step)
 {
     int err = json__raw(b, ",\"group_by\":");
     err = err ?: json__str(b, label);
@@ -220,7 +256,7 @@ static int json_groups(struct buf *b, const char *label, const struct breakdown 
         err = err ?: json__raw(b, ",\"share\":");
         err = err ?: json__f64(b, bd->total_ns ? (double)x->total_ns / (double)bd->total_ns : 0);
         err = err ?: json__raw(b, ",");
-        err = err ?: json_cores(b, x->cpu_ns, bd->nsteps, step);
+        err = err ?: json_cores(b, v, x->cpu_ns, bd->nsteps, step);
         err = err ?: json__raw(b, "}");
     }
     return err ?: json__raw(b, "]");
@@ -268,9 +304,11 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
     err = err ?: json__f64(&b, q.from_ns / 1e9);
     err = err ?: json__raw(&b, ",\"step\":");
     err = err ?: json__f64(&b, step / 1e9);
-    err = err ?: json__raw(&b, ",");
-    err = err ?: json_cores(&b, cpu, n, step);
-    err = err ?: (bd ? json_groups(&b, gb, bd, step) : 0);
+    err = err ?: json__raw(&b, ",\"type\":\"");
+    err = err ?: json__raw(&b, query__value_name(q.value));
+    err = err ?: json__raw(&b, "\",");
+    err = err ?: json_cores(&b, q.value, cpu, n, step);
+    err = err ?: (bd ? json_groups(&b, q.value, gb, bd, step) : 0);
     err = err ?: json__raw(&b, "}\n");
     if (bd)
         breakdown__free(bd);

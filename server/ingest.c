@@ -21,6 +21,9 @@
  * With these, one profile's totals are at most 1.4e18 ns: several still
  * pass 64 bits, which every sum in the store and the queries saturates. */
 #define MAX_CORES 16384
+/* Its off-CPU time: at most every thread blocked for the whole window, with
+ * at most PID_MAX_LIMIT (2^22) threads on a host. */
+#define MAX_THREADS (1ll << 22)
 #define SAMPLES_PER_CORE_NS 1000
 #define MAX_DURATION_NS (86400ll * 1000000000ll)
 #define UNTIMED_NS (3600ll * 1000000000ll)
@@ -244,7 +247,9 @@ static int validate(struct ingest_work *w)
     if (r->nsamples > lim->max_samples)
         return fail(w, 413, "%zu samples: more than the limit of %zu", r->nsamples,
                     lim->max_samples);
-    w->samples_idx = w->cpu_idx = -1;
+    w->samples_idx = w->cpu_idx = w->off_idx = -1;
+    /* By name, not position: the agent adds off_cpu as a third type only
+     * when it records it (docs/internals/ingest.md). */
     for (size_t i = 0; i < r->nsample_types; i++) {
         const char *t = r->strings[r->sample_types[i].type];
         const char *u = r->strings[r->sample_types[i].unit];
@@ -252,6 +257,8 @@ static int validate(struct ingest_work *w)
             w->samples_idx = i;
         if (strcmp(t, "cpu") == 0 && strcmp(u, "nanoseconds") == 0 && w->cpu_idx < 0)
             w->cpu_idx = i;
+        if (strcmp(t, "off_cpu") == 0 && strcmp(u, "nanoseconds") == 0 && w->off_idx < 0)
+            w->off_idx = i;
     }
     /* Without a samples type the first value counts samples; with
      * cpu_only each sample counts one instead (its first value may be the
@@ -293,6 +300,10 @@ static int validate_claims(struct ingest_work *w)
     if ((__int128)w->total_cpu > (__int128)window * MAX_CORES)
         return fail(w, 400, "%" PRId64 " ns of CPU in %" PRId64 " ns: more than %d cores can use",
                     w->total_cpu, window, MAX_CORES);
+    if ((__int128)w->total_off > (__int128)window * MAX_THREADS)
+        return fail(w, 400,
+                    "%" PRId64 " ns off-CPU in %" PRId64 " ns: more than %lld threads can wait",
+                    w->total_off, window, MAX_THREADS);
     if ((__int128)w->total_samples * SAMPLES_PER_CORE_NS > (__int128)window * MAX_CORES)
         return fail(w, 400,
                     "%" PRId64 " samples in %" PRId64
@@ -516,25 +527,30 @@ static int sample_labels(struct ingest_work *w, size_t i, const struct pprof_rsa
     return 0;
 }
 
-/* Sample i's counts from its values: samples, and CPU (its own value, else
- * samples x period), added to the profile's totals, which must fit 64 bits
- * too (the store keeps them). Returns 0 or 400 with w->msg. */
+/* Sample i's counts from its values: samples, CPU (its own value, else
+ * samples x period) and off-CPU time (0 without the type), added to the
+ * profile's totals, which must fit 64 bits too (the store keeps them).
+ * Returns 0 or 400 with w->msg. */
 static int sample_counts(struct ingest_work *w, size_t i, const int64_t *values,
-                         int64_t *samples_out, int64_t *cpu_out)
+                         int64_t *samples_out, int64_t *cpu_out, int64_t *off_out)
 {
     int64_t samples = w->samples_idx >= 0 ? values[w->samples_idx] : 1, cpu;
+    int64_t off = w->off_idx >= 0 ? values[w->off_idx] : 0;
 
     if (w->cpu_idx >= 0)
         cpu = values[w->cpu_idx];
     else if (__builtin_mul_overflow(samples, w->period_ns, &cpu))
         return fail(w, 400, "sample %zu: samples x period past 64 bits", i);
-    if (samples < 0 || cpu < 0)
+    if (samples < 0 || cpu < 0 || off < 0)
         return fail(w, 400, "sample %zu: negative value", i);
     if (__builtin_add_overflow(w->total_samples, samples, &w->total_samples) ||
-        __builtin_add_overflow(w->total_cpu, cpu, &w->total_cpu))
-        return fail(w, 400, "sample %zu: the profile's total samples or CPU past 64 bits", i);
+        __builtin_add_overflow(w->total_cpu, cpu, &w->total_cpu) ||
+        __builtin_add_overflow(w->total_off, off, &w->total_off))
+        return fail(w, 400, "sample %zu: the profile's total samples, CPU or off-CPU past 64 bits",
+                    i);
     *samples_out = samples;
     *cpu_out = cpu;
+    *off_out = off;
     return 0;
 }
 
@@ -573,11 +589,11 @@ static int key_samples(struct ingest_work *w)
         if (depth > lim->max_stack_depth)
             return fail(w, 413, "sample %zu: deeper than %zu frames", i, lim->max_stack_depth);
         uint32_t set = STORE_NO_LABELS;
-        int64_t samples = 0, cpu = 0;
+        int64_t samples = 0, cpu = 0, off = 0;
         if ((e = sample_labels(w, i, &s, &last, &set)) ||
-            (e = sample_counts(w, i, values, &samples, &cpu)))
+            (e = sample_counts(w, i, values, &samples, &cpu, &off)))
             return e;
-        if (w->cpu_only && cpu == 0) { /* a wall profile's idle sample: no CPU to keep */
+        if (w->cpu_only && cpu == 0 && off == 0) { /* a wall profile's idle sample */
             w->total_samples -= samples;
             w->nframes = start;
             continue;
@@ -595,6 +611,7 @@ static int key_samples(struct ingest_work *w)
                         lim->max_frames);
         w->stacks[k].samples += samples; /* at most the totals, which fit */
         w->stacks[k].cpu_ns += cpu;
+        w->stacks[k].off_cpu_ns += off;
     }
     return 0;
 }

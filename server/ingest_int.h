@@ -35,12 +35,12 @@ struct ingest_work {
     char *msg;        /* why it failed */
     size_t msglen;
     /* what validate finds */
-    int samples_idx, cpu_idx; /* the value of each sample that counts samples, CPU (or -1) */
-    int64_t period_ns;        /* 0 when the period is not in nanoseconds */
-    bool cpu_only;            /* ingest_identity's */
+    int samples_idx, cpu_idx, off_idx; /* the value counting samples, CPU, off-CPU (or -1) */
+    int64_t period_ns;                 /* 0 when the period is not in nanoseconds */
+    bool cpu_only;                     /* ingest_identity's */
     /* what key makes */
-    size_t extra_fns;                 /* functions made up for locations without lines */
-    int64_t total_samples, total_cpu; /* the profile's totals */
+    size_t extra_fns;                            /* functions made up for locations without lines */
+    int64_t total_samples, total_cpu, total_off; /* the profile's totals */
     struct budget mem;
     struct pprof_reader r;
     struct buf raw;

@@ -107,6 +107,24 @@ long query__hide_interp(struct store_merged *m)
     return gone;
 }
 
+static const char *const value_names[] = {"cpu", "off_cpu", "wall"};
+
+const char *query__value_name(enum store_value v)
+{
+    return v <= STORE_VALUE_WALL ? value_names[v] : "cpu";
+}
+
+int query__parse_value(const char *s, enum store_value *v)
+{
+    *v = STORE_VALUE_CPU;
+    for (int i = 0; s && i <= STORE_VALUE_WALL; i++)
+        if (strcmp(s, value_names[i]) == 0) {
+            *v = (enum store_value)i;
+            return 0;
+        }
+    return s ? -1 : 0;
+}
+
 int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to_ns,
                        struct buf *out)
 {
@@ -114,14 +132,21 @@ int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to
     uint64_t *loc = NULL, *ids = NULL;
     size_t cap = 0;
     int err = -ENOMEM;
+    /* off_cpu when asked for or present; wall, their sum, when asked for */
+    bool off = m->value != STORE_VALUE_CPU, wall = m->value == STORE_VALUE_WALL;
 
     if (!w)
         return -ENOMEM;
+    for (size_t i = 0; i < m->nstacks && !off; i++)
+        off = m->stacks[i].off_cpu_ns != 0;
     if (pprof_writer__add_sample_type(w, "samples", "count") ||
-        pprof_writer__add_sample_type(w, "cpu", "nanoseconds"))
+        pprof_writer__add_sample_type(w, "cpu", "nanoseconds") ||
+        (off && pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds")) ||
+        (wall && pprof_writer__add_sample_type(w, "wall", "nanoseconds")))
         goto out;
     pprof_writer__set_period(w, "cpu", "nanoseconds", 0);
     pprof_writer__set_time(w, from_ns, to_ns - from_ns);
+    pprof_writer__set_default_type(w, query__value_name(m->value));
     loc = calloc(m->nfunctions + 1, sizeof(*loc)); /* function -> location id */
     if (!loc)
         goto out;
@@ -144,7 +169,8 @@ int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to
             }
             ids[j] = loc[f];
         }
-        int64_t v[2] = {s->samples, s->cpu_ns};
+        int64_t v[4] = {s->samples, s->cpu_ns, s->off_cpu_ns,
+                        store_value__of(STORE_VALUE_WALL, s->cpu_ns, s->off_cpu_ns)};
         if (pprof_writer__add_sample(w, ids, s->nframes, v, NULL, 0))
             goto out;
     }
@@ -182,14 +208,18 @@ int query__write_collapsed(const struct store_merged *m, struct buf *out)
 
     for (size_t i = 0; i < m->nstacks && !err; i++) {
         const struct store_merged_stack *s = &m->stacks[i];
-        if (!s->nframes || s->samples <= 0)
+        /* CPU in samples, as ever; off-CPU and wall time in nanoseconds */
+        int64_t count = m->value == STORE_VALUE_CPU
+                            ? s->samples
+                            : store_value__of(m->value, s->cpu_ns, s->off_cpu_ns);
+        if (!s->nframes || count <= 0)
             continue;
         for (uint32_t j = s->nframes; j-- > 0 && !err;) {
             err = append_folded_name(out, m->functions[s->frames[j]].name);
             if (!err && j)
                 err = buf__append(out, ";", 1);
         }
-        int n = snprintf(num, sizeof(num), " %lld\n", (long long)s->samples);
+        int n = snprintf(num, sizeof(num), " %lld\n", (long long)count);
         if (!err)
             err = buf__append(out, num, n);
     }
@@ -584,20 +614,21 @@ static int build_tree(struct tree *t, const struct store_merged *m, size_t max_n
     t->len = 1;
     for (size_t i = 0; i < m->nstacks; i++) {
         const struct store_merged_stack *s = &m->stacks[i];
+        int64_t v = store_value__of(m->value, s->cpu_ns, s->off_cpu_ns);
         uint32_t cur = 0;
         /* Saturating: many profiles' CPU can pass 64 bits, and a total
          * wrapped negative would draw nothing. */
-        sat__acc(&t->n[0].total, s->cpu_ns);
-        sat__acc(total, s->cpu_ns);
+        sat__acc(&t->n[0].total, v);
+        sat__acc(total, v);
         sat__acc(samples, s->samples);
         for (uint32_t j = s->nframes; j-- > 0;) {
             long c = tree_child(t, cur, s->frames[j]);
             if (c < 0)
                 return -ENOMEM;
             cur = c;
-            sat__acc(&t->n[cur].total, s->cpu_ns);
+            sat__acc(&t->n[cur].total, v);
         }
-        sat__acc(&t->n[cur].self, s->cpu_ns);
+        sat__acc(&t->n[cur].self, v);
     }
     if (max_nodes && fold_smallest(t, max_nodes) < 0)
         return -ENOMEM;
@@ -612,12 +643,17 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
 
     if ((err = build_tree(&t, m, max_nodes, &total, &samples)))
         goto out;
+    int64_t off = 0; /* the off-CPU time of the stacks drawn */
+    for (size_t i = 0; i < m->nstacks; i++)
+        sat__acc(&off, m->stacks[i].off_cpu_ns);
     /* names: "all" (the root), "other" (folded nodes), then the functions,
      * so a function's name index is its index + 2. */
-    if ((err = json__raw(out, "{\"unit\":\"nanoseconds\",\"total\":")) ||
-        (err = json__i64(out, total)) || (err = json__raw(out, ",\"samples\":")) ||
-        (err = json__i64(out, samples)) || (err = json__raw(out, ",\"profiles\":")) ||
-        (err = json__i64(out, m->profiles)) ||
+    if ((err = json__raw(out, "{\"unit\":\"nanoseconds\",\"type\":\"")) ||
+        (err = json__raw(out, query__value_name(m->value))) ||
+        (err = json__raw(out, "\",\"total\":")) || (err = json__i64(out, total)) ||
+        (err = json__raw(out, ",\"samples\":")) || (err = json__i64(out, samples)) ||
+        (err = json__raw(out, ",\"off_cpu\":")) || (err = json__i64(out, off)) ||
+        (err = json__raw(out, ",\"profiles\":")) || (err = json__i64(out, m->profiles)) ||
         (err = json__raw(out, ",\"names\":[\"all\",\"other\"")))
         goto out;
     if ((err = function_strings(out, m, false)) ||

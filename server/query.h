@@ -26,21 +26,32 @@ int query__parse_duration(const char *s, int64_t *out_ns);
  * frames. Returns how many frames were taken out, or -ENOMEM. */
 long query__hide_interp(struct store_merged *m);
 
-/* Gzipped pprof: sample types samples/count and cpu/nanoseconds, one
- * location per function. */
+/* What type= names: "cpu", "off_cpu" or "wall" into *v (CPU when s is
+ * NULL). Returns 0, or -1 for another text. */
+int query__parse_value(const char *s, enum store_value *v);
+/* v's name as type= takes it. */
+const char *query__value_name(enum store_value v);
+
+/* Gzipped pprof: sample types samples/count and cpu/nanoseconds, then
+ * off_cpu/nanoseconds when m's merge measured off-CPU or wall time or has
+ * any, and wall/nanoseconds (their sum) for wall; the default sample type
+ * the merge's (m->value); one location per function. */
 int query__write_pprof(const struct store_merged *m, int64_t from_ns, int64_t to_ns,
                        struct buf *out);
 
-/* "root;child;leaf COUNT" lines, COUNT in samples, root first. */
+/* "root;child;leaf COUNT" lines, root first; COUNT in samples for a CPU
+ * merge, in nanoseconds of m->value for off-CPU and wall. */
 int query__write_collapsed(const struct store_merged *m, struct buf *out);
 
-/* The flame-graph tree as JSON:
- *   {"unit":"nanoseconds","total":T,"samples":N,"profiles":P,
+/* The flame-graph tree of m->value (CPU, off-CPU or wall time) as JSON:
+ *   {"unit":"nanoseconds","type":"cpu|off_cpu|wall","total":T,"samples":N,"off_cpu":O,
+ *    "profiles":P,
  *    "names":["all","other",...],"files":["","",...],
  *    "nodes":[name,total,self,children, ...]}
  * nodes is flat, four integers a node in depth-first order (a node's
  * children follow it, widest first), the first node the root "all"; name
- * indexes names and files (function i is name i + 2). With max_nodes > 0,
+ * indexes names and files (function i is name i + 2); O the off-CPU time
+ * of the stacks drawn (all of it for off_cpu and wall, 0 when none). With max_nodes > 0,
  * the smallest nodes are folded into an "other" child of their parent until
  * at most max_nodes remain. Sums saturate at INT64_MAX. O(n log n) in the
  * tree's nodes whatever its shape (wide or deep). */

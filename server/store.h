@@ -50,7 +50,9 @@ struct store_location {
     uint32_t nfunctions;
 };
 
-/* key: the stack's key by the store's hasher, over its functions' keys. */
+/* key: the stack's key by the store's hasher, over its functions' keys.
+ * off_cpu_ns: the time its threads spent blocked (pprof's off_cpu sample
+ * type; 0 in a CPU-only profile). */
 struct store_stack {
     const uint32_t *locations; /* indices into store_profile.locations, leaf first */
     uint32_t nlocations;
@@ -58,7 +60,23 @@ struct store_stack {
     struct stack_key key;
     int64_t samples;
     int64_t cpu_ns;
+    int64_t off_cpu_ns;
 };
+
+/* What a query measures: CPU time, off-CPU time (blocked: locks, I/O,
+ * sleeps), or wall time, the two summed on one tree. Zero is CPU, so a
+ * zeroed store_query asks for CPU as before off-CPU existed. */
+enum store_value { STORE_VALUE_CPU = 0, STORE_VALUE_OFF_CPU, STORE_VALUE_WALL };
+
+/* A stack's value as v measures it; the wall sum saturates at INT64_MAX. */
+static inline int64_t store_value__of(enum store_value v, int64_t cpu_ns, int64_t off_cpu_ns)
+{
+    if (v == STORE_VALUE_CPU)
+        return cpu_ns;
+    if (v == STORE_VALUE_OFF_CPU)
+        return off_cpu_ns;
+    return cpu_ns > INT64_MAX - off_cpu_ns ? INT64_MAX : cpu_ns + off_cpu_ns;
+}
 
 #define STORE_NO_LABELS UINT32_MAX
 
@@ -91,6 +109,9 @@ struct store_query {
     const char *host;                       /* NULL = any */
     int64_t pid;                            /* 0 = any */
     const char *identity[STORE_N_IDENTITY]; /* NULL = any */
+    /* A merge keeps the stacks with some of it (CPU: samples or CPU time;
+     * they carry both values either way); a timeline sums it. */
+    enum store_value value;
 };
 
 /* Distinct values over a range: [0] hosts, [1] pids (as text), then the
@@ -107,7 +128,7 @@ struct store_values {
 struct store_merged_stack {
     uint32_t *frames; /* indices into functions, leaf first */
     uint32_t nframes;
-    int64_t samples, cpu_ns;
+    int64_t samples, cpu_ns, off_cpu_ns;
 };
 
 struct store_merged {
@@ -115,8 +136,9 @@ struct store_merged {
     size_t nfunctions;
     struct store_merged_stack *stacks;
     size_t nstacks;
-    int64_t profiles; /* how many stored profiles went into it */
-    void *mem;        /* the store's allocation behind the arrays */
+    int64_t profiles;       /* how many stored profiles went into it */
+    enum store_value value; /* the query's: what the writers (query.h) draw */
+    void *mem;              /* the store's allocation behind the arrays */
 };
 
 struct store_app {
@@ -125,6 +147,7 @@ struct store_app {
     size_t nhosts;
     int64_t last_seen_ns; /* the end of its newest profile */
     int64_t cpu_ns;       /* over the asked range */
+    int64_t off_cpu_ns;   /* the same, blocked */
 };
 
 struct store;
@@ -228,7 +251,8 @@ static inline int store__merge(struct store *s, const struct store_query *q,
     return s->ops->merge(s, q, out);
 }
 
-/* Applications with a profile starting in [from, to), by CPU used. */
+/* Applications with a profile starting in [from, to), by CPU used, each
+ * with its CPU and off-CPU time over the range. */
 static inline int store__applications(struct store *s, int64_t from_ns, int64_t to_ns,
                                       struct store_app **out, size_t *n)
 {
@@ -242,7 +266,8 @@ static inline int store__values(struct store *s, const struct store_query *q,
     return s->ops->values(s, q, out);
 }
 
-/* CPU per step over [from, to): (to - from) / step entries, caller frees. */
+/* q->value (CPU, off-CPU or both) per step over [from, to): (to - from) /
+ * step entries, caller frees. */
 static inline int store__timeline(struct store *s, const struct store_query *q, int64_t step_ns,
                                   int64_t **cpu_ns, size_t *nsteps)
 {

@@ -21,9 +21,9 @@
  * its days' partitions, and retention drops stacks and functions with the
  * samples; the cost is a key stored once a day it is used, not once.
  *   profiles(app, time_ns, host, pid, duration_ns, period_ns, samples, cpu_ns,
- *            bytes_in, labels)                     sharded by app
+ *            bytes_in, labels, off_cpu_ns)         sharded by app
  *   samples(app, time_ns, host, pid, labels, stack_a, stack_b, labelset,
- *           samples, cpu_ns)                       sharded by profile (app, host,
+ *           samples, cpu_ns, off_cpu_ns)           sharded by profile (app, host,
  *                                                  pid, time_ns): one upload's rows
  *                                                  make a part on one shard, not
  *                                                  on all; a retry lands on the

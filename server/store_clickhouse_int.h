@@ -95,7 +95,7 @@ void chs_names__put(struct ch_names *n, const void *key, const char *name, const
  * keys, each its a then b lane) once looked up. */
 struct chs_stack {
     uint64_t key[2];
-    int64_t samples, cpu_ns;
+    int64_t samples, cpu_ns, off_cpu_ns;
     const uint64_t *frames;
     uint32_t nframes;
 };

@@ -4,7 +4,7 @@
  * host, pid or label filter for every whole bucket of their range whose
  * rollup is current.
  *
- *   rollups(app, level, bucket_ns, stack_a, stack_b, samples, cpu_ns, version)
+ *   rollups(app, level, bucket_ns, stack_a, stack_b, samples, cpu_ns, off_cpu_ns, version)
  *   rollup_buckets(app, level, bucket_ns, profiles, version)
  *
  * both ReplacingMergeTree(version), read with FINAL, so a bucket built again
@@ -46,9 +46,9 @@ static int build(struct ch_store *st, const char *app, int level, int64_t bucket
     if ((err = ch_sql__appendf(
              sql,
              "INSERT INTO %s.rollups (app, level, bucket_ns, stack_a, stack_b, "
-             "samples, cpu_ns, version) SELECT app, %d, %lld, stack_a, stack_b, " CH_SAT_SUM(
-                 "samples") ", " CH_SAT_SUM("cpu_ns") ", %lld FROM "
-                                                      "%s.samples FINAL WHERE app = ",
+             "samples, cpu_ns, off_cpu_ns, version) SELECT app, %d, %lld, stack_a, "
+             "stack_b, " CH_SAT_SUM("samples") ", " CH_SAT_SUM("cpu_ns") ", " CH_SAT_SUM(
+                 "off_cpu_ns") ", %lld FROM %s.samples FINAL WHERE app = ",
              st->db, level, (long long)bucket, (long long)version, st->db)) ||
         (err = ch_sql__quote(sql, app, strlen(app))) ||
         (err = ch_sql__appendf(sql,
@@ -249,7 +249,7 @@ int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct bu
         err = add_interval(&raw, &first_raw, raw_from, q->to_ns);
     if (err)
         goto out;
-    /* rows: (stack_a, stack_b, samples, cpu_ns) of the rollups and the raw
+    /* rows: (stack_a, stack_b, samples, cpu_ns, off_cpu_ns) of the rollups and the raw
      * rest; keys: the same without FINAL. */
     const char *d = st->db;
     buf__reset(count);
@@ -258,20 +258,22 @@ int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct bu
         const char *fin = k ? "" : " FINAL";
         buf__reset(o);
         if (!first_in &&
-            (err = ch_sql__appendf(o,
-                                   "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.rollups%s "
-                                   "WHERE app = %s AND (level, bucket_ns) IN (%s)%s",
-                                   d, fin, app.data, in.data, first_raw ? "" : " UNION ALL ")))
+            (err = ch_sql__appendf(
+                 o,
+                 "SELECT stack_a, stack_b, samples, cpu_ns, off_cpu_ns FROM %s.rollups%s "
+                 "WHERE app = %s AND (level, bucket_ns) IN (%s)%s",
+                 d, fin, app.data, in.data, first_raw ? "" : " UNION ALL ")))
             break;
         if (!first_raw && (err = ch_sql__appendf(o,
-                                                 "SELECT stack_a, stack_b, samples, cpu_ns FROM "
-                                                 "%s.samples%s WHERE app = %s AND (%s)",
+                                                 "SELECT stack_a, stack_b, samples, cpu_ns, "
+                                                 "off_cpu_ns FROM %s.samples%s WHERE app = %s "
+                                                 "AND (%s)",
                                                  d, fin, app.data, raw.data)))
             break;
         if (first_in && first_raw) /* an empty range */
             err = ch_sql__appendf(o,
-                                  "SELECT stack_a, stack_b, samples, cpu_ns FROM %s.samples "
-                                  "WHERE 0",
+                                  "SELECT stack_a, stack_b, samples, cpu_ns, off_cpu_ns FROM "
+                                  "%s.samples WHERE 0",
                                   d);
     }
     if (!err && !first_raw)

@@ -69,7 +69,7 @@ static int put_rows(const struct store_profile *p, const struct buf *ids, const 
                     const size_t *ls_off, struct buf *rows)
 {
     struct buf *r = &rows[CH_SAMPLES];
-    int64_t total_samples = 0, total_cpu = 0;
+    int64_t total_samples = 0, total_cpu = 0, total_off = 0;
     int err = 0;
 
     for (size_t i = 0; !err && i < p->nstacks; i++) {
@@ -78,19 +78,21 @@ static int put_rows(const struct store_profile *p, const struct buf *ids, const 
         if (!(err = buf__append(r, ids->data, ids->len)) && !(err = ch_rb__u64(r, k->key.a)) &&
             !(err = ch_rb__u64(r, k->key.b)) &&
             !(err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])) &&
-            !(err = ch_rb__u64(r, (uint64_t)k->samples)))
-            err = ch_rb__u64(r, (uint64_t)k->cpu_ns);
+            !(err = ch_rb__u64(r, (uint64_t)k->samples)) &&
+            !(err = ch_rb__u64(r, (uint64_t)k->cpu_ns)))
+            err = ch_rb__u64(r, (uint64_t)k->off_cpu_ns);
         sat__acc(&total_samples, k->samples);
         sat__acc(&total_cpu, k->cpu_ns);
+        sat__acc(&total_off, k->off_cpu_ns);
     }
     r = &rows[CH_PROFILES];
     if (err || (err = buf__append(r, ids->data, ids->len)) ||
         (err = ch_rb__u64(r, (uint64_t)p->duration_ns)) ||
         (err = ch_rb__u64(r, (uint64_t)p->period_ns)) ||
         (err = ch_rb__u64(r, (uint64_t)total_samples)) ||
-        (err = ch_rb__u64(r, (uint64_t)total_cpu)))
+        (err = ch_rb__u64(r, (uint64_t)total_cpu)) || (err = ch_rb__u64(r, (uint64_t)p->bytes_in)))
         return err;
-    return ch_rb__u64(r, (uint64_t)p->bytes_in);
+    return ch_rb__u64(r, (uint64_t)total_off);
 }
 
 int chs_put(struct store *s, const struct store_profile *p, char *err, size_t errlen)
@@ -362,14 +364,15 @@ static int merge_parse(struct ch_store *st, const struct store_query *q, const c
     int err = -ENOMEM;
 
     buf__init(&nans, CH_MAX_ANSWER);
-    if ((err = merged_builder__init(&b)))
+    if ((err = merged_builder__init(&b, q->value)))
         goto out;
     ch_rbr__init(&r, ans->data, ans->len);
     while (!ch_rbr__done(&r)) {
         struct chs_stack k = {0};
         uint8_t kind;
         if (ch_rbr__u8(&r, &kind) || ch_rbr__u64(&r, &k.key[0]) || ch_rbr__u64(&r, &k.key[1]) ||
-            ch_rbr__i64(&r, &k.samples) || ch_rbr__i64(&r, &k.cpu_ns) || (kind != 0 && kind != 3))
+            ch_rbr__i64(&r, &k.samples) || ch_rbr__i64(&r, &k.cpu_ns) ||
+            ch_rbr__i64(&r, &k.off_cpu_ns) || (kind != 0 && kind != 3))
             goto bad;
         if (kind == 3) {
             profiles = k.samples;
@@ -390,7 +393,8 @@ static int merge_parse(struct ch_store *st, const struct store_query *q, const c
     for (size_t i = 0; i < nstacks; i++) {
         if (!stacks[i].frames)
             continue;
-        if ((err = merged_builder__stack(&b, stacks[i].samples, stacks[i].cpu_ns)))
+        if ((err = merged_builder__stack(&b, stacks[i].samples, stacks[i].cpu_ns,
+                                         stacks[i].off_cpu_ns)))
             goto out;
         for (uint32_t j = 0; j < stacks[i].nframes; j++)
             if ((err = merged_builder__frame(&b, &stacks[i].frames[2 * j], CH_FN_KEY_LEN)))
@@ -417,19 +421,21 @@ out:
     return err;
 }
 
-/* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns) and
- * the count C: the samples summed per stack key (saturating; kind 0), and
- * the count of profiles (kind 3), in RowBinary (33 bytes a row, nothing to
- * parse). Only keys and sums come back: the frames of a key never change,
- * and the server keeps them (store_clickhouse_frames.c). */
+/* The merge statement over rows R (stack_a, stack_b, samples, cpu_ns,
+ * off_cpu_ns) and the count C: the samples summed per stack key
+ * (saturating; kind 0), and the count of profiles (kind 3), in RowBinary
+ * (41 bytes a row, nothing to parse). Only keys and sums come back: the frames of a key never
+ * change, and the server keeps them (store_clickhouse_frames.c). */
 static int merge_sql(struct buf *sql, const char *R, const char *C)
 {
-    static const char sums[] = CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM("cpu_ns") " AS c";
+    static const char sums[] = CH_SAT_SUM("samples") " AS s, " CH_SAT_SUM(
+        "cpu_ns") " AS c, " CH_SAT_SUM("off_cpu_ns") " AS o";
 
     return ch_sql__appendf(sql,
-                           "SELECT 0, stack_a, stack_b, s, c FROM (SELECT stack_a, stack_b, %s "
+                           "SELECT 0, stack_a, stack_b, s, c, o FROM (SELECT stack_a, stack_b, %s "
                            "FROM (%s) GROUP BY stack_a, stack_b) UNION ALL SELECT 3, toUInt64(0), "
-                           "toUInt64(0), toInt64(c), toInt64(0) FROM (%s) FORMAT RowBinary",
+                           "toUInt64(0), toInt64(c), toInt64(0), toInt64(0) FROM (%s) "
+                           "FORMAT RowBinary",
                            sums, R, C);
 }
 
@@ -456,8 +462,8 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
     } else {
         for (int k = 0; k < 2 && !err; k++)
             if (!(err = ch_sql__appendf(k ? &keys : &rows,
-                                        "SELECT stack_a, stack_b, samples, cpu_ns FROM "
-                                        "%s.samples%s",
+                                        "SELECT stack_a, stack_b, samples, cpu_ns, off_cpu_ns "
+                                        "FROM %s.samples%s",
                                         d, k ? "" : " FINAL")))
                 err = where(k ? &keys : &rows, q);
         if (err ||
@@ -493,20 +499,21 @@ int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct sto
     buf__init(&ans, 256u << 20);
     if ((err = ch_sql__appendf(
              &sql,
-             "SELECT app, host, max(time_ns + duration_ns), " CH_SAT_SUM(
-                 "cpu_ns") " FROM "
-                           "%s.profiles FINAL WHERE time_ns >= %lld AND time_ns < %lld "
-                           "GROUP BY app, host ORDER BY app, host FORMAT TabSeparated",
+             "SELECT app, host, max(time_ns + duration_ns), " CH_SAT_SUM("cpu_ns") ", " CH_SAT_SUM(
+                 "off_cpu_ns") " FROM %s.profiles FINAL WHERE "
+                               "time_ns >= %lld AND time_ns < %lld "
+                               "GROUP BY app, host ORDER BY app, host "
+                               "FORMAT TabSeparated",
              st->db, (long long)from_ns, (long long)to_ns)) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct ch_tsv t;
-    char *f[4];
+    char *f[5];
     int r;
     ch_tsv__init(&t, ans.data, ans.len);
-    while ((r = ch_tsv__row(&t, f, 4)) == 4) {
-        int64_t last, cpu;
-        if (ch_tsv__i64(f[2], &last) || ch_tsv__i64(f[3], &cpu))
+    while ((r = ch_tsv__row(&t, f, 5)) == 5) {
+        int64_t last, cpu, off;
+        if (ch_tsv__i64(f[2], &last) || ch_tsv__i64(f[3], &cpu) || ch_tsv__i64(f[4], &off))
             break;
         if (!napps || strcmp(apps[napps - 1].name, f[0]) != 0) {
             if (napps == cap) {
@@ -531,6 +538,7 @@ int chs_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct sto
         if (last > a->last_seen_ns)
             a->last_seen_ns = last;
         sat__acc(&a->cpu_ns, cpu > 0 ? cpu : 0);
+        sat__acc(&a->off_cpu_ns, off > 0 ? off : 0);
     }
     if (r != 0) {
         log_error("clickhouse: a garbled answer listing applications");
@@ -572,25 +580,25 @@ int chs_timeline(struct store *s, const struct store_query *q, int64_t step_ns, 
         return -ENOMEM;
     buf__init(&sql, 1 << 20);
     buf__init(&ans, 64u << 20);
-    if ((err = ch_sql__appendf(
-             &sql,
-             "SELECT intDiv(time_ns - %lld, %lld) AS i, " CH_SAT_SUM("cpu_ns") " FROM "
-                                                                               "%s.profiles FINAL",
-             (long long)q->from_ns, (long long)step_ns, st->db)) ||
+    if ((err =
+             ch_sql__appendf(&sql,
+                             "SELECT intDiv(time_ns - %lld, %lld) AS i, " CH_SAT_SUM(
+                                 "cpu_ns") ", " CH_SAT_SUM("off_cpu_ns") " FROM %s.profiles FINAL",
+                             (long long)q->from_ns, (long long)step_ns, st->db)) ||
         (err = where(&sql, q)) ||
         (err = ch_sql__appendf(&sql, " GROUP BY i FORMAT TabSeparated")) ||
         (err = chs_exec(st, 0, &sql, &ans)))
         goto out;
     struct ch_tsv t;
-    char *f[2];
+    char *f[3];
     int r;
     ch_tsv__init(&t, ans.data, ans.len);
-    while ((r = ch_tsv__row(&t, f, 2)) == 2) {
-        int64_t i, c;
-        if (ch_tsv__i64(f[0], &i) || ch_tsv__i64(f[1], &c))
+    while ((r = ch_tsv__row(&t, f, 3)) == 3) {
+        int64_t i, c, o;
+        if (ch_tsv__i64(f[0], &i) || ch_tsv__i64(f[1], &c) || ch_tsv__i64(f[2], &o))
             break;
         if (i >= 0 && (size_t)i < n)
-            sat__acc(&v[i], c);
+            sat__acc(&v[i], store_value__of(q->value, c > 0 ? c : 0, o > 0 ? o : 0));
     }
     if (r != 0) {
         log_error("clickhouse: a garbled answer to a timeline");

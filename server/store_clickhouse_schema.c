@@ -11,6 +11,8 @@
  *   2  stacks and functions by day, rollups (the version row since this
  *      file; databases made by servers before it hold none, but the
  *      columns of their tables are this schema's, which says it)
+ *   3  off_cpu_ns in profiles, samples and rollups: off-CPU time (a version
+ *      2 database is refused, naming it, like any older one)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #include "../common/log.h"
 #include "store_clickhouse_int.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 static const struct {
     const char *name, *columns, *engine, *shard;
@@ -32,20 +34,20 @@ static const struct {
      "ReplacingMergeTree PARTITION BY day ORDER BY (key_a, key_b)", "key_a"},
     {"profiles",
      "app String, time_ns Int64, host String, pid Int64, duration_ns Int64, period_ns Int64, "
-     "samples Int64, cpu_ns Int64, bytes_in Int64, labels String",
+     "samples Int64, cpu_ns Int64, bytes_in Int64, labels String, off_cpu_ns Int64",
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
      "ORDER BY (app, time_ns, host, pid)",
      "cityHash64(app)"},
     {"samples",
      "app String, time_ns Int64, host String, pid Int64, labels String, stack_a UInt64, "
-     "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64",
+     "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64, off_cpu_ns Int64",
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
      "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
      "cityHash64(app, host, pid, time_ns)"},
     /* store_clickhouse_rollup.c */
     {"rollups",
      "app String, level UInt8, bucket_ns Int64, stack_a UInt64, stack_b UInt64, samples Int64, "
-     "cpu_ns Int64, version Int64",
+     "cpu_ns Int64, off_cpu_ns Int64, version Int64",
      "ReplacingMergeTree(version) PARTITION BY intDiv(bucket_ns, 86400000000000) "
      "ORDER BY (app, level, bucket_ns, stack_a, stack_b)",
      "cityHash64(app, stack_a)"},
@@ -258,10 +260,11 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
         if (!v && ours && !same) {
             snprintf(err, errlen,
                      "clickhouse: database %s at %s holds tables of another schema than this "
-                     "server's (version %d), without a version: the first schema (version 1, "
-                     "made by the first codexray-server with ClickHouse), or tables not made "
-                     "by codexray-server; start the server with a new --clickhouse-database "
-                     "(drop the old one when its profiles are no longer needed)",
+                     "server's (version %d), without a version: an older schema (version 1, "
+                     "made by the first codexray-server with ClickHouse, or version 2 made "
+                     "before versions were kept), or tables not made by codexray-server; "
+                     "start the server with a new --clickhouse-database (drop the old one "
+                     "when its profiles are no longer needed)",
                      st->db, url, SCHEMA_VERSION);
             goto out;
         }

@@ -165,9 +165,10 @@ void store_merged__free(struct store_merged *m)
     free(m);
 }
 
-int merged_builder__init(struct merged_builder *b)
+int merged_builder__init(struct merged_builder *b, enum store_value value)
 {
     memset(b, 0, sizeof(*b));
+    b->value = value;
     b->m = calloc(1, sizeof(*b->m));
     b->fn = hmap__new();
     b->names = calloc(1, sizeof(*b->names));
@@ -178,6 +179,7 @@ int merged_builder__init(struct merged_builder *b)
     }
     buf__init(b->names, 1u << 30);
     b->m->mem = b->names;
+    b->m->value = value;
     return 0;
 }
 
@@ -189,10 +191,15 @@ void merged_builder__free(struct merged_builder *b)
     memset(b, 0, sizeof(*b));
 }
 
-int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu_ns)
+int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu_ns,
+                          int64_t off_cpu_ns)
 {
     struct store_merged *m = b->m;
 
+    b->skip = b->value == STORE_VALUE_CPU ? !samples && !cpu_ns
+                                          : !store_value__of(b->value, cpu_ns, off_cpu_ns);
+    if (b->skip)
+        return 0;
     if (m->nstacks == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         struct store_merged_stack *s = realloc(m->stacks, cap * sizeof(*s));
@@ -201,13 +208,18 @@ int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu
         m->stacks = s;
         b->cap = cap;
     }
-    m->stacks[m->nstacks++] = (struct store_merged_stack){
-        .frames = NULL, .nframes = 0, .samples = samples, .cpu_ns = cpu_ns};
+    m->stacks[m->nstacks++] = (struct store_merged_stack){.frames = NULL,
+                                                          .nframes = 0,
+                                                          .samples = samples,
+                                                          .cpu_ns = cpu_ns,
+                                                          .off_cpu_ns = off_cpu_ns};
     return 0;
 }
 
 int merged_builder__frame(struct merged_builder *b, const void *key, size_t len)
 {
+    if (b->skip)
+        return 0;
     struct store_merged_stack *ms = &b->m->stacks[b->m->nstacks - 1];
     long li = hmap__put(b->fn, key, len, NULL);
 

@@ -69,14 +69,22 @@ struct merged_builder {
     struct hmap *fn;   /* function key bytes -> nothing; index = local index */
     size_t *name_off;  /* local index -> (name, file) offsets in names */
     struct buf *names; /* the strings, owned by m (its mem) */
+    enum store_value value;
+    bool skip; /* the last stack offered was left out: its frames too */
 };
 
-/* Returns 0 or -ENOMEM (b is then safe to pass to merged_builder__free). */
-int merged_builder__init(struct merged_builder *b);
-/* Adds a stack with its counts; its frames follow. Returns 0 or -ENOMEM. */
-int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu_ns);
+/* A builder of a merge measuring value (the query's): it keeps the stacks
+ * with some of it. Returns 0 or -ENOMEM (b is then safe to pass to
+ * merged_builder__free). */
+int merged_builder__init(struct merged_builder *b, enum store_value value);
+/* Offers a stack with its counts; its frames follow. A stack without any
+ * of the builder's value (CPU: neither samples nor CPU time) is left out,
+ * and so are the frames that follow it: an off-CPU stack is no node of a
+ * CPU flame graph. Returns 0 or -ENOMEM. */
+int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu_ns,
+                          int64_t off_cpu_ns);
 /* Appends a frame, the function of key (len bytes, at most 64), to the
- * last stack added. Returns 0 or -ENOMEM. */
+ * last stack added (nothing when it was left out). Returns 0 or -ENOMEM. */
 int merged_builder__frame(struct merged_builder *b, const void *key, size_t len);
 /* The functions met so far, and the key of function i. */
 size_t merged_builder__nfunctions(const struct merged_builder *b);

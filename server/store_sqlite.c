@@ -8,7 +8,7 @@
  *   meta(k, v)                       the store's own settings: the stack key bases
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
- *            samples, cpu_ns, bytes_in, data, labels)
+ *            samples, cpu_ns, bytes_in, data, labels, off_cpu_ns)
  *   where labels are the identity labels, "\x1fk=v\x1fk=v\x1f" in key order
  *   rollups(id, app, level, bucket_ns, profiles, data)   unique (app, level, bucket_ns)
  *   rollup_dirty(app, level, bucket_ns)                 buckets to build again
@@ -16,7 +16,11 @@
  * then per distinct stack (stack id, labelset id + 1 or 0, samples, cpu_ns
  * less samples x period, zigzagged): CPU is nearly always samples x period,
  * so its 4 bytes a stack become 1 (blob_put). Stores from before hold
- * blobs without the 0 byte and the period, cpu_ns whole; both are read. A query reads the matching
+ * blobs without the 0 byte and the period, cpu_ns whole; both are read.
+ * A profile with off-CPU time (off_cpu/nanoseconds in its pprof) has a
+ * third byte, 0 (a stack id 0, which no stack has), and a fifth varint a
+ * row, its off-CPU nanoseconds; rollups of buckets with any do the same.
+ * A query reads the matching
  * profiles' data and sums by stack id; stacks and functions are read once
  * per query, through caches.
  *
@@ -64,7 +68,8 @@ static const char schema[] =
     "  host TEXT NOT NULL, pid INTEGER NOT NULL, container_id TEXT NOT NULL,"
     "  time_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL, period_ns INTEGER NOT NULL,"
     "  samples INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
-    "  data BLOB NOT NULL, labels TEXT NOT NULL DEFAULT '');"
+    "  data BLOB NOT NULL, labels TEXT NOT NULL DEFAULT '',"
+    "  off_cpu_ns INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS profiles_app_time ON profiles(app, time_ns);"
     "CREATE INDEX IF NOT EXISTS profiles_time ON profiles(time_ns);"
     "CREATE TABLE IF NOT EXISTS rollups(id INTEGER PRIMARY KEY, app TEXT NOT NULL,"
@@ -115,19 +120,23 @@ static int prepare_readers(sqlite3 *db, struct readers *r, char *err, size_t err
            prepare(db, "SELECT profiles, data FROM rollups WHERE id = ?", &r->rollup, err, errlen);
 }
 
-/* A store made before identity labels: the column, empty for old rows. */
-static int add_labels_column(sqlite3 *db, char *err, size_t errlen)
+/* A column of profiles added since the first stores (decl: its type and
+ * default, which old rows take): identity labels, off-CPU time. */
+static int add_column(sqlite3 *db, const char *name, const char *decl, char *err, size_t errlen)
 {
     sqlite3_stmt *c = NULL;
     bool has = false;
+    char sql[200];
 
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('profiles') WHERE name = 'labels'",
-                           -1, &c, NULL) == SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('profiles') WHERE name = ?", -1, &c,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_text(c, 1, name, -1, SQLITE_STATIC);
         has = sqlite3_step(c) == SQLITE_ROW;
+    }
     sqlite3_finalize(c);
-    if (!has && sqlite3_exec(db, "ALTER TABLE profiles ADD COLUMN labels TEXT NOT NULL DEFAULT ''",
-                             NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "sqlite: adding the labels column: %s", sqlite3_errmsg(db));
+    snprintf(sql, sizeof(sql), "ALTER TABLE profiles ADD COLUMN %s %s", name, decl);
+    if (!has && sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: adding the %s column: %s", name, sqlite3_errmsg(db));
         return -1;
     }
     return 0;
@@ -431,7 +440,9 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
     }
     if (!had_rollups && mark_all_dirty(st->wdb, err, errlen))
         goto fail;
-    if (add_labels_column(st->wdb, err, errlen) || open_keys(st, err, errlen))
+    if (add_column(st->wdb, "labels", "TEXT NOT NULL DEFAULT ''", err, errlen) ||
+        add_column(st->wdb, "off_cpu_ns", "INTEGER NOT NULL DEFAULT 0", err, errlen) ||
+        open_keys(st, err, errlen))
         goto fail;
     if (sqls_open_db(st->path, &st->rdb, err, errlen))
         goto fail;
@@ -453,16 +464,16 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         prepare(st->wdb, "INSERT OR IGNORE INTO labelsets(text) VALUES(?)", &st->ins_ls, err,
                 errlen) ||
         prepare(st->wdb, "SELECT id FROM labelsets WHERE text = ?", &st->sel_ls, err, errlen) ||
-        prepare(
-            st->wdb,
-            "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
-            "period_ns, samples, cpu_ns, bytes_in, data, labels) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-            &st->ins_profile, err, errlen) ||
+        prepare(st->wdb,
+                "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
+                "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                &st->ins_profile, err, errlen) ||
         prepare(st->wdb, "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) VALUES(?,?,?)",
                 &st->ins_dirty, err, errlen) ||
         prepare_readers(st->wdb, &st->wr, err, errlen) ||
         prepare_readers(st->rdb, &st->rd, err, errlen) ||
-        prepare(st->rdb, "SELECT time_ns, cpu_ns FROM profiles WHERE " QUERY_FILTER,
+        prepare(st->rdb, "SELECT time_ns, cpu_ns, off_cpu_ns FROM profiles WHERE " QUERY_FILTER,
                 &st->q_timeline, err, errlen) ||
         prepare(st->rdb, "SELECT frames FROM stacks WHERE id = ?", &st->q_stack, err, errlen) ||
         prepare(st->rdb, "SELECT name, file FROM functions WHERE id = ?", &st->q_fn, err, errlen))

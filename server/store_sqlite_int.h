@@ -77,25 +77,34 @@ static inline struct sqlite_store *S(struct store *s)
 
 /* --- data blobs: see the top of store_sqlite.c --- */
 
-#define BLOB_ROW_MAX 40 /* four varints */
+#define BLOB_ROW_MAX 50  /* five varints */
+#define BLOB_HEAD_MAX 12 /* the 0 byte, the period, the off-CPU mark */
 
-/* Starts a blob at p (11 bytes of room); returns the end. */
-static inline unsigned char *blob_begin(unsigned char *p, int64_t period)
+/* Starts a blob at p (BLOB_HEAD_MAX bytes of room); returns the end. With
+ * off_cpu its rows carry off-CPU time as a fifth varint, which a stack id
+ * of 0 (never a real one: ids are rowids from 1) announces, so blobs of
+ * CPU-only profiles keep their size and older blobs read as before. */
+static inline unsigned char *blob_begin(unsigned char *p, int64_t period, bool off_cpu)
 {
     *p++ = 0;
-    return varint__write(p, (uint64_t)period);
+    p = varint__write(p, (uint64_t)period);
+    if (off_cpu)
+        *p++ = 0;
+    return p;
 }
 
-/* One stack's row at p (BLOB_ROW_MAX bytes of room); returns the end. The
- * arithmetic wraps the same way both ways, so any values come back exact. */
+/* One stack's row at p (BLOB_ROW_MAX bytes of room); returns the end; off
+ * written only in a blob begun with off_cpu. The arithmetic wraps the same
+ * way both ways, so any values come back exact. */
 static inline unsigned char *blob_put(unsigned char *p, int64_t period, uint64_t sid, uint64_t ls,
-                                      int64_t samples, int64_t cpu)
+                                      int64_t samples, int64_t cpu, bool off_cpu, int64_t off)
 {
     int64_t d = (int64_t)((uint64_t)cpu - (uint64_t)samples * (uint64_t)period);
     p = varint__write(p, sid);
     p = varint__write(p, ls);
     p = varint__write(p, (uint64_t)samples);
-    return varint__write(p, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
+    p = varint__write(p, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
+    return off_cpu ? varint__write(p, (uint64_t)off) : p;
 }
 
 /* Sets bit i of b. Returns 0 or -ENOMEM (then the set is unchanged). */
@@ -112,7 +121,7 @@ int sqls_open_db(const char *path, sqlite3 **db, char *err, size_t errlen);
 
 struct acc_val {
     uint64_t sid;
-    int64_t samples, cpu;
+    int64_t samples, cpu, off;
 };
 
 struct merge_acc {

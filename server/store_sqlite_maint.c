@@ -80,17 +80,18 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
     /* The period the bucket's profiles had (CPU over samples), so its rows
      * keep their CPU in a byte or so too. */
     int64_t samples = 0, cpu = 0;
-    bool over = false;
+    bool over = false, off = false;
     for (size_t i = 0; i < a.nvals; i++) {
         over |= __builtin_add_overflow(samples, a.vals[i].samples, &samples);
         over |= __builtin_add_overflow(cpu, a.vals[i].cpu, &cpu);
+        off |= a.vals[i].off != 0;
     }
     int64_t period = samples > 0 && !over ? cpu / samples : 0; /* 0: CPU kept whole */
     /* Room as it goes, a block of rows at a time: a bucket of millions of
      * stacks takes only what its rows need. */
-    if ((err = buf__reserve(&data, 11)))
+    if ((err = buf__reserve(&data, BLOB_HEAD_MAX)))
         goto out;
-    data.len = blob_begin((unsigned char *)data.data, period) - (unsigned char *)data.data;
+    data.len = blob_begin((unsigned char *)data.data, period, off) - (unsigned char *)data.data;
     for (size_t i = 0; i < a.nvals; i++) {
         const struct acc_val *v = &a.vals[i];
         if (data.cap - data.len < BLOB_ROW_MAX + 1 &&
@@ -98,7 +99,8 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
             (err = buf__reserve(&data, BLOB_ROW_MAX)))
             goto out;
         unsigned char *d = (unsigned char *)data.data + data.len;
-        data.len = blob_put(d, period, v->sid, 0, v->samples, v->cpu) - (unsigned char *)data.data;
+        data.len = blob_put(d, period, v->sid, 0, v->samples, v->cpu, off, v->off) -
+                   (unsigned char *)data.data;
     }
     err = -EIO;
     const char *sql = profiles ? "INSERT OR REPLACE INTO rollups(app, level, bucket_ns, profiles,"

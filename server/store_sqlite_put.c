@@ -247,7 +247,8 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     /* In the thread's group: a savepoint of its transaction, which is
      * made durable at the group's end; alone: a transaction of its own. */
     bool grouped = group_of_thread == st;
-    int64_t *fn_ids = NULL, *ls_ids = NULL, *sids = NULL, total_samples = 0, total_cpu = 0;
+    int64_t *fn_ids = NULL, *ls_ids = NULL, *sids = NULL, total_samples = 0, total_cpu = 0,
+            total_off = 0;
     struct buf frames, data, text;
     int ret = -1;
 
@@ -257,7 +258,7 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     fn_ids = calloc(p->nfunctions + 1, sizeof(*fn_ids));
     ls_ids = malloc((p->nlabelsets + 1) * sizeof(*ls_ids));
     sids = malloc((p->nstacks + 1) * sizeof(*sids));
-    int rr = buf__reserve(&data, 11 + p->nstacks * BLOB_ROW_MAX);
+    int rr = buf__reserve(&data, BLOB_HEAD_MAX + p->nstacks * BLOB_ROW_MAX);
     if (!fn_ids || !ls_ids || !sids || rr) {
         snprintf(err, errlen, rr == -E2BIG ? "profile too large" : "out of memory");
         ret = rr == -E2BIG ? -E2BIG : -ENOMEM;
@@ -310,14 +311,18 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
         }
     }
     gc_mark_put(st, sids, p->nstacks, ls_ids, p->nlabelsets);
-    unsigned char *d = blob_begin((unsigned char *)data.data, p->period_ns);
+    bool off = false;
+    for (size_t i = 0; i < p->nstacks && !off; i++)
+        off = p->stacks[i].off_cpu_ns != 0;
+    unsigned char *d = blob_begin((unsigned char *)data.data, p->period_ns, off);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
         d = blob_put(d, p->period_ns, sids[i],
                      k->labelset == STORE_NO_LABELS ? 0 : ls_ids[k->labelset] + 1, k->samples,
-                     k->cpu_ns);
+                     k->cpu_ns, off, k->off_cpu_ns);
         sat__acc(&total_samples, k->samples);
         sat__acc(&total_cpu, k->cpu_ns);
+        sat__acc(&total_off, k->off_cpu_ns);
     }
     data.len = d - (unsigned char *)data.data;
     sqlite3_stmt *ip = st->ins_profile;
@@ -339,6 +344,7 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
         goto rollback;
     }
     sqlite3_bind_text(ip, 12, text.len ? text.data : "", text.len, SQLITE_STATIC);
+    sqlite3_bind_int64(ip, 13, total_off);
     if (sqlite3_step(ip) != SQLITE_DONE)
         goto dberr_rollback;
     for (int l = 0; l < N_LEVELS; l++) {
@@ -381,6 +387,6 @@ out_nolock:
 size_t sqls_put_mem(struct store *s, const struct store_profile *p)
 {
     (void)s;
-    return (p->nfunctions + p->nlabelsets + p->nstacks + 3) * sizeof(int64_t) + 11 +
+    return (p->nfunctions + p->nlabelsets + p->nstacks + 3) * sizeof(int64_t) + BLOB_HEAD_MAX +
            p->nstacks * BLOB_ROW_MAX + 3 * ((1u << 20) + 1);
 }

@@ -55,7 +55,7 @@ static bool filters_identity(const struct store_query *q)
 
 /* --- merge --- */
 
-static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t cpu)
+static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t cpu, int64_t off)
 {
     uint64_t idx;
 
@@ -78,7 +78,7 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
                 a->vals = v;
                 a->cap = cap;
             }
-            a->vals[a->nvals] = (struct acc_val){sid, 0, 0};
+            a->vals[a->nvals] = (struct acc_val){sid, 0, 0, 0};
             if (i >= 0)
                 *hmap__val(a->stacks, i) = a->nvals;
             else
@@ -92,6 +92,7 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
      * profiles summed could pass them. */
     sat__acc(&a->vals[idx].samples, samples);
     sat__acc(&a->vals[idx].cpu, cpu);
+    sat__acc(&a->vals[idx].off, off);
     return 0;
 }
 
@@ -99,21 +100,27 @@ static int acc_add(struct merge_acc *a, uint64_t sid, int64_t samples, int64_t c
 static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
 {
     const unsigned char *end = p ? p + len : p; /* SQLite's empty blob is NULL */
-    uint64_t sid, ls, samples, cpu, period = 0;
+    uint64_t sid, ls, samples, cpu, off = 0, period = 0;
     bool delta = len && p[0] == 0; /* a stack id is never 0: the newer form */
+    bool with_off = false;
 
     if (delta && !(p = varint__get(p + 1, end, &period)))
         return -EBADMSG;
+    if (delta && p < end && *p == 0) { /* stack id 0: rows carry off-CPU time */
+        with_off = true;
+        p++;
+    }
     while (p < end) {
         if (!(p = varint__get(p, end, &sid)) || !(p = varint__get(p, end, &ls)) ||
-            !(p = varint__get(p, end, &samples)) || !(p = varint__get(p, end, &cpu)))
+            !(p = varint__get(p, end, &samples)) || !(p = varint__get(p, end, &cpu)) ||
+            (with_off && !(p = varint__get(p, end, &off))))
             return -EBADMSG;
         if (delta) /* unzigzag, then add samples x period back, wrapping as it was taken */
             cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
         /* Ingest stores counts in [0, INT64_MAX]: anything else is a blob
          * damaged since, held to that range rather than summed negative. */
         int r = acc_add(a, sid, samples > INT64_MAX ? INT64_MAX : (int64_t)samples,
-                        cpu > INT64_MAX ? 0 : (int64_t)cpu);
+                        cpu > INT64_MAX ? 0 : (int64_t)cpu, off > INT64_MAX ? 0 : (int64_t)off);
         if (r)
             return r;
     }
@@ -297,7 +304,7 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
     int err;
 
     *out = NULL;
-    if ((err = merged_builder__init(&b))) {
+    if ((err = merged_builder__init(&b, q->value))) {
         merged_builder__free(&b);
         return err;
     }
@@ -345,7 +352,7 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
             p = sqlite3_column_blob(st->q_stack, 0); /* NULL for a stack of no frames */
             end = p ? p + sqlite3_column_bytes(st->q_stack, 0) : p;
         }
-        if ((err = merged_builder__stack(&b, a.vals[vi].samples, a.vals[vi].cpu)))
+        if ((err = merged_builder__stack(&b, a.vals[vi].samples, a.vals[vi].cpu, a.vals[vi].off)))
             goto out;
         uint64_t fid;
         while (p && p < end && (p = varint__get(p, end, &fid))) {
@@ -385,7 +392,8 @@ int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct st
     pthread_mutex_lock(&st->rmu);
     if (sqlite3_prepare_v2(
             st->rdb,
-            "SELECT app, host, MAX(time_ns + duration_ns), TOTAL(cpu_ns) FROM profiles"
+            "SELECT app, host, MAX(time_ns + duration_ns), TOTAL(cpu_ns), TOTAL(off_cpu_ns)"
+            " FROM profiles"
             " WHERE time_ns >= ? AND time_ns < ? GROUP BY app, host ORDER BY app",
             -1, &q, NULL) != SQLITE_OK)
         goto out;
@@ -429,8 +437,9 @@ int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct st
         /* TOTAL, not SUM: SQLite's SUM fails the whole query ("integer
          * overflow") once a sum passes 64 bits; TOTAL is a double, held to
          * int64 here. */
-        double cpu = sqlite3_column_double(q, 3);
+        double cpu = sqlite3_column_double(q, 3), off = sqlite3_column_double(q, 4);
         sat__acc(&a->cpu_ns, cpu >= 9.2e18 ? INT64_MAX : cpu > 0 ? (int64_t)cpu : 0);
+        sat__acc(&a->off_cpu_ns, off >= 9.2e18 ? INT64_MAX : off > 0 ? (int64_t)off : 0);
     }
     if (rc != SQLITE_DONE)
         goto out;
@@ -472,7 +481,8 @@ int sqls_timeline(struct store *s, const struct store_query *qq, int64_t step_ns
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         size_t i = (sqlite3_column_int64(q, 0) - qq->from_ns) / step_ns;
         if (i < n)
-            sat__acc(&v[i], sqlite3_column_int64(q, 1));
+            sat__acc(&v[i], store_value__of(qq->value, sqlite3_column_int64(q, 1),
+                                            sqlite3_column_int64(q, 2)));
     }
     if (rc == SQLITE_DONE)
         err = 0;

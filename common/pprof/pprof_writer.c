@@ -46,7 +46,7 @@ struct pprof_writer {
     int64_t sample_types[8][2];
     size_t nsample_types;
     int64_t period_type[2];
-    int64_t period, time_nanos, duration_nanos;
+    int64_t period, time_nanos, duration_nanos, default_type;
     int64_t *comments;
     size_t ncomments;
 
@@ -148,6 +148,11 @@ void pprof_writer__set_time(struct pprof_writer *w, int64_t time_nanos, int64_t 
 {
     w->time_nanos = time_nanos;
     w->duration_nanos = duration_nanos;
+}
+
+void pprof_writer__set_default_type(struct pprof_writer *w, const char *type)
+{
+    w->default_type = str_id(w, type);
 }
 
 int pprof_writer__add_comment(struct pprof_writer *w, const char *comment)
@@ -504,6 +509,7 @@ static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_
     e.period_type.unit = w->period_type[1];
     p.period_type = &e.period_type;
     p.period = w->period;
+    p.default_sample_type = w->default_type;
     p.time_nanos = w->time_nanos;
     p.duration_nanos = w->duration_nanos;
     p.n_comment = w->ncomments;

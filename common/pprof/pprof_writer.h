@@ -55,6 +55,9 @@ void pprof_writer__set_period(struct pprof_writer *w, const char *type, const ch
                               int64_t period);
 void pprof_writer__set_time(struct pprof_writer *w, int64_t time_nanos, int64_t duration_nanos);
 int pprof_writer__add_comment(struct pprof_writer *w, const char *comment);
+/* The sample type a reader shows unless told (pprof's default_sample_type,
+ * e.g. "off_cpu"); unset, readers take the last type. */
+void pprof_writer__set_default_type(struct pprof_writer *w, const char *type);
 
 uint64_t pprof_writer__mapping(struct pprof_writer *w, const struct pprof_mapping_info *m);
 

@@ -4,6 +4,8 @@
 // rest as "other"); a click on a value filters the page to it. Pure
 // (tests: breakdown.test.js); the panel is breakdown_view.js.
 
+import { seriesOf } from './value_type.js';
+
 // The labels a breakdown can be by, as the server names them.
 export const BREAKDOWN_LABELS = ['host', 'pid', 'container', 'pod', 'namespace', 'container_id', 'systemd_unit'];
 // The identity labels the page filters by (host and pid have their own boxes).
@@ -15,7 +17,7 @@ export const BREAKDOWN_TOP = 10;
 // { value (null: other), label, share, cores (per step), mean (cores) }.
 export function rowsOf(tl) {
     const rows = (tl.groups || []).map((g) => {
-        const cores = g.cpu_cores || [];
+        const cores = seriesOf(g, tl.type || 'cpu');
         const mean = cores.length ? cores.reduce((a, b) => a + b, 0) / cores.length : 0;
         return { value: g.value ?? null, label: g.value ?? 'other', share: g.share || 0, cores, mean };
     });

@@ -20,3 +20,9 @@ test('the labels a breakdown offers are the server\'s group_by values', () => {
     for (const l of IDENTITY_FILTERS) assert.ok(BREAKDOWN_LABELS.includes(l), l);
     assert.ok(BREAKDOWN_LABELS.includes('host') && BREAKDOWN_LABELS.includes('pid'));
 });
+
+test('rowsOf: the series of the answer\'s type (off_cpu_cores for type off_cpu)', () => {
+    const rows = rowsOf({ type: 'off_cpu', groups: [{ value: 'a', share: 1, off_cpu_cores: [1, 3], cpu_cores: [9, 9] }] });
+    assert.deepEqual(rows[0].cores, [1, 3]);
+    assert.equal(rows[0].mean, 2);
+});

@@ -10,8 +10,8 @@ const UNNAMED_RE = /^(.+)\+0x[0-9a-fA-F]+$/;
 // agent/runtimes/): kernel frames carry the file "[kernel.kallsyms]" or
 // "[module]" (or are "[kernel]+0xADDR" when kallsyms had no name), frames
 // without a name are "binary+0xADDR", markers are "[truncated: ...]",
-// "[lost samples: ...]" and "[python: ...]" (a Python frame that could not
-// be named), CPython frames carry their source file (isPythonFile).
+// "[lost samples: ...]", "[python: ...]" (a Python frame that could not
+// be named) and "[off-CPU: ...]" (the wait an off-CPU stack ends in), CPython frames carry their source file (isPythonFile).
 // (The regular expressions run only where a cheap test says they may match:
 // the first draw classifies thousands of names.)
 export function classify(name, file, idx) {
@@ -21,7 +21,7 @@ export function classify(name, file, idx) {
         if (name.startsWith('[kernel]+0x')) {
             return { kind: KIND.KERNEL, group: 'kernel', binary: '[kernel]', unnamed: true };
         }
-        if (/^\[(truncated|lost|python[:\]])/.test(name)) return { kind: KIND.MARKER, group: 'marker', binary: '' };
+        if (/^\[(truncated|lost|python[:\]]|off-CPU: )/.test(name)) return { kind: KIND.MARKER, group: 'marker', binary: '' };
     }
     if (file.charCodeAt(0) === 91 && /^\[[^\]]+\]$/.test(file) && file !== '[unknown]') {
         return { kind: KIND.KERNEL, group: file.slice(1, -1), binary: file };

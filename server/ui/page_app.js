@@ -1,6 +1,7 @@
-// An application's Profiling tab: the CPU timeline, the flame graph (or the
-// diff of two ranges) and the function table.
-//   #/app/NAME?from=&to=&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
+// An application's Profiling tab: the timeline, the flame graph (or the
+// diff of two ranges) and the function table, of CPU time, off-CPU time or
+// wall time (type=, value_type.js; cpu when absent).
+//   #/app/NAME?from=&to=&type=off_cpu|wall&host=&pid=&q=SEARCH&zoom=a;b;c&collapse=1&sort=self|total&fn=FILTER
 //              &diff=1&bfrom=&bto=&bhost=&bpid=&interp=shown&sw=FUNCTION
 //              &by=LABEL&pod=&container=&namespace=&container_id=&systemd_unit=
 // by shows the CPU broken down by a label (breakdown_view.js); a click on
@@ -23,7 +24,8 @@ import { IDENTITY_FILTERS } from './breakdown.js';
 import { breakdownPanel } from './breakdown_view.js';
 import { rangeLabel, stepFor, toUnix } from './range.js';
 import { hashOf, parseHash, update } from './router.js';
-import { cpuChart, rangePicker } from './widgets.js';
+import { nounOf, typeOf, typeParam } from './value_type.js';
+import { cpuChart, rangePicker, typePicker } from './widgets.js';
 
 const MAX_NODES = 100000;
 const cache = new Map(); // query string -> parsed tree (the last few)
@@ -52,7 +54,7 @@ export function leaveApp() {
 }
 
 function dataKey(parts, p) {
-    const keys = ['from', 'to', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp', 'by', ...IDENTITY_FILTERS];
+    const keys = ['from', 'to', 'type', 'host', 'pid', 'diff', 'bfrom', 'bto', 'bhost', 'bpid', 'interp', 'by', ...IDENTITY_FILTERS];
     return JSON.stringify([parts[1], ...keys.map((k) => p.get(k) || '')]);
 }
 
@@ -71,12 +73,14 @@ function queryOf(app, p) {
     const host = p.get('host') || '', pid = p.get('pid') || '';
     const diff = p.get('diff') === '1';
     const interp = p.get('interp') === 'shown' ? 'shown' : ''; // '': the server's default, hidden
+    const type = typeOf(p), tp = typeParam(type); // tp '': cpu, the server's default
     const ids = {}; // the identity labels filtered on
     for (const k of IDENTITY_FILTERS) if (p.get(k)) ids[k] = p.get(k);
-    const sel = { app, from, to, host, pid, interp, ...ids };
+    const sel = { app, from, to, type: tp, host, pid, interp, ...ids };
     const base = diff
-        ? { app, ...baseRange(p), host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp, ...ids } : null;
-    return { app, from, to, host, pid, diff, interp, ids, by: p.get('by') || '', sel, base };
+        ? { app, ...baseRange(p), type: tp, host: p.get('bhost') ?? host, pid: p.get('bpid') ?? pid, interp, ...ids }
+        : null;
+    return { app, from, to, type, host, pid, diff, interp, ids, by: p.get('by') || '', sel, base };
 }
 
 export async function renderApp(parts, p) {
@@ -84,6 +88,7 @@ export async function renderApp(parts, p) {
     if (page && page.key === key) { page.apply(p); return; }
     if (page) page.destroy();
     cx.ready = false;
+    cx.noOffCpu = false;
     const q = queryOf(parts[1], p), ui = buildPage(q, p);
     const fg = new FlameGraph(ui.fgBox, {
         onClick: (i) => update({ zoom: i === 0 ? null : pathOf(fg.tree, i).join(';') }),
@@ -95,6 +100,7 @@ export async function renderApp(parts, p) {
     page = st;
     cx.fg = fg;
     cx.mode = q.diff ? 'diff' : 'profile';
+    cx.type = q.type;
     loadAround(st, q);
     await loadGraph(st, q, p);
 }
@@ -102,7 +108,7 @@ export async function renderApp(parts, p) {
 // The page's elements, in the view.
 function buildPage(q, p) {
     const ui = { app: q.app };
-    ui.chart = h('canvas', { class: 'timeline', 'aria-label': 'CPU used over time; drag to select a range' });
+    ui.chart = h('canvas', { class: 'timeline', 'aria-label': `${nounOf(q.type)} over time; drag to select a range` });
     ui.breakdown = h('div', { class: 'bd-box' });
     ui.bdSel = h('span', { class: 'bd-sel' });
     ui.notes = h('div', { class: 'notes' });
@@ -152,7 +158,8 @@ function toolbar(q, p, ui) {
     const pidBox = h('input', { type: 'text', inputmode: 'numeric', placeholder: 'pid', size: 7, value: pid,
         'aria-label': 'pid', list: 'pid-values', onchange: () => update({ pid: pidBox.value.trim(), zoom: null }) });
     const dl = (fmt, ext) => {
-        const params = Object.entries({ app, from, to, host, pid, interp, ...q.ids, format: fmt }).filter(([, v]) => v);
+        const params = Object.entries({ app, from, to, type: q.sel.type, host, pid, interp, ...q.ids, format: fmt })
+            .filter(([, v]) => v);
         return h('a', { class: 'button', download: `${app}.${ext}`, href: '/api/v1/profile?' + new URLSearchParams(params) },
             ext === 'pb.gz' ? 'pprof' : 'folded');
     };
@@ -162,8 +169,11 @@ function toolbar(q, p, ui) {
     // The identity filters set (from the breakdown), each removable.
     const chips = Object.entries(q.ids).map(([k, v]) => h('button', { type: 'button', class: 'chip',
         title: `Remove the filter ${k}=${v}`, onclick: () => update({ [k]: null, zoom: null }) }, `${k}=${v} ×`));
+    // Another type is another tree: its zoom and sandwich may not be in it.
+    const types = typePicker(q.type, (t) => update({ type: typeParam(t), zoom: null, sw: null }));
     return h('div', { class: 'toolbar' },
-        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), ui.hostSel, pidBox, ui.pidList, ...chips,
+        rangePicker(p, (f, t) => update({ from: f, to: t, zoom: null })), types, ui.hostSel, pidBox, ui.pidList,
+        ...chips,
         ui.bdSel, compare,
         h('span', { class: 'spacer' }), h('span', { class: 'muted' }, 'Download'),
         dl('pprof', 'pb.gz'), dl('collapsed', 'folded.txt'));
@@ -188,12 +198,13 @@ function loadAround(st, q) {
     }).catch(() => {});
     const onSelect = (a, b) => update({ from: String(a), to: String(b), zoom: null });
     const step = stepFor(f0, t0) + 's';
-    api('/api/v1/timeline', { app, from, to, host, pid, ...q.ids, step })
+    const type = q.sel.type;
+    api('/api/v1/timeline', { app, from, to, type, host, pid, ...q.ids, step })
         .then((tl) => { if (page === st) cpuChart(ui.chart, tl, { onSelect }); })
         .catch((e) => { ui.chart.title = e.message; });
-    const load = (by) => api('/api/v1/timeline', { app, from, to, host, pid, ...q.ids, step, group_by: by });
+    const load = (by) => api('/api/v1/timeline', { app, from, to, type, host, pid, ...q.ids, step, group_by: by });
     const pick = (by, v) => update({ [by]: v, by: null, zoom: null, sw: null });
-    const panel = breakdownPanel(q.by, load, pick, (by) => update({ by }));
+    const panel = breakdownPanel(q.by, load, pick, (by) => update({ by }), q.type);
     ui.breakdown.replaceChildren(panel);
     ui.bdSel.replaceChildren(panel.select);
     cx.breakdown = panel.state;
@@ -212,6 +223,18 @@ async function loadGraph(st, q, p) {
         ui.fgBox.replaceChildren();
         fg.attach();
         st.tree = tree;
+        if ((!tree.n || !tree.total[0]) && tree.profiles && q.type === 'off_cpu') {
+            // Profiles, but none with this time: CPU-only agents.
+            ui.fgBox.replaceChildren(message('empty',
+                `No off-CPU data of ${app} in the ${rangeLabel(from, to)}` +
+                `${host ? ' on ' + host : ''}${pid ? ' for pid ' + pid : ''}: ` +
+                `${tree.profiles > 1 ? `its ${tree.profiles} profiles hold` : 'its profile holds'} CPU time only.`,
+                'Off-CPU time (threads blocked on locks, I/O, sleeps) is recorded by agents started with --off-cpu ' +
+                '(config key off-cpu). The CPU view has this range\'s profiles.'));
+            cx.ready = true;
+            cx.noOffCpu = true;
+            return;
+        }
         if (!tree.n || !tree.total[0]) {
             ui.fgBox.replaceChildren(message('empty',
                 `No profiles of ${app} in the ${rangeLabel(from, to)}` +
@@ -247,6 +270,11 @@ function afterFirstFrame(st, tree, btree) {
             ui.notes.append(message('warn', 'The baseline has no profiles.',
                 'Every frame shows as grown; pick a baseline range or host that has data.'));
         }
+    }
+    if (cx.type === 'wall' && !tree.offCpu) {
+        ui.notes.append(message('warn', 'No off-CPU data in this range: wall time here is CPU time alone.',
+            'Off-CPU time is recorded by agents started with --off-cpu (config key off-cpu).'));
+        cx.noOffCpu = true;
     }
     ui.notes.append(...unnamedNotes(tree));
     ui.legend.replaceChildren(...legendOf(tree, !!btree));

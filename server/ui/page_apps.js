@@ -1,5 +1,6 @@
 // The applications page: every application with profiles in the range, by
-// CPU used, with a sparkline each.
+// CPU used, with a sparkline each; their off-CPU time (threads waiting, on
+// average) when any has some.
 //   #/?from=now-1h&to=now&q=FILTER
 import { api } from './api.js';
 import { cx, h, message, view } from './dom.js';
@@ -39,11 +40,14 @@ export async function renderApps(p) {
     }
     const q = (p.get('q') || '').toLowerCase();
     const shown = apps.filter((a) => !q || a.name.toLowerCase().includes(q) || a.hosts.some((x) => x.toLowerCase().includes(q)));
-    const rows = shown.map((a) => appRow(a, from, to));
+    const off = apps.some((a) => a.off_cpu_cores > 0);
+    const rows = shown.map((a) => appRow(a, from, to, off));
     body.replaceChildren(
         h('p', { class: 'muted' }, `${shown.length} of ${apps.length} applications, ${rangeLabel(from, to)}, by CPU used`),
         shown.length ? h('table', { class: 'apps' },
             h('thead', {}, h('tr', {}, h('th', {}, 'Application'), h('th', {}, 'Hosts'), h('th', { class: 'num' }, 'CPU (cores)'),
+                off ? h('th', { class: 'num', title: 'Threads blocked (locks, I/O, sleeps), on average' },
+                    'Off-CPU (threads)') : null,
                 h('th', {}, 'CPU over the range'), h('th', {}, 'Last seen'))),
             h('tbody', {}, rows.map((r) => r.tr))) : message('empty', 'No application matches the filter.'));
     cx.ready = true;
@@ -51,13 +55,14 @@ export async function renderApps(p) {
 }
 
 // An application's row, and the canvas of its sparkline (drawn later).
-function appRow(a, from, to) {
+function appRow(a, from, to, off) {
     const spark = h('canvas', { class: 'spark', width: 120, height: 24, 'aria-hidden': 'true' });
     const link = hashOf(['app', a.name], new URLSearchParams({ from, to }));
     return { a, spark, tr: h('tr', {},
         h('td', {}, h('a', { href: link, class: 'app-link' }, a.name)),
         h('td', { class: 'hosts' }, a.hosts.join(', ')),
         h('td', { class: 'num' }, cores(a.cpu_cores)),
+        off ? h('td', { class: 'num off-cpu' }, cores(a.off_cpu_cores || 0)) : null,
         h('td', {}, spark),
         h('td', { class: 'muted', title: fmtWhen(a.last_seen) }, ago(a.last_seen))) };
 }

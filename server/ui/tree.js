@@ -54,6 +54,7 @@ export function parseTree(fg) {
     while (sp > 0) end[stk[--sp]] = n; // a cut-off tree: close what is open
     return {
         n, names, files, unit: fg.unit, samples: fg.samples || 0, profiles: fg.profiles || 0,
+        offCpu: fg.off_cpu || 0,
         name, total, self, x, depth, end, parent, maxDepth,
         // Per name, filled on first use (nameInfo) or all at once
         // (classifyAll): kind, colour, package group, binary (unnamed frames).

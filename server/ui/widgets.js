@@ -1,7 +1,16 @@
-// The controls the pages share: the range picker and the CPU timeline.
+// The controls the pages share: the range picker, the type selector and
+// the timeline.
 import { h } from './dom.js';
 import { cores, fmtWhen } from './format.js';
 import { RANGES, rangeValue } from './range.js';
+import { VALUE_TYPES, seriesOf, unitOf } from './value_type.js';
+
+// CPU / Off-CPU / Wall, type the one pressed; onPick(type) on a choice.
+export function typePicker(type, onPick) {
+    return h('div', { class: 'range types', role: 'group', 'aria-label': 'profile type' },
+        VALUE_TYPES.map(([v, label]) => h('button', { type: 'button', class: v === type ? 'on' : '',
+            'aria-pressed': String(v === type), 'data-type': v, onclick: () => onPick(v) }, label)));
+}
 
 // The preset ranges and a custom from-to form; onPick(from, to) on a choice.
 export function rangePicker(p, onPick) {
@@ -29,10 +38,11 @@ export function rangePicker(p, onPick) {
         custom);
 }
 
-// A line of CPU cores over time on a canvas; with onSelect, dragging
-// across it selects a range (Unix seconds).
+// A line of cores (or threads: off-CPU and wall time) over time on a
+// canvas, the series of the timeline's type; with onSelect, dragging across
+// it selects a range (Unix seconds).
 export function cpuChart(canvas, tl, { onSelect, height = 90, color = '#e8590c' } = {}) {
-    const pts = tl.cpu_cores || [], n = pts.length;
+    const pts = seriesOf(tl), n = pts.length;
     const draw = (sel) => {
         const W = canvas.clientWidth || 120, H = height, dpr = window.devicePixelRatio || 1;
         canvas.width = W * dpr; canvas.height = H * dpr; canvas.style.height = H + 'px';
@@ -42,7 +52,7 @@ export function cpuChart(canvas, tl, { onSelect, height = 90, color = '#e8590c' 
         const max = Math.max(...pts, 0.001), pad = onSelect ? 14 : 2;
         if (onSelect) {
             c.fillStyle = '#666'; c.font = '11px system-ui, sans-serif';
-            c.fillText(`${cores(max)} cores`, 4, 11);
+            c.fillText(`${cores(max)} ${unitOf(tl.type || 'cpu')}`, 4, 11);
         }
         const X = (i) => (n <= 1 ? W / 2 : (i / (n - 1)) * (W - 2) + 1), Y = (v) => H - 1 - (v / max) * (H - pad - 2);
         c.beginPath(); c.moveTo(X(0), H);

@@ -7,6 +7,7 @@ import subprocess
 import time
 import urllib.parse
 
+import offcpu_server_tests
 import server_tests
 from server_tests import ROOT, WORK, Server, check, run_agent, stop_agent
 
@@ -163,4 +164,28 @@ def test_browser_sandwich(tmp):
         srv.stop()
 
 
-TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep, test_browser_sandwich]
+def test_browser_offcpu(tmp):
+    """The type selector: CPU, Off-CPU and Wall trees of profiles with known
+    off-CPU time (offcpu_server_tests.py), in the URL, with the table, search,
+    timeline, downloads and a diff of that type; an application without
+    off-CPU data says so (tests/browser/ui_offcpu.mjs)."""
+    check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
+          "playwright-core missing: run 'make test' (npm ci in tests/browser)")
+    srv = Server(tmp)
+    try:
+        now = int(time.time())
+        offcpu_server_tests.post_all(srv, now)  # offsvc at now-300 and now-240, cpuonly at now-300
+        lock = sum(off for s, _, _, off in offcpu_server_tests.STACKS if s[-1] == "[off-CPU: lock]")
+        want = {"cpu": 2 * offcpu_server_tests.CPU, "off": 2 * offcpu_server_tests.OFF, "lock": 2 * lock}
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_offcpu.mjs"), srv.url, OUT,
+                            str(now - 600), str(now), str(now - 270), json.dumps(want)],
+                           capture_output=True, text=True, timeout=180)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser off-CPU test failed (screenshots in {OUT}):\n"
+              f"{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
+TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep, test_browser_sandwich,
+         test_browser_offcpu]

@@ -84,7 +84,7 @@ def test_ch_on_cluster(tmp):
         for i, n in enumerate(nodes):
             got = tables_on(n, db)
             check(got == want, f"node {i}: tables {sorted(got)}")
-        check(version_of(nodes[1], db) == ["2"], f"version {version_of(nodes[1], db)}")
+        check(version_of(nodes[1], db) == ["3"], f"version {version_of(nodes[1], db)}")
         # Profiles of 16 processes (samples are sharded by profile), and 8 of
         # three days ago, each of its own app and function.
         for pid in range(100, 116):
@@ -201,20 +201,22 @@ def test_ch_schema_version(tmp):
     check(f"database {db1} at {nodes[0].url}" in log and "version 1" in log and
           "new --clickhouse-database" in log, f"the refusal: {log[-800:]}")
     check([tables_on(n, db1) for n in nodes] == before, "tables changed in the refused database")
-    # A newer schema's version row.
-    db3 = new_db("v3")
-    make_tables(db3, V1[:1])
-    nodes[0].query(f"INSERT INTO {db3}.meta_local VALUES (0, 'schema_version', 3)")
-    rc, log = refused(tmp, *args(db3))
-    check(rc not in (0, None), f"started on schema 3: {rc}")
-    check(f"database {db3} at {nodes[0].url} holds schema version 3, newer than this server's 2"
-          in log and "--clickhouse-database" in log, f"the refusal: {log[-800:]}")
-    check(tables_on(nodes[1], db3) == {"meta", "meta_local"}, "tables made in a refused database")
-    # A new database: version 2 stored, and taken again at the next start.
-    db2 = new_db("v2")
+    # A newer schema's version row, and the schema before off-CPU time (2).
+    for v, word in ((4, "newer"), (2, "older")):
+        db3 = new_db(f"v{v}")
+        make_tables(db3, V1[:1])
+        nodes[0].query(f"INSERT INTO {db3}.meta_local VALUES (0, 'schema_version', {v})")
+        rc, log = refused(tmp, *args(db3))
+        check(rc not in (0, None), f"started on schema {v}: {rc}")
+        check(f"database {db3} at {nodes[0].url} holds schema version {v}, {word} than this "
+              "server's 3" in log and "--clickhouse-database" in log, f"the refusal: {log[-800:]}")
+        check(tables_on(nodes[1], db3) == {"meta", "meta_local"},
+              "tables made in a refused database")
+    # A new database: version 3 stored, and taken again at the next start.
+    db2 = new_db("v3")
     srv = Server(tmp, *args(db2))
     try:
-        check(version_of(nodes[0], db2) == ["2"], f"version {version_of(nodes[0], db2)}")
+        check(version_of(nodes[0], db2) == ["3"], f"version {version_of(nodes[0], db2)}")
         check(srv.post("/api/v1/profiles", good_profile("ver"))[0] == 202, "post")
         srv.stop()
         # Made before versions were kept: the same tables, no version row.
@@ -225,10 +227,10 @@ def test_ch_schema_version(tmp):
             time.sleep(0.2)
         check(version_of(nodes[0], db2) == [], "the version row not deleted")
         srv.start()
-        check(version_of(nodes[0], db2) == ["2"], "the version not stored in the old database")
+        check(version_of(nodes[0], db2) == ["3"], "the version not stored in the old database")
         check(st.stacks_of(srv, "app=ver&from=now-10m") == {"work": 5}, "its profile")
         log = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
-        check(log.count("schema version 2 (stored now)") == 2, f"log: {log[-600:]}")
+        check(log.count("schema version 3 (stored now)") == 2, f"log: {log[-600:]}")
     finally:
         srv.stop()
 

@@ -13,6 +13,7 @@ import urllib.parse
 
 import clickhouse_cluster
 import hostile_tests
+import offcpu_server_tests
 import pyroscope_tests
 import server_tests as st
 from server_tests import Server, check, collapsed_split, run_agent, stop_agent, good_profile
@@ -44,7 +45,8 @@ SHARED = [on_clickhouse(t) for t in (st.test_server_agent_to_query, st.test_serv
                                      st.test_server_rollups)] + \
     [on_clickhouse(t, single=True) for t in (st.test_server_labels, st.test_server_rollups)] + \
     [on_clickhouse(hostile_tests.test_server_hostile_sums),
-     on_clickhouse(pyroscope_tests.test_pyroscope_querier)]
+     on_clickhouse(pyroscope_tests.test_pyroscope_querier),
+     on_clickhouse(offcpu_server_tests.test_server_off_cpu)]
 
 
 def shard_rows(db, table):

@@ -105,20 +105,29 @@ struct tstack {
     const char *frames[8];
     int64_t samples;
     const char *labels[8];
+    int64_t off_ns; /* off-CPU time: a sample of its own, [0, 0, off_ns] */
 };
+
+/* Where tprofile_types puts off_cpu/nanoseconds: nowhere (the CPU profile
+ * of before), third (the agent's order, OFFCPU_CONTRACT.md) or first. */
+enum toff { TOFF_NONE, TOFF_THIRD, TOFF_FIRST };
 
 /* A profile of stacks as the agent writes one: samples/count and
  * cpu/nanoseconds, a period of 10 ms, starting at time_ns and lasting 60 s,
  * each function a location of its own in file "<name>.c". Appended to out,
  * gzipped when gzip. */
-static inline void tprofile(struct buf *out, int64_t time_ns, const struct tstack *st, size_t n,
-                            bool gzip)
+static inline void tprofile_types(struct buf *out, int64_t time_ns, const struct tstack *st,
+                                  size_t n, bool gzip, enum toff off)
 {
     struct pprof_writer *w = pprof_writer__new();
 
     assert_non_null(w);
+    if (off == TOFF_FIRST)
+        assert_int_equal(pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds"), 0);
     assert_int_equal(pprof_writer__add_sample_type(w, "samples", "count"), 0);
     assert_int_equal(pprof_writer__add_sample_type(w, "cpu", "nanoseconds"), 0);
+    if (off == TOFF_THIRD)
+        assert_int_equal(pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds"), 0);
     pprof_writer__set_period(w, "cpu", "nanoseconds", 10000000);
     pprof_writer__set_time(w, time_ns, 60 * SEC);
     const char *seen[64]; /* one location per function, by first sight */
@@ -152,11 +161,26 @@ static inline void tprofile(struct buf *out, int64_t time_ns, const struct tstac
         for (; nlab < 4 && st[i].labels[2 * nlab]; nlab++)
             labels[nlab] =
                 (struct pprof_label){st[i].labels[2 * nlab], st[i].labels[2 * nlab + 1], 0, NULL};
-        int64_t v[2] = {st[i].samples, st[i].samples * 10000000};
-        assert_int_equal(pprof_writer__add_sample(w, locs, nl, v, labels, nlab), 0);
+        int64_t v[3] = {st[i].samples, st[i].samples * 10000000, 0};
+        if (off == TOFF_FIRST)
+            v[0] = 0, v[1] = st[i].samples, v[2] = st[i].samples * 10000000;
+        if (st[i].samples || off == TOFF_NONE)
+            assert_int_equal(pprof_writer__add_sample(w, locs, nl, v, labels, nlab), 0);
+        if (off != TOFF_NONE && st[i].off_ns) { /* the agent's off-CPU sample */
+            int64_t o[3] = {0, 0, st[i].off_ns};
+            if (off == TOFF_FIRST)
+                o[0] = st[i].off_ns, o[2] = 0;
+            assert_int_equal(pprof_writer__add_sample(w, locs, nl, o, labels, nlab), 0);
+        }
     }
     assert_int_equal(pprof_writer__encode(w, out, gzip), 0);
     pprof_writer__free(w);
+}
+
+static inline void tprofile(struct buf *out, int64_t time_ns, const struct tstack *st, size_t n,
+                            bool gzip)
+{
+    tprofile_types(out, time_ns, st, n, gzip, TOFF_NONE);
 }
 
 /* --- a merged result read back --- */

@@ -154,6 +154,40 @@ static void test_bad_requests(void **state)
     expect(f, "GET", "/api/v1/timeline?app=web&step=nan", RAUTH, NULL, 0, 400, "step");
 }
 
+/* type=: an off-CPU profile read back as cpu, off_cpu and wall, on the
+ * profile, the timeline and the applications; any other type a 400. */
+static void test_types(void **state)
+{
+    struct fixture *f = *state;
+    static const struct tstack off[] = {
+        {{"leaf", "a", "main"}, 3, {"service", "web", NULL}, 0},
+        {{"[off-CPU: sleep]", "nanosleep", "main"}, 0, {"service", "web", NULL}, 6 * SEC},
+    };
+    struct buf p;
+
+    buf__init(&p, 1u << 20);
+    tprofile_types(&p, (int64_t)time(NULL) * SEC - 120 * SEC, off, 2, true, TOFF_THIRD);
+    expect(f, "POST", "/api/v1/profiles", AUTH, p.data, p.len, 202, "stored");
+    expect(f, "GET", "/api/v1/profile?app=web&format=collapsed&type=off_cpu", RAUTH, NULL, 0, 200,
+           "main;nanosleep;[off-CPU: sleep] 6000000000\n");
+    expect(f, "GET", "/api/v1/profile?app=web&format=flamegraph&type=wall", RAUTH, NULL, 0, 200,
+           "\"type\":\"wall\",\"total\":6030000000,");
+    expect(f, "GET", "/api/v1/profile?app=web&format=flamegraph", RAUTH, NULL, 0, 200,
+           "\"type\":\"cpu\",\"total\":30000000,");
+    /* 6 s blocked in one minute: 0.1 threads (in the step 2 or 3 minutes back) */
+    expect(f, "GET", "/api/v1/timeline?app=web&from=now-10m&step=60s&type=off_cpu", RAUTH, NULL, 0,
+           200, "\"type\":\"off_cpu\",\"off_cpu_cores\":[0,");
+    expect(f, "GET", "/api/v1/timeline?app=web&from=now-10m&step=60s&type=off_cpu", RAUTH, NULL, 0,
+           200, ",0.1,");
+    expect(f, "GET", "/api/v1/applications?from=now-10m&type=off_cpu", RAUTH, NULL, 0, 200,
+           "\"off_cpu_cores\":0.01}");
+    expect(f, "GET", "/api/v1/profile?app=web&type=offcpu", RAUTH, NULL, 0, 400,
+           "type: 'offcpu' is none of cpu, off_cpu, wall");
+    expect(f, "GET", "/api/v1/timeline?app=web&type=WALL", RAUTH, NULL, 0, 400, "type:");
+    expect(f, "GET", "/api/v1/applications?type=", RAUTH, NULL, 0, 400, "type:");
+    buf__free(&p);
+}
+
 /* 404 and 405: paths that are not there, methods a path does not take. */
 static void test_not_found(void **state)
 {
@@ -716,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeline_group_by, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_stored, setup, teardown),

@@ -385,6 +385,90 @@ static void test_bad_identity(void **state)
     tmpdir__remove(dir);
 }
 
+/* The off-CPU time of the stack "root;...;leaf" of m, 0 when it has none. */
+static int64_t folded_off(const struct store_merged *m, const char *folded)
+{
+    for (size_t i = 0; i < m->nstacks; i++) {
+        char s[512];
+        size_t len = 0;
+        for (uint32_t j = m->stacks[i].nframes; j-- > 0 && len < sizeof(s);)
+            len += snprintf(s + len, sizeof(s) - len, "%s%s", len ? ";" : "",
+                            m->functions[m->stacks[i].frames[j]].name);
+        if (len < sizeof(s) && strcmp(s, folded) == 0)
+            return m->stacks[i].off_cpu_ns;
+    }
+    return 0;
+}
+
+/* Off-CPU profiles as the agent writes them (OFFCPU_CONTRACT.md: a third
+ * type off_cpu/nanoseconds, off-CPU samples [0, 0, ns]) and with the type
+ * first: found by name, stored beside the CPU, merged by value; negative
+ * or impossible off-CPU time refused with its reason. */
+static void test_off_cpu(void **state)
+{
+    char dir[256], msg[512];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    (void)state;
+
+#define L "service", "svc", "host", "h1", "pid", "42", NULL
+    struct tstack stacks[] = {
+        {{"leaf", "a", "main"}, 3, {L}, 0},
+        {{"[off-CPU: lock]", "futex_wait", "a", "main"}, 0, {L}, 5 * SEC},
+        {{"leaf2", "b", "main"}, 2, {L}, SEC},
+    };
+#undef L
+    struct buf b;
+    buf__init(&b, 1u << 20);
+    tprofile_types(&b, T0, stacks, 3, true, TOFF_THIRD);
+    assert_int_equal(ingest(st, &b, NULL, NULL, msg, sizeof(msg)), 202);
+    buf__reset(&b);
+    tprofile_types(&b, T0 + 60 * SEC, stacks, 3, false, TOFF_FIRST);
+    assert_int_equal(ingest(st, &b, NULL, NULL, msg, sizeof(msg)), 202);
+    buf__reset(&b);
+    tprofile(&b, T0 + 120 * SEC, stacks, 3, false); /* CPU only, as before */
+    assert_int_equal(ingest(st, &b, NULL, NULL, msg, sizeof(msg)), 202);
+
+    struct store_merged *m = merge_all(st, "svc");
+    int64_t cpu;
+    assert_int_equal(m->nstacks, 2); /* the off-CPU stack is no CPU stack */
+    assert_int_equal(folded_samples(m, "main;a;leaf", &cpu), 9);
+    assert_int_equal(cpu, 9 * 10000000ll);
+    assert_int_equal(folded_samples(m, "main;b;leaf2", NULL), 6);
+    store_merged__free(m);
+    struct store_query q = {.app = "svc", .from_ns = 0, .to_ns = INT64_MAX};
+    q.value = STORE_VALUE_OFF_CPU;
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 3);
+    assert_int_equal(m->nstacks, 2);
+    assert_true(folded_off(m, "main;a;futex_wait;[off-CPU: lock]") == 10 * SEC);
+    assert_true(folded_off(m, "main;b;leaf2") == 2 * SEC);
+    store_merged__free(m);
+
+    /* refused, nothing stored */
+    stacks[1].off_ns = -1;
+    buf__reset(&b);
+    tprofile_types(&b, T0 + 180 * SEC, stacks, 3, false, TOFF_THIRD);
+    assert_int_equal(ingest(st, &b, NULL, NULL, msg, sizeof(msg)), 400);
+    assert_non_null(strstr(msg, "negative value"));
+    stacks[1].off_ns = INT64_MAX / 2; /* 4.6e18 ns in a minute: 77 million threads */
+    buf__reset(&b);
+    tprofile_types(&b, T0 + 180 * SEC, stacks, 3, false, TOFF_THIRD);
+    assert_int_equal(ingest(st, &b, NULL, NULL, msg, sizeof(msg)), 400);
+    assert_non_null(strstr(msg, "threads can wait"));
+    stacks[1].off_ns = INT64_MAX;
+    stacks[2].off_ns = INT64_MAX;
+    buf__reset(&b);
+    tprofile_types(&b, T0 + 180 * SEC, stacks, 3, false, TOFF_THIRD);
+    assert_int_equal(ingest(st, &b, NULL, NULL, msg, sizeof(msg)), 400);
+    assert_non_null(strstr(msg, "past 64 bits"));
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 3);
+    store_merged__free(m);
+    buf__free(&b);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_bad_claims),
         cmocka_unit_test(test_oversize),
         cmocka_unit_test(test_bad_identity),
+        cmocka_unit_test(test_off_cpu),
     };
     return cmocka_run_group_tests_name("ingest", tests, NULL, NULL);
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/gz.h"
+#include "../../common/pprof/pprof_reader.h"
 #include "../../server/query.h"
 
 #define NOW (1764763200ll * 1000000000ll)
@@ -304,6 +306,78 @@ static void test_hide_interp(void **state)
     fixture_free(&fx);
 }
 
+/* --- off-CPU and wall: what each writer draws of a merge's value --- */
+
+/* f0;f1 on CPU (1 sample, 100 ns), f0;f2 blocked 1000 ns, of m->value v. */
+static void fixture_offcpu(struct fixture *fx, enum store_value v)
+{
+    static const uint32_t a[] = {0, 1}, b[] = {0, 2};
+    fixture_init(fx, 3, 2);
+    fixture_stack(fx, a, 2, 1, 100);
+    fixture_stack(fx, b, 2, 0, 0);
+    fx->m.stacks[1].off_cpu_ns = 1000;
+    fx->m.value = v;
+}
+
+static void test_values(void **state)
+{
+    static const long long totals[3] = {100, 1000, 1100};
+    static const char *const collapsed[3] = {"f0;f1 1\n", "f0;f2 1000\n",
+                                             "f0;f1 100\nf0;f2 1000\n"};
+    static const char *const types[3] = {"\"type\":\"cpu\"", "\"type\":\"off_cpu\"",
+                                         "\"type\":\"wall\""};
+    static const size_t ntypes[3] = {3, 3, 4}; /* off_cpu present: written for cpu too */
+    (void)state;
+
+    enum store_value v;
+    assert_int_equal(query__parse_value(NULL, &v), 0);
+    assert_int_equal(v, STORE_VALUE_CPU);
+    assert_int_equal(query__parse_value("wall", &v), 0);
+    assert_int_equal(v, STORE_VALUE_WALL);
+    assert_int_equal(query__parse_value("off-cpu", &v), -1);
+    assert_int_equal(query__parse_value("", &v), -1);
+    for (int i = STORE_VALUE_CPU; i <= STORE_VALUE_WALL; i++) {
+        struct fixture fx;
+        struct graph g;
+        struct buf b;
+        fixture_offcpu(&fx, (enum store_value)i);
+        graph_of(&fx, 0, &g);
+        assert_int_equal(g.total, totals[i]);
+        assert_int_equal(g.nodes[1], totals[i]); /* the root */
+        free(g.nodes);
+        buf__init(&b, 1u << 20);
+        assert_int_equal(query__write_flamegraph(&fx.m, 0, &b), 0);
+        assert_non_null(strstr(b.data, types[i]));
+        buf__reset(&b);
+        assert_int_equal(query__write_collapsed(&fx.m, &b), 0);
+        assert_int_equal(b.len, strlen(collapsed[i]));
+        assert_memory_equal(b.data, collapsed[i], b.len);
+        /* pprof: the types by name, the asked one the default */
+        buf__reset(&b);
+        assert_int_equal(query__write_pprof(&fx.m, 0, 60, &b), 0);
+        struct buf raw;
+        buf__init(&raw, 1u << 20);
+        assert_int_equal(gz__decompress(b.data, b.len, &raw, 1000), 0);
+        struct pprof_reader r;
+        char err[256];
+        assert_int_equal(pprof_reader__read(&r, raw.data, raw.len, 1u << 20, err, sizeof(err)), 0);
+        assert_int_equal(r.nsample_types, ntypes[i]);
+        assert_string_equal(r.strings[r.sample_types[2].type], "off_cpu");
+        assert_string_equal(r.strings[r.default_sample_type], query__value_name(v = i));
+        uint64_t locs[8];
+        int64_t vals[4];
+        struct pprof_rsample s = {locs, 0, 8, vals, 0, 4, NULL, 0, 0};
+        assert_int_equal(pprof_reader__sample(&r, 1, &s, err, sizeof(err)), 0);
+        assert_true(vals[0] == 0 && vals[1] == 0 && vals[2] == 1000);
+        if (i == STORE_VALUE_WALL)
+            assert_true(vals[3] == 1000);
+        pprof_reader__free(&r);
+        buf__free(&raw);
+        buf__free(&b);
+        fixture_free(&fx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_flamegraph_wide_sorted),
         cmocka_unit_test(test_flamegraph_deep_folded),
         cmocka_unit_test(test_hide_interp),
+        cmocka_unit_test(test_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sqlite3.h>
 
 #include "server_helpers.h"
 
@@ -77,6 +78,16 @@ static void sprof__stack(struct sprof *s, const char *const *names, uint32_t n, 
     }
     s->stacks[k] = (struct store_stack){
         s->frames[k], n, labelset, stack_hasher__stack(s->h, keys, n), samples, samples * 10000000};
+}
+
+/* A stack blocked off-CPU for off_ns, no samples nor CPU (as the agent's
+ * off-CPU samples are), or adding off_ns to the last stack when again. */
+static void sprof__off(struct sprof *s, const char *const *names, uint32_t n, int64_t off_ns,
+                       bool again)
+{
+    if (!again)
+        sprof__stack(s, names, n, 0, STORE_NO_LABELS);
+    s->stacks[s->p.nstacks - 1].off_cpu_ns = off_ns;
 }
 
 static void put(struct store *st, struct sprof *s)
@@ -281,6 +292,137 @@ static void test_timeline_rollup_retention(void **state)
     tmpdir__remove(dir);
 }
 
+/* The merged stack "root;...;leaf" of m, NULL when none. */
+static const struct store_merged_stack *folded(const struct store_merged *m, const char *f)
+{
+    for (size_t i = 0; i < m->nstacks; i++) {
+        char s[512];
+        size_t len = 0;
+        for (uint32_t j = m->stacks[i].nframes; j-- > 0 && len < sizeof(s);)
+            len += snprintf(s + len, sizeof(s) - len, "%s%s", len ? ";" : "",
+                            m->functions[m->stacks[i].frames[j]].name);
+        if (len < sizeof(s) && strcmp(s, f) == 0)
+            return &m->stacks[i];
+    }
+    return NULL;
+}
+
+static const char *const OFF_LOCK[] = {"[off-CPU: lock]", "futex_wait", "a", "main"};
+
+/* What each value of a merge keeps, with the wall sum of a stack both on
+ * and off CPU; the timeline and the applications by value. */
+static void check_off_cpu(struct store *st)
+{
+    struct store_merged *m;
+    struct store_query q = {.app = "api", .from_ns = 0, .to_ns = INT64_MAX};
+    const struct store_merged_stack *k;
+
+    assert_int_equal(store__merge(st, &q, &m), 0); /* CPU: as before off-CPU */
+    assert_int_equal(m->value, STORE_VALUE_CPU);
+    assert_int_equal(m->nstacks, 2);
+    assert_non_null(k = folded(m, "main;a;leaf"));
+    assert_true(k->samples == 35 && k->cpu_ns == 350000000 && k->off_cpu_ns == 0);
+    assert_null(folded(m, "main;a;futex_wait;[off-CPU: lock]"));
+    store_merged__free(m);
+    q.value = STORE_VALUE_OFF_CPU;
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, 2);
+    assert_int_equal(m->nstacks, 2);
+    assert_null(folded(m, "main;a;leaf"));
+    assert_non_null(k = folded(m, "main;a;futex_wait;[off-CPU: lock]"));
+    assert_true(k->samples == 0 && k->cpu_ns == 0 && k->off_cpu_ns == 5 * SEC);
+    assert_non_null(k = folded(m, "main;b;leafb"));
+    assert_true(k->cpu_ns == 100000000 && k->off_cpu_ns == 2 * SEC);
+    store_merged__free(m);
+    q.value = STORE_VALUE_WALL;
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->nstacks, 3);
+    int64_t wall = 0;
+    for (size_t i = 0; i < m->nstacks; i++)
+        wall += store_value__of(STORE_VALUE_WALL, m->stacks[i].cpu_ns, m->stacks[i].off_cpu_ns);
+    assert_true(wall == 450000000 + 7 * SEC);
+    store_merged__free(m);
+
+    /* per minute: 400 ms CPU and 7 s off-CPU, then 50 ms CPU */
+    static const int64_t want[3][2] = {
+        {400000000, 50000000}, {7 * SEC, 0}, {400000000 + 7 * SEC, 50000000}};
+    for (int v = STORE_VALUE_CPU; v <= STORE_VALUE_WALL; v++) {
+        struct store_query tq = {.app = "api", .from_ns = T0, .to_ns = T0 + 120 * SEC};
+        int64_t *ns = NULL;
+        size_t n = 0;
+        tq.value = (enum store_value)v;
+        assert_int_equal(store__timeline(st, &tq, 60 * SEC, &ns, &n), 0);
+        assert_int_equal(n, 2);
+        assert_true(ns[0] == want[v][0] && ns[1] == want[v][1]);
+        free(ns);
+    }
+    struct store_app *apps;
+    size_t napps;
+    assert_int_equal(store__applications(st, 0, INT64_MAX, &apps, &napps), 0);
+    assert_int_equal(napps, 1);
+    assert_true(apps[0].cpu_ns == 450000000 && apps[0].off_cpu_ns == 7 * SEC);
+    store_apps__free(apps, napps);
+}
+
+/* Off-CPU time (issue 32): stored beside CPU, merged by value, kept
+ * through rollups, and a store made before it (no off_cpu_ns column)
+ * upgraded at open. */
+static void test_off_cpu(void **state)
+{
+    char dir[256], err[512];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    struct sprof s;
+    (void)state;
+
+    sprof__init(&s, st, "api", "h1", 11, T0);
+    sprof__stack(&s, LEAF_A, 3, 30, STORE_NO_LABELS);
+    sprof__off(&s, OFF_LOCK, 4, 5 * SEC, false);
+    sprof__stack(&s, LEAF_B, 3, 10, STORE_NO_LABELS);
+    sprof__off(&s, LEAF_B, 3, 2 * SEC, true);
+    put(st, &s);
+    sprof__init(&s, st, "api", "h1", 11, T0 + 60 * SEC); /* CPU only */
+    sprof__stack(&s, LEAF_A, 3, 5, STORE_NO_LABELS);
+    put(st, &s);
+    check_off_cpu(st);
+    int64_t built = -1, pending = -1;
+    assert_int_equal(store__rollup(st, T0 + 86400 * SEC, &built, &pending), 0);
+    assert_true(built > 0 && pending == 0);
+    check_off_cpu(st); /* now from the rollups */
+    store__close(st);
+
+    /* a store from before off-CPU: its profiles table without the column */
+    char path[300];
+    sqlite3 *db;
+    snprintf(path, sizeof(path), "%s/profiles.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DELETE FROM rollups; DELETE FROM profiles WHERE off_cpu_ns > 0;"
+                                  "ALTER TABLE profiles DROP COLUMN off_cpu_ns",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    st = store_sqlite__open(dir, err, sizeof(err));
+    if (!st)
+        fail_msg("store_sqlite__open: %s", err);
+    struct store_app *apps;
+    size_t napps;
+    assert_int_equal(store__applications(st, 0, INT64_MAX, &apps, &napps), 0);
+    assert_true(napps == 1 && apps[0].cpu_ns == 50000000 && apps[0].off_cpu_ns == 0);
+    store_apps__free(apps, napps);
+    sprof__init(&s, st, "api", "h1", 11, T0 + 120 * SEC);
+    sprof__off(&s, OFF_LOCK, 4, 3 * SEC, false);
+    put(st, &s);
+    struct store_query q = {.app = "api", .from_ns = 0, .to_ns = INT64_MAX};
+    q.value = STORE_VALUE_OFF_CPU;
+    struct store_merged *m;
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->nstacks, 1);
+    assert_true(m->stacks[0].off_cpu_ns == 3 * SEC);
+    store_merged__free(m);
+    store__close(st);
+    tmpdir__remove(dir);
+}
+
 /* Puts from several threads at once (the HTTP layer's pool does this):
  * every profile stored once, the counts exact. */
 struct put_arg {
@@ -407,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_timeline_rollup_retention),
         cmocka_unit_test(test_concurrent_puts),
         cmocka_unit_test(test_group),
+        cmocka_unit_test(test_off_cpu),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

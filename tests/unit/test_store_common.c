@@ -37,12 +37,12 @@ static void test_builder(void **state)
     int64_t ids[] = {7, 3, 7, 99};
 
     (void)state;
-    assert_int_equal(merged_builder__init(&b), 0);
-    assert_int_equal(merged_builder__stack(&b, 5, 50), 0);
+    assert_int_equal(merged_builder__init(&b, STORE_VALUE_CPU), 0);
+    assert_int_equal(merged_builder__stack(&b, 5, 50, 0), 0);
     for (int i = 0; i < 3; i++)
         assert_int_equal(merged_builder__frame(&b, &ids[i], sizeof(ids[i])), 0);
-    assert_int_equal(merged_builder__stack(&b, 1, 10), 0); /* no frames */
-    assert_int_equal(merged_builder__stack(&b, 2, 20), 0);
+    assert_int_equal(merged_builder__stack(&b, 1, 10, 0), 0); /* no frames */
+    assert_int_equal(merged_builder__stack(&b, 2, 20, 0), 0);
     /* A deep one: capacity grows past 16. */
     for (int i = 0; i < 100; i++)
         assert_int_equal(merged_builder__frame(&b, &ids[i % 4], sizeof(ids[0])), 0);
@@ -68,6 +68,44 @@ static void test_builder(void **state)
         assert_int_equal(m->stacks[2].frames[i], want[i % 4]);
     store_merged__free(m);
     merged_builder__free(&b); /* after finish: a no-op */
+}
+
+/* One merge's stacks as each value keeps them: CPU drops the off-CPU-only
+ * stack, off-CPU the CPU-only one (their frames too), wall keeps all. */
+static void test_builder_values(void **state)
+{
+    static const int64_t counts[3][3] = {{4, 40, 0}, {0, 0, 700}, {1, 10, 300}};
+    static const size_t kept[3] = {2, 2, 3};
+    int64_t ids[] = {1, 2, 3};
+
+    (void)state;
+    for (int v = STORE_VALUE_CPU; v <= STORE_VALUE_WALL; v++) {
+        struct merged_builder b;
+        struct store_merged *m;
+        assert_int_equal(merged_builder__init(&b, (enum store_value)v), 0);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(merged_builder__stack(&b, counts[i][0], counts[i][1], counts[i][2]),
+                             0);
+            assert_int_equal(merged_builder__frame(&b, &ids[i], sizeof(ids[i])), 0);
+        }
+        assert_int_equal(merged_builder__finish(&b, 1, name_of, NULL, &m), 0);
+        assert_int_equal(m->value, v);
+        assert_int_equal(m->nstacks, kept[v]);
+        /* only the kept stacks' functions were met */
+        assert_int_equal(m->nfunctions, kept[v]);
+        int64_t cpu = 0, off = 0;
+        for (size_t i = 0; i < m->nstacks; i++) {
+            assert_int_equal(m->stacks[i].nframes, 1);
+            cpu += m->stacks[i].cpu_ns;
+            off += m->stacks[i].off_cpu_ns;
+        }
+        assert_int_equal(cpu, v == STORE_VALUE_OFF_CPU ? 10 : 50);
+        assert_int_equal(off, v == STORE_VALUE_CPU ? 300 : 1000);
+        store_merged__free(m);
+    }
+    assert_true(store_value__of(STORE_VALUE_WALL, INT64_MAX - 1, 5) == INT64_MAX);
+    assert_true(store_value__of(STORE_VALUE_WALL, 3, 4) == 7);
+    assert_true(store_value__of(STORE_VALUE_OFF_CPU, 3, 4) == 4);
 }
 
 static void test_label_texts(void **state)
@@ -118,6 +156,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builder),
+        cmocka_unit_test(test_builder_values),
         cmocka_unit_test(test_label_texts),
         cmocka_unit_test(test_values_from_identity),
     };
