@@ -21,7 +21,19 @@
 #include "query.h"
 #include "sat.h"
 
-#define PROFILE_TYPE "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+/* The profile types, as Pyroscope names them (NAME:SAMPLE_TYPE:UNIT:
+ * PERIOD_TYPE:PERIOD_UNIT; __name__ is NAME): CPU time, always; off-CPU
+ * time (blocked: locks, I/O, sleeps) and wall time (the two summed) only
+ * over a range where some profile has off-CPU time. */
+static const struct ptype {
+    const char *id, *name, *sample;
+    enum store_value value;
+} ptypes[] = {
+    {"process_cpu:cpu:nanoseconds:cpu:nanoseconds", "process_cpu", "cpu", STORE_VALUE_CPU},
+    {"off_cpu:off_cpu:nanoseconds:cpu:nanoseconds", "off_cpu", "off_cpu", STORE_VALUE_OFF_CPU},
+    {"wall:wall:nanoseconds:cpu:nanoseconds", "wall", "wall", STORE_VALUE_WALL},
+};
+#define N_PTYPES (sizeof(ptypes) / sizeof(ptypes[0]))
 /* The (application, host) pairs one query may span. */
 #define MAX_SERIES 1000
 
@@ -78,27 +90,54 @@ static int label_index(const char *name)
     return -1;
 }
 
+/* [*from, *to) in ns of [start_ms, end_ms) (0: the last hour, up to
+ * now): 0, or -1 with msg filled. */
+static int range_of(int64_t start_ms, int64_t end_ms, int64_t *from, int64_t *to, char *msg,
+                    size_t msglen)
+{
+    if (start_ms < 0 || end_ms < 0 || start_ms > 9000000000000ll || end_ms > 9000000000000ll) {
+        snprintf(msg, msglen, "start, end: milliseconds since 1970 (before 2255)");
+        return -1;
+    }
+    *to = end_ms ? end_ms * 1000000 : (int64_t)clock__real_ns();
+    *from = start_ms ? start_ms * 1000000 : *to - 3600ll * 1000000000ll;
+    if (*to <= *from) {
+        snprintf(msg, msglen, "start must be before end");
+        return -1;
+    }
+    return 0;
+}
+
+/* The profile type the selector's __profile_type__ and __name__ select:
+ * t when given (NULL when they select another), else the first they
+ * match. */
+static const struct ptype *selected_type(const struct connect_sel *sel, const struct ptype *t)
+{
+    for (size_t i = 0; i < N_PTYPES; i++) {
+        const struct ptype *p = &ptypes[i];
+        if ((!t || t == p) && connect_sel__match(sel, "__profile_type__", p->id) &&
+            connect_sel__match(sel, "__name__", p->name))
+            return p;
+    }
+    return NULL;
+}
+
 /* Fills s for selector (NULL: all) over [start_ms, end_ms) (0: the last
- * hour, up to now), splitting by host when by_host. Returns 0, or an HTTP
- * status with msg. */
+ * hour, up to now), splitting by host when by_host, for profile type t
+ * (NULL: the one the selector names, else CPU): its queries measure it,
+ * and an off-CPU type spans only applications with off-CPU time in the
+ * range. Returns 0, or an HTTP status with msg. */
 static int scope__init(struct http *h, struct scope *s, const char *selector, int64_t start_ms,
-                       int64_t end_ms, bool by_host, char *msg, size_t msglen)
+                       int64_t end_ms, bool by_host, const struct ptype *t, char *msg,
+                       size_t msglen)
 {
     int64_t pid = 0;
     const char *identity[STORE_N_IDENTITY] = {0};
     int err;
 
     memset(s, 0, sizeof(*s));
-    if (start_ms < 0 || end_ms < 0 || start_ms > 9000000000000ll || end_ms > 9000000000000ll) {
-        snprintf(msg, msglen, "start, end: milliseconds since 1970 (before 2255)");
+    if (range_of(start_ms, end_ms, &s->from, &s->to, msg, msglen))
         return 400;
-    }
-    s->to = end_ms ? end_ms * 1000000 : (int64_t)clock__real_ns();
-    s->from = start_ms ? start_ms * 1000000 : s->to - 3600ll * 1000000000ll;
-    if (s->to <= s->from) {
-        snprintf(msg, msglen, "start must be before end");
-        return 400;
-    }
     if (connect_sel__parse(selector, &s->sel, msg, msglen))
         return 400;
     for (size_t i = 0; i < s->sel.n; i++) {
@@ -128,8 +167,7 @@ static int scope__init(struct http *h, struct scope *s, const char *selector, in
         }
     }
     s->by_host = by_host;
-    if (!connect_sel__match(&s->sel, "__profile_type__", PROFILE_TYPE) ||
-        !connect_sel__match(&s->sel, "__name__", "process_cpu"))
+    if (!(t = selected_type(&s->sel, t)))
         return 0; /* another profile type: no series */
     if ((err = store__applications(h->st, s->from, s->to, &s->apps, &s->napps))) {
         snprintf(msg, msglen, "%s", strerror(-err));
@@ -137,7 +175,8 @@ static int scope__init(struct http *h, struct scope *s, const char *selector, in
     }
     for (size_t a = 0; a < s->napps; a++) {
         const struct store_app *app = &s->apps[a];
-        if (!connect_sel__match(&s->sel, "service_name", app->name))
+        if (!connect_sel__match(&s->sel, "service_name", app->name) ||
+            (t->value == STORE_VALUE_OFF_CPU && !app->off_cpu_ns))
             continue;
         for (size_t k = 0; k < (by_host ? app->nhosts : 1); k++) {
             const char *host = by_host ? app->hosts[k] : NULL;
@@ -155,6 +194,7 @@ static int scope__init(struct http *h, struct scope *s, const char *selector, in
             struct store_query *q = &s->q[s->nq++];
             *q = (struct store_query){app->name, s->from, s->to, host, pid};
             memcpy(q->identity, identity, sizeof(identity));
+            q->value = t->value;
         }
     }
     return 0;
@@ -222,21 +262,55 @@ static enum MHD_Result answer_names(struct http *h, struct MHD_Connection *c, bo
     return answer_pb(h, c, &r.base);
 }
 
-static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, bool json)
+/* The profile types over the request's range (0: the last hour): CPU;
+ * off-CPU and wall too when some application has off-CPU time in it. */
+static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, bool json,
+                                     const struct connect_req *r)
 {
+    struct store_app *apps;
+    size_t napps, n = 1;
+    int64_t from, to;
+    char msg[512];
+    int err;
+
+    if (range_of(r->start_ms, r->end_ms, &from, &to, msg, sizeof(msg)))
+        return BAD(msg);
+    if ((err = store__applications(h->st, from, to, &apps, &napps)))
+        return http_connect__error(h, c, err == -EAGAIN ? 503 : 500,
+                                   err == -EAGAIN ? "unavailable" : "internal", strerror(-err));
+    for (size_t a = 0; a < napps; a++)
+        if (apps[a].off_cpu_ns)
+            n = N_PTYPES;
+    store_apps__free(apps, napps);
     if (json) {
-        static const char j[] =
-            "{\"profileTypes\":[{\"ID\":\"" PROFILE_TYPE "\",\"name\":\"process_cpu\","
-            "\"sampleType\":\"cpu\",\"sampleUnit\":\"nanoseconds\",\"periodType\":\"cpu\","
-            "\"periodUnit\":\"nanoseconds\"}]}";
-        return http_respond(c, 200, "application/json", (void *)j, sizeof(j) - 1, false);
+        struct buf b;
+        buf__init(&b, 1 << 16);
+        int err = json__raw(&b, "{\"profileTypes\":[");
+        for (size_t i = 0; i < n && !err; i++) {
+            err = json__raw(&b, i ? ",{\"ID\":" : "{\"ID\":");
+            err = err ?: json__str(&b, ptypes[i].id);
+            err = err ?: json__raw(&b, ",\"name\":");
+            err = err ?: json__str(&b, ptypes[i].name);
+            err = err ?: json__raw(&b, ",\"sampleType\":");
+            err = err ?: json__str(&b, ptypes[i].sample);
+            err = err
+                      ?: json__raw(&b, ",\"sampleUnit\":\"nanoseconds\",\"periodType\":\"cpu\","
+                                       "\"periodUnit\":\"nanoseconds\"}");
+        }
+        err = err ?: json__raw(&b, "]}");
+        return answer_json(h, c, &b, err);
     }
-    Types__V1__ProfileType t = TYPES__V1__PROFILE_TYPE__INIT, *tp = &t;
-    Querier__V1__ProfileTypesResponse r = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
-    t.id = PROFILE_TYPE, t.name = "process_cpu", t.sample_type = "cpu";
-    t.sample_unit = "nanoseconds", t.period_type = "cpu", t.period_unit = "nanoseconds";
-    r.profile_types = &tp, r.n_profile_types = 1;
-    return answer_pb(h, c, &r.base);
+    Types__V1__ProfileType t[N_PTYPES], *tp[N_PTYPES];
+    Querier__V1__ProfileTypesResponse resp = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
+    for (size_t i = 0; i < n; i++) {
+        types__v1__profile_type__init(&t[i]);
+        t[i].id = (char *)ptypes[i].id, t[i].name = (char *)ptypes[i].name;
+        t[i].sample_type = (char *)ptypes[i].sample, t[i].sample_unit = "nanoseconds";
+        t[i].period_type = "cpu", t[i].period_unit = "nanoseconds";
+        tp[i] = &t[i];
+    }
+    resp.profile_types = tp, resp.n_profile_types = n;
+    return answer_pb(h, c, &resp.base);
 }
 
 /* --- label names and values --- */
@@ -277,7 +351,7 @@ static enum MHD_Result labels(struct http *h, struct MHD_Connection *c, bool jso
         return BAD("name: required");
     /* Values of host need a query per host, to apply host's matchers. */
     status = scope__init(h, &s, r->nmatchers ? r->matchers[0] : NULL, r->start_ms, r->end_ms,
-                         values && strcmp(r->name, "host") == 0, msg, sizeof(msg));
+                         values && strcmp(r->name, "host") == 0, NULL, msg, sizeof(msg));
     if (status)
         goto fail;
     vs = calloc(s.nq + 1, sizeof(*vs));
@@ -342,12 +416,14 @@ struct series {
     int64_t *cpu;
 };
 
-static int profile_type_ok(const struct connect_req *r, char *msg, size_t msglen)
+/* The request's profile type, or NULL with msg filled. */
+static const struct ptype *profile_type_of(const struct connect_req *r, char *msg, size_t msglen)
 {
-    if (r->profile_type && strcmp(r->profile_type, PROFILE_TYPE) == 0)
-        return 0;
-    snprintf(msg, msglen, "profile_typeID: %s is the only profile type here", PROFILE_TYPE);
-    return -1;
+    for (size_t i = 0; i < N_PTYPES; i++)
+        if (r->profile_type && strcmp(r->profile_type, ptypes[i].id) == 0)
+            return &ptypes[i];
+    snprintf(msg, msglen, "profile_typeID: %s, %s or %s", ptypes[0].id, ptypes[1].id, ptypes[2].id);
+    return NULL;
 }
 
 static int series_json(struct buf *b, const struct series *g, size_t ng, size_t nsteps,
@@ -428,8 +504,9 @@ out:
 }
 
 /* One series per group of the selected (application, host) pairs, grouped
- * by service_name and host as group_by asks; each point the CPU
- * nanoseconds in its step (the timeline's cpu_cores x step). */
+ * by service_name and host as group_by asks; each point the profile
+ * type's nanoseconds (CPU, off-CPU or wall) in its step (the timeline's
+ * TYPE_cores x step). */
 static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, bool json,
                                      const struct connect_req *r)
 {
@@ -442,7 +519,8 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     enum MHD_Result ret;
 
     memset(&s, 0, sizeof(s));
-    if (profile_type_ok(r, msg, sizeof(msg)))
+    const struct ptype *t = profile_type_of(r, msg, sizeof(msg));
+    if (!t)
         goto fail;
     for (size_t i = 0; i < r->ngroup_by; i++) {
         by_app |= strcmp(r->group_by[i], "service_name") == 0;
@@ -458,7 +536,7 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     }
     int64_t step = (int64_t)llround(r->step * 1e9);
     if ((status =
-             scope__init(h, &s, r->selector, r->start_ms, r->end_ms, by_host, msg, sizeof(msg))))
+             scope__init(h, &s, r->selector, r->start_ms, r->end_ms, by_host, t, msg, sizeof(msg))))
         goto fail;
     status = 400;
     if ((s.to - s.from) / step > 10000) {
@@ -492,7 +570,8 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
             sat__acc(&g[k].cpu[j], cpu[j]);
         free(cpu);
     }
-    /* A group with no CPU in the range is no series (as in Pyroscope). */
+    /* A group with none of the type in the range is no series (as in
+     * Pyroscope). */
     size_t kept = 0;
     for (size_t i = 0; i < ng; i++) {
         int64_t sum = 0;
@@ -596,7 +675,8 @@ static enum MHD_Result select_merge(struct http *h, struct MHD_Connection *c, bo
     enum MHD_Result ret;
 
     memset(&s, 0, sizeof(s));
-    if (profile_type_ok(r, msg, sizeof(msg)))
+    const struct ptype *t = profile_type_of(r, msg, sizeof(msg));
+    if (!t)
         goto fail;
     if (r->format < 0 || r->format > 1) {
         ret = http_connect__error(h, c, 501, "unimplemented",
@@ -608,7 +688,8 @@ static enum MHD_Result select_merge(struct http *h, struct MHD_Connection *c, bo
         goto fail;
     }
     int64_t t0 = (int64_t)clock__mono_ns();
-    if ((status = scope__init(h, &s, r->selector, r->start_ms, r->end_ms, false, msg, sizeof(msg))))
+    if ((status =
+             scope__init(h, &s, r->selector, r->start_ms, r->end_ms, false, t, msg, sizeof(msg))))
         goto fail;
     status = 500;
     snprintf(msg, sizeof(msg), "out of memory");
@@ -694,7 +775,7 @@ enum MHD_Result http_connect__handle(struct http *h, struct MHD_Connection *c, c
         return BAD(msg);
     switch (m) {
     case CM_PROFILE_TYPES:
-        ret = profile_types(h, c, json);
+        ret = profile_types(h, c, json, &r);
         break;
     case CM_LABEL_NAMES:
     case CM_LABEL_VALUES:
