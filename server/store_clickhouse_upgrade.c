@@ -126,10 +126,17 @@ static int add_column(struct ch_store *st, size_t node, size_t a, const char *ta
         err = -EAGAIN;
         goto out;
     }
-    log_info("store: clickhouse database %s: column %s added to %s at %s%s (%lld of %lld nodes "
-             "had it before%s)",
-             st->db, added[a].column, table, st->nodes[node], oc, (long long)before,
-             (long long)nodes, ddl ? "; the ALTER failed where it was there already" : "");
+    if (!ddl)
+        log_info("store: clickhouse database %s: column %s added to %s at %s%s (%lld of %lld "
+                 "nodes had it before)",
+                 st->db, added[a].column, table, st->nodes[node], oc, (long long)before,
+                 (long long)nodes);
+    else
+        log_info("store: clickhouse database %s: column %s of %s at %s%s on every node now: the "
+                 "ALTER failed where another server or an earlier start had added it (%lld of "
+                 "%lld nodes had it before)",
+                 st->db, added[a].column, table, st->nodes[node], oc, (long long)before,
+                 (long long)nodes);
 out:
     buf__free(&sql);
     return err;

@@ -356,7 +356,8 @@ def upgrade_case(tmp, nodes, db, urls, half):
         check(versions_of(nodes[0], db) == ["3"], f"versions {versions_of(nodes[0], db)}")
         logs = "".join(open(os.path.join(d, f"server-{s.port}.log")).read()
                        for d, s in zip(dirs, srvs))
-        added = [l.split(" store: ", 1)[1] for l in logs.splitlines() if "column off_cpu_ns" in l]
+        added = [l.split(" store: ", 1)[1] for l in logs.splitlines()
+                 if " store: " in l and "column off_cpu_ns " in l]
         for l in added:
             print("    ", l[:200])
         check(added and "(upgraded now)" in logs, f"the upgrade not logged: {logs[-1500:]}")
