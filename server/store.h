@@ -127,6 +127,7 @@ struct store_values {
     size_t n[STORE_N_IDENTITY + 2];
     char **labels;
     size_t nlabels;
+    int matched; /* some profile matched (it may have no label at all) */
 };
 
 /* A merged result: its own compact function table and one entry per

@@ -248,6 +248,7 @@ int store_values__add_identity(struct store_values *v, struct hmap *seen, const 
 {
     int err = 0;
 
+    v->matched = 1;
     /* "\x1fk=v\x1fk=v\x1f": identity labels to their lists, others to labels */
     while (!err && p && *p) {
         const char *end = strchr(p + 1, '\x1f'), *eq;

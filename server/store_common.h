@@ -78,7 +78,8 @@ bool store_match__test(const char *labels, size_t len, const char *spec, size_t 
 int store_values__add(struct store_values *v, struct hmap *seen, int k, const char *val,
                       size_t len);
 /* Adds the labels of a labels text (store_profile__labels_text): the
- * identity labels to their lists, the others to v->labels as "k=v". */
+ * identity labels to their lists, the others to v->labels as "k=v";
+ * sets v->matched: a store calls it for every profile (row) it lists. */
 int store_values__add_identity(struct store_values *v, struct hmap *seen, const char *text);
 
 /* --- applications --- */
