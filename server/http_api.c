@@ -320,8 +320,8 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
         return http_respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
     if (gb && *gb && (label = breakdown__label_index(gb)) < 0)
         return http_respond_error(h, c, 400,
-                                  "group_by: host, pid, container_id, pod, namespace, container or "
-                                  "systemd_unit");
+                                  "group_by: host, pid, container_id, pod, namespace, container, "
+                                  "systemd_unit or another label of the profiles (region, ...)");
     if (tp) {
         char *end;
         long long v = strtoll(tp, &end, 10);
@@ -331,7 +331,7 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
     }
     if (label >= 0) {
         /* By label: one store read per value (at most STORE_MAX_VALUES). */
-        if ((err = breakdown__timeline(h->st, &q, step, label, top, &bd)))
+        if ((err = breakdown__timeline(h->st, &q, step, label, gb, top, &bd)))
             return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
         cpu = bd->cpu_ns;
         n = bd->nsteps;

@@ -504,6 +504,17 @@ static void test_other_labels(void **state)
     call_json(f, "SelectSeries",
               "{\"profileTypeID\":\"" TYPE "\",\"step\":60,\"groupBy\":[\"tier\"]}", 200,
               "{\"name\":\"tier\",\"value\":\"x\"}");
+    /* our API: label.KEY=VALUE, /labels' "labels", timeline group_by */
+    expect(f, "GET", "/api/v1/profile?app=shop&from=now-20m&format=collapsed&label.region=eu",
+           RAUTH, NULL, 0, 200, "main;a;b 30\n");
+    expect(f, "GET", "/api/v1/profile?app=shop&from=now-20m&format=collapsed&label.region=us",
+           RAUTH, NULL, 0, 200, "main;a;c 10\n");
+    expect(f, "GET", "/api/v1/labels?app=shop&from=now-20m", RAUTH, NULL, 0, 200,
+           "\"labels\":{\"region\":[\"eu\",\"us\"],\"tier\":[\"x\"]}");
+    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH,
+           NULL, 0, 200, "\"group_by\":\"region\",\"values\":2,\"capped\":false");
+    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH,
+           NULL, 0, 200, "{\"value\":\"eu\",\"share\":0.666");
     /* refused at ingest, saying why */
     snprintf(path, sizeof(path), "/ingest?name=shop{k=%0300d}", 7);
     expect(f, "POST", path, "Authorization: Bearer " KEY "\r\n", "a 1\n", 4, 400,
