@@ -11,6 +11,7 @@
 #include "../common/hmap.h"
 #include "../common/pprof/pprof_writer.h"
 #include "store_common.h"
+#include "text.h"
 
 /* --- the name --- */
 
@@ -132,16 +133,14 @@ int pyro_name__labels(const struct pyro_name *n, bool host_from_hostname, struct
                      STORE_LABEL_KEY_MAX);
             return -1;
         }
-        if (strlen(l->value) > STORE_LABEL_VALUE_MAX) {
-            snprintf(msg, msglen, "name: label %s: a value longer than %d bytes", l->key,
-                     STORE_LABEL_VALUE_MAX);
+        const char *why = text__label_problem(l->value, STORE_LABEL_VALUE_MAX);
+        if (why) {
+            snprintf(msg, msglen,
+                     "name: label %s: a value %s (at most %d bytes of UTF-8 without "
+                     "control characters)",
+                     l->key, why, STORE_LABEL_VALUE_MAX);
             return -1;
         }
-        for (const unsigned char *v = (const unsigned char *)l->value; *v; v++)
-            if (*v < 0x20 || *v == 0x7f) {
-                snprintf(msg, msglen, "name: label %s: a value with a control character", l->key);
-                return -1;
-            }
         out[(*nout)++] = (struct store_label){l->key, l->value};
     }
     return 0;

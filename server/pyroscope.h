@@ -49,8 +49,8 @@ const char *pyro_name__label(const struct pyro_name *n, const char *key);
  * own). Into out (STORE_MAX_LABELS entries; pointing into n), their count
  * in *nout. Returns 0, or -1 with msg for a name past store.h's rules:
  * more than STORE_MAX_LABELS such labels, a key longer than
- * STORE_LABEL_KEY_MAX bytes, a value longer than STORE_LABEL_VALUE_MAX or
- * with a control character. */
+ * STORE_LABEL_KEY_MAX bytes, a value longer than STORE_LABEL_VALUE_MAX,
+ * not valid UTF-8 or with a control character. */
 int pyro_name__labels(const struct pyro_name *n, bool host_from_hostname, struct store_label *out,
                       size_t *nout, char *msg, size_t msglen);
 
