@@ -173,6 +173,9 @@ bool http_authorized_basic(struct http *h, struct MHD_Connection *c)
 
     if (!key || !*key || has_key(c, key))
         return true;
+    /* libmicrohttpd 0.9.76 deprecates this for
+     * MHD_basic_auth_get_username_password3; Debian 12's 0.9.75 has only
+     * this one. */
     char *user = MHD_basic_auth_get_username_password(c, &pass);
     bool ok = user && pass && key_matches(pass, key);
     MHD_free(user);
