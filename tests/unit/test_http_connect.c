@@ -511,10 +511,10 @@ static void test_other_labels(void **state)
            RAUTH, NULL, 0, 200, "main;a;c 10\n");
     expect(f, "GET", "/api/v1/labels?app=shop&from=now-20m", RAUTH, NULL, 0, 200,
            "\"labels\":{\"region\":[\"eu\",\"us\"],\"tier\":[\"x\"]}");
-    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH,
-           NULL, 0, 200, "\"group_by\":\"region\",\"values\":2,\"capped\":false");
-    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH,
-           NULL, 0, 200, "{\"value\":\"eu\",\"share\":0.666");
+    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH, NULL,
+           0, 200, "\"group_by\":\"region\",\"values\":2,\"capped\":false");
+    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH, NULL,
+           0, 200, "{\"value\":\"eu\",\"share\":0.666");
     /* refused at ingest, saying why */
     snprintf(path, sizeof(path), "/ingest?name=shop{k=%0300d}", 7);
     expect(f, "POST", path, "Authorization: Bearer " KEY "\r\n", "a 1\n", 4, 400,
