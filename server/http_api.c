@@ -158,7 +158,8 @@ static int json_other_labels(struct buf *b, struct store_values *v)
     int err = json__raw(b, ",\"labels\":{");
     size_t kl = 0;
 
-    qsort(v->labels, v->nlabels, sizeof(*v->labels), cmp_pair);
+    if (v->nlabels)
+        qsort(v->labels, v->nlabels, sizeof(*v->labels), cmp_pair);
     for (size_t i = 0; i < v->nlabels && !err; i++) {
         const char *p = v->labels[i], *eq = strchr(p, '=');
         if (!eq)
