@@ -59,7 +59,7 @@ $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
 HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
-            server/pyroscope.c server/http_connect.c server/connect_req.c server/connect_flame.c
+            server/pyroscope.c server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c
 $(B)/tests/test_http $(B)/tests/test_http_pyroscope $(B)/tests/test_http_connect: $(B)/tests/%: \
     tests/unit/%.c tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
     $(SERVER_TEST_OBJS) $(call obj,$(HTTP_SRC)) $(QUERIER_PB_OBJ) $(UI_OBJ)

@@ -7,14 +7,15 @@
 // flame graph is rebuilt from its levels exactly as Grafana's levelsToTree
 // does (grafana/grafana, pkg/tsdb/grafana-pyroscope-datasource) and compared
 // node by node with our /api/v1/profile?format=flamegraph tree.
-// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S
+// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S [open]
+// ("open": the server has no read key, so a call without one is answered)
 // Prints one line per check; exits 1 on the first mismatch.
 "use strict";
 const { createClient, ConnectError, Code } = require("@connectrpc/connect");
 const { createConnectTransport } = require("@connectrpc/connect-node");
 const { QuerierService, ProfileFormat } = require("./gen/querier/v1/querier_pb");
 
-const [url, key, app, fromS, toS] = process.argv.slice(2);
+const [url, key, app, fromS, toS, open] = process.argv.slice(2);
 const start = BigInt(fromS) * 1000n, end = BigInt(toS) * 1000n;
 const TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 
@@ -140,7 +141,12 @@ async function run(binary) {
     const hosts = await c.labelValues({ name: "host", matchers: [sel], start, end });
     same(`${tag} LabelValues host ${sel}`, hosts.names, [...mine.hosts].sort());
 
-    const labels = await ours(`/api/v1/labels?app=${app}&from=${fromS}&to=${toS}`);
+    // Our labels: host, pid, the identity keys, and the profiles' other
+    // labels (a Pyroscope SDK's tags) under "labels".
+    const raw = await ours(`/api/v1/labels?app=${app}&from=${fromS}&to=${toS}`);
+    const others = raw.labels || {};
+    const labels = { ...raw, ...others };
+    delete labels.labels;
     const names = await c.labelNames({ matchers: [sel], start, end });
     const want = ["service_name", ...Object.keys(labels).filter((k) => labels[k].length)].sort();
     same(`${tag} LabelNames ${sel}`, names.names, want);
@@ -187,6 +193,49 @@ async function run(binary) {
             fail(`${tag} flamegraph total ${fg.total} want ${our.value}`);
     }
 
+    // The other labels: each value selected (=) as our label.KEY=VALUE
+    // selects it, all of them by a regular expression, and group_by.
+    for (const [k, vals] of Object.entries(others)) {
+        for (const v of vals) {
+            const selector = `{service_name="${app}", ${k}="${v}"}`;
+            const r = await c.selectMergeStacktraces({ profileTypeID: TYPE, labelSelector: selector,
+                                                       start, end });
+            const q = `app=${app}&from=${fromS}&to=${toS}&format=flamegraph&label.${k}=` +
+                      encodeURIComponent(v);
+            const our = ourTree(await ours(`/api/v1/profile?${q}`));
+            same(`${tag} SelectMergeStacktraces ${selector} (levelsToTree)`,
+                 plain(levelsToTree(r.flamegraph.levels, r.flamegraph.names)), our);
+            if (our.value <= 0)
+                fail(`${tag} ${selector}: nothing selected`);
+        }
+        const none = await c.selectMergeStacktraces({ profileTypeID: TYPE, start, end,
+            labelSelector: `{service_name="${app}", ${k}!~"${vals.join("|")}"}` });
+        const all = await c.selectMergeStacktraces({ profileTypeID: TYPE, start, end,
+            labelSelector: `{service_name="${app}", ${k}=~".+"}` });
+        const whole = ourTree(await ours(`/api/v1/profile?app=${app}&from=${fromS}&to=${toS}` +
+                                         "&format=flamegraph"));
+        same(`${tag} ${k}=~".+" and ${k}!~ its values: the whole`,
+             Number(all.flamegraph.total) + Number(none.flamegraph.total), whole.value);
+        const g = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end, step,
+                                         groupBy: [k] });
+        const sums = {};
+        for (const s of g.series) {
+            const l = s.labels.find((x) => x.name === k);
+            sums[l ? l.value : ""] = s.points.reduce((a, p) => a + p.value, 0);
+        }
+        const wantSums = {};
+        for (const v of vals) {
+            const t = await ours(`/api/v1/timeline?app=${app}&from=${fromS}&to=${toS}&step=${step}` +
+                                 `&label.${k}=${encodeURIComponent(v)}`);
+            wantSums[v] = Math.round(t.cpu_cores.reduce((a, x) => a + x, 0) * step * 1e9);
+        }
+        for (const v of Object.keys(sums))
+            sums[v] = Math.round(sums[v]);
+        delete sums[""];
+        same(`${tag} SelectSeries group_by ${k}: CPU by value as our timelines`,
+             Object.entries(sums).sort(), Object.entries(wantSums).sort());
+    }
+
     // Errors as Connect errors.
     await expectCode(`${tag} bad selector`, c.selectMergeStacktraces({ profileTypeID: TYPE,
         labelSelector: "{service_name=}", start, end }), Code.InvalidArgument);
@@ -197,8 +246,9 @@ async function run(binary) {
         step: 60 }), Code.InvalidArgument);
     await expectCode(`${tag} tree format`, c.selectMergeStacktraces({ profileTypeID: TYPE,
         labelSelector: sel, start, end, format: ProfileFormat.TREE }), Code.Unimplemented);
-    await expectCode(`${tag} no key`, client(binary, false).profileTypes({}),
-                     Code.Unauthenticated);
+    if (open !== "open")
+        await expectCode(`${tag} no key`, client(binary, false).profileTypes({}),
+                         Code.Unauthenticated);
 }
 
 (async () => {
