@@ -12,6 +12,7 @@ sustain. A reader asks one application's last hour and the whole range
 
     python3 bench/fleet_sim.py [--duration 150] [--nodes 100] [--procs 40]
         [--apps 8] [--deploy-every 10] [--clients 6] [--dup 0.02] [--store clickhouse|sqlite]
+        [--server PATH]
 
 Nothing lost: every profile a server answered 202 is remembered with its
 samples and CPU; at the end each application's whole range is read back
@@ -48,6 +49,7 @@ B = os.path.join(ROOT, "build")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import clickhouse_cluster  # noqa: E402
+import server_tests  # noqa: E402
 from server_tests import Server, varint  # noqa: E402
 from run import proc_cpu  # noqa: E402
 
@@ -309,7 +311,10 @@ def main():
     ap.add_argument("--dup", type=float, default=0.02)
     ap.add_argument("--read-every", type=float, default=5)
     ap.add_argument("--store", choices=("clickhouse", "sqlite"), default="clickhouse")
+    ap.add_argument("--server", help="the codexray-server to run (default: this build's)")
     a = ap.parse_args()
+    if a.server:
+        server_tests.SERVER = os.path.abspath(a.server)
     tmp = tempfile.mkdtemp(prefix="cx-fleet-")
     # Simulated time starts two days back at midnight: a run's minutes stay
     # in the past whatever the rate.
@@ -358,6 +363,15 @@ def main():
         kcpu = sum(proc_cpu(n.p.pid) - c for n, c in zip(nodes, kcpu0))
         gcpu = gen_cpu() - g0
         rows = check(fleet, srvs, start, minute, nodes, db)
+        disk = inserts = 0
+        if nodes:
+            nodes[0].query("SYSTEM FLUSH LOGS")
+            inserts = int(nodes[0].query(
+                "SELECT count() FROM system.query_log WHERE type = 2 AND is_initial_query AND "
+                f"query LIKE 'INSERT INTO {db}.samples %'").strip())
+        for nd in nodes:
+            disk += int(nd.query("SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND "
+                                 f"database = '{db}'").strip() or 0)
     finally:
         for s in srvs:
             s.stop()
@@ -375,7 +389,11 @@ def main():
            f"- CPU a profile: servers {cpu / max(n, 1) * 1000:.2f} ms"
            + (f", ClickHouse (both nodes) {kcpu / max(n, 1) * 1000:.2f} ms" if nodes else "")
            + f"; this load generator {gcpu / max(n, 1) * 1000:.2f} ms (on the same 2 cores)",
-           f"- sent twice (a lost answer): {st['sent twice']}; answered 5xx and sent again: "
+           (f"- INSERTs into samples: {inserts}, {st['requests'] / max(inserts, 1):.1f} requests "
+            "an INSERT\n" if nodes else "")
+           + (f"- ClickHouse on disk (both nodes, all tables, parts as merged so far): "
+            f"{disk / 2**20:.0f} MiB, {disk / max(n, 1) / 1024:.1f} KiB a profile\n" if nodes else "")
+           + f"- sent twice (a lost answer): {st['sent twice']}; answered 5xx and sent again: "
            f"{st['resent']}; requests failed whole: {st['request failures']}; never "
            f"acknowledged: {st['lost before ack']}", ""]
     out += ["| query under load | n | median | 90th | max | not 200 |", "|---|---|---|---|---|---|"]
