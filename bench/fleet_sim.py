@@ -12,7 +12,7 @@ sustain. A reader asks one application's last hour and the whole range
 
     python3 bench/fleet_sim.py [--duration 150] [--nodes 100] [--procs 40]
         [--apps 8] [--deploy-every 10] [--clients 6] [--dup 0.02] [--store clickhouse|sqlite]
-        [--server PATH]
+        [--server PATH] [--server-args '--ingest-concurrency 4']
 
 Nothing lost: every profile a server answered 202 is remembered with its
 samples and CPU; at the end each application's whole range is read back
@@ -35,6 +35,7 @@ import json
 import os
 import queue
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -312,6 +313,8 @@ def main():
     ap.add_argument("--read-every", type=float, default=5)
     ap.add_argument("--store", choices=("clickhouse", "sqlite"), default="clickhouse")
     ap.add_argument("--server", help="the codexray-server to run (default: this build's)")
+    ap.add_argument("--server-args", default="", help="more flags for the servers, e.g. "
+                    "'--ingest-concurrency 4'")
     a = ap.parse_args()
     if a.server:
         server_tests.SERVER = os.path.abspath(a.server)
@@ -320,7 +323,7 @@ def main():
     # in the past whatever the rate.
     start = int(time.time()) // 86400 * 86400 - 2 * 86400
     if a.store == "clickhouse":
-        args = clickhouse_cluster.server_args()
+        args = clickhouse_cluster.server_args() + shlex.split(a.server_args)
         nodes = clickhouse_cluster.cluster()
         db = args[args.index("--clickhouse-database") + 1]
         srvs = []
@@ -330,7 +333,7 @@ def main():
     else:
         # One SQLite server: it cannot share its store.
         os.makedirs(os.path.join(tmp, "s0"))
-        nodes, db, srvs = [], None, [Server(os.path.join(tmp, "s0"))]
+        nodes, db, srvs = [], None, [Server(os.path.join(tmp, "s0"), *shlex.split(a.server_args))]
     builds = Builds(tmp, start)
     fleet = Fleet(a, [s.url for s in srvs], builds)
     try:
