@@ -36,6 +36,7 @@ import os
 import queue
 import random
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -378,6 +379,7 @@ def main():
     finally:
         for s in srvs:
             s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     st = fleet.stats
     n = st["acked"]
     ok = all(r[1] == r[2] and r[3] == r[4] and (r[5] is None or r[5] == (r[1], r[3]))
@@ -418,7 +420,6 @@ def main():
     with open(os.path.join(B, "bench", f"fleet_report_{a.store}.md"), "w") as f:
         f.write(report)
     print(report)
-    subprocess.run(["rm", "-rf", tmp])
     return 0 if ok else 1
 
 
