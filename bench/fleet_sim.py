@@ -221,7 +221,13 @@ class Fleet:
             node, minute = job
             si = node % len(self.urls)
             profs = self.node_profiles(node, minute)
-            stored = self.send(conns[si], self.urls[si], profs)
+            try:
+                stored = self.send(conns[si], self.urls[si], profs)
+            except Exception as e:  # noqa: BLE001 (a refused profile: counted, not fatal)
+                print(f"fleet: node {node} minute {minute}: {e}", file=sys.stderr)
+                stored = []
+                with self.lock:
+                    self.stats["worker errors"] += 1
             with self.lock:
                 for ident, _, _, s, c in stored:
                     self.acked[ident] = (s, c)
@@ -399,7 +405,8 @@ def main():
            + (f"- ClickHouse on disk (both nodes, all tables, parts as merged so far): "
             f"{disk / 2**20:.0f} MiB, {disk / max(n, 1) / 1024:.1f} KiB a profile\n" if nodes else "")
            + f"- sent twice (a lost answer): {st['sent twice']}; answered 5xx and sent again: "
-           f"{st['resent']}; requests failed whole: {st['request failures']}; never "
+           f"{st['resent']}; requests failed whole: {st['request failures']} (errors: "
+           f"{st['worker errors']}); never "
            f"acknowledged: {st['lost before ack']}", ""]
     out += ["| query under load | n | median | 90th | max | not 200 |", "|---|---|---|---|---|---|"]
     for label in ("hour", "day"):
