@@ -557,9 +557,13 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 # no identity of a profile; docs/clickhouse.md, "A simulated fleet").
 # Not part of `make bench`.
 FLEET_S ?= 150
+# Six uploads decoded at once, so that a ClickHouse server's writer has
+# requests to gather (docs/clickhouse.md); SQLite given the same.
+FLEET_SERVER_ARGS ?= --ingest-concurrency 6
 bench-fleet: $(B)/codexray-server $(B)/bench/gen_profiles
-	@python3 bench/fleet_sim.py --duration $(FLEET_S)
-	@python3 bench/fleet_sim.py --duration $(FLEET_S) --store sqlite --dup 0
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --server-args "$(FLEET_SERVER_ARGS)"
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --store sqlite --dup 0 \
+	    --server-args "$(FLEET_SERVER_ARGS)"
 
 # Only the web UI's part of the benchmark (about 30 s).
 bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
