@@ -8,7 +8,8 @@
 #   make test-arm64     the arm64 agent under qemu-system-aarch64 on Debian's arm64 6.1 and 6.12
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
-#   make bench    the benchmark report (make bench-ui: the web UI's part only)
+#   make bench    the benchmark report (make bench-ui: the web UI's part only;
+#                 make bench-fleet: a simulated fleet over ClickHouse, FLEET_S=600)
 #   make deb      Debian packages of the agent and the server in build/deb (ARCH=arm64: arm64's)
 #   make format   clang-format every source file (make format-check: and no stray
 #                 *.orig, *.rej or editor back-up file tracked)
@@ -119,7 +120,7 @@ $(call obj,agent/main.c server/main.c): $(B)/version.stamp
 FORCE:
 
 .PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
-        test-kernels test-arm64 bench bench-ui format format-check clean
+        test-kernels test-arm64 bench bench-ui bench-fleet format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 # The packages come before anything that needs their tools or headers:

@@ -550,6 +550,21 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 	@python3 bench/store_bench.py
 	@node bench/ui_bench.mjs
 
+# The simulated fleet over the two-shard ClickHouse (bench/fleet_sim.py):
+# FLEET_S seconds of load (the issue's run is 600), then the same fleet
+# into one SQLite server for the ratio, without batches sent twice: the
+# SQLite store counts an acknowledged profile sent again twice (it keeps
+# no identity of a profile; docs/clickhouse.md, "A simulated fleet").
+# Not part of `make bench`.
+FLEET_S ?= 150
+# Six uploads decoded at once, so that a ClickHouse server's writer has
+# requests to gather (docs/clickhouse.md); SQLite given the same.
+FLEET_SERVER_ARGS ?= --ingest-concurrency 6
+bench-fleet: $(B)/codexray-server $(B)/bench/gen_profiles
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --server-args "$(FLEET_SERVER_ARGS)"
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --store sqlite --dup 0 \
+	    --server-args "$(FLEET_SERVER_ARGS)"
+
 # Only the web UI's part of the benchmark (about 30 s).
 bench-ui: $(B)/codexray-server $(BROWSER_DEPS)
 	@node bench/ui_bench.mjs
