@@ -1,0 +1,386 @@
+/* Off-CPU time: where threads wait. Included at the end of sampler.bpf.c,
+ * whose walker it reuses (CFI, frame pointers, Python; the kernel stack).
+ *
+ * One tp_btf/sched_switch program runs at every context switch:
+ *  - switch-in of `next`: if its last block was walked, the time since is
+ *    added to that block's stack in off_sums (weighted, below);
+ *  - switch-out of `prev` into a blocked state (not preempted, state
+ *    TASK_INTERRUPTIBLE or TASK_UNINTERRUPTIBLE): the stack is walked now,
+ *    while prev is still `current` (its user memory is the one
+ *    bpf_probe_read_user reads, its user registers at its task_pt_regs),
+ *    hashed, and sent to user space once per key (CX_REC_OFFCPU); the
+ *    start time goes to off_start under its thread id.
+ *
+ * Cost bound: each CPU walks at most about off_walks_per_sec blocks a
+ * second. Every block is walked with a probability p fixed for the CPU's
+ * current period (OFF_PERIOD_NS) from the blocks it saw in the previous
+ * one, and a walked block's time counts 1/p times: the sum is an unbiased
+ * estimate of all blocked time (Horvitz-Thompson), p being independent of
+ * how long the block lasts. A period that still walks twice its budget
+ * (a burst) walks no more, counted (CX_STAT_OFF_OVER_BUDGET). Blocks
+ * shorter than off_min_ns are not counted (CX_STAT_OFF_SHORT).
+ */
+#ifndef CODEXRAY_AGENT_BPF_OFFCPU_H
+#define CODEXRAY_AGENT_BPF_OFFCPU_H
+
+/* Filled by user space between open and load. */
+const volatile __u64 off_min_ns = 10000;
+const volatile __u32 off_walks_per_sec = 1000;
+
+#define OFF_PERIOD_NS 100000000ull /* 100 ms */
+#define OFF_P_ONE 65536u           /* probability 1 in 16-bit fixed point */
+
+#define CX_TASK_INTERRUPTIBLE 0x1
+#define CX_TASK_UNINTERRUPTIBLE 0x2
+
+struct off_start_val {
+    __u64 start_ns;
+    struct cx_off_key key;
+    __u32 p16; /* the probability it was walked with, of OFF_P_ONE */
+    __u32 pad;
+};
+
+/* The walked blocks in progress, by thread id (the kernel's pid). A plain
+ * hash, preallocated (tracing programs on 5.10 take no other): full is
+ * counted (CX_STAT_OFF_START_FULL), never an eviction. Resized by user
+ * space (1 entry when off-CPU is off). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);
+    __type(key, __u32);
+    __type(value, struct off_start_val);
+} off_start SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CX_OFF_SUMS_ENTRIES);
+    __type(key, struct cx_off_key);
+    __type(value, struct cx_off_val);
+} off_sums SEC(".maps");
+
+struct off_budget {
+    __u64 period_start;
+    __u32 seen;   /* blocks seen in this period */
+    __u32 walked; /* of those, walked */
+    __u32 p16;    /* this period's probability */
+    __u32 pad;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct off_budget);
+} off_budget SEC(".maps");
+
+/* The task's state: __state since 5.14, state before. */
+struct task_struct___pre514 {
+    long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned task_state(struct task_struct *t)
+{
+    if (bpf_core_field_exists(t->__state))
+        return BPF_CORE_READ(t, __state);
+    return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+/* The current task's saved user registers, a kernel address: only read
+ * through probe reads (cx_regs_syscall). NULL when there are none. */
+static __always_inline const struct pt_regs *cur_user_regs_addr(void)
+{
+    if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+        return (const struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+    void *stack = BPF_CORE_READ(t, stack);
+    if (!stack)
+        return NULL;
+    return (const struct pt_regs *)((char *)stack + thread_size -
+                                    bpf_core_type_size(struct pt_regs));
+}
+
+#define CX_S_IFMT 0170000
+#define CX_S_IFIFO 0010000
+#define CX_S_IFSOCK 0140000
+
+/* The kind of file descriptor fd of the current task: CX_OFF_PIPE,
+ * CX_OFF_SOCKET, or CX_OFF_OTHER. */
+static __always_inline __u32 fd_class(__u64 fd)
+{
+    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+    struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+    struct file **fds, *f = NULL;
+    unsigned mode;
+
+    if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+        return CX_OFF_OTHER;
+    fds = BPF_CORE_READ(fdt, fd);
+    if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+        return CX_OFF_OTHER;
+    mode = BPF_CORE_READ(f, f_inode, i_mode) & CX_S_IFMT;
+    if (mode == CX_S_IFIFO)
+        return CX_OFF_PIPE;
+    if (mode == CX_S_IFSOCK)
+        return CX_OFF_SOCKET;
+    return CX_OFF_OTHER;
+}
+
+/* The rule (docs/internals/bpf.md): the syscall first (futex: lock; the
+ * poll family: poll; the sleeps: sleep; reads, writes, sends, receives,
+ * accept and connect: pipe or socket by the descriptor's file type), then
+ * the state (uninterruptible: io), else other. */
+static __always_inline __u32 off_classify(unsigned state, long *nr_out)
+{
+    const struct pt_regs *r = cur_user_regs_addr();
+    long nr = -1;
+    __u64 arg0 = 0;
+
+    if (!r || cx_regs_syscall(r, &nr, &arg0))
+        nr = -1;
+    *nr_out = nr;
+    switch (nr) {
+    case CX_NR_futex:
+    case CX_NR_futex_waitv:
+        return CX_OFF_LOCK;
+    case CX_NR_epoll_wait:
+    case CX_NR_epoll_pwait:
+    case CX_NR_epoll_pwait2:
+    case CX_NR_poll:
+    case CX_NR_ppoll:
+    case CX_NR_select:
+    case CX_NR_pselect6:
+        return CX_OFF_POLL;
+    case CX_NR_nanosleep:
+    case CX_NR_clock_nanosleep:
+        return CX_OFF_SLEEP;
+    case CX_NR_read:
+    case CX_NR_write:
+    case CX_NR_pread64:
+    case CX_NR_readv:
+    case CX_NR_writev:
+    case CX_NR_connect:
+    case CX_NR_accept:
+    case CX_NR_accept4:
+    case CX_NR_sendto:
+    case CX_NR_recvfrom:
+    case CX_NR_sendmsg:
+    case CX_NR_recvmsg:
+    case CX_NR_recvmmsg: {
+        __u32 c = fd_class(arg0);
+        if (c != CX_OFF_OTHER)
+            return c;
+        break;
+    }
+    default:
+        break;
+    }
+    return state & CX_TASK_UNINTERRUPTIBLE ? CX_OFF_IO : CX_OFF_OTHER;
+}
+
+/* The stack's key: FNV-1a over the first nframes frames of this CPU's
+ * record (scratch), its class and syscall. Never 0. A global function:
+ * verified once, not once for every path of the walk that calls it. */
+__noinline __u64 cx_off_hash(__u32 nframes)
+{
+    __u64 h = 14695981039346656037ull;
+    __u32 zero = 0;
+    struct cx_sample *s = bpf_map_lookup_elem(&scratch, &zero);
+
+    if (!s)
+        return 1;
+    for (__u32 i = 0; i < CX_MAX_FRAMES; i++) {
+        if (i >= nframes)
+            break;
+        h = (h ^ s->frames[i].addr) * 1099511628211ull;
+        h = (h ^ ((__u64)s->frames[i].kind << 32 | s->frames[i].aux)) * 1099511628211ull;
+    }
+    h = (h ^ ((__u64)s->off_class << 32 | (__u32)s->off_syscall)) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* The end of an off-CPU walk: the stack's key, the record sent when the key
+ * is new to off_sums, and the block's start kept for its switch-in. */
+static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nframes, int wake)
+{
+    struct cx_off_val zero = {};
+    struct off_start_val st = {};
+    __u32 tid = s->hdr.tid, zero_idx = 0;
+    __u64 size, n = nframes;
+    long r;
+
+    s->n_kernel = nk;
+    s->n_user = nframes - nk;
+    s->off_id = cx_off_hash(nframes);
+    st.start_ns = s->hdr.time_ns;
+    st.key.tgid = s->hdr.tgid;
+    st.key.tid = tid;
+    st.key.id = s->off_id;
+    /* The probability off_sample walked it with: the same CPU's period
+     * (the walk's tail calls do not leave the CPU). */
+    struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero_idx);
+    st.p16 = b && b->p16 ? b->p16 : OFF_P_ONE;
+    r = bpf_map_update_elem(&off_sums, &st.key, &zero, BPF_NOEXIST);
+    if (r == 0) {
+        asm volatile("" : "+r"(n));
+        if (n > CX_MAX_FRAMES)
+            n = CX_MAX_FRAMES;
+        size = __builtin_offsetof(struct cx_sample, frames) + n * sizeof(struct cx_frame);
+        if (bpf_ringbuf_output(&events, s, size, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
+            /* Not sent: the key goes, so that the next block sends it. */
+            bpf_map_delete_elem(&off_sums, &st.key);
+            stat_inc(CX_STAT_OFF_LOST_RINGBUF);
+            return;
+        }
+    } else if (r != -17 /* EEXIST */) {
+        stat_inc(CX_STAT_OFF_SUMS_FULL);
+        return;
+    }
+    if (bpf_map_update_elem(&off_start, &tid, &st, BPF_ANY))
+        stat_inc(CX_STAT_OFF_START_FULL);
+}
+
+/* Whether this block is walked: the budget's sampling rule (above). */
+static __always_inline int off_sample(__u64 now)
+{
+    __u32 zero = 0;
+    __u64 want = (__u64)off_walks_per_sec * (OFF_PERIOD_NS / 1000000) / 1000;
+    struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero);
+
+    if (!b)
+        return 0;
+    if (want == 0)
+        want = 1;
+    if (now - b->period_start >= OFF_PERIOD_NS) {
+        /* The next period's p from the blocks this one saw. */
+        __u64 p = b->seen <= want ? OFF_P_ONE : want * OFF_P_ONE / b->seen;
+        b->p16 = b->period_start == 0 || p > OFF_P_ONE ? OFF_P_ONE : p ? p : 1;
+        b->period_start = now;
+        b->seen = 0;
+        b->walked = 0;
+    }
+    b->seen++;
+    if (b->p16 < OFF_P_ONE && (bpf_get_prandom_u32() & (OFF_P_ONE - 1)) >= b->p16)
+        return 0;
+    if (b->walked >= 2 * want) {
+        stat_inc(CX_STAT_OFF_OVER_BUDGET);
+        return 0;
+    }
+    b->walked++;
+    return 1;
+}
+
+/* The switch-in of a thread whose block was walked. */
+static __always_inline void off_switch_in(struct task_struct *next, __u64 now)
+{
+    __u32 tid = BPF_CORE_READ(next, pid);
+    struct off_start_val *sp = bpf_map_lookup_elem(&off_start, &tid), st;
+    struct cx_off_val *v, add;
+
+    if (!sp)
+        return;
+    st = *sp;
+    bpf_map_delete_elem(&off_start, &tid);
+    if (now < st.start_ns || now - st.start_ns < off_min_ns) {
+        stat_inc(CX_STAT_OFF_SHORT);
+        return;
+    }
+    add.ns = (now - st.start_ns) * OFF_P_ONE / (st.p16 ? st.p16 : 1);
+    add.blocks = 1;
+    stat_inc(CX_STAT_OFF_COUNTED);
+    v = bpf_map_lookup_elem(&off_sums, &st.key);
+    if (!v) {
+        /* Drained by user space since the switch-out: it keeps the stack. */
+        if (bpf_map_update_elem(&off_sums, &st.key, &add, BPF_NOEXIST) == 0)
+            return;
+        v = bpf_map_lookup_elem(&off_sums, &st.key);
+        if (!v) {
+            stat_inc(CX_STAT_OFF_SUMS_FULL);
+            return;
+        }
+    }
+    __sync_fetch_and_add(&v->ns, add.ns);
+    __sync_fetch_and_add(&v->blocks, 1);
+}
+
+/* The switch-out of the current task into a blocked state. */
+static __always_inline void off_switch_out(void *ctx, struct task_struct *prev, __u64 now)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0;
+    __u64 pc = 0, sp = 0, fp = 0, lr = 0;
+    unsigned state = task_state(prev);
+    struct cx_sample *s;
+    struct kstack *ks;
+    long got, nr;
+    int i, r;
+
+    if (!(state & (CX_TASK_INTERRUPTIBLE | CX_TASK_UNINTERRUPTIBLE)) || tid == 0)
+        return;
+    if (BPF_CORE_READ(prev, flags) & PF_KTHREAD)
+        return;
+    if (target_tgid && tgid != target_tgid)
+        return;
+    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
+        return;
+    stat_inc(CX_STAT_OFF_BLOCKS);
+    if (!off_sample(now))
+        return;
+    stat_inc(CX_STAT_OFF_WALKS);
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    ks = bpf_map_lookup_elem(&kscratch, &zero);
+    if (!s || !ks)
+        return;
+    s->hdr.kind = CX_REC_OFFCPU;
+    s->hdr.tgid = tgid;
+    s->hdr.tid = tid;
+    s->hdr.cpu = bpf_get_smp_processor_id();
+    s->hdr.time_ns = now;
+    s->kernel_err = 0;
+    s->off_class = off_classify(state, &nr);
+    s->off_syscall = nr;
+    s->off_id = 0;
+    bpf_get_current_comm(s->comm, sizeof(s->comm));
+
+    got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
+    if (got < 0) {
+        s->kernel_err = got;
+        stat_inc(CX_STAT_KSTACK_ERR);
+    } else {
+        nk = got / sizeof(__u64);
+        for (i = 0; i < CX_MAX_KERNEL_FRAMES; i++) {
+            if (i >= nk)
+                break;
+            put_frame(s, i, ks->ip[i], CX_FRAME_KERNEL, 0);
+        }
+    }
+    if (nk > CX_MAX_KERNEL_FRAMES)
+        nk = CX_MAX_KERNEL_FRAMES;
+    r = user_regs(&pc, &sp, &fp, &lr);
+    if (r < 0) {
+        stat_inc(CX_STAT_NO_USER_REGS);
+        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
+        nu = 1;
+    } else if (r > 0 && in_execve()) {
+        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
+        nu = 1;
+    } else if (r > 0) {
+        /* A CFI or Python walk ends in cx_off_walk_user (off_finish). */
+        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr, 1);
+    }
+    off_finish(s, nk, nk + nu, 0);
+}
+
+/* Loaded only with off-CPU on (sampler_opts.off_cpu). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(cx_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    __u64 now = bpf_ktime_get_ns();
+
+    off_switch_in(next, now);
+    /* Preempted: still runnable, waiting for a CPU, not blocked. */
+    if (!preempt)
+        off_switch_out(ctx, prev, now);
+    return 0;
+}
+
+#endif
