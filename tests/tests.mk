@@ -286,7 +286,7 @@ FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-in
              $(if $(CROSS),--target=$(CROSS:-=))
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
              $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix \
-             $(B)/workloads/jit_perfmap
+             $(B)/workloads/jit_perfmap $(B)/workloads/offcpu_mix
 # The CFI tests' workloads: built as distributions build, without frame
 # pointers (gcc -O2 -fomit-frame-pointer, g++, rustc -O), except qsort_cb,
 # which has them so that only libc's frames need CFI. No sibling calls, so

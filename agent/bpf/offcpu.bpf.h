@@ -16,8 +16,10 @@
  * current period (OFF_PERIOD_NS) from the blocks it saw in the previous
  * one, and a walked block's time counts 1/p times: the sum is an unbiased
  * estimate of all blocked time (Horvitz-Thompson), p being independent of
- * how long the block lasts. A period that still walks twice its budget
- * (a burst) walks no more, counted (CX_STAT_OFF_OVER_BUDGET). Blocks
+ * how long the block lasts. In a burst, each budget's worth of walks in a
+ * period halves p for the rest of it (blocks decided so are counted in
+ * CX_STAT_OFF_OVER_BUDGET): still unbiased, each block weighted by its own
+ * p, and the walks stay within a few budgets whatever the burst. Blocks
  * shorter than off_min_ns are not counted (CX_STAT_OFF_SHORT).
  */
 #ifndef CODEXRAY_AGENT_BPF_OFFCPU_H
@@ -60,10 +62,10 @@ struct {
 
 struct off_budget {
     __u64 period_start;
-    __u32 seen;   /* blocks seen in this period */
-    __u32 walked; /* of those, walked */
-    __u32 p16;    /* this period's probability */
-    __u32 pad;
+    __u32 seen;    /* blocks seen in this period */
+    __u32 walked;  /* of those, walked */
+    __u32 p16;     /* this period's probability, from the last period's blocks */
+    __u32 cur_p16; /* the probability of the last decision (off_finish's weight) */
 };
 
 struct {
@@ -218,7 +220,7 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
     /* The probability off_sample walked it with: the same CPU's period
      * (the walk's tail calls do not leave the CPU). */
     struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero_idx);
-    st.p16 = b && b->p16 ? b->p16 : OFF_P_ONE;
+    st.p16 = b && b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
     r = bpf_map_update_elem(&off_sums, &st.key, &zero, BPF_NOEXIST);
     if (r == 0) {
         asm volatile("" : "+r"(n));
@@ -259,12 +261,19 @@ static __always_inline int off_sample(__u64 now)
         b->walked = 0;
     }
     b->seen++;
-    if (b->p16 < OFF_P_ONE && (bpf_get_prandom_u32() & (OFF_P_ONE - 1)) >= b->p16)
-        return 0;
-    if (b->walked >= 2 * want) {
+    /* A burst: each budget's worth walked in this period halves p for the
+     * rest of it. Still unbiased: a block's weight is the inverse of the p
+     * it was decided with (cur_p16). */
+    __u32 over = b->walked / want, p = b->p16;
+    if (over) {
         stat_inc(CX_STAT_OFF_OVER_BUDGET);
-        return 0;
+        p = over >= 16 ? 1 : p >> over;
+        if (!p)
+            p = 1;
     }
+    b->cur_p16 = p;
+    if (p < OFF_P_ONE && (bpf_get_prandom_u32() & (OFF_P_ONE - 1)) >= p)
+        return 0;
     b->walked++;
     return 1;
 }

@@ -154,7 +154,7 @@ enum cx_stat {
     /* Off-CPU (offcpu.bpf.h), counted only when it is on: */
     CX_STAT_OFF_BLOCKS,       /* switch-outs into a blocked state, of threads profiled */
     CX_STAT_OFF_WALKS,        /* of those, walked (sampled within the budget) */
-    CX_STAT_OFF_OVER_BUDGET,  /* sampled but refused: twice the period's budget walked */
+    CX_STAT_OFF_OVER_BUDGET,  /* blocks decided at a halved p: the period's budget walked */
     CX_STAT_OFF_SHORT,        /* walked blocks shorter than the minimum: not counted */
     CX_STAT_OFF_COUNTED,      /* walked blocks whose time went into off_sums */
     CX_STAT_OFF_SUMS_FULL,    /* blocks lost: off_sums was full */
