@@ -517,6 +517,9 @@ $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 
+$(B)/bench/pingpong: bench/pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -pthread
 $(B)/bench/deep: bench/deep.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -541,8 +544,10 @@ $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agen
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build $(BROWSER_DEPS)
+       $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
+       $(B)/bench/pingpong $(BROWSER_DEPS)
 	@python3 bench/run.py
+	@python3 bench/offcpu_bench.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/py_bench.py
 	@python3 bench/compile_bench.py

@@ -116,7 +116,7 @@ static __always_inline int cx_regs_syscall(const struct pt_regs *r, long *nr, __
 }
 
 /* arm64's syscall numbers (the generic table, include/uapi/asm-generic/
- * unistd.h) the off-CPU classes look for; -2 for one it lacks (poll,
+ * unistd.h) the off-CPU classes look for; below -1 for one it lacks (poll,
  * select, epoll_wait: only their p- variants exist). */
 #define CX_NR_read 63
 #define CX_NR_write 64
@@ -124,7 +124,7 @@ static __always_inline int cx_regs_syscall(const struct pt_regs *r, long *nr, __
 #define CX_NR_pread64 67
 #define CX_NR_readv 65
 #define CX_NR_writev 66
-#define CX_NR_select -2
+#define CX_NR_select -3
 #define CX_NR_nanosleep 101
 #define CX_NR_connect 203
 #define CX_NR_accept 202
@@ -134,7 +134,7 @@ static __always_inline int cx_regs_syscall(const struct pt_regs *r, long *nr, __
 #define CX_NR_recvmsg 212
 #define CX_NR_futex 98
 #define CX_NR_clock_nanosleep 115
-#define CX_NR_epoll_wait -2
+#define CX_NR_epoll_wait -4
 #define CX_NR_pselect6 72
 #define CX_NR_ppoll 73
 #define CX_NR_epoll_pwait 22

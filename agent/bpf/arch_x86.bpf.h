@@ -84,8 +84,8 @@ static __always_inline int cx_regs_syscall(const struct pt_regs *r, long *nr, __
 }
 
 /* x86_64's syscall numbers the off-CPU classes look for
- * (arch/x86/entry/syscalls/syscall_64.tbl); -2 for one the architecture
- * lacks. */
+ * (arch/x86/entry/syscalls/syscall_64.tbl); arm64's twin gives the ones
+ * it lacks distinct numbers below -1, which no syscall has. */
 #define CX_NR_read 0
 #define CX_NR_write 1
 #define CX_NR_poll 7
