@@ -80,11 +80,13 @@ struct task_struct___pre514 {
     long state;
 } __attribute__((preserve_access_index));
 
+/* Direct loads: t is the tracepoint's BTF pointer (a probe read costs a
+ * helper call on every context switch). */
 static __always_inline unsigned task_state(struct task_struct *t)
 {
     if (bpf_core_field_exists(t->__state))
-        return BPF_CORE_READ(t, __state);
-    return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+        return t->__state;
+    return ((struct task_struct___pre514 *)t)->state;
 }
 
 /* The current task's saved user registers, a kernel address: only read
@@ -281,7 +283,7 @@ static __always_inline int off_sample(__u64 now)
 /* The switch-in of a thread whose block was walked. */
 static __always_inline void off_switch_in(struct task_struct *next, __u64 now)
 {
-    __u32 tid = BPF_CORE_READ(next, pid);
+    __u32 tid = next->pid;
     struct off_start_val *sp = bpf_map_lookup_elem(&off_start, &tid), st;
     struct cx_off_val *v, add;
 
@@ -325,7 +327,7 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev, 
 
     if (!(state & (CX_TASK_INTERRUPTIBLE | CX_TASK_UNINTERRUPTIBLE)) || tid == 0)
         return;
-    if (BPF_CORE_READ(prev, flags) & PF_KTHREAD)
+    if (prev->flags & PF_KTHREAD)
         return;
     if (target_tgid && tgid != target_tgid)
         return;
