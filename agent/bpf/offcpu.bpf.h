@@ -331,10 +331,13 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev, 
         return;
     if (target_tgid && tgid != target_tgid)
         return;
-    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
-        return;
     stat_inc(CX_STAT_OFF_BLOCKS);
+    /* The budget's draw before the skip list: one hash lookup fewer for
+     * each block not walked (excluded processes' blocks then count in the
+     * budget's rate, which only lowers p: still unbiased). */
     if (!off_sample(now))
+        return;
+    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
         return;
     stat_inc(CX_STAT_OFF_WALKS);
     s = bpf_map_lookup_elem(&scratch, &zero);
