@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """make bench, off-CPU part (issue 32): what recording off-CPU time costs a
 context-switch-heavy program. bench/pingpong passes a byte between two
-threads over pipes (every round trip two blocking reads and four context
-switches) for SECONDS, under, in turn and interleaved REPS times:
+threads on one CPU over pipes (every round trip two blocking reads and two
+context switches) for SECONDS, under, in turn and interleaved REPS times:
 
   none       nothing recording
   cpu        `codexray-node-agent record` of the whole machine, CPU only
@@ -94,8 +94,8 @@ def run_once(mode, seconds, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("offcpu_bench: needs root", file=sys.stderr)

@@ -1,11 +1,15 @@
 /* Two threads passing a byte back and forth over two pipes: every round
  * trip is two blocking reads, two wake-ups and two context switches on
  * each side, so a profiler's cost on sched_switch shows in its rate.
- * Prints round trips per second over SECONDS.
+ * Prints round trips per second over SECONDS. Both threads run on one
+ * CPU (the first the process may use): every round trip is then two
+ * switches of that CPU, without the cross-CPU wake-ups whose placement
+ * makes a free-running ping-pong's rate vary several times over.
  *
  *     pingpong SECONDS
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +41,19 @@ int main(int argc, char **argv)
     char c = 'x';
     uint64_t n = 0;
 
-    if (argc != 2 || pipe(ab) || pipe(ba) || pthread_create(&t, NULL, pong, NULL))
+    cpu_set_t set, one;
+    if (argc != 2 || sched_getaffinity(0, sizeof(set), &set))
+        return 2;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (CPU_ISSET(c, &set)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    }
+    /* Before the thread starts: it inherits the mask. */
+    if (sched_setaffinity(0, sizeof(one), &one) || pipe(ab) || pipe(ba) ||
+        pthread_create(&t, NULL, pong, NULL))
         return 2;
     double t0 = now(), end = t0 + atof(argv[1]), t1;
     while ((t1 = now()) < end) {
