@@ -17,7 +17,7 @@
  * one, and a walked block's time counts 1/p times: the sum is an unbiased
  * estimate of all blocked time (Horvitz-Thompson), p being independent of
  * how long the block lasts. In a burst, each budget's worth of walks in a
- * period halves p for the rest of it (blocks decided so are counted in
+ * period halves p for the rest of it (each halving counted in
  * CX_STAT_OFF_OVER_BUDGET): still unbiased, each block weighted by its own
  * p, and the walks stay within a few budgets whatever the burst. Blocks
  * shorter than off_min_ns are not counted (CX_STAT_OFF_SHORT).
@@ -87,10 +87,12 @@ struct {
 
 struct off_budget {
     __u64 period_start;
-    __u32 seen;    /* blocks seen in this period */
-    __u32 walked;  /* of those, walked */
-    __u32 p16;     /* this period's probability, from the last period's blocks */
-    __u32 cur_p16; /* the probability of the last decision (off_finish's weight) */
+    __u32 seen;       /* blocks seen since period_start */
+    __u32 walked;     /* of those, walked */
+    __u32 cur_p16;    /* the probability now, of OFF_P_ONE */
+    __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
+    __u32 next_halve; /* walked past this, cur_p16 halves */
+    __u32 pad;
 };
 
 struct {
@@ -247,7 +249,7 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
     /* The probability off_sample walked it with: the same CPU's period
      * (the walk's tail calls do not leave the CPU). */
     struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero_idx);
-    st.p16 = b && b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
+    st.p16 = b && b->dec_p16 ? b->dec_p16 : OFF_P_ONE;
     r = bpf_map_update_elem(&off_sums, &st.key, &zero, BPF_NOEXIST);
     if (r == 0) {
         asm volatile("" : "+r"(n));
@@ -275,7 +277,7 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
 }
 
 /* Whether this block is walked: the budget's sampling rule (above). */
-static __always_inline int off_sample(__u64 now)
+static __always_inline int off_sample(__u64 *now)
 {
     __u32 zero = 0;
     __u64 want = (__u64)off_walks_per_sec * (OFF_PERIOD_NS / 1000000) / 1000;
@@ -285,29 +287,35 @@ static __always_inline int off_sample(__u64 now)
         return 0;
     if (want == 0)
         want = 1;
-    if (now - b->period_start >= OFF_PERIOD_NS) {
-        /* The next period's p from the blocks this one saw. */
-        __u64 p = b->seen <= want ? OFF_P_ONE : want * OFF_P_ONE / b->seen;
-        b->p16 = b->period_start == 0 || p > OFF_P_ONE ? OFF_P_ONE : p ? p : 1;
-        b->period_start = now;
-        b->seen = 0;
-        b->walked = 0;
-    }
     b->seen++;
-    /* A burst: each budget's worth walked in this period halves p for the
-     * rest of it. Still unbiased: a block's weight is the inverse of the p
-     * it was decided with (cur_p16). */
-    __u32 over = b->walked / want, p = b->p16;
-    if (over) {
-        stat_inc(CX_STAT_OFF_OVER_BUDGET);
-        p = over >= 16 ? 1 : p >> over;
-        if (!p)
-            p = 1;
+    /* The clock every 64 blocks, not at each: a new period is seen at most
+     * 63 blocks late, and p is set from the rate over whatever span passed
+     * (blocks per period of it), so a late look changes nothing. */
+    if ((b->seen & 63) == 0 || b->period_start == 0) {
+        __u64 t = bpf_ktime_get_ns(), span = t - b->period_start;
+        if (b->period_start == 0 || span >= OFF_PERIOD_NS) {
+            __u64 per_period = b->seen * OFF_PERIOD_NS / (span ? span : 1);
+            __u64 p = per_period <= want ? OFF_P_ONE : want * OFF_P_ONE / per_period;
+            b->cur_p16 = b->period_start == 0 || p >= OFF_P_ONE ? OFF_P_ONE : p ? p : 1;
+            b->period_start = t;
+            b->seen = 0;
+            b->walked = 0;
+            b->next_halve = want;
+        }
     }
-    b->cur_p16 = p;
+    __u32 p = b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
     if (p < OFF_P_ONE && (bpf_get_prandom_u32() & (OFF_P_ONE - 1)) >= p)
         return 0;
-    b->walked++;
+    /* The weight is the p it was walked with, whatever happens next. */
+    b->dec_p16 = p;
+    /* A burst: each budget's worth walked in this period halves p for the
+     * rest of it. Still unbiased: each block is weighted by its own p. */
+    if (++b->walked >= b->next_halve) {
+        stat_inc(CX_STAT_OFF_OVER_BUDGET);
+        b->cur_p16 = p > 1 ? p >> 1 : 1;
+        b->next_halve += want;
+    }
+    *now = bpf_ktime_get_ns();
     return 1;
 }
 
@@ -368,11 +376,10 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
     if (target_tgid && tgid != target_tgid)
         return;
     stat_inc(CX_STAT_OFF_BLOCKS);
-    now = bpf_ktime_get_ns();
     /* The budget's draw before the skip list: one hash lookup fewer for
      * each block not walked (excluded processes' blocks then count in the
      * budget's rate, which only lowers p: still unbiased). */
-    if (!off_sample(now))
+    if (!off_sample(&now))
         return;
     if (bpf_map_lookup_elem(&skip_tgids, &tgid))
         return;
