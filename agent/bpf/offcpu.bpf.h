@@ -93,6 +93,7 @@ struct off_budget {
     __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
     __u32 next_halve; /* walked past this, cur_p16 halves */
     __u32 pad;
+    __u64 rng; /* xorshift64 state: a random number without a helper call */
 };
 
 struct {
@@ -304,8 +305,17 @@ static __always_inline int off_sample(__u64 *now)
         }
     }
     __u32 p = b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
-    if (p < OFF_P_ONE && (bpf_get_prandom_u32() & (OFF_P_ONE - 1)) >= p)
-        return 0;
+    if (p < OFF_P_ONE) {
+        __u64 x = b->rng;
+        if (!x)
+            x = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32() | 1;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b->rng = x;
+        if (((x >> 24) & (OFF_P_ONE - 1)) >= p)
+            return 0;
+    }
     /* The weight is the p it was walked with, whatever happens next. */
     b->dec_p16 = p;
     /* A burst: each budget's worth walked in this period halves p for the
