@@ -8,7 +8,8 @@ context switches) for SECONDS, under, in turn and interleaved REPS times:
   cpu        `codexray-node-agent record` of the whole machine, CPU only
   off-cpu    the same with --off-cpu
   peer       offcputime from Debian's bpfcc-tools (offcputime-bpfcc), or,
-             where it is not installed, `perf record --off-cpu -a`
+             where it is not installed or does not run on this kernel (bcc
+             needs kernel headers and kprobes), `perf record --off-cpu -a`
 
 It reports each mode's median round trips per second and its loss against
 `none` (and off-cpu's against cpu). Figures from a machine others use at
@@ -31,6 +32,20 @@ B = os.path.join(ROOT, "build")
 AGENT = os.path.join(B, "codexray-node-agent")
 PINGPONG = os.path.join(B, "bench", "pingpong")
 BCC = "/usr/sbin/offcputime-bpfcc"
+USE_BCC = False  # set by main() once offcputime-bpfcc was seen to run here
+
+
+def bcc_runs():
+    """Whether offcputime-bpfcc runs on this kernel: bcc compiles its program
+    against the running kernel's headers and attaches a kprobe, and a kernel
+    without either (this machine's 6.18: no headers package, no kprobes)
+    makes it exit at once with an error."""
+    if not os.access(BCC, os.X_OK):
+        return False
+    try:
+        return subprocess.run([BCC, "1"], capture_output=True, timeout=120).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def wait_line(p, needle, timeout):
@@ -56,7 +71,7 @@ def start_recorder(mode, tmp):
         if not wait_line(p, "record: sample_rate_hz=", 60):
             raise SystemExit(f"{mode}: the agent did not start")
         return p
-    if os.access(BCC, os.X_OK):
+    if USE_BCC:
         # Folded stacks of user and kernel, every process, until interrupted.
         p = subprocess.Popen([BCC, "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)
@@ -100,8 +115,13 @@ def main():
     if os.geteuid() != 0:
         print("offcpu_bench: needs root", file=sys.stderr)
         return 1
-    peer = "offcputime-bpfcc" if os.access(BCC, os.X_OK) else (
+    global USE_BCC
+    USE_BCC = bcc_runs()
+    peer = "offcputime-bpfcc" if USE_BCC else (
         "perf record --off-cpu" if shutil.which("perf") else None)
+    if not USE_BCC and os.access(BCC, os.X_OK):
+        print("offcpu_bench: offcputime-bpfcc does not run on this kernel (no headers or "
+              "kprobes): the peer is perf record --off-cpu", flush=True)
     modes = ["none", "cpu", "off-cpu"] + (["peer"] if peer else [])
     rates = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="cx-offbench-") as tmp:
