@@ -8,7 +8,8 @@
 #   make test-arm64     the arm64 agent under qemu-system-aarch64 on Debian's arm64 6.1 and 6.12
 #   make deps     install the Debian packages the build and tests need
 #   make run      the server and the agent of this checkout (RUN_FLAGS=--port 8081)
-#   make bench    the benchmark report (make bench-ui: the web UI's part only)
+#   make bench    the benchmark report (make bench-ui: the web UI's part only;
+#                 make bench-fleet: a simulated fleet over ClickHouse, FLEET_S=600)
 #   make deb      Debian packages of the agent and the server in build/deb (ARCH=arm64: arm64's)
 #   make format   clang-format every source file (make format-check: and no stray
 #                 *.orig, *.rej or editor back-up file tracked)
@@ -88,7 +89,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/python/python.c agent/runtimes/python/py_detect.c \
              agent/runtimes/python/py_layout.c agent/runtimes/python/py_layout_table.c \
              agent/runtimes/python/py_code.c agent/runtimes/python/py_lines.c \
-             agent/aggregate.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
+             agent/aggregate.c agent/offcpu.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
@@ -100,7 +101,7 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
               server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
-              server/http_connect.c server/connect_req.c server/connect_flame.c server/pyroscope.c server/text.c \
+              server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c server/pyroscope.c server/text.c \
               server/budget.c server/pprof_ids.c server/debuginfod.c
 SERVER_MAIN := server/main.c
 
@@ -120,7 +121,7 @@ $(call obj,agent/main.c server/main.c): $(B)/version.stamp
 FORCE:
 
 .PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
-        test-kernels test-arm64 bench bench-ui format format-check clean
+        test-kernels test-arm64 bench bench-ui bench-fleet format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 # The packages come before anything that needs their tools or headers:
@@ -150,7 +151,7 @@ $(B)/vmlinux.h: | deps
 $(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch.bpf.h \
                    agent/bpf/arch_x86.bpf.h agent/bpf/arch_arm64.bpf.h \
                    agent/bpf/unwind.h agent/bpf/unwind.bpf.h agent/bpf/python.h \
-                   agent/bpf/python.bpf.h $(B)/vmlinux.h | deps
+                   agent/bpf/python.bpf.h agent/bpf/offcpu.bpf.h $(B)/vmlinux.h | deps
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Iagent/bpf -Wall -Werror -c $< -o $@
 
 $(B)/sampler.skel.h: $(B)/sampler.bpf.o | deps

@@ -1,6 +1,7 @@
 #include "aggregate.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ static void proc_free(struct agg_proc *ap)
         rt_obj__put(ap->objs[i]);
     free(ap->objs);
     hmap__free(ap->stacks);
+    hmap__free(ap->off_stacks);
     hmap__free(ap->map_index);
     hmap__free(ap->obj_index);
     free(ap);
@@ -194,32 +196,31 @@ static bool runtime_frame(struct agg_proc *ap, const struct proc *p, const struc
     return true;
 }
 
-int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
-                    const struct cx_sample *s, uint64_t now_ns, const struct agg_frame_hook *hook)
-{
-    struct {
-        struct agg_stack h;
-        struct agg_frame f[CX_MAX_FRAMES];
-    } key;
-    struct agg_proc *ap = agg_window__proc(w, p);
-    unsigned nk = s->n_kernel, nu = s->n_user, n = 0;
-    long i;
+/* A stack key as big as any. */
+struct agg_key {
+    struct agg_stack h;
+    struct agg_frame f[CX_MAX_FRAMES + 1];
+};
 
-    if (!ap) {
-        w->dropped_oom++;
-        return -ENOMEM;
-    }
+/* Fills key with s's thread and frames, from key->f[at] on (the frames
+ * before are the caller's). Returns the frames in the key. */
+static unsigned make_key(struct agg_window *w, struct procs *ps, struct proc *p,
+                         struct agg_proc *ap, const struct cx_sample *s, uint64_t now_ns,
+                         const struct agg_frame_hook *hook, struct agg_key *key, unsigned at)
+{
+    unsigned nk = s->n_kernel, nu = s->n_user, n = at;
+
     if (nk > CX_MAX_KERNEL_FRAMES)
         nk = CX_MAX_KERNEL_FRAMES;
     if (nk + nu > CX_MAX_FRAMES)
         nu = CX_MAX_FRAMES - nk;
-    memset(&key.h, 0, sizeof(key.h)); /* padding is part of the key */
-    key.h.tid = s->hdr.tid;
-    memcpy(key.h.thread, s->comm, CX_COMM_LEN);
-    key.h.thread[CX_COMM_LEN - 1] = '\0';
+    memset(&key->h, 0, sizeof(key->h)); /* padding is part of the key */
+    key->h.tid = s->hdr.tid;
+    memcpy(key->h.thread, s->comm, CX_COMM_LEN);
+    key->h.thread[CX_COMM_LEN - 1] = '\0';
     for (unsigned j = 0; j < nk + nu; j++) {
         const struct cx_frame *f = &s->frames[j];
-        struct agg_frame *a = &key.f[n];
+        struct agg_frame *a = &key->f[n];
         /* The leaves, and a pc a signal frame gave, are exact; every other
          * address is a return address. */
         bool leaf = j == 0 || j == nk || (f->kind == CX_FRAME_NATIVE && (f->aux & CX_AUX_EXACT_PC));
@@ -232,7 +233,7 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
         a->map = AGG_NO_MAP;
         if (f->kind != CX_FRAME_NATIVE && f->kind != CX_FRAME_KERNEL &&
             f->kind != CX_FRAME_TRUNCATED) {
-            if (runtime_frame(ap, p, f, hook, a))
+            if (f->kind != CX_FRAME_OFFCPU && runtime_frame(ap, p, f, hook, a))
                 n++;
             continue;
         }
@@ -268,7 +269,23 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
         }
         n++;
     }
-    key.h.nframes = n;
+    key->h.nframes = n;
+    return n;
+}
+
+int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
+                    const struct cx_sample *s, uint64_t now_ns, const struct agg_frame_hook *hook)
+{
+    struct agg_key key;
+    struct agg_proc *ap = agg_window__proc(w, p);
+    unsigned n;
+    long i;
+
+    if (!ap) {
+        w->dropped_oom++;
+        return -ENOMEM;
+    }
+    n = make_key(w, ps, p, ap, s, now_ns, hook, &key, 0);
     i = hmap__put(ap->stacks, &key, sizeof(key.h) + n * sizeof(key.f[0]), NULL);
     if (i < 0) {
         w->dropped_oom++;
@@ -280,6 +297,36 @@ int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
     return 0;
 }
 
+int agg_window__add_off(struct agg_window *w, struct procs *ps, struct proc *p,
+                        const struct cx_sample *s, uint64_t ns, uint64_t blocks, uint64_t now_ns,
+                        const struct agg_frame_hook *hook)
+{
+    struct agg_key key;
+    struct agg_proc *ap = agg_window__proc(w, p);
+    unsigned n;
+    long i;
+
+    if (!ap || (!ap->off_stacks && !(ap->off_stacks = hmap__new()))) {
+        w->off_unknown_ns += ns;
+        return -ENOMEM;
+    }
+    n = make_key(w, ps, p, ap, s, now_ns, hook, &key, 1);
+    memset(&key.f[0], 0, sizeof(key.f[0]));
+    key.f[0].kind = CX_FRAME_OFFCPU;
+    key.f[0].map = AGG_NO_MAP;
+    key.f[0].addr = s->off_class < CX_OFF__COUNT ? s->off_class : CX_OFF_OTHER;
+    i = hmap__put(ap->off_stacks, &key, sizeof(key.h) + n * sizeof(key.f[0]), NULL);
+    if (i < 0) {
+        w->off_unknown_ns += ns;
+        return -ENOMEM;
+    }
+    *hmap__val(ap->off_stacks, i) += ns;
+    ap->off_ns += ns;
+    w->off_ns += ns;
+    w->off_blocks += blocks;
+    return 0;
+}
+
 void agg_window__add_lost(struct agg_window *w, struct proc *p, uint64_t lost)
 {
     struct agg_proc *ap = agg_window__proc(w, p);
@@ -287,4 +334,19 @@ void agg_window__add_lost(struct agg_window *w, struct proc *p, uint64_t lost)
     w->lost += lost;
     if (ap)
         ap->lost += lost;
+}
+
+void agg_window__off_str(const struct agg_window *w, char *out, size_t len)
+{
+    const uint64_t *d = w->stats_delta;
+
+    snprintf(
+        out, len,
+        "off_cpu_s=%.3f off_cpu_unknown_s=%.3f blocks=%llu walked=%llu counted=%llu "
+        "short=%llu over_budget=%llu sums_full=%llu start_full=%llu lost_stacks=%llu",
+        w->off_ns / 1e9, w->off_unknown_ns / 1e9, (unsigned long long)d[CX_STAT_OFF_BLOCKS],
+        (unsigned long long)d[CX_STAT_OFF_WALKS], (unsigned long long)d[CX_STAT_OFF_COUNTED],
+        (unsigned long long)d[CX_STAT_OFF_SHORT], (unsigned long long)d[CX_STAT_OFF_OVER_BUDGET],
+        (unsigned long long)d[CX_STAT_OFF_SUMS_FULL], (unsigned long long)d[CX_STAT_OFF_START_FULL],
+        (unsigned long long)d[CX_STAT_OFF_LOST_RINGBUF]);
 }

@@ -62,8 +62,12 @@ struct agg_proc {
     uint32_t tgid;
     unsigned generation; /* of the identity copied below */
     uint64_t samples;
-    uint64_t lost;          /* samples the BPF side could not hand over */
-    struct hmap *stacks;    /* struct agg_stack -> count */
+    uint64_t lost;       /* samples the BPF side could not hand over */
+    struct hmap *stacks; /* struct agg_stack -> count */
+    /* Off-CPU: struct agg_stack (its first frame a CX_FRAME_OFFCPU) ->
+     * nanoseconds blocked; NULL until the first. */
+    struct hmap *off_stacks;
+    uint64_t off_ns;
     struct hmap *map_index; /* (start, end, offset, bin) -> index into maps */
     struct agg_map *maps;
     size_t nmaps, cap_maps;
@@ -90,6 +94,10 @@ struct agg_window {
     uint64_t start_ns; /* CLOCK_REALTIME */
     uint64_t end_ns;   /* set by agg_window__close */
     uint64_t samples, lost, dropped_oom;
+    /* Off-CPU: time counted, blocks walked behind it, time whose stack was
+     * not known (offcpu.h) or whose process was gone or excluded. */
+    uint64_t off_ns, off_blocks, off_unknown_ns;
+    bool off_cpu; /* off-CPU time was collected: the profiles get its sample type */
     uint64_t stats_delta[CX_STAT__COUNT]; /* the BPF counters over the window */
     struct unwinder_stats unwind;         /* the CFI tables at the window's end */
     bool kernel_stacks;                   /* keep kernel frames */
@@ -122,6 +130,17 @@ struct agg_frame_hook {
  * sample is then counted in dropped_oom). */
 int agg_window__add(struct agg_window *w, struct procs *ps, struct proc *p,
                     const struct cx_sample *s, uint64_t now_ns, const struct agg_frame_hook *hook);
+
+/* Counts ns of off-CPU time (blocks of them walked) on stack s, a
+ * CX_REC_OFFCPU record: its frames as agg_window__add's, under a first
+ * frame naming s->off_class. Returns 0 or -ENOMEM. */
+int agg_window__add_off(struct agg_window *w, struct procs *ps, struct proc *p,
+                        const struct cx_sample *s, uint64_t ns, uint64_t blocks, uint64_t now_ns,
+                        const struct agg_frame_hook *hook);
+
+/* "off_cpu_s=... blocks_seen=... walked=..." from w's off-CPU counts and
+ * BPF counters, for the window's log line. */
+void agg_window__off_str(const struct agg_window *w, char *out, size_t len);
 
 /* Records samples the BPF side lost for p's process. */
 void agg_window__add_lost(struct agg_window *w, struct proc *p, uint64_t lost);

@@ -82,6 +82,17 @@ static const struct cli_flag flags[] = {
     {CLI_RUN,
      {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames in profiles"}},
     {CLI_RECORD, {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames"}},
+    {BOTH,
+     {"off-cpu", CONFIG_BOOL, "false", 0, 0, NULL,
+      "also record where threads wait (off-CPU time, a third sample type off_cpu); off by "
+      "default: its cost on context-switch-heavy loads is not yet proven bounded"}},
+    {BOTH,
+     {"off-cpu-min-us", CONFIG_INT, "10", 0, 1000000, "US",
+      "off-CPU blocks shorter than this are not counted"}},
+    {BOTH,
+     {"off-cpu-walks", CONFIG_INT, "1000", 10, 100000, "N",
+      "off-CPU stack walks per second per CPU at most; blocks are sampled to it, weighted by "
+      "the inverse of their probability"}},
     {BOTH, {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"}},
     {BOTH,
      {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
@@ -245,6 +256,9 @@ int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *
     const char *times = config__str(c, "sample-times");
 
     so->sample_rate_hz = (unsigned)config__int(c, "sample-rate");
+    so->off_cpu = config__bool(c, "off-cpu");
+    so->off_min_ns = (uint64_t)config__int(c, "off-cpu-min-us") * 1000;
+    so->off_walks_per_sec = (unsigned)config__int(c, "off-cpu-walks");
     so->only_tgid = only_tgid;
     so->fixed_period = strcmp(times, "fixed") == 0;
     if (!so->fixed_period && strcmp(times, "dithered") != 0) {

@@ -66,6 +66,21 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
             c->win->dropped_oom++;
         break;
     }
+    case CX_REC_OFFCPU: {
+        const struct cx_sample *s = (const void *)h;
+        size_t need = offsetof(struct cx_sample, frames);
+        if (!c->off || size < need ||
+            size < need + ((size_t)s->n_kernel + s->n_user) * sizeof(struct cx_frame)) {
+            c->bad_records++;
+            return 0;
+        }
+        /* Read now, while it lives: its sums are named at the window's end. */
+        p = procs__get(c->procs, h->tgid, s->comm, now);
+        sync_skip(c, p);
+        if (p && !p->disabled)
+            offcpu__put(c->off, s, now); /* refused: counted there, its sums unknown */
+        break;
+    }
     case CX_REC_EXEC: {
         const struct cx_proc_event *e = (const void *)h;
         bool whole = size >= sizeof(*e);
@@ -148,6 +163,11 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
         if (!c->unwinder)
             goto fail;
     }
+    if (sampler__off_cpu(c->sampler) && !(c->off = offcpu__new())) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    c->win->off_cpu = c->off != NULL;
     c->runtimes = runtimes__new(&(struct rt_env){"/proc", sampler__map_fd, c->sampler});
     if (!c->runtimes) {
         snprintf(err, errlen, "out of memory");
@@ -261,6 +281,31 @@ static void on_lost(void *ctx, uint32_t tgid, uint64_t lost)
         c->win->lost += lost;
 }
 
+/* One entry of the BPF off-CPU sums into the open window. */
+static void on_off(void *ctx, const struct cx_off_key *k, const struct cx_off_val *v)
+{
+    struct collector *c = ctx;
+    uint64_t now = clock__mono_ns();
+    const struct cx_sample *s;
+    struct proc *p;
+
+    if (!v->ns)
+        return; /* a block still going on: its stack is kept (offcpu.h) */
+    s = offcpu__get(c->off, k, now);
+    p = s ? procs__get(c->procs, k->tgid, NULL, now) : NULL;
+    if (!s || !p || p->disabled) {
+        log_debug("offcpu: pid=%u tid=%u id=%llx %.3f s not counted: %s", k->tgid, k->tid,
+                  (unsigned long long)k->id, v->ns / 1e9,
+                  !s   ? "stack unknown"
+                  : !p ? "process gone"
+                       : "process excluded");
+        c->win->off_unknown_ns += v->ns;
+        return;
+    }
+    agg_window__add_off(c->win, c->procs, p, s, v->ns, v->blocks, now,
+                        &(struct agg_frame_hook){runtimes__frame, c->runtimes});
+}
+
 struct agg_window *collector__rotate(struct collector *c)
 {
     uint64_t now_real = clock__real_ns(), now = clock__mono_ns(), stats[CX_STAT__COUNT];
@@ -268,9 +313,14 @@ struct agg_window *collector__rotate(struct collector *c)
 
     if (!next)
         return NULL;
+    next->off_cpu = c->off != NULL;
     /* Whatever is still in the ring buffer belongs to this window. */
     sampler__poll(c->sampler, 0);
     sampler__drain_lost(c->sampler, on_lost, c);
+    if (c->off) {
+        sampler__drain_off(c->sampler, on_off, c);
+        offcpu__sweep(c->off, now);
+    }
     bool check_alive = now - c->alive_checked_ns >= ALIVE_CHECK_NS;
     if (sampler__stats(c->sampler, stats) == 0) {
         for (int i = 0; i < CX_STAT__COUNT; i++) {
@@ -299,6 +349,7 @@ void collector__close(struct collector *c)
 {
     /* Before the sampler: it owns the maps they empty. */
     runtimes__free(c->runtimes);
+    offcpu__free(c->off);
     unwinder__free(c->unwinder);
     sampler__free(c->sampler);
     agg_window__free(c->win);

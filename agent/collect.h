@@ -11,6 +11,7 @@
 
 #include "../common/clock.h"
 #include "aggregate.h"
+#include "offcpu.h"
 #include "procs/procs.h"
 #include "runtimes/runtimes.h"
 #include "sampler.h"
@@ -27,6 +28,8 @@ struct collector {
     struct unwinder *unwinder; /* NULL: frame pointers only */
     struct runtimes *runtimes; /* the language runtimes' trackers */
     bool kernel_stacks;
+    /* The off-CPU stacks sent (offcpu.h); NULL with off-CPU off. */
+    struct offcpu *off;
     uint64_t prev_stats[CX_STAT__COUNT];
     /* When /proc was last asked whether every process the table holds is
      * alive (procs__sweep's check_alive). */
@@ -44,7 +47,8 @@ struct collector {
 };
 
 /* Opens the sampler, the tables and the runtimes' trackers; with uo, the
- * CFI unwinder too (NULL: user stacks are walked by frame pointers only).
+ * CFI unwinder too (NULL: user stacks are walked by frame pointers only);
+ * off-CPU time with o->off_cpu where the kernel takes it (c->off not NULL).
  * Returns 0, or -1 with err filled. */
 int collector__open(struct collector *c, const struct sampler_opts *o, bool kernel_stacks,
                     const struct unwinder_opts *uo, char *err, size_t errlen);

@@ -109,10 +109,11 @@ static int run_agent(int argc, char **argv)
         goto out;
     }
     log_info("codexray-node-agent %s started: sample_rate_hz=%u interval_s=%ld cpus=%u "
-             "kernel_stacks=%s host=%s processes=%u outputs=%s%s%s%s bpf_prog_id=%d",
+             "kernel_stacks=%s off_cpu=%s host=%s processes=%u outputs=%s%s%s%s bpf_prog_id=%d",
              CODEXRAY_VERSION, so.sample_rate_hz, config__int(c, "interval"),
-             sampler__ncpus(col.sampler), kstacks ? "true" : "false", host, nprocs,
-             dir ? "dir:" : "", dir ? dir : "", dir && endpoint ? "," : "",
+             sampler__ncpus(col.sampler), kstacks ? "true" : "false",
+             sampler__off_cpu(col.sampler) ? "true" : "false", host, nprocs, dir ? "dir:" : "",
+             dir ? dir : "", dir && endpoint ? "," : "",
              endpoint ? "endpoint" : (dir ? "" : "none"), sampler__prog_id(col.sampler));
     if (endpoint)
         log_info("upload: ProfilesEndpoint=%s/api/v1/profiles spool=%s/spool spool_max=%ld",

@@ -25,13 +25,25 @@ struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start
     if (!w)
         return NULL;
     if (pprof_writer__add_sample_type(w, "samples", "count") ||
-        pprof_writer__add_sample_type(w, "cpu", "nanoseconds")) {
+        pprof_writer__add_sample_type(w, "cpu", "nanoseconds") ||
+        (c->off_cpu && pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds"))) {
         pprof_writer__free(w);
         return NULL;
     }
     pprof_writer__set_period(w, "cpu", "nanoseconds", c->period_ns);
     pprof_writer__set_time(w, start_ns, duration_ns);
     return w;
+}
+
+static const char *off_class_name(uint64_t class)
+{
+    static const char *const names[CX_OFF__COUNT] = {
+        [CX_OFF_OTHER] = "[off-CPU: other]",   [CX_OFF_LOCK] = "[off-CPU: lock]",
+        [CX_OFF_POLL] = "[off-CPU: poll]",     [CX_OFF_SLEEP] = "[off-CPU: sleep]",
+        [CX_OFF_IO] = "[off-CPU: io]",         [CX_OFF_PIPE] = "[off-CPU: pipe]",
+        [CX_OFF_SOCKET] = "[off-CPU: socket]",
+    };
+    return class < CX_OFF__COUNT ? names[class] : names[CX_OFF_OTHER];
 }
 
 static const char *trunc_name(unsigned reason)
@@ -123,6 +135,11 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
         /* Named for what it is: a marker, not a frame that lacks a name. */
         *named = true;
         lines[0] = (struct pprof_line){trunc_name(f->flags & 0xff), NULL, NULL, 0};
+        return pprof_writer__location(w, 0, 0, lines, 1);
+    }
+    if (f->kind == CX_FRAME_OFFCPU) {
+        *named = true;
+        lines[0] = (struct pprof_line){off_class_name(f->addr), NULL, NULL, 0};
         return pprof_writer__location(w, 0, 0, lines, 1);
     }
     if (f->kind == CX_FRAME_KERNEL) {
@@ -228,7 +245,7 @@ static size_t place_labels(const struct identity *id, struct pprof_label *out)
 static bool is_runtime_frame(const struct agg_frame *f)
 {
     return f->kind != CX_FRAME_NATIVE && f->kind != CX_FRAME_KERNEL &&
-           f->kind != CX_FRAME_TRUNCATED;
+           f->kind != CX_FRAME_TRUNCATED && f->kind != CX_FRAME_OFFCPU;
 }
 
 #define MAX_INTERP_BINS 4
@@ -278,50 +295,49 @@ static bool is_interp_frame(const struct agg_proc *ap, const struct agg_frame *f
     return false;
 }
 
-int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
-                      const struct agg_proc *ap, struct profile_stats *st)
-{
-    uint64_t locs[CX_MAX_FRAMES], kernel_map = 0;
-    char pid[16], tid[16], thread[CX_COMM_LEN];
-    struct hmap *seen = hmap__new();        /* frame -> V_* value */
-    struct hmap *seen_interp = hmap__new(); /* frame -> location id, marked */
-    int err = -ENOMEM;
+/* What profile__add_proc's passes over the stacks share. */
+struct proc_pass {
+    struct pprof_writer *w;
+    const struct profile_ctx *c;
+    const struct agg_proc *ap;
+    struct profile_stats *st;
+    struct hmap *seen;        /* frame -> V_* value */
+    struct hmap *seen_interp; /* frame -> location id, marked */
+    uint64_t kernel_map;
+    char pid[16];
+};
 
-    if (!seen || !seen_interp)
-        goto out;
-    if (c->rt)
-        rt_namers__proc_begin(c->rt, w, ap, c->now_ns);
-    snprintf(pid, sizeof(pid), "%u", ap->tgid);
-    /* pprof takes the first mapping for the main binary: put the
-     * executable's first, whatever frame happens to be named first. */
-    for (size_t i = 0; i < ap->nmaps; i++) {
-        if (ap->maps[i].bin && strcmp(ap->maps[i].bin->name, ap->exe) == 0) {
-            if (!add_mapping(w, c, &ap->maps[i]))
-                goto out;
-            break;
-        }
-    }
-    for (size_t i = 0; i < hmap__len(ap->stacks); i++) {
-        const struct agg_stack *s = hmap__key(ap->stacks, i, NULL);
-        uint64_t count = *hmap__val(ap->stacks, i);
+/* Adds the stacks of h (counts; off: off-CPU nanoseconds, which stay out
+ * of the frame statistics). Returns 0 or -ENOMEM. */
+static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
+{
+    const struct profile_ctx *c = pp->c;
+    const struct agg_proc *ap = pp->ap;
+    struct profile_stats *st = pp->st;
+    uint64_t locs[CX_MAX_FRAMES + 1];
+    char tid[16], thread[CX_COMM_LEN];
+
+    for (size_t i = 0; i < hmap__len(h); i++) {
+        const struct agg_stack *s = hmap__key(h, i, NULL);
+        uint64_t value = *hmap__val(h, i), count = off ? 0 : value;
         uint32_t nloc = 0;
         bool prev_entry = false, last_truncated = false;
         const struct binary *bins[MAX_INTERP_BINS];
         unsigned nbins;
         uint32_t outer = interp_span(ap, s, bins, &nbins);
-        for (uint32_t j = 0; j < s->nframes; j++) {
+        for (uint32_t j = 0; j < s->nframes && j < CX_MAX_FRAMES + 1; j++) {
             bool fresh;
-            long k = hmap__put(seen, &s->frames[j], sizeof(s->frames[j]), &fresh);
+            long k = hmap__put(pp->seen, &s->frames[j], sizeof(s->frames[j]), &fresh);
             if (k < 0)
-                goto out;
-            uint64_t *v = hmap__val(seen, k);
+                return -ENOMEM;
+            uint64_t *v = hmap__val(pp->seen, k);
             if (fresh) {
                 bool named, entry;
                 int stat;
-                uint64_t id = frame_location(w, c, ap, &s->frames[j], &kernel_map, false, &named,
-                                             &entry, &stat);
+                uint64_t id = frame_location(pp->w, c, ap, &s->frames[j], &pp->kernel_map, false,
+                                             &named, &entry, &stat);
                 if (!id)
-                    goto out;
+                    return -ENOMEM;
                 *v = id | (named ? V_NAMED : 0) | (entry ? V_ENTRY : 0) |
                      (uint64_t)(stat + 1) << V_STAT_SHIFT;
             }
@@ -334,17 +350,17 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             locs[nloc++] = V_ID(*v);
             if (!(*v & V_NAMED) && is_interp_frame(ap, &s->frames[j], j, outer, bins, nbins)) {
                 /* The same frame, marked: a location of its own. */
-                long ki = hmap__put(seen_interp, &s->frames[j], sizeof(s->frames[j]), &fresh);
+                long ki = hmap__put(pp->seen_interp, &s->frames[j], sizeof(s->frames[j]), &fresh);
                 if (ki < 0)
-                    goto out;
-                uint64_t *vi = hmap__val(seen_interp, ki);
+                    return -ENOMEM;
+                uint64_t *vi = hmap__val(pp->seen_interp, ki);
                 if (fresh) {
                     bool named, entry;
                     int stat;
-                    *vi = frame_location(w, c, ap, &s->frames[j], &kernel_map, true, &named, &entry,
-                                         &stat);
+                    *vi = frame_location(pp->w, c, ap, &s->frames[j], &pp->kernel_map, true, &named,
+                                         &entry, &stat);
                     if (!*vi)
-                        goto out;
+                        return -ENOMEM;
                 }
                 locs[nloc - 1] = *vi;
                 st->interp_frames += count;
@@ -363,7 +379,7 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
         snprintf(tid, sizeof(tid), "%u", s->tid);
         memcpy(thread, s->thread, sizeof(thread));
         struct pprof_label labels[6 + N_PLACE_LABELS] = {
-            {"pid", pid, 0, NULL},
+            {"pid", pp->pid, 0, NULL},
             {"tid", tid, 0, NULL},
             {"thread", thread, 0, NULL},
             {"comm", ap->comm, 0, NULL},
@@ -371,30 +387,57 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
             {"host", c->host, 0, NULL},
         };
         size_t nl = 6 + place_labels(&ap->id, labels + 6);
-        int64_t values[2] = {(int64_t)count, (int64_t)(count * c->period_ns)};
-        if (pprof_writer__add_sample(w, locs, nloc, values, labels, nl))
-            goto out;
+        int64_t values[3] = {(int64_t)count, (int64_t)(count * c->period_ns),
+                             off ? (int64_t)value : 0};
+        if (pprof_writer__add_sample(pp->w, locs, nloc, values, labels, nl))
+            return -ENOMEM;
     }
+    return 0;
+}
+
+int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
+                      const struct agg_proc *ap, struct profile_stats *st)
+{
+    struct proc_pass pp = {w, c, ap, st, hmap__new(), hmap__new(), 0, ""};
+    int err = -ENOMEM;
+
+    if (!pp.seen || !pp.seen_interp)
+        goto out;
+    if (c->rt)
+        rt_namers__proc_begin(c->rt, w, ap, c->now_ns);
+    snprintf(pp.pid, sizeof(pp.pid), "%u", ap->tgid);
+    /* pprof takes the first mapping for the main binary: put the
+     * executable's first, whatever frame happens to be named first. */
+    for (size_t i = 0; i < ap->nmaps; i++) {
+        if (ap->maps[i].bin && strcmp(ap->maps[i].bin->name, ap->exe) == 0) {
+            if (!add_mapping(w, c, &ap->maps[i]))
+                goto out;
+            break;
+        }
+    }
+    if (add_stacks(&pp, ap->stacks, false) ||
+        (c->off_cpu && ap->off_stacks && add_stacks(&pp, ap->off_stacks, true)))
+        goto out;
     if (ap->lost) {
         struct pprof_line l = {"[lost samples: ring buffer full]", NULL, NULL, 0};
         uint64_t id = pprof_writer__location(w, 0, 0, &l, 1);
         struct pprof_label labels[4 + N_PLACE_LABELS] = {
-            {"pid", pid, 0, NULL},
+            {"pid", pp.pid, 0, NULL},
             {"comm", ap->comm, 0, NULL},
             {"service", ap->id.service, 0, NULL},
             {"host", c->host, 0, NULL},
         };
         size_t nl = 4 + place_labels(&ap->id, labels + 4);
-        int64_t values[2] = {(int64_t)ap->lost, (int64_t)(ap->lost * c->period_ns)};
+        int64_t values[3] = {(int64_t)ap->lost, (int64_t)(ap->lost * c->period_ns), 0};
         if (!id || pprof_writer__add_sample(w, &id, 1, values, labels, nl))
             goto out;
     }
     err = 0;
 out:
-    if (c->rt && seen && seen_interp)
+    if (c->rt && pp.seen && pp.seen_interp)
         rt_namers__proc_end(c->rt);
-    hmap__free(seen);
-    hmap__free(seen_interp);
+    hmap__free(pp.seen);
+    hmap__free(pp.seen_interp);
     return err;
 }
 

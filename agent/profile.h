@@ -20,6 +20,10 @@ struct profile_ctx {
      * native frames only, JIT code shown as [anon]+0xADDR. */
     struct rt_namers *rt;
     uint64_t now_ns; /* monotonic */
+    /* A third sample type, off_cpu/nanoseconds (OFFCPU_CONTRACT: values
+     * [0, 0, ns] for off-CPU stacks, [n, cpu_ns, 0] for CPU ones); false:
+     * the two CPU types only, as without off-CPU. */
+    bool off_cpu;
 };
 
 struct profile_stats {
@@ -37,11 +41,10 @@ struct profile_stats {
 struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
                                      uint64_t duration_ns);
 
-/* Adds every sample of ap to w, the runtimes' frames named by their namers
- * (Python functions; JIT code from perf maps), labelled pid, tid, thread,
- * comm, service and host, and container_id, pod, namespace, container and
- * systemd_unit where they apply; samples that were lost become one "[lost
- * samples]" sample. Adds to *st. Returns 0 or -ENOMEM. */
+/* Adds every sample of ap to w (its off-CPU stacks too when c->off_cpu), the runtimes' frames named
+ * by their namers (Python functions; JIT code from perf maps), labelled pid, tid, thread, comm,
+ * service and host, and container_id, pod, namespace, container and systemd_unit where they apply;
+ * samples that were lost become one "[lost samples]" sample. Adds to *st. Returns 0 or -ENOMEM. */
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st);
 

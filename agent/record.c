@@ -113,9 +113,10 @@ static int record_sample(struct record_run *r, const char *path, long duration)
      * (walked by frame pointers) are not part of it. */
     if (r->col.unwinder)
         agg_window__free(collector__rotate(&r->col));
-    log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s output=%s cpus=%u "
-             "unwind=%s bpf_prog_id=%d",
-             r->so.sample_rate_hz, duration, r->pid, r->kstacks ? "true" : "false", path,
+    log_info("record: sample_rate_hz=%u duration_s=%ld pid=%u kernel_stacks=%s off_cpu=%s "
+             "output=%s cpus=%u unwind=%s bpf_prog_id=%d",
+             r->so.sample_rate_hz, duration, r->pid, r->kstacks ? "true" : "false",
+             sampler__off_cpu(r->col.sampler) ? "true" : "false", path,
              sampler__ncpus(r->col.sampler), r->uop ? "cfi" : "fp",
              sampler__prog_id(r->col.sampler));
     uint64_t end = clock__mono_ns() + (uint64_t)duration * 1000000000ull;
@@ -153,7 +154,8 @@ static int record_name(struct record_run *r)
     }
     r->rt = rt_namers__new("/proc");
     struct profile_ctx ctx = {
-        r->sym, r->ks, r->host, dither__sample_ns(r->so.sample_rate_hz), r->rt, clock__mono_ns()};
+        r->sym,           r->ks,        r->host, dither__sample_ns(r->so.sample_rate_hz), r->rt,
+        clock__mono_ns(), r->w->off_cpu};
     r->pw = r->sym && r->rt ? profile__writer(&ctx, r->w->start_ns, r->w->end_ns - r->w->start_ns)
                             : NULL;
     if (!r->pw) {
@@ -198,6 +200,11 @@ static int record_write(struct record_run *r, const char *path)
              (unsigned long long)w->stats_delta[CX_STAT_FP_FRAMES],
              (unsigned long long)w->stats_delta[CX_STAT_VMA_LOOKUPS],
              (unsigned long long)w->stats_delta[CX_STAT_VMA_TABLES]);
+    if (w->off_cpu) {
+        char off[512];
+        agg_window__off_str(w, off, sizeof(off));
+        log_info("record: %s", off);
+    }
     return 0;
 }
 

@@ -46,7 +46,7 @@ struct sampler {
     unsigned ncpus;
     sampler_record_fn fn;
     void *ctx;
-    bool dithered, vma;
+    bool dithered, vma, off, fault_hook;
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
 };
@@ -227,6 +227,104 @@ static void adapt_to_kernel(struct sampler_bpf *skel)
     }
 }
 
+/* Off-CPU's programs and maps on (off) or out of the way (off false, or
+ * a kernel without what they need: *off is cleared, logged). */
+static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bool *off)
+{
+    struct sampler_bpf *skel = s->skel;
+
+    if (*off && libbpf_find_vmlinux_btf_id("sched_switch", BPF_TRACE_RAW_TP) <= 0) {
+        log_warn("sampler: off-CPU time off: the kernel has no BTF-typed sched_switch "
+                 "tracepoint (tp_btf, Linux 5.5)");
+        *off = false;
+    }
+    bpf_program__set_autoload(skel->progs.cx_on_switch, *off);
+    bpf_program__set_autoload(skel->progs.cx_off_walk_user, *off);
+    /* Only ever tail-called. */
+    bpf_program__set_autoattach(skel->progs.cx_off_walk_user, false);
+    if (!*off) {
+        bpf_map__set_max_entries(skel->maps.off_start, 1);
+        bpf_map__set_max_entries(skel->maps.off_sums, 1);
+        return;
+    }
+    skel->rodata->off_min_ns = opts->off_min_ns;
+    if (opts->off_walks_per_sec)
+        skel->rodata->off_walks_per_sec = opts->off_walks_per_sec;
+}
+
+/* Opens the BPF object, sets it up for opts and this kernel (off: with
+ * off-CPU's programs) and loads it, the walkers in their program arrays.
+ * Returns 0, or -1 with err filled (s->skel then for the caller to free). */
+static int open_load(struct sampler *s, const struct sampler_opts *opts, bool off, char *err,
+                     size_t errlen)
+{
+    int r;
+
+    s->skel = sampler_bpf__open();
+    if (!s->skel) {
+        snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
+        return -1;
+    }
+    s->skel->rodata->target_tgid = opts->only_tgid;
+    adapt_to_kernel(s->skel);
+    /* One of the two walkers is loaded: with bpf_find_vma where the kernel
+     * has it (and CFI is on), else without, which every kernel takes. */
+    s->vma = opts->cfi &&
+             libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_find_vma, NULL) == 1;
+    s->skel->rodata->use_vma = s->vma;
+    bpf_program__set_autoload(s->skel->progs.cx_walk_user, !s->vma);
+    bpf_program__set_autoload(s->skel->progs.cx_walk_user_vma, s->vma);
+    bpf_program__set_autoload(s->skel->progs.cx_on_exec, !s->vma);
+    bpf_program__set_autoload(s->skel->progs.cx_on_exec_vma, s->vma);
+    /* Optional: without the tracepoint, new processes' first samples in
+     * libraries rely on their one lookup a sample. */
+    s->fault_hook = s->vma && libbpf_find_vmlinux_btf_id("page_fault_user", BPF_TRACE_RAW_TP) > 0;
+    bpf_program__set_autoload(s->skel->progs.cx_on_fault, s->fault_hook);
+    bpf_program__set_autoattach(s->skel->progs.cx_on_fault, false);
+    if (!s->vma) {
+        bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
+        bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
+    }
+#if defined(__aarch64__)
+    /* Return addresses signed by PAC are stripped with the kernel's mask. */
+    enum pac_mask_source pac_src;
+    s->skel->rodata->cx_pac_mask = pac_mask__get(&pac_src);
+    log_info("sampler: pointer authentication mask 0x%016llx (%s)",
+             (unsigned long long)s->skel->rodata->cx_pac_mask,
+             pac_src == PAC_MASK_KERNEL   ? "the kernel's"
+             : pac_src == PAC_MASK_NO_PAC ? "no PAC on this CPU"
+                                          : "from the address size: ptrace refused");
+#endif
+    s->skel->rodata->ringbuf_wakeup_bytes = ringbuf_bytes(s->npfds) / 2;
+    bpf_map__set_max_entries(s->skel->maps.events, ringbuf_bytes(s->npfds));
+    adapt_off_cpu(s, opts, &off);
+    r = sampler_bpf__load(s->skel);
+    if (r) {
+        snprintf(err, errlen,
+                 "the kernel refused the BPF programs (%s); run with --log-level debug for the "
+                 "verifier's log",
+                 strerror(-r));
+        return -1;
+    }
+
+    __u32 zero = 0;
+    int walker =
+        bpf_program__fd(s->vma ? s->skel->progs.cx_walk_user_vma : s->skel->progs.cx_walk_user);
+    if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.walkers), &zero, &walker, BPF_ANY)) {
+        snprintf(err, errlen, "cannot put the walker in its program array: %s", strerror(errno));
+        return -1;
+    }
+    int off_walker = off ? bpf_program__fd(s->skel->progs.cx_off_walk_user) : -1;
+    if (off &&
+        bpf_map_update_elem(bpf_map__fd(s->skel->maps.off_walkers), &zero, &off_walker, BPF_ANY)) {
+        snprintf(err, errlen, "cannot put the off-CPU walker in its program array: %s",
+                 strerror(errno));
+        return -1;
+    }
+    s->off = off;
+    return 0;
+}
+
 struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn fn, void *ctx,
                               char *err, size_t errlen)
 {
@@ -265,64 +363,20 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
     for (int i = 0; i < ncpus; i++)
         s->pfds[i] = -1;
 
-    /* open, set rodata, load */
-    s->skel = sampler_bpf__open();
-    if (!s->skel) {
-        snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
-        goto fail;
-    }
-    s->skel->rodata->target_tgid = opts->only_tgid;
-    adapt_to_kernel(s->skel);
-    /* One of the two walkers is loaded: with bpf_find_vma where the kernel
-     * has it (and CFI is on), else without, which every kernel takes. */
-    s->vma = opts->cfi &&
-             libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_find_vma, NULL) == 1;
-    s->skel->rodata->use_vma = s->vma;
-    bpf_program__set_autoload(s->skel->progs.cx_walk_user, !s->vma);
-    bpf_program__set_autoload(s->skel->progs.cx_walk_user_vma, s->vma);
-    bpf_program__set_autoload(s->skel->progs.cx_on_exec, !s->vma);
-    bpf_program__set_autoload(s->skel->progs.cx_on_exec_vma, s->vma);
-    /* Optional: without the tracepoint, new processes' first samples in
-     * libraries rely on their one lookup a sample. */
-    bool fault_hook = s->vma && libbpf_find_vmlinux_btf_id("page_fault_user", BPF_TRACE_RAW_TP) > 0;
-    bpf_program__set_autoload(s->skel->progs.cx_on_fault, fault_hook);
-    bpf_program__set_autoattach(s->skel->progs.cx_on_fault, false);
-    if (!s->vma) {
-        bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
-        bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
-    }
-#if defined(__aarch64__)
-    /* Return addresses signed by PAC are stripped with the kernel's mask. */
-    enum pac_mask_source pac_src;
-    s->skel->rodata->cx_pac_mask = pac_mask__get(&pac_src);
-    log_info("sampler: pointer authentication mask 0x%016llx (%s)",
-             (unsigned long long)s->skel->rodata->cx_pac_mask,
-             pac_src == PAC_MASK_KERNEL   ? "the kernel's"
-             : pac_src == PAC_MASK_NO_PAC ? "no PAC on this CPU"
-                                          : "from the address size: ptrace refused");
-#endif
-    s->skel->rodata->ringbuf_wakeup_bytes = ringbuf_bytes(ncpus) / 2;
-    bpf_map__set_max_entries(s->skel->maps.events, ringbuf_bytes(ncpus));
-    r = sampler_bpf__load(s->skel);
-    if (r) {
-        snprintf(err, errlen,
-                 "the kernel refused the BPF programs (%s); run with --log-level debug for the "
-                 "verifier's log",
-                 strerror(-r));
-        goto fail;
-    }
-
-    __u32 zero = 0;
-    int walker =
-        bpf_program__fd(s->vma ? s->skel->progs.cx_walk_user_vma : s->skel->progs.cx_walk_user);
-    if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.walkers), &zero, &walker, BPF_ANY)) {
-        snprintf(err, errlen, "cannot put the walker in its program array: %s", strerror(errno));
-        goto fail;
+    if (open_load(s, opts, opts->off_cpu, err, errlen)) {
+        if (!opts->off_cpu)
+            goto fail;
+        /* Never at the cost of CPU profiles: without off-CPU, once more. */
+        log_warn("sampler: off-CPU time off: %s", err);
+        sampler_bpf__destroy(s->skel);
+        s->skel = NULL;
+        if (open_load(s, opts, false, err, errlen))
+            goto fail;
     }
 
     /* attach: the scheduler tracepoints, then one perf event per CPU */
     r = sampler_bpf__attach(s->skel);
-    if (r == 0 && fault_hook) {
+    if (r == 0 && s->fault_hook) {
         s->skel->links.cx_on_fault = bpf_program__attach(s->skel->progs.cx_on_fault);
         if (!s->skel->links.cx_on_fault)
             log_info("sampler: cannot attach to page_fault_user (%s): a new process's libraries "
@@ -485,6 +539,53 @@ void sampler__unwind_fds(const struct sampler *s, int *tables_fd, int *procs_fd)
 {
     *tables_fd = bpf_map__fd(s->skel->maps.cfi_tables);
     *procs_fd = bpf_map__fd(s->skel->maps.proc_unwind);
+}
+
+bool sampler__off_cpu(const struct sampler *s)
+{
+    return s && s->off;
+}
+
+int sampler__drain_off(struct sampler *s,
+                       void (*fn)(void *ctx, const struct cx_off_key *k,
+                                  const struct cx_off_val *v),
+                       void *ctx)
+{
+    int fd = bpf_map__fd(s->skel->maps.off_sums);
+    struct cx_off_key key, next, *keys = NULL;
+    struct cx_off_val val;
+    size_t n = 0, cap = 0;
+    int got = 0;
+
+    if (!s->off)
+        return 0;
+    /* Keys first, as in sampler__drain_lost; the map's bound bounds them. */
+    for (int r = bpf_map_get_next_key(fd, NULL, &next); r == 0 && n < CX_OFF_SUMS_ENTRIES;
+         r = bpf_map_get_next_key(fd, &key, &next)) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            struct cx_off_key *k = realloc(keys, cap * sizeof(*k));
+            if (!k) {
+                free(keys);
+                return -ENOMEM;
+            }
+            keys = k;
+        }
+        keys[n++] = next;
+        key = next;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* Taken and deleted at once where the kernel can (5.14); else what a
+         * switch-in adds between the two is lost. */
+        if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &val) == 0 ||
+            (bpf_map_lookup_elem(fd, &keys[i], &val) == 0 &&
+             bpf_map_delete_elem(fd, &keys[i]) == 0)) {
+            fn(ctx, &keys[i], &val);
+            got++;
+        }
+    }
+    free(keys);
+    return got;
 }
 
 bool sampler__vma_fallback(const struct sampler *s)

@@ -18,6 +18,11 @@ struct sampler_opts {
     uint32_t only_tgid;      /* 0 = every process */
     bool fixed_period;       /* 1/rate exactly, not dithered (dither.h) */
     bool cfi;                /* CFI walks: with bpf_find_vma's fallback where the kernel has it */
+    /* Off-CPU time (bpf/offcpu.bpf.h): where the kernel cannot take it,
+     * sampler__open logs why and opens without it (sampler__off_cpu). */
+    bool off_cpu;
+    uint64_t off_min_ns;        /* shorter blocks are not counted */
+    unsigned off_walks_per_sec; /* per CPU; 0: the default */
 };
 
 /* Called for each record (a cx_sample or a cx_proc_event, by hdr.kind);
@@ -48,6 +53,17 @@ int sampler__stats(struct sampler *s, uint64_t out[CX_STAT__COUNT]);
  * clears the counts. */
 int sampler__drain_lost(struct sampler *s, void (*fn)(void *ctx, uint32_t tgid, uint64_t lost),
                         void *ctx);
+
+/* Whether off-CPU time is collected (asked for, and the kernel took it). */
+bool sampler__off_cpu(const struct sampler *s);
+
+/* Calls fn for each entry of the off-CPU sums (bpf/sample.h's off_sums)
+ * and deletes it: the time is then the caller's. Returns how many, or
+ * -ENOMEM. */
+int sampler__drain_off(struct sampler *s,
+                       void (*fn)(void *ctx, const struct cx_off_key *k,
+                                  const struct cx_off_val *v),
+                       void *ctx);
 
 /* Adds tgid to (skip) or removes it from (!skip) the BPF map of processes
  * not sampled. Returns 0 or -errno (-E2BIG: the map is full; removing one

@@ -54,6 +54,7 @@ static void process(struct worker *wk, struct agg_window *w)
             log_warn("kallsyms: kernel frames will be unnamed: %s", why);
     }
     ctx.ks = wk->ks;
+    ctx.off_cpu = w->off_cpu;
     buf__init(&raw, PROFILE_MAX);
     buf__init(&out, PROFILE_MAX);
     for (size_t i = 0; i < w->nprocs; i++) {
@@ -61,7 +62,7 @@ static void process(struct worker *wk, struct agg_window *w)
         struct pprof_writer *pw;
         int r;
 
-        if (!ap->samples && !ap->lost)
+        if (!ap->samples && !ap->lost && !ap->off_ns)
             continue;
         pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
         r = pw ? profile__add_proc(pw, &ctx, ap, &st) : -ENOMEM;
@@ -131,6 +132,11 @@ static void process(struct worker *wk, struct agg_window *w)
               (unsigned long long)w->stats_delta[CX_STAT_CFI_FRAMES],
               (unsigned long long)w->stats_delta[CX_STAT_FP_FRAMES],
               (unsigned long long)w->stats_delta[CX_STAT_TRUNC_CFI]);
+    if (w->off_cpu) {
+        char off[512];
+        agg_window__off_str(w, off, sizeof(off));
+        log_info("window: %s", off);
+    }
     if (w->dropped_oom)
         log_warn("window: %llu samples dropped: out of memory", (unsigned long long)w->dropped_oom);
     if (w->stats_delta[CX_STAT_KSTACK_ERR] || w->stats_delta[CX_STAT_LOST_EVENTS] ||

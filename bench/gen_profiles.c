@@ -3,7 +3,11 @@
  * drawn from a shared universe (so processes overlap, as real replicas do),
  * written as gzipped pprof with the project's own writer.
  *
- *   gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S]
+ *   gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S [SEED]]
+ *
+ * SEED (not 0) stands for a build of the application (bench/fleet_sim.py's
+ * deploys): another universe of stacks, and a tenth of the functions
+ * renamed, as a new release changes some code and moves the rest.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +35,7 @@ static uint64_t next(void)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S]\n");
+        fprintf(stderr, "usage: gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S [SEED]]\n");
         return 2;
     }
     const char *dir = argv[1];
@@ -45,8 +49,15 @@ int main(int argc, char **argv)
     if (!names || !stacks || !depth)
         return 1;
     mkdir(dir, 0755);
+    unsigned long long seed = argc > 6 ? strtoull(argv[6], NULL, 10) : 0;
+    if (seed)
+        rng ^= seed * 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < NFUNCS; i++)
-        snprintf(names[i], sizeof(names[i]), "pkg%d.(*Type%d).Method%d", i % 40, i % 300, i);
+        if (seed && (unsigned long long)i % 10 == seed % 10)
+            snprintf(names[i], sizeof(names[i]), "pkg%d.(*Type%d).Method%d_r%llu", i % 40, i % 300,
+                     i, seed);
+        else
+            snprintf(names[i], sizeof(names[i]), "pkg%d.(*Type%d).Method%d", i % 40, i % 300, i);
     /* Stacks grow from a few roots, so they share prefixes like real ones. */
     for (size_t s = 0; s < universe; s++) {
         depth[s] = 8 + next() % (MAXDEPTH - 8);

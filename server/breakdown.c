@@ -16,7 +16,33 @@ int breakdown__label_index(const char *label)
     for (int i = 0; i < STORE_N_IDENTITY; i++)
         if (strcmp(label, store_identity_keys[i]) == 0)
             return 2 + i;
-    return -1;
+    size_t n = strlen(label);
+    if (!n || n > STORE_LABEL_KEY_MAX ||
+        strspn(label, "abcdefghijklmnopqrstuvwxyz"
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != n)
+        return -1;
+    return strcmp(label, "service_name") && strncmp(label, "__", 2) ? BREAKDOWN_OTHER : -1;
+}
+
+/* The values of label (index idx) in vals, into *v (borrowed from vals),
+ * their count in *n. Returns 0 or -ENOMEM. */
+static int values_of(const struct store_values *vals, int idx, const char *label, const char ***v,
+                     size_t *n)
+{
+    size_t kl = strlen(label), cnt = idx == BREAKDOWN_OTHER ? vals->nlabels : vals->n[idx];
+
+    *n = 0;
+    if (!(*v = calloc(cnt + 1, sizeof(**v))))
+        return -ENOMEM;
+    if (idx != BREAKDOWN_OTHER) {
+        memcpy(*v, vals->v[idx], cnt * sizeof(**v));
+        *n = cnt;
+        return 0;
+    }
+    for (size_t i = 0; i < cnt; i++)
+        if (strncmp(vals->labels[i], label, kl) == 0 && vals->labels[i][kl] == '=')
+            (*v)[(*n)++] = vals->labels[i] + kl + 1;
+    return 0;
 }
 
 void breakdown__free(struct breakdown *b)
@@ -32,10 +58,17 @@ void breakdown__free(struct breakdown *b)
     free(b);
 }
 
-/* q narrowed to value v of label idx; -EINVAL for a pid that is not one. */
-static int narrow(struct store_query *q, int idx, const char *v)
+/* q narrowed to value v of label idx (another label: into m, q's matches
+ * and one more); -EINVAL for a pid that is not one. */
+static int narrow(struct store_query *q, int idx, const char *label, const char *v,
+                  struct store_label_match *m)
 {
-    if (idx == 0) {
+    if (idx == BREAKDOWN_OTHER) {
+        memcpy(m, q->match, q->nmatch * sizeof(*m));
+        m[q->nmatch] = (struct store_label_match){label, v, 0};
+        q->match = m;
+        q->nmatch++;
+    } else if (idx == 0) {
         q->host = v;
     } else if (idx == 1) {
         char *end;
@@ -87,33 +120,38 @@ static int keep_top(struct breakdown *b, size_t top, const char *v, int64_t *cpu
 }
 
 int breakdown__timeline(struct store *st, const struct store_query *q, int64_t step_ns,
-                        int label_idx, size_t top, struct breakdown **out)
+                        int label_idx, const char *label, size_t top, struct breakdown **out)
 {
     struct breakdown *b = NULL;
     struct store_values *vals = NULL;
+    struct store_label_match *m = NULL;
+    const char **vs = NULL;
+    size_t nv = 0;
     int err = 0;
 
     *out = NULL;
-    if (label_idx < 0 || label_idx >= STORE_N_IDENTITY + 2 || top < 1 || top > BREAKDOWN_MAX_TOP)
+    if (label_idx < 0 || label_idx > BREAKDOWN_OTHER || top < 1 || top > BREAKDOWN_MAX_TOP ||
+        q->nmatch >= STORE_MAX_MATCHES)
         return -EINVAL;
     b = calloc(1, sizeof(*b));
-    if (!b || !(b->groups = calloc(top + 1, sizeof(*b->groups)))) {
+    if (!b || !(b->groups = calloc(top + 1, sizeof(*b->groups))) ||
+        !(m = calloc(q->nmatch + 1, sizeof(*m)))) {
         err = -ENOMEM;
         goto out;
     }
     if ((err = store__timeline(st, q, step_ns, &b->cpu_ns, &b->nsteps)))
         goto out;
     b->total_ns = sum(b->cpu_ns, b->nsteps);
-    if ((err = store__values(st, q, &vals)))
+    if ((err = store__values(st, q, &vals)) || (err = values_of(vals, label_idx, label, &vs, &nv)))
         goto out;
-    b->nvalues = vals->n[label_idx];
-    b->capped = b->nvalues >= STORE_MAX_VALUES;
-    for (size_t i = 0; i < vals->n[label_idx]; i++) {
-        const char *v = vals->v[label_idx][i];
+    b->nvalues = nv;
+    b->capped = (label_idx == BREAKDOWN_OTHER ? vals->nlabels : nv) >= STORE_MAX_VALUES;
+    for (size_t i = 0; i < nv; i++) {
+        const char *v = vs[i];
         struct store_query qv = *q;
         int64_t *cpu;
         size_t n;
-        if (narrow(&qv, label_idx, v))
+        if (narrow(&qv, label_idx, label, v, m))
             continue; /* not a pid: no profile can have it */
         if ((err = store__timeline(st, &qv, step_ns, &cpu, &n)))
             goto out;
@@ -143,6 +181,8 @@ int breakdown__timeline(struct store *st, const struct store_query *q, int64_t s
     else
         free(other);
 out:
+    free(vs);
+    free(m);
     store_values__free(vals);
     if (err) {
         breakdown__free(b);

@@ -1,7 +1,7 @@
-/* The CPU of an application broken down by one label (host, pid or an
- * identity key): per value a timeline, the values with the most CPU first,
- * the rest summed as "other". Composed from the store's own reads
- * (store__values, store__timeline), so every store has it. */
+/* The CPU of an application broken down by one label (host, pid, an
+ * identity key or another label of the profiles): per value a timeline, the values with the most
+ * CPU first, the rest summed as "other". Composed from the store's own reads (store__values,
+ * store__timeline), so every store has it. */
 #ifndef CODEXRAY_SERVER_BREAKDOWN_H
 #define CODEXRAY_SERVER_BREAKDOWN_H
 
@@ -30,18 +30,20 @@ struct breakdown {
 };
 
 /* The index of label in store__values' lists (0 host, 1 pid, then the
- * identity keys), or -1 when it is none of them. */
+ * identity keys), BREAKDOWN_OTHER for another label of the profiles
+ * (store.h's key rules, not a reserved key), or -1 for none of them. */
+#define BREAKDOWN_OTHER (STORE_N_IDENTITY + 2)
 int breakdown__label_index(const char *label);
 
 /* The timeline of q (step_ns a step) broken down by the label of index
- * label_idx (breakdown__label_index): the top values by CPU over the range
+ * label_idx (breakdown__label_index; label its name): the top values by CPU over the range
  * (at most top, 1..BREAKDOWN_MAX_TOP), each with its timeline, and
  * "other": the whole's CPU less the top values' (other values, and
  * profiles without the label). One store read per value (at most
  * STORE_MAX_VALUES) and one for the whole. Returns 0 or -errno (-EINVAL
  * for a bad label or top); *out owned by the caller, breakdown__free. */
 int breakdown__timeline(struct store *st, const struct store_query *q, int64_t step_ns,
-                        int label_idx, size_t top, struct breakdown **out);
+                        int label_idx, const char *label, size_t top, struct breakdown **out);
 
 /* Frees b; NULL is fine. */
 void breakdown__free(struct breakdown *b);

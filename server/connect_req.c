@@ -557,7 +557,9 @@ int connect_sel__parse(const char *s, struct connect_sel *sel, char *msg, size_t
         const char *n0 = p;
         if (!isalpha((unsigned char)*p) && *p != '_')
             FAIL("expected a label name");
-        while (isalnum((unsigned char)*p) || *p == '_')
+        /* '.' and '-' too: the keys of Pyroscope clients' labels
+         * (otel.scope.name), as /ingest keeps them */
+        while (isalnum((unsigned char)*p) || *p == '_' || *p == '.' || *p == '-')
             p++;
         size_t nlen = p - n0;
         while (isspace((unsigned char)*p))

@@ -60,7 +60,9 @@ struct connect_sel {
 };
 
 /* Parses a selector ("{}", "", or {name op "value", ...}, Prometheus'
- * syntax; regular expressions match the whole value). Returns 0, or -1
+ * syntax, names also with '.' and '-' after their first character, as
+ * Pyroscope clients' label keys have them; regular expressions match the
+ * whole value). Returns 0, or -1
  * with msg saying why (sel then empty). */
 int connect_sel__parse(const char *s, struct connect_sel *sel, char *msg, size_t msglen);
 /* Whether value (NULL or "" when the label is absent) passes every matcher

@@ -19,6 +19,7 @@
 #include "../common/json.h"
 #include "../common/log.h"
 #include "debuginfod.h"
+#include "pyroscope.h"
 #include "text.h"
 #include "http_int.h"
 #include "ui_assets.h"
@@ -172,6 +173,9 @@ bool http_authorized_basic(struct http *h, struct MHD_Connection *c)
 
     if (!key || !*key || has_key(c, key))
         return true;
+    /* libmicrohttpd 0.9.76 deprecates this for
+     * MHD_basic_auth_get_username_password3; Debian 12's 0.9.75 has only
+     * this one. */
     char *user = MHD_basic_auth_get_username_password(c, &pass);
     bool ok = user && pass && key_matches(pass, key);
     MHD_free(user);
@@ -554,8 +558,14 @@ struct http *http__start(const struct http_opts *opts, struct store *st, char *e
     }
     h->opts = *opts;
     h->st = st;
+    if (!(h->card = pyro_card__new(PYRO_CARD_KEYS, PYRO_CARD_VALUES))) {
+        snprintf(err, errlen, "out of memory");
+        free(h);
+        return NULL;
+    }
     if (sem_init(&h->ingest_slots, 0, opts->ingest_concurrency ? opts->ingest_concurrency : 2)) {
         snprintf(err, errlen, "sem_init: %s", strerror(errno));
+        pyro_card__free(h->card);
         free(h);
         return NULL;
     }
@@ -579,6 +589,7 @@ struct http *http__start(const struct http_opts *opts, struct store *st, char *e
         snprintf(err, errlen, "cannot listen on %s (address in use, or not this machine's)",
                  opts->listen);
         sem_destroy(&h->ingest_slots);
+        pyro_card__free(h->card);
         free(h);
         return NULL;
     }
@@ -591,6 +602,7 @@ void http__stop(struct http *h)
         return;
     MHD_stop_daemon(h->d);
     sem_destroy(&h->ingest_slots);
+    pyro_card__free(h->card);
     free(h);
 }
 

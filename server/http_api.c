@@ -116,9 +116,46 @@ enum MHD_Result http_api__applications(struct http *h, struct MHD_Connection *c)
     return http_respond_buf(c, 200, "application/json", &b);
 }
 
-static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, size_t n)
+/* The label.KEY=VALUE arguments: the profile's other labels to match. */
+struct label_args {
+    struct store_label_match *m; /* STORE_MAX_LABELS */
+    size_t n;
+    const char *bad; /* what is wrong, when something is */
+};
+
+static enum MHD_Result label_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
 {
+    struct label_args *a = cls;
+
+    (void)kind;
+    if (strncmp(key, "label.", 6))
+        return MHD_YES;
+    key += 6;
+    if (!*key || !value || !*value)
+        a->bad = "label.KEY=VALUE: a key and a value";
+    else if (a->n == STORE_MAX_LABELS)
+        a->bad = "label.KEY=VALUE: at most 16";
+    else
+        a->m[a->n++] = (struct store_label_match){key, value, 0};
+    return a->bad ? MHD_NO : MHD_YES;
+}
+
+/* q from the request: app, range, host, pid, identity labels and
+ * label.KEY=VALUE (into m, STORE_MAX_LABELS entries). */
+static int query_of(struct MHD_Connection *c, struct store_query *q, struct store_label_match *m,
+                    char *msg, size_t n)
+{
+    struct label_args la = {m, 0, NULL};
+
     memset(q, 0, sizeof(*q));
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, label_arg, &la);
+    if (la.bad) {
+        snprintf(msg, n, "%s", la.bad);
+        return -1;
+    }
+    q->match = m;
+    q->nmatch = la.n;
     q->app = http_arg(c, "app");
     if (!q->app || !*q->app) {
         snprintf(msg, n, "app: required");
@@ -141,15 +178,51 @@ static int query_of(struct MHD_Connection *c, struct store_query *q, char *msg, 
     return parse_range(c, &q->from_ns, &q->to_ns, msg, n);
 }
 
+static int cmp_pair(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends ,"labels":{"key":["value",...],...}: the profiles' other labels
+ * (v->labels, "key=value" pairs, sorted here). */
+static int json_other_labels(struct buf *b, struct store_values *v)
+{
+    int err = json__raw(b, ",\"labels\":{");
+    size_t kl = 0;
+
+    if (v->nlabels)
+        qsort(v->labels, v->nlabels, sizeof(*v->labels), cmp_pair);
+    for (size_t i = 0; i < v->nlabels && !err; i++) {
+        const char *p = v->labels[i], *eq = strchr(p, '=');
+        if (!eq)
+            continue;
+        bool same = i && kl == (size_t)(eq - p) && strncmp(v->labels[i - 1], p, kl) == 0 &&
+                    v->labels[i - 1][kl] == '=';
+        if (!same) {
+            char key[STORE_LABEL_KEY_MAX + 1];
+            kl = (size_t)(eq - p);
+            snprintf(key, sizeof(key), "%.*s", (int)kl, p);
+            err = json__raw(b, i ? "]," : "");
+            err = err ?: json__str(b, key);
+            err = err ?: json__raw(b, ":[");
+        } else {
+            err = json__raw(b, ",");
+        }
+        err = err ?: json__str(b, eq + 1);
+    }
+    return err ?: json__raw(b, v->nlabels ? "]}" : "}");
+}
+
 enum MHD_Result http_api__labels(struct http *h, struct MHD_Connection *c)
 {
     struct store_query q;
+    struct store_label_match lm[STORE_MAX_LABELS];
     struct store_values *v = NULL;
     char msg[256];
     struct buf b;
     int err;
 
-    if (query_of(c, &q, msg, sizeof(msg)))
+    if (query_of(c, &q, lm, msg, sizeof(msg)))
         return http_respond_error(h, c, 400, msg);
     if ((err = store__values(h->st, &q, &v)))
         return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
@@ -159,6 +232,7 @@ enum MHD_Result http_api__labels(struct http *h, struct MHD_Connection *c)
     err = err ?: json_strs(&b, "pid", v->v[1], v->n[1], false);
     for (int i = 0; i < STORE_N_IDENTITY && !err; i++)
         err = json_strs(&b, store_identity_keys[i], v->v[i + 2], v->n[i + 2], false);
+    err = err ?: json_other_labels(&b, v);
     err = err ?: json__raw(&b, "}\n");
     store_values__free(v);
     if (err) {
@@ -171,6 +245,7 @@ enum MHD_Result http_api__labels(struct http *h, struct MHD_Connection *c)
 enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
 {
     struct store_query q;
+    struct store_label_match lm[STORE_MAX_LABELS];
     struct store_merged *m = NULL;
     char msg[256];
     struct buf b;
@@ -179,7 +254,7 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     const char *interp = http_arg(c, "interp");
     size_t max_nodes = 0;
 
-    if (query_of(c, &q, msg, sizeof(msg)))
+    if (query_of(c, &q, lm, msg, sizeof(msg)))
         return http_respond_error(h, c, 400, msg);
     if (!format)
         format = "pprof";
@@ -265,6 +340,7 @@ static int json_groups(struct buf *b, enum store_value v, const char *label,
 enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
 {
     struct store_query q;
+    struct store_label_match lm[STORE_MAX_LABELS];
     char msg[256];
     int64_t step = 60ll * 1000000000ll, *cpu = NULL;
     size_t n = 0, top = 10;
@@ -272,7 +348,7 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
     struct buf b;
     int err, label = -1;
 
-    if (query_of(c, &q, msg, sizeof(msg)))
+    if (query_of(c, &q, lm, msg, sizeof(msg)))
         return http_respond_error(h, c, 400, msg);
     const char *s = http_arg(c, "step"), *gb = http_arg(c, "group_by"), *tp = http_arg(c, "top");
     if (s && (query__parse_duration(s, &step) || step < 1000000000ll))
@@ -281,8 +357,8 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
         return http_respond_error(h, c, 400, "step: more than 10000 steps; take a larger step");
     if (gb && *gb && (label = breakdown__label_index(gb)) < 0)
         return http_respond_error(h, c, 400,
-                                  "group_by: host, pid, container_id, pod, namespace, container or "
-                                  "systemd_unit");
+                                  "group_by: host, pid, container_id, pod, namespace, container, "
+                                  "systemd_unit or another label of the profiles (region, ...)");
     if (tp) {
         char *end;
         long long v = strtoll(tp, &end, 10);
@@ -292,7 +368,7 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
     }
     if (label >= 0) {
         /* By label: one store read per value (at most STORE_MAX_VALUES). */
-        if ((err = breakdown__timeline(h->st, &q, step, label, top, &bd)))
+        if ((err = breakdown__timeline(h->st, &q, step, label, gb, top, &bd)))
             return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
         cpu = bd->cpu_ns;
         n = bd->nsteps;

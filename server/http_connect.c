@@ -2,8 +2,10 @@
  * and Pyroscope's own UI call it: Connect unary RPCs (POST
  * /querier.v1.QuerierService/METHOD, binary protobuf or JSON), five of
  * them, answered from the store through the same queries as /api/v1. A
- * series is an application (label service_name) on a host (label host);
- * the identity labels and pid narrow it with = only. */
+ * series is an application (label service_name) on a host (label host),
+ * grouped by one more label when asked; every label of the profiles
+ * (identity and others, store.h) takes =, !=, =~ and !~, pid = only
+ * (connect_scope.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "../common/json.h"
 #include "connect_flame.h"
 #include "connect_req.h"
+#include "connect_scope.h"
 #include "http_int.h"
 #include "querier/v1/querier.pb-c.h"
 #include "query.h"
@@ -34,8 +37,6 @@ static const struct ptype {
     {"wall:wall:nanoseconds:cpu:nanoseconds", "wall", "wall", STORE_VALUE_WALL},
 };
 #define N_PTYPES (sizeof(ptypes) / sizeof(ptypes[0]))
-/* The (application, host) pairs one query may span. */
-#define MAX_SERIES 1000
 
 static const char *const methods[] = {
     [CM_PROFILE_TYPES] = "ProfileTypes",
@@ -62,141 +63,49 @@ enum MHD_Result http_connect__error(struct http *h, struct MHD_Connection *c, un
 
 #define BAD(msg) http_connect__error(h, c, 400, "invalid_argument", msg)
 
-/* What one query spans: the selector, the range, and the (application,
- * host) pairs it selects, each a store query. */
-struct scope {
+/* Whether the application named name (a pointer into s->apps) has
+ * off-CPU time in s's range. */
+static bool has_off_cpu(const struct connect_scope *s, const char *name)
+{
+    for (size_t a = 0; a < s->napps; a++)
+        if (s->apps[a].name == name)
+            return s->apps[a].off_cpu_ns != 0;
+    return false;
+}
+
+/* The scope of selector over [start_ms, end_ms) for profile type t (NULL:
+ * the type the selector's __profile_type__ and __name__ name, CPU when
+ * they name none): its queries measure t, and an off-CPU type spans only
+ * the applications with off-CPU time in the range. */
+static int scope__init(struct http *h, struct connect_scope *s, const char *selector,
+                       int64_t start_ms, int64_t end_ms, bool by_host, const struct ptype *t,
+                       char *msg, size_t msglen)
+{
     struct connect_sel sel;
-    int64_t from, to;
-    struct store_app *apps;
-    size_t napps;
-    struct store_query *q;
-    size_t nq;
-    bool by_host; /* a query per host (else host is NULL: any) */
-};
+    int status;
 
-static void scope__free(struct scope *s)
-{
-    connect_sel__free(&s->sel);
-    store_apps__free(s->apps, s->napps);
-    free(s->q);
-    memset(s, 0, sizeof(*s));
-}
-
-static int label_index(const char *name)
-{
-    for (int i = 0; i < STORE_N_IDENTITY; i++)
-        if (strcmp(name, store_identity_keys[i]) == 0)
-            return i;
-    return -1;
-}
-
-/* [*from, *to) in ns of [start_ms, end_ms) (0: the last hour, up to
- * now): 0, or -1 with msg filled. */
-static int range_of(int64_t start_ms, int64_t end_ms, int64_t *from, int64_t *to, char *msg,
-                    size_t msglen)
-{
-    if (start_ms < 0 || end_ms < 0 || start_ms > 9000000000000ll || end_ms > 9000000000000ll) {
-        snprintf(msg, msglen, "start, end: milliseconds since 1970 (before 2255)");
-        return -1;
+    if (!t) {
+        t = &ptypes[0];
+        /* A selector refused here is refused, saying why, just below. */
+        if (!connect_sel__parse(selector, &sel, msg, msglen)) {
+            for (size_t i = N_PTYPES; i-- > 0;)
+                if (connect_sel__match(&sel, "__profile_type__", ptypes[i].id) &&
+                    connect_sel__match(&sel, "__name__", ptypes[i].name))
+                    t = &ptypes[i];
+            connect_sel__free(&sel);
+        }
     }
-    *to = end_ms ? end_ms * 1000000 : (int64_t)clock__real_ns();
-    *from = start_ms ? start_ms * 1000000 : *to - 3600ll * 1000000000ll;
-    if (*to <= *from) {
-        snprintf(msg, msglen, "start must be before end");
-        return -1;
-    }
-    return 0;
-}
-
-/* The profile type the selector's __profile_type__ and __name__ select:
- * t when given (NULL when they select another), else the first they
- * match. */
-static const struct ptype *selected_type(const struct connect_sel *sel, const struct ptype *t)
-{
-    for (size_t i = 0; i < N_PTYPES; i++) {
-        const struct ptype *p = &ptypes[i];
-        if ((!t || t == p) && connect_sel__match(sel, "__profile_type__", p->id) &&
-            connect_sel__match(sel, "__name__", p->name))
-            return p;
-    }
-    return NULL;
-}
-
-/* Fills s for selector (NULL: all) over [start_ms, end_ms) (0: the last
- * hour, up to now), splitting by host when by_host, for profile type t
- * (NULL: the one the selector names, else CPU): its queries measure it,
- * and an off-CPU type spans only applications with off-CPU time in the
- * range. Returns 0, or an HTTP status with msg. */
-static int scope__init(struct http *h, struct scope *s, const char *selector, int64_t start_ms,
-                       int64_t end_ms, bool by_host, const struct ptype *t, char *msg,
-                       size_t msglen)
-{
-    int64_t pid = 0;
-    const char *identity[STORE_N_IDENTITY] = {0};
-    int err;
-
-    memset(s, 0, sizeof(*s));
-    if (range_of(start_ms, end_ms, &s->from, &s->to, msg, msglen))
-        return 400;
-    if (connect_sel__parse(selector, &s->sel, msg, msglen))
-        return 400;
-    for (size_t i = 0; i < s->sel.n; i++) {
-        const struct connect_matcher *m = &s->sel.m[i];
-        if (strcmp(m->name, "service_name") == 0 || strcmp(m->name, "host") == 0) {
-            by_host |= strcmp(m->name, "host") == 0;
+    if ((status = connect_scope__init(h->st, s, selector, start_ms, end_ms, by_host, t->id, t->name,
+                                      msg, msglen)))
+        return status;
+    size_t kept = 0;
+    for (size_t i = 0; i < s->nq; i++) {
+        if (t->value == STORE_VALUE_OFF_CPU && !has_off_cpu(s, s->q[i].app))
             continue;
-        }
-        /* Pyroscope's labels of the profile type (what Grafana may add):
-         * every series here has the same, so they select all or none. */
-        if (strcmp(m->name, "__profile_type__") == 0 || strcmp(m->name, "__name__") == 0)
-            continue;
-        int k = label_index(m->name);
-        if ((k < 0 && strcmp(m->name, "pid")) || m->op != '=' || !*m->value) {
-            snprintf(msg, msglen,
-                     "label selector: %s: service_name and host take =, !=, =~ and !~; pid, "
-                     "container_id, pod, namespace, container and systemd_unit take = with a "
-                     "value; there are no other labels",
-                     m->name);
-            return 400;
-        }
-        if (k >= 0)
-            identity[k] = m->value;
-        else if (http_parse_pid(m->value, &pid)) {
-            snprintf(msg, msglen, "label selector: pid: not a process id");
-            return 400;
-        }
+        s->q[kept] = s->q[i];
+        s->q[kept++].value = t->value;
     }
-    s->by_host = by_host;
-    if (!(t = selected_type(&s->sel, t)))
-        return 0; /* another profile type: no series */
-    if ((err = store__applications(h->st, s->from, s->to, &s->apps, &s->napps))) {
-        snprintf(msg, msglen, "%s", strerror(-err));
-        return err == -EAGAIN ? 503 : 500;
-    }
-    for (size_t a = 0; a < s->napps; a++) {
-        const struct store_app *app = &s->apps[a];
-        if (!connect_sel__match(&s->sel, "service_name", app->name) ||
-            (t->value == STORE_VALUE_OFF_CPU && !app->off_cpu_ns))
-            continue;
-        for (size_t k = 0; k < (by_host ? app->nhosts : 1); k++) {
-            const char *host = by_host ? app->hosts[k] : NULL;
-            if (by_host && !connect_sel__match(&s->sel, "host", host))
-                continue;
-            if (s->nq == MAX_SERIES) {
-                snprintf(msg, msglen, "the selector spans more than %d series: narrow it",
-                         MAX_SERIES);
-                return 400;
-            }
-            if (!s->q && !(s->q = calloc(MAX_SERIES, sizeof(*s->q)))) {
-                snprintf(msg, msglen, "out of memory");
-                return 500;
-            }
-            struct store_query *q = &s->q[s->nq++];
-            *q = (struct store_query){app->name, s->from, s->to, host, pid};
-            memcpy(q->identity, identity, sizeof(identity));
-            q->value = t->value;
-        }
-    }
+    s->nq = kept;
     return 0;
 }
 
@@ -269,12 +178,15 @@ static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, b
 {
     struct store_app *apps;
     size_t napps, n = 1;
-    int64_t from, to;
-    char msg[512];
     int err;
 
-    if (range_of(r->start_ms, r->end_ms, &from, &to, msg, sizeof(msg)))
-        return BAD(msg);
+    if (r->start_ms < 0 || r->end_ms < 0 || r->start_ms > 9000000000000ll ||
+        r->end_ms > 9000000000000ll)
+        return BAD("start, end: milliseconds since 1970 (before 2255)");
+    int64_t to = r->end_ms ? r->end_ms * 1000000 : (int64_t)clock__real_ns();
+    int64_t from = r->start_ms ? r->start_ms * 1000000 : to - 3600ll * 1000000000ll;
+    if (to <= from)
+        return BAD("start must be before end");
     if ((err = store__applications(h->st, from, to, &apps, &napps)))
         return http_connect__error(h, c, err == -EAGAIN ? 503 : 500,
                                    err == -EAGAIN ? "unavailable" : "internal", strerror(-err));
@@ -285,7 +197,7 @@ static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, b
     if (json) {
         struct buf b;
         buf__init(&b, 1 << 16);
-        int err = json__raw(&b, "{\"profileTypes\":[");
+        err = json__raw(&b, "{\"profileTypes\":[");
         for (size_t i = 0; i < n && !err; i++) {
             err = json__raw(&b, i ? ",{\"ID\":" : "{\"ID\":");
             err = err ?: json__str(&b, ptypes[i].id);
@@ -338,7 +250,7 @@ static int set_add(char **v, size_t *n, const char *s)
 static enum MHD_Result labels(struct http *h, struct MHD_Connection *c, bool json,
                               const struct connect_req *r, bool values)
 {
-    struct scope s;
+    struct connect_scope s;
     struct store_values **vs = NULL;
     char msg[512], **out = NULL;
     size_t n = 0;
@@ -371,7 +283,7 @@ static enum MHD_Result labels(struct http *h, struct MHD_Connection *c, bool jso
             snprintf(msg, sizeof(msg), "%s", strerror(-err));
             goto fail;
         }
-        if (!vs[i]->n[0]) /* no profile of this series passes the identity labels */
+        if (!vs[i]->matched) /* no profile of this series passes the labels' matchers */
             continue;
         if (values && strcmp(r->name, "service_name") == 0)
             set_add(out, &n, s.q[i].app);
@@ -385,10 +297,22 @@ static enum MHD_Result labels(struct http *h, struct MHD_Connection *c, bool jso
                     set_add(out, &n, vs[i]->v[k][j]);
             }
         }
+        /* The other labels, "key=value": split in place (vs is ours). */
+        for (size_t j = 0; j < vs[i]->nlabels; j++) {
+            char *p = vs[i]->labels[j], *eq = strchr(p, '=');
+            if (!eq)
+                continue;
+            *eq = '\0';
+            if (!values)
+                set_add(out, &n, p);
+            else if (strcmp(r->name, p) == 0)
+                set_add(out, &n, eq + 1);
+        }
     }
     if (!values) {
-        if (have[0])
-            set_add(out, &n, "service_name");
+        for (size_t i = 0; i < s.nq; i++)
+            if (vs[i]->matched)
+                set_add(out, &n, "service_name");
         for (int k = 0; k < STORE_N_IDENTITY + 2; k++)
             if (have[k])
                 set_add(out, &n, names[k]);
@@ -405,7 +329,7 @@ out:
         store_values__free(vs[i]);
     free(vs);
     free(out);
-    scope__free(&s);
+    connect_scope__free(&s);
     return ret;
 }
 
@@ -413,8 +337,13 @@ out:
 
 struct series {
     const char *app, *host; /* NULL when not grouped by it */
+    const char *value;      /* of the group_by label; NULL: not grouped, or absent */
     int64_t *cpu;
 };
+
+/* Store reads one SelectSeries may make (a timeline per series and per
+ * value of its group_by label). */
+#define MAX_SERIES_READS 2000
 
 /* The request's profile type, or NULL with msg filled. */
 static const struct ptype *profile_type_of(const struct connect_req *r, char *msg, size_t msglen)
@@ -426,20 +355,32 @@ static const struct ptype *profile_type_of(const struct connect_req *r, char *ms
     return NULL;
 }
 
-static int series_json(struct buf *b, const struct series *g, size_t ng, size_t nsteps,
-                       int64_t from_ms, double step_ms)
+/* A series' labels: service_name, host and the group_by label (label), those it has. */
+static size_t series_labels(const struct series *g, const char *label, const char *names[3],
+                            const char *values[3])
+{
+    size_t n = 0;
+    const char *all[3] = {"service_name", "host", label}, *vals[3] = {g->app, g->host, g->value};
+
+    for (int k = 0; k < 3; k++)
+        if (vals[k])
+            names[n] = all[k], values[n++] = vals[k];
+    return n;
+}
+
+static int series_json(struct buf *b, const struct series *g, size_t ng, const char *label,
+                       size_t nsteps, int64_t from_ms, double step_ms)
 {
     int err = json__raw(b, "{\"series\":[");
     for (size_t i = 0; i < ng && !err; i++) {
+        const char *names[3], *values[3];
+        size_t nl = series_labels(&g[i], label, names, values);
         err = json__raw(b, i ? ",{\"labels\":[" : "{\"labels\":[");
-        if (!err && g[i].app) {
-            err = json__raw(b, "{\"name\":\"service_name\",\"value\":");
-            err = err ?: json__str(b, g[i].app);
-            err = err ?: json__raw(b, g[i].host ? "}," : "}");
-        }
-        if (!err && g[i].host) {
-            err = json__raw(b, "{\"name\":\"host\",\"value\":");
-            err = err ?: json__str(b, g[i].host);
+        for (size_t k = 0; k < nl && !err; k++) {
+            err = json__raw(b, k ? ",{\"name\":" : "{\"name\":");
+            err = err ?: json__str(b, names[k]);
+            err = err ?: json__raw(b, ",\"value\":");
+            err = err ?: json__str(b, values[k]);
             err = err ?: json__raw(b, "}");
         }
         err = err ?: json__raw(b, "],\"points\":[");
@@ -456,13 +397,14 @@ static int series_json(struct buf *b, const struct series *g, size_t ng, size_t 
 }
 
 static enum MHD_Result series_pb(struct http *h, struct MHD_Connection *c, const struct series *g,
-                                 size_t ng, size_t nsteps, int64_t from_ms, double step_ms)
+                                 size_t ng, const char *label, size_t nsteps, int64_t from_ms,
+                                 double step_ms)
 {
     Querier__V1__SelectSeriesResponse r = QUERIER__V1__SELECT_SERIES_RESPONSE__INIT;
     Types__V1__Series *ser = calloc(ng + 1, sizeof(*ser));
     Types__V1__Series **serp = calloc(ng + 1, sizeof(*serp));
-    Types__V1__LabelPair *lp = calloc(2 * ng + 1, sizeof(*lp));
-    Types__V1__LabelPair **lpp = calloc(2 * ng + 1, sizeof(*lpp));
+    Types__V1__LabelPair *lp = calloc(3 * ng + 1, sizeof(*lp));
+    Types__V1__LabelPair **lpp = calloc(3 * ng + 1, sizeof(*lpp));
     Types__V1__Point *pt = calloc(ng * nsteps + 1, sizeof(*pt));
     Types__V1__Point **ptp = calloc(ng * nsteps + 1, sizeof(*ptp));
     enum MHD_Result ret;
@@ -476,13 +418,12 @@ static enum MHD_Result series_pb(struct http *h, struct MHD_Connection *c, const
         types__v1__series__init(&ser[i]);
         serp[i] = &ser[i];
         ser[i].labels = &lpp[nl];
-        for (int k = 0; k < 2; k++) {
-            const char *v = k ? g[i].host : g[i].app;
-            if (!v)
-                continue;
+        const char *names[3], *values[3];
+        size_t n = series_labels(&g[i], label, names, values);
+        for (size_t k = 0; k < n; k++) {
             types__v1__label_pair__init(&lp[nl]);
-            lp[nl].name = k ? "host" : "service_name";
-            lp[nl].value = (char *)v;
+            lp[nl].name = (char *)names[k];
+            lp[nl].value = (char *)values[k];
             lpp[nl] = &lp[nl];
             nl++, ser[i].n_labels++;
         }
@@ -503,17 +444,122 @@ out:
     return ret;
 }
 
+/* Adds cpu (n steps, taken) to the group (app, host, value) of g. */
+static int group_add(struct series **g, size_t *ng, size_t *cap, const char *app, const char *host,
+                     const char *value, int64_t *cpu, size_t n)
+{
+    for (size_t k = 0; k < *ng; k++) {
+        struct series *x = &(*g)[k];
+        if ((!app || strcmp(x->app, app) == 0) && (!host || strcmp(x->host, host) == 0) &&
+            (!value == !x->value) && (!value || strcmp(x->value, value) == 0)) {
+            for (size_t j = 0; j < n; j++)
+                sat__acc(&x->cpu[j], cpu[j]);
+            free(cpu);
+            return 0;
+        }
+    }
+    if (*ng == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        struct series *ngp = realloc(*g, nc * sizeof(*ngp));
+        if (!ngp) {
+            free(cpu);
+            return -ENOMEM;
+        }
+        *g = ngp, *cap = nc;
+    }
+    (*g)[(*ng)++] = (struct series){app, host, value, cpu};
+    return 0;
+}
+
+struct vlist {
+    const char **v;
+    size_t n;
+};
+
+static int vlist_add(void *ctx, const char *value)
+{
+    struct vlist *l = ctx;
+    l->v[l->n++] = value;
+    return 0;
+}
+
+/* The timelines of series q grouped by label (NULL: not grouped): its
+ * values in vals (kept by the caller: the groups point into it), each a
+ * store read, and the rest (profiles without it) the whole less them.
+ * *reads counts the store reads. Returns 0, or the status with msg. */
+static int series_groups(struct http *h, const struct store_query *q, const char *app,
+                         const char *host, const char *label, int64_t step,
+                         struct store_values **vals, size_t *reads, struct series **g, size_t *ng,
+                         size_t *cap, size_t *nsteps, char *msg, size_t msglen)
+{
+    struct store_label_match *m = NULL;
+    struct vlist vl = {0};
+    int64_t *cpu = NULL;
+    size_t n;
+    int err, status = 500;
+
+    if ((err = store__timeline(h->st, q, step, &cpu, &n)))
+        goto store_err;
+    *nsteps = n;
+    if (label) {
+        if ((err = store__values(h->st, q, vals)))
+            goto store_err;
+        size_t nv = connect_scope__values(*vals, label, NULL, NULL);
+        status = 400;
+        if (nv >= STORE_MAX_VALUES || (*reads += nv) > MAX_SERIES_READS) {
+            snprintf(msg, msglen,
+                     "group_by: %s has too many values in the selected series (%d store reads at "
+                     "most): narrow the selector",
+                     label, MAX_SERIES_READS);
+            goto out;
+        }
+        status = 500;
+        snprintf(msg, msglen, "out of memory");
+        if (!(vl.v = calloc(nv + 1, sizeof(*vl.v))) || !(m = calloc(q->nmatch + 1, sizeof(*m))))
+            goto out;
+        connect_scope__values(*vals, label, vlist_add, &vl);
+        memcpy(m, q->match, q->nmatch * sizeof(*m));
+        for (size_t i = 0; i < vl.n; i++) {
+            struct store_query qv = *q;
+            int64_t *part;
+            size_t pn;
+            m[q->nmatch] = (struct store_label_match){label, vl.v[i], 0};
+            qv.match = m, qv.nmatch = q->nmatch + 1;
+            if ((err = store__timeline(h->st, &qv, step, &part, &pn)))
+                goto store_err;
+            for (size_t j = 0; j < n && j < pn; j++)
+                cpu[j] = cpu[j] > part[j] ? cpu[j] - part[j] : 0;
+            if (group_add(g, ng, cap, app, host, vl.v[i], part, pn))
+                goto out;
+        }
+    }
+    err = group_add(g, ng, cap, app, host, NULL, cpu, n);
+    cpu = NULL;
+    status = err ? 500 : 0;
+    goto out;
+store_err:
+    status = err == -EAGAIN ? 503 : 500;
+    snprintf(msg, msglen, "%s", strerror(-err));
+out:
+    free(cpu);
+    free(vl.v);
+    free(m);
+    return status;
+}
+
 /* One series per group of the selected (application, host) pairs, grouped
- * by service_name and host as group_by asks; each point the profile
- * type's nanoseconds (CPU, off-CPU or wall) in its step (the timeline's
- * TYPE_cores x step). */
+ * by service_name, host and one other label as group_by asks; each point
+ * the profile type's nanoseconds (CPU, off-CPU or wall) in its step (the
+ * timeline's TYPE_cores x step). */
 static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, bool json,
                                      const struct connect_req *r)
 {
     bool by_app = false, by_host = false;
-    struct scope s;
+    const char *label = NULL;
+    struct connect_scope s;
     struct series *g = NULL;
-    size_t ng = 0, nsteps = 0;
+    struct store_values **vals = NULL;
+    size_t ng = 0, cap = 0, nsteps = 0, reads = 0;
     char msg[512];
     int status = 400;
     enum MHD_Result ret;
@@ -523,11 +569,22 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     if (!t)
         goto fail;
     for (size_t i = 0; i < r->ngroup_by; i++) {
-        by_app |= strcmp(r->group_by[i], "service_name") == 0;
-        by_host |= strcmp(r->group_by[i], "host") == 0;
-        if (strcmp(r->group_by[i], "service_name") && strcmp(r->group_by[i], "host")) {
-            snprintf(msg, sizeof(msg), "group_by: service_name and host only");
+        const char *gb = r->group_by[i];
+        if (strcmp(gb, "service_name") == 0) {
+            by_app = true;
+        } else if (strcmp(gb, "host") == 0) {
+            by_host = true;
+        } else if (strcmp(gb, "pid") == 0 || strncmp(gb, "__", 2) == 0 || !*gb ||
+                   strlen(gb) > STORE_LABEL_KEY_MAX ||
+                   strspn(gb, "abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                              "0123456789_.-") != strlen(gb) ||
+                   (label && strcmp(label, gb))) {
+            snprintf(msg, sizeof(msg),
+                     "group_by: service_name, host and one other label of the profiles (not pid)");
             goto fail;
+        } else {
+            label = gb;
         }
     }
     if (!(r->step >= 1 && r->step <= 1e9)) {
@@ -545,30 +602,14 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     }
     status = 500;
     snprintf(msg, sizeof(msg), "out of memory");
-    if (!(g = calloc(s.nq + 1, sizeof(*g))))
+    if (!(vals = calloc(s.nq + 1, sizeof(*vals))))
         goto fail;
+    reads = s.nq;
     for (size_t i = 0; i < s.nq; i++) {
-        int64_t *cpu;
-        size_t n;
-        int err = store__timeline(h->st, &s.q[i], step, &cpu, &n);
-        if (err) {
-            status = err == -EAGAIN ? 503 : 500;
-            snprintf(msg, sizeof(msg), "%s", strerror(-err));
-            goto fail;
-        }
-        nsteps = n;
         const char *app = by_app ? s.q[i].app : NULL, *host = by_host ? s.q[i].host : NULL;
-        size_t k = 0;
-        while (k < ng &&
-               !((!app || strcmp(g[k].app, app) == 0) && (!host || strcmp(g[k].host, host) == 0)))
-            k++;
-        if (k == ng) {
-            g[ng++] = (struct series){app, host, cpu};
-            continue;
-        }
-        for (size_t j = 0; j < n; j++)
-            sat__acc(&g[k].cpu[j], cpu[j]);
-        free(cpu);
+        if ((status = series_groups(h, &s.q[i], app, host, label, step, &vals[i], &reads, &g, &ng,
+                                    &cap, &nsteps, msg, sizeof(msg))))
+            goto fail;
     }
     /* A group with none of the type in the range is no series (as in
      * Pyroscope). */
@@ -587,9 +628,9 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     if (json) {
         struct buf b;
         buf__init(&b, 256u << 20);
-        ret = answer_json(h, c, &b, series_json(&b, g, ng, nsteps, from_ms, step / 1e6));
+        ret = answer_json(h, c, &b, series_json(&b, g, ng, label, nsteps, from_ms, step / 1e6));
     } else {
-        ret = series_pb(h, c, g, ng, nsteps, from_ms, step / 1e6);
+        ret = series_pb(h, c, g, ng, label, nsteps, from_ms, step / 1e6);
     }
     goto out;
 fail:
@@ -600,7 +641,10 @@ out:
     for (size_t i = 0; g && i < ng; i++)
         free(g[i].cpu);
     free(g);
-    scope__free(&s);
+    for (size_t i = 0; vals && i < s.nq; i++)
+        store_values__free(vals[i]);
+    free(vals);
+    connect_scope__free(&s);
     return ret;
 }
 
@@ -666,7 +710,7 @@ out:
 static enum MHD_Result select_merge(struct http *h, struct MHD_Connection *c, bool json,
                                     const struct connect_req *r)
 {
-    struct scope s;
+    struct connect_scope s;
     struct store_merged **parts = NULL, *all = NULL, *one;
     struct connect_flame f = {0};
     size_t nparts = 0;
@@ -732,7 +776,7 @@ out:
         store_merged__free(parts[i]);
     free(parts);
     store_merged__free(all);
-    scope__free(&s);
+    connect_scope__free(&s);
     return ret;
 }
 

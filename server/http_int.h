@@ -34,8 +34,9 @@ struct http {
     struct http_opts opts;
     struct store *st;
     struct MHD_Daemon *d;
-    struct metrics m;   /* updated with __atomic builtins */
-    sem_t ingest_slots; /* opts.ingest_concurrency: bodies decoded at once */
+    struct metrics m;       /* updated with __atomic builtins */
+    sem_t ingest_slots;     /* opts.ingest_concurrency: bodies decoded at once */
+    struct pyro_card *card; /* the other labels' distinct values (pyroscope.h) */
 };
 
 /* --- http.c --- */

@@ -48,19 +48,28 @@ static int times(struct MHD_Connection *c, int64_t *from, int64_t *until, char *
 }
 
 /* The profile's identity: the application, host (label host, else
- * hostname), pid and the identity labels of the name's labels. */
-static int identity(const struct pyro_name *n, struct ingest_identity *id, char *msg, size_t msglen)
+ * hostname), pid, the identity labels of the name's labels, and its other
+ * labels into labels (STORE_MAX_LABELS), within the distinct values the
+ * server keeps (h->card). Returns 0, or the status with msg. */
+static int identity(struct http *h, const struct pyro_name *n, struct ingest_identity *id,
+                    struct store_label *labels, char *msg, size_t msglen)
 {
     id->service = n->app;
     id->host = pyro_name__label(n, "host");
+    bool host_from_hostname = !id->host;
     if (!id->host)
         id->host = pyro_name__label(n, "hostname");
     for (int i = 0; i < STORE_N_IDENTITY; i++)
         id->identity[i] = pyro_name__label(n, store_identity_keys[i]);
     if (http_parse_pid(pyro_name__label(n, "pid"), &id->pid)) {
         snprintf(msg, msglen, "name: label pid is not a process id");
-        return -1;
+        return 400;
     }
+    if (pyro_name__labels(n, host_from_hostname, labels, &id->nlabels, msg, msglen))
+        return 400;
+    id->labels = labels;
+    if (pyro_card__take(h->card, labels, id->nlabels, true, msg, msglen))
+        return 422;
     return 0;
 }
 
@@ -128,6 +137,7 @@ enum MHD_Result http_pyroscope__ingest(struct http *h, struct MHD_Connection *c,
 {
     struct pyro_name n = {0};
     struct ingest_identity id = {.cpu_only = true};
+    struct store_label labels[STORE_MAX_LABELS];
     struct buf pp;
     const void *p;
     size_t plen;
@@ -138,8 +148,10 @@ enum MHD_Result http_pyroscope__ingest(struct http *h, struct MHD_Connection *c,
     buf__init(&pp, h->opts.limits.max_decompressed);
     if (pyro_name__parse(http_arg(c, "name"), h->opts.limits.max_label_bytes, &n, msg,
                          sizeof(msg)) ||
-        times(c, &from, &until, msg, sizeof(msg)) || identity(&n, &id, msg, sizeof(msg)))
+        times(c, &from, &until, msg, sizeof(msg)) ||
+        (status = identity(h, &n, &id, labels, msg, sizeof(msg))))
         goto out;
+    status = 400;
     id.time_ns = from;
     id.duration_ns = until - from;
     char kind = body_kind(c, body, len, &p, &plen, &status, msg, sizeof(msg));
@@ -162,6 +174,9 @@ enum MHD_Result http_pyroscope__ingest(struct http *h, struct MHD_Connection *c,
 out:
     buf__free(&pp);
     if (status == 202) {
+        char cmsg[256];
+        if (pyro_card__take(h->card, id.labels, id.nlabels, false, cmsg, sizeof(cmsg)))
+            log_warn("pyroscope: %s", cmsg); /* stored; its values are just not counted */
         pyro_name__free(&n);
         return http_respond(c, 200, "text/plain", "", 0, false);
     }

@@ -698,6 +698,8 @@ static int identify(struct ingest_work *w, const struct ingest_identity *id, siz
         .nstacks = w->nstacks,
         .labelsets = w->labelsets,
         .nlabelsets = w->nsets,
+        .labels = id->labels,
+        .nlabels = id->nlabels,
         .bytes_in = len,
     };
     /* Where the process runs: the query string, else the first sample. */

@@ -24,6 +24,9 @@ struct ingest_identity {
     const char *service, *host;
     const char *identity[STORE_N_IDENTITY]; /* store_identity_keys' order */
     int64_t pid;
+    /* The profile's other labels (store.h's rules, checked by the caller). */
+    const struct store_label *labels;
+    size_t nlabels;
     /* The start and duration when the profile has none (0): what a
      * Pyroscope client says in from and until. */
     int64_t time_ns, duration_ns;

@@ -1,13 +1,17 @@
 #include "pyroscope.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "../common/hmap.h"
 #include "../common/pprof/pprof_writer.h"
+#include "store_common.h"
+#include "text.h"
 
 /* --- the name --- */
 
@@ -106,6 +110,137 @@ const char *pyro_name__label(const struct pyro_name *n, const char *key)
         if (strcmp(n->labels[i].key, key) == 0)
             return n->labels[i].value;
     return NULL;
+}
+
+int pyro_name__labels(const struct pyro_name *n, bool host_from_hostname, struct store_label *out,
+                      size_t *nout, char *msg, size_t msglen)
+{
+    *nout = 0;
+    for (size_t i = 0; i < n->nlabels; i++) {
+        const struct pyro_label *l = &n->labels[i];
+        if (store_label__reserved(l->key) || strncmp(l->key, "__", 2) == 0 ||
+            (host_from_hostname && strcmp(l->key, "hostname") == 0))
+            continue;
+        if (*nout == STORE_MAX_LABELS) {
+            snprintf(msg, msglen,
+                     "name: more than %d labels besides host, pid and the identity "
+                     "labels",
+                     STORE_MAX_LABELS);
+            return -1;
+        }
+        if (strlen(l->key) > STORE_LABEL_KEY_MAX) {
+            snprintf(msg, msglen, "name: label %.64s...: a key longer than %d bytes", l->key,
+                     STORE_LABEL_KEY_MAX);
+            return -1;
+        }
+        const char *why = text__label_problem(l->value, STORE_LABEL_VALUE_MAX);
+        if (why) {
+            snprintf(msg, msglen,
+                     "name: label %s: a value %s (at most %d bytes of UTF-8 without "
+                     "control characters)",
+                     l->key, why, STORE_LABEL_VALUE_MAX);
+            return -1;
+        }
+        out[(*nout)++] = (struct store_label){l->key, l->value};
+    }
+    return 0;
+}
+
+/* --- the distinct values of other labels --- */
+
+struct pyro_card {
+    pthread_mutex_t mu;
+    size_t max_keys, max_values;
+    struct hmap *keys;  /* key -> its count of values (the value slot) */
+    struct hmap *pairs; /* "key\0value" */
+};
+
+struct pyro_card *pyro_card__new(size_t max_keys, size_t max_values)
+{
+    struct pyro_card *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    pthread_mutex_init(&c->mu, NULL);
+    if (!(c->keys = hmap__new()) || !(c->pairs = hmap__new())) {
+        pyro_card__free(c);
+        return NULL;
+    }
+    c->max_keys = max_keys;
+    c->max_values = max_values;
+    return c;
+}
+
+/* "key\0value" into b (STORE_LABEL_KEY_MAX + STORE_LABEL_VALUE_MAX + 2). */
+static size_t pair_of(char *b, const struct store_label *l)
+{
+    size_t kl = strlen(l->key), vl = strlen(l->value);
+
+    memcpy(b, l->key, kl + 1);
+    memcpy(b + kl + 1, l->value, vl);
+    return kl + 1 + vl;
+}
+
+int pyro_card__take(struct pyro_card *c, const struct store_label *l, size_t n, bool check_only,
+                    char *msg, size_t msglen)
+{
+    char pb[STORE_LABEL_KEY_MAX + STORE_LABEL_VALUE_MAX + 2];
+    size_t new_keys = 0;
+    int err = 0;
+
+    pthread_mutex_lock(&c->mu);
+    /* First whether all fit (a key's new values in this profile: one, its
+     * keys being distinct), then take them. */
+    for (size_t i = 0; i < n && !err; i++) {
+        if (strlen(l[i].key) > STORE_LABEL_KEY_MAX || strlen(l[i].value) > STORE_LABEL_VALUE_MAX) {
+            snprintf(msg, msglen, "label %.64s: too long", l[i].key);
+            err = -1;
+            break;
+        }
+        if (hmap__find(c->pairs, pb, pair_of(pb, &l[i])) >= 0)
+            continue;
+        long k = hmap__find(c->keys, l[i].key, strlen(l[i].key));
+        if (k < 0 && hmap__len(c->keys) + ++new_keys > c->max_keys) {
+            snprintf(msg, msglen,
+                     "label %s: the server already has %zu label keys besides the identity: "
+                     "refused to keep the label lists bounded (use fewer distinct keys)",
+                     l[i].key, c->max_keys);
+            err = -1;
+        } else if (k >= 0 && *hmap__val(c->keys, (size_t)k) >= c->max_values) {
+            snprintf(msg, msglen,
+                     "label %s: already %zu distinct values: refused to keep the label lists "
+                     "bounded (a label is for a few values, such as a region, not an id)",
+                     l[i].key, c->max_values);
+            err = -1;
+        }
+    }
+    for (size_t i = 0; i < n && !err && !check_only; i++) {
+        bool fresh;
+        if (hmap__put(c->pairs, pb, pair_of(pb, &l[i]), &fresh) < 0) {
+            snprintf(msg, msglen, "out of memory");
+            err = -1;
+        } else if (fresh) {
+            long k = hmap__put(c->keys, l[i].key, strlen(l[i].key), &fresh);
+            if (k < 0) {
+                snprintf(msg, msglen, "out of memory");
+                err = -1;
+            } else {
+                (*hmap__val(c->keys, (size_t)k))++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return err;
+}
+
+void pyro_card__free(struct pyro_card *c)
+{
+    if (!c)
+        return;
+    hmap__free(c->keys);
+    hmap__free(c->pairs);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
 }
 
 /* --- from, until --- */

@@ -6,10 +6,12 @@
 #ifndef CODEXRAY_SERVER_PYROSCOPE_H
 #define CODEXRAY_SERVER_PYROSCOPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "../common/buf.h"
+#include "store.h"
 
 /* Labels a name may carry; parts a multipart body may have. */
 #define PYRO_MAX_LABELS 64
@@ -39,6 +41,38 @@ int pyro_name__parse(const char *name, size_t max, struct pyro_name *n, char *ms
 void pyro_name__free(struct pyro_name *n);
 /* The value of label key in n, or NULL. */
 const char *pyro_name__label(const struct pyro_name *n, const char *key);
+
+/* The name's labels that are the profile's other labels (store.h): all
+ * but host, hostname (when it names the host), pid, service_name, the
+ * identity keys, and Pyroscope's reserved "__" keys (__session_id__, a
+ * value per process start, would make every profile a series of its
+ * own). Into out (STORE_MAX_LABELS entries; pointing into n), their count
+ * in *nout. Returns 0, or -1 with msg for a name past store.h's rules:
+ * more than STORE_MAX_LABELS such labels, a key longer than
+ * STORE_LABEL_KEY_MAX bytes, a value longer than STORE_LABEL_VALUE_MAX,
+ * not valid UTF-8 or with a control character. */
+int pyro_name__labels(const struct pyro_name *n, bool host_from_hostname, struct store_label *out,
+                      size_t *nout, char *msg, size_t msglen);
+
+/* The distinct values of the other labels the server has taken since it
+ * started, bounded: at most max_keys keys and max_values values of each.
+ * A label past them refuses its profile, so a client that puts a request
+ * id or a timestamp in a label cannot grow the store's label lists (and
+ * every query's) without end. Safe from several threads. */
+struct pyro_card;
+#define PYRO_CARD_KEYS 64
+#define PYRO_CARD_VALUES 1000
+/* NULL when out of memory. */
+struct pyro_card *pyro_card__new(size_t max_keys, size_t max_values);
+/* Takes the n labels (all or none; check_only: none, only whether they
+ * would fit): 0, or -1 with msg naming the label past the bounds (or out
+ * of memory). A caller checks before it stores a profile and takes once
+ * it is stored, so refused uploads fill nothing; uploads between the two
+ * may pass the bounds by the number stored at once. */
+int pyro_card__take(struct pyro_card *c, const struct store_label *l, size_t n, bool check_only,
+                    char *msg, size_t msglen);
+/* c may be NULL. */
+void pyro_card__free(struct pyro_card *c);
 
 /* A from/until value: decimal digits whose count tells the unit (up to 10
  * seconds, 11-13 milliseconds, 14-16 microseconds, 17-19 nanoseconds), in

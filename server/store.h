@@ -86,6 +86,26 @@ static inline int64_t store_value__of(enum store_value v, int64_t cpu_ns, int64_
 #define STORE_N_IDENTITY 5
 extern const char *const store_identity_keys[STORE_N_IDENTITY];
 
+/* A profile's other labels (a Pyroscope client's region=eu, ...): kept
+ * beside the identity labels, matched and listed like them. At most
+ * STORE_MAX_LABELS a profile; a key is [A-Za-z0-9_.-], at most
+ * STORE_LABEL_KEY_MAX bytes, none of the identity keys nor host, pid or
+ * service_name; a value at most STORE_LABEL_VALUE_MAX bytes, no control
+ * characters (the caller checks; the store refuses a profile past these
+ * with -E2BIG). */
+#define STORE_MAX_LABELS 16
+#define STORE_LABEL_KEY_MAX 64
+#define STORE_LABEL_VALUE_MAX 256
+
+/* A query's condition on one label of a profile (an identity key or
+ * another label): the profile has key = value (value NULL: key with any
+ * value), or, negate, has not. */
+struct store_label_match {
+    const char *key, *value;
+    int negate;
+};
+#define STORE_MAX_MATCHES 1024 /* in one query */
+
 struct store_profile {
     const char *app;
     const char *host;
@@ -100,6 +120,8 @@ struct store_profile {
     size_t nstacks;
     const struct store_labelset *labelsets;
     size_t nlabelsets;
+    const struct store_label *labels; /* its other labels (STORE_MAX_LABELS), any order */
+    size_t nlabels;
     size_t bytes_in; /* the request body as it came, for the bytes-stored ratio */
 };
 
@@ -112,15 +134,21 @@ struct store_query {
     /* A merge keeps the stacks with some of it (CPU: samples or CPU time;
      * they carry both values either way); a timeline sums it. */
     enum store_value value;
+    const struct store_label_match *match;  /* all must hold; at most STORE_MAX_MATCHES */
+    size_t nmatch;
 };
 
 /* Distinct values over a range: [0] hosts, [1] pids (as text), then the
  * identity keys in store_identity_keys' order. At most STORE_MAX_VALUES
- * each. Owned by the caller; free with store_values__free. */
+ * each. labels: the other labels as "key=value", each pair once, at most
+ * STORE_MAX_VALUES. Owned by the caller; free with store_values__free. */
 #define STORE_MAX_VALUES 1000
 struct store_values {
     char **v[STORE_N_IDENTITY + 2];
     size_t n[STORE_N_IDENTITY + 2];
+    char **labels;
+    size_t nlabels;
+    int matched; /* some profile matched (it may have no label at all) */
 };
 
 /* A merged result: its own compact function table and one entry per

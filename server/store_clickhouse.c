@@ -28,7 +28,8 @@
  *                                                  make a part on one shard, not
  *                                                  on all; a retry lands on the
  *                                                  same shard, where it collapses
- * where labels are the identity labels ("\x1fk=v\x1f", store_identity__text)
+ * where labels are the identity labels ("\x1fk=v\x1f", store_identity__text), then
+ * the profile's other labels (store_profile__labels_text),
  * and labelset the stack's own labels (store_labelset__text). All are
  * ReplacingMergeTree by their whole identity: a stack or function stored
  * twice, and a retried upload (the same app, host, pid and start time: one

@@ -20,11 +20,14 @@ static const char *const table_of[CH_N_INSERTS] = {
 
 /* The most rows text one batch gathers before later puts wait for the next. */
 #define BATCH_MAX (256u << 20)
-/* How long a writer holds its batch open for puts already making their
- * rows (they announced themselves, chs_batch__arrive): a few ms against the ~10 ms
- * that every batch's parts cost ClickHouse, and never when no put is
+/* How long a writer holds its batch open for puts and groups on their
+ * way (they announced themselves, chs_batch__arrive; a group from its
+ * begin, so while its profiles are decoded): each batch's four INSERTs
+ * cost ClickHouse 13-18 ms of CPU beyond their rows (parts on every shard,
+ * merged later; docs/clickhouse.md), so a fleet's many small requests
+ * (a node's window each) are worth gathering; never when nothing is
  * coming, so one client alone waits for nothing. */
-#define LINGER_NS (4ll * 1000000)
+#define LINGER_NS (25ll * 1000000)
 
 struct ch_batch {
     struct buf sql[CH_N_INSERTS]; /* "INSERT INTO db.t (...) FORMAT RowBinary" and the rows */

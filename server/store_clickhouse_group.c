@@ -26,6 +26,11 @@ struct ch_group {
     struct stack_keymap *fns, *stacks;
     struct buf pend_fns, pend_stacks; /* struct pending, in order */
     int failed;                       /* 0, or the error of a write of it that failed */
+    /* Announced to the batch writer (chs_batch__arrive) from its begin
+     * until its rows are submitted: a batch about to be written waits a
+     * little for a group still being decoded (store_clickhouse_batch.c),
+     * so concurrent uploads share INSERTs. */
+    bool arrived;
 };
 
 /* The calling thread's open group (one at a time, store.h). */
@@ -67,6 +72,8 @@ int chs_group__begin(struct store *s, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    chs_batch__arrive(g->st);
+    g->arrived = true;
     current = g;
     return 0;
 }
@@ -91,7 +98,7 @@ static int group_flush(struct ch_group *g)
     if (g->failed)
         return g->failed;
     if (g->bytes) {
-        chs_batch__arrive(st);
+        g->arrived = false; /* the submit takes the announcement */
         err = chs_batch__submit(st, g->rows);
     }
     if (err) {
@@ -143,8 +150,12 @@ int chs_group__add(struct ch_group *g, const struct buf rows[CH_N_INSERTS],
         n += rows[i].len;
     /* Past the group's cap: what it holds is written first (its keys
      * then in the caches, as this put's rows, made without them, need). */
-    if (g->bytes && g->bytes + n > CH_GROUP_MAX && (err = group_flush(g)))
-        return err;
+    if (g->bytes && g->bytes + n > CH_GROUP_MAX) {
+        if ((err = group_flush(g)))
+            return err;
+        chs_batch__arrive(g->st); /* the rest of the group is on its way */
+        g->arrived = true;
+    }
     for (int i = 0; i < CH_N_INSERTS; i++)
         old[i] = g->rows[i].len;
     for (int i = 0; i < CH_N_INSERTS && !err; i++)
@@ -185,6 +196,8 @@ int chs_group__end(struct store *s, char *err, size_t errlen)
     }
     current = NULL;
     ret = group_flush(g);
+    if (g->arrived) /* nothing submitted since: no longer on its way */
+        chs_batch__leave(g->st);
     if (ret)
         snprintf(err, errlen, "%s",
                  ret == -ENOMEM ? "out of memory"

@@ -128,7 +128,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
         (ret = ch_rb__u64(&ids, (uint64_t)p->time_ns)) ||
         (ret = ch_rb__str(&ids, p->host ? p->host : "", p->host ? strlen(p->host) : 0)) ||
         (ret = ch_rb__u64(&ids, (uint64_t)p->pid)) ||
-        (ret = store_identity__text(&text, p->identity)) ||
+        (ret = store_profile__labels_text(&text, p)) ||
         (ret = ch_rb__str(&ids, text.data ? text.data : "", text.len)))
         goto too_big;
     /* Each label set encoded once; the last is the empty one. */
@@ -244,6 +244,14 @@ static int where(struct buf *b, const struct store_query *q)
             !(err = buf__append(b, " AND position(labels, ", 22)) &&
             !(err = ch_sql__quote(b, needle.data, needle.len)))
             err = buf__append(b, ") > 0", 5);
+    }
+    for (size_t i = 0; i < q->nmatch && !err; i++) {
+        if (i == STORE_MAX_MATCHES)
+            err = -E2BIG;
+        else if (!(err = store_match__needle(&needle, &q->match[i])) &&
+                 !(err = buf__append(b, " AND position(labels, ", 22)) &&
+                 !(err = ch_sql__quote(b, needle.data, needle.len)))
+            err = buf__append(b, q->match[i].negate ? ") = 0" : ") > 0", 5);
     }
     buf__free(&needle);
     return err;
@@ -444,7 +452,7 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
     struct ch_store *st = CH(s);
     struct buf sql, rows, keys, count, ans;
     const char *d = st->db;
-    bool filtered = q->host || q->pid;
+    bool filtered = q->host || q->pid || q->nmatch;
     int err = 0;
 
     for (int i = 0; i < STORE_N_IDENTITY; i++)

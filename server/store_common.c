@@ -64,6 +64,122 @@ int store_identity__needle(struct buf *b, int k, const char *value)
     return 0;
 }
 
+/* A key as store.h allows for a profile's other labels. */
+static bool label_key_ok(const char *k)
+{
+    size_t n = strlen(k);
+
+    if (!n || n > STORE_LABEL_KEY_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') ||
+              (k[i] >= '0' && k[i] <= '9') || k[i] == '_' || k[i] == '.' || k[i] == '-'))
+            return false;
+    return true;
+}
+
+static bool label_value_ok(const char *v)
+{
+    size_t n = strlen(v);
+
+    if (n > STORE_LABEL_VALUE_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return false;
+    return true;
+}
+
+bool store_label__reserved(const char *key)
+{
+    static const char *const others[] = {"host", "pid", "service_name"};
+
+    for (int i = 0; i < STORE_N_IDENTITY; i++)
+        if (strcmp(key, store_identity_keys[i]) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof(others) / sizeof(*others); i++)
+        if (strcmp(key, others[i]) == 0)
+            return true;
+    return false;
+}
+
+int store_profile__labels_text(struct buf *b, const struct store_profile *p)
+{
+    struct store_label sorted[STORE_MAX_LABELS];
+    int err;
+
+    if (p->nlabels > STORE_MAX_LABELS)
+        return -E2BIG;
+    if ((err = store_identity__text(b, p->identity)))
+        return err;
+    if (p->nlabels)
+        memcpy(sorted, p->labels, p->nlabels * sizeof(*sorted));
+    qsort(sorted, p->nlabels, sizeof(*sorted), cmp_label);
+    for (size_t i = 0; i < p->nlabels; i++) {
+        const struct store_label *l = &sorted[i];
+        if (!label_key_ok(l->key) || store_label__reserved(l->key) || !label_value_ok(l->value) ||
+            (i && strcmp(l->key, sorted[i - 1].key) == 0))
+            return -E2BIG;
+        if (!*l->value)
+            continue;
+        if ((!b->len && buf__append(b, "\x1f", 1)) || buf__append(b, l->key, strlen(l->key)) ||
+            buf__append(b, "=", 1) || buf__append(b, l->value, strlen(l->value)) ||
+            buf__append(b, "\x1f", 1))
+            return -E2BIG;
+    }
+    return 0;
+}
+
+int store_match__needle(struct buf *b, const struct store_label_match *m)
+{
+    buf__reset(b);
+    if (buf__append(b, "\x1f", 1) || buf__append(b, m->key, strlen(m->key)) ||
+        buf__append(b, "=", 1) ||
+        (m->value && (buf__append(b, m->value, strlen(m->value)) || buf__append(b, "\x1f", 1))) ||
+        buf__append(b, "", 1)) /* the NUL */
+        return -E2BIG;
+    b->len--;
+    return 0;
+}
+
+int store_match__spec(struct buf *b, const struct store_label_match *m, size_t n)
+{
+    struct buf needle;
+    int err = 0;
+
+    buf__reset(b);
+    if (n > STORE_MAX_MATCHES)
+        return -E2BIG;
+    buf__init(&needle, 1 << 16);
+    for (size_t i = 0; i < n && !err; i++) {
+        err = store_match__needle(&needle, &m[i]);
+        if (!err &&
+            ((i && buf__append(b, "\x1e", 1)) || buf__append(b, m[i].negate ? "-" : "+", 1) ||
+             buf__append(b, needle.data, needle.len)))
+            err = -E2BIG;
+    }
+    buf__free(&needle);
+    return err ?: buf__append(b, "", 1) ? -E2BIG : (b->len--, 0);
+}
+
+bool store_match__test(const char *labels, size_t len, const char *spec, size_t speclen)
+{
+    const char *end = spec + speclen;
+
+    while (spec < end) {
+        const char *c = memchr(spec, '\x1e', end - spec);
+        if (!c)
+            c = end;
+        if (c - spec >= 2) {
+            bool has = memmem(labels, len, spec + 1, c - spec - 1) != NULL;
+            if (has == (*spec == '-'))
+                return false;
+        }
+        spec = c + 1;
+    }
+    return true;
+}
+
 /* --- label values --- */
 
 void store_values__free(struct store_values *v)
@@ -75,6 +191,9 @@ void store_values__free(struct store_values *v)
             free(v->v[k][i]);
         free(v->v[k]);
     }
+    for (size_t i = 0; i < v->nlabels; i++)
+        free(v->labels[i]);
+    free(v->labels);
     free(v);
 }
 
@@ -101,21 +220,52 @@ int store_values__add(struct store_values *v, struct hmap *seen, int k, const ch
     return 0;
 }
 
+/* Adds "k=v" (len bytes) to v's other labels once. */
+static int values_add_label(struct store_values *v, struct hmap *seen, const char *kv, size_t len)
+{
+    char key[STORE_LABEL_KEY_MAX + STORE_LABEL_VALUE_MAX + 8];
+    bool fresh;
+
+    if (len + 1 > sizeof(key) || v->nlabels >= STORE_MAX_VALUES)
+        return 0;
+    key[0] = 'L';
+    memcpy(key + 1, kv, len);
+    if (hmap__put(seen, key, len + 1, &fresh) < 0)
+        return -ENOMEM;
+    if (!fresh)
+        return 0;
+    char **nv = realloc(v->labels, (v->nlabels + 1) * sizeof(*nv));
+    if (!nv)
+        return -ENOMEM;
+    v->labels = nv;
+    if (!(nv[v->nlabels] = strndup(kv, len)))
+        return -ENOMEM;
+    v->nlabels++;
+    return 0;
+}
+
 int store_values__add_identity(struct store_values *v, struct hmap *seen, const char *p)
 {
     int err = 0;
 
-    /* "\x1fk=v\x1fk=v\x1f" */
+    v->matched = 1;
+    /* "\x1fk=v\x1fk=v\x1f": identity labels to their lists, others to labels */
     while (!err && p && *p) {
         const char *end = strchr(p + 1, '\x1f'), *eq;
+        bool identity = false;
         if (!end)
             break;
         for (int k = 0; k < STORE_N_IDENTITY && !err; k++) {
             size_t kl = strlen(store_identity_keys[k]);
             eq = p + 1 + kl;
-            if (eq < end && *eq == '=' && strncmp(p + 1, store_identity_keys[k], kl) == 0)
+            if (eq < end && *eq == '=' && strncmp(p + 1, store_identity_keys[k], kl) == 0) {
                 err = store_values__add(v, seen, k + 2, eq + 1, end - eq - 1);
+                identity = true;
+            }
         }
+        eq = memchr(p + 1, '=', end - p - 1);
+        if (!err && !identity && eq && eq > p + 1 && eq + 1 < end)
+            err = values_add_label(v, seen, p + 1, end - p - 1);
         p = end;
         if (!p[1])
             break;

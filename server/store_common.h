@@ -46,13 +46,40 @@ int store_identity__text(struct buf *b, const char *const identity[STORE_N_IDENT
  * ("\x1fk=value\x1f"), into b (reset first). Returns 0 or -E2BIG. */
 int store_identity__needle(struct buf *b, int k, const char *value);
 
+/* Whether key is the name of an identity label, host, pid or
+ * service_name: never one of a profile's other labels. */
+bool store_label__reserved(const char *key);
+
+/* The labels text of p: its identity labels (store_identity__text), then
+ * its other labels, keys sorted, empty values left out, as
+ * "\x1fk=v\x1fk=v\x1f", into b (reset first). Returns 0, or -E2BIG for
+ * other labels against store.h's rules (too many, a key repeated, a
+ * reserved or malformed key, a long value or one with a control
+ * character) or past b's cap. */
+int store_profile__labels_text(struct buf *b, const struct store_profile *p);
+
+/* The needle that finds m's label in a labels text: "\x1fk=v\x1f", or
+ * "\x1fk=" when m->value is NULL. Into b (reset first); 0 or -E2BIG. */
+int store_match__needle(struct buf *b, const struct store_label_match *m);
+
+/* n matches as one text, for a store that tests them in its database
+ * (SQLite's cx_labels): "+needle" or "-needle" each, split by \x1e (no
+ * label holds a control character). Into b (reset first, NUL-ended, not
+ * counted in len); 0 or -E2BIG (past STORE_MAX_MATCHES or b's cap). */
+int store_match__spec(struct buf *b, const struct store_label_match *m, size_t n);
+
+/* Whether the labels text (len bytes) passes every match of spec. */
+bool store_match__test(const char *labels, size_t len, const char *spec, size_t speclen);
+
 /* --- label values --- */
 
 /* Adds value (len bytes) to list k of v once (seen remembers), up to
  * STORE_MAX_VALUES; empty values are skipped. Returns 0 or -ENOMEM. */
 int store_values__add(struct store_values *v, struct hmap *seen, int k, const char *val,
                       size_t len);
-/* Adds the identity labels of an identity text (store_identity__text). */
+/* Adds the labels of a labels text (store_profile__labels_text): the
+ * identity labels to their lists, the others to v->labels as "k=v";
+ * sets v->matched: a store calls it for every profile (row) it lists. */
 int store_values__add_identity(struct store_values *v, struct hmap *seen, const char *text);
 
 /* --- applications --- */

@@ -9,7 +9,8 @@
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
  *            samples, cpu_ns, bytes_in, data, labels, off_cpu_ns)
- *   where labels are the identity labels, "\x1fk=v\x1fk=v\x1f" in key order
+ *   where labels are the identity labels, "\x1fk=v\x1fk=v\x1f" in key order, then the
+ *   profile's other labels, keys sorted (store_profile__labels_text)
  *   rollups(id, app, level, bucket_ns, profiles, data)   unique (app, level, bucket_ns)
  *   rollup_dirty(app, level, bucket_ns)                 buckets to build again
  * where data is the profile's samples as varints: a 0 byte and the period,
@@ -92,6 +93,19 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, s
     return -1;
 }
 
+/* cx_labels(labels, spec): whether a profile's labels text passes the
+ * matches of spec (store_match__test). */
+static void cx_labels(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const char *l = (const char *)sqlite3_value_text(argv[0]);
+    const char *spec = (const char *)sqlite3_value_text(argv[1]);
+
+    (void)argc;
+    sqlite3_result_int(ctx, store_match__test(l ? l : "", l ? sqlite3_value_bytes(argv[0]) : 0,
+                                              spec ? spec : "",
+                                              spec ? sqlite3_value_bytes(argv[1]) : 0));
+}
+
 int sqls_open_db(const char *path, sqlite3 **db, char *err, size_t errlen)
 {
     if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -105,6 +119,12 @@ int sqls_open_db(const char *path, sqlite3 **db, char *err, size_t errlen)
     if (sqlite3_exec(*db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;", NULL, NULL, NULL) !=
         SQLITE_OK) {
         snprintf(err, errlen, "sqlite: %s", sqlite3_errmsg(*db));
+        return -1;
+    }
+    if (sqlite3_create_function_v2(*db, "cx_labels", 2,
+                                   SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
+                                   cx_labels, NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: adding cx_labels: %s", sqlite3_errmsg(*db));
         return -1;
     }
     return 0;

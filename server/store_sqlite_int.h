@@ -28,13 +28,15 @@
 /* Stack keys cached: 24 bytes each, at most 2x that in the table. */
 #define STACK_CACHE_MAX 4000000
 
-/* The rows a store_query selects; bind_query (store_sqlite_read.c) fills its parameters. The
+/* The rows a store_query selects (?11: its matches as store_match__spec
+ * writes them, tested by the SQL function cx_labels that sqls_open_db
+ * adds); bind_query (store_sqlite_read.c) fills its parameters. The
  * (app, time_ns) index serves it; pid and host only filter. */
 #define LABEL_FILTER(n) " AND (?" #n " IS NULL OR instr(labels, ?" #n ") > 0)"
 #define QUERY_FILTER                                                                               \
     "app = ?1 AND time_ns >= ?2 AND time_ns < ?3 AND (?4 = 0 OR pid = ?4) "                        \
     "AND (?5 IS NULL OR host = ?5)" LABEL_FILTER(6) LABEL_FILTER(7) LABEL_FILTER(8)                \
-        LABEL_FILTER(9) LABEL_FILTER(10)
+        LABEL_FILTER(9) LABEL_FILTER(10) " AND (?11 IS NULL OR cx_labels(labels, ?11))"
 
 struct bits; /* a growable bit set (store_sqlite_maint.c) */
 

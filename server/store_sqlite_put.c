@@ -338,8 +338,8 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     sqlite3_bind_int64(ip, 9, total_cpu);
     sqlite3_bind_int64(ip, 10, p->bytes_in);
     sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
-    if (store_identity__text(&text, p->identity)) {
-        snprintf(err, errlen, "labels too long");
+    if (store_profile__labels_text(&text, p)) {
+        snprintf(err, errlen, "labels past the store's limits");
         ret = -E2BIG;
         goto rollback;
     }

@@ -43,6 +43,15 @@ static void bind_query(sqlite3_stmt *stmt, const struct store_query *q)
             sqlite3_bind_null(stmt, 6 + i);
         }
     }
+    struct buf spec;
+    buf__init(&spec, 16u << 20);
+    if (!q->nmatch)
+        sqlite3_bind_null(stmt, 11);
+    else if (store_match__spec(&spec, q->match, q->nmatch))
+        sqlite3_bind_text(stmt, 11, "+\x1f\x1f", -1, SQLITE_STATIC); /* matches nothing */
+    else
+        sqlite3_bind_text(stmt, 11, spec.data, (int)spec.len, SQLITE_TRANSIENT);
+    buf__free(&spec);
 }
 
 static bool filters_identity(const struct store_query *q)
@@ -50,7 +59,7 @@ static bool filters_identity(const struct store_query *q)
     for (int i = 0; i < STORE_N_IDENTITY; i++)
         if (q->identity[i])
             return true;
-    return false;
+    return q->nmatch > 0;
 }
 
 /* --- merge --- */

@@ -9,7 +9,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql test_store_common \
               test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-              test_debuginfod
+              test_debuginfod test_offcpu
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -59,7 +59,7 @@ $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
 HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
-            server/pyroscope.c server/http_connect.c server/connect_req.c server/connect_flame.c
+            server/pyroscope.c server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c
 $(B)/tests/test_http $(B)/tests/test_http_pyroscope $(B)/tests/test_http_connect: $(B)/tests/%: \
     tests/unit/%.c tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
     $(SERVER_TEST_OBJS) $(call obj,$(HTTP_SRC)) $(QUERIER_PB_OBJ) $(UI_OBJ)
@@ -286,7 +286,7 @@ FP_CFLAGS := -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-in
              $(if $(CROSS),--target=$(CROSS:-=))
 WORKLOADS := $(B)/workloads/cpu_split $(B)/workloads/syscall_heavy $(B)/workloads/go_split \
              $(B)/workloads/go_leaf $(B)/workloads/go_cgo $(B)/workloads/tick_mix \
-             $(B)/workloads/jit_perfmap
+             $(B)/workloads/jit_perfmap $(B)/workloads/offcpu_mix
 # The CFI tests' workloads: built as distributions build, without frame
 # pointers (gcc -O2 -fomit-frame-pointer, g++, rustc -O), except qsort_cb,
 # which has them so that only libc's frames need CFI. No sibling calls, so
@@ -517,6 +517,9 @@ $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 
+$(B)/bench/pingpong: bench/pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -pthread
 $(B)/bench/deep: bench/deep.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -541,14 +544,31 @@ $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agen
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
-       $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build $(BROWSER_DEPS)
+       $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
+       $(B)/bench/pingpong $(BROWSER_DEPS)
 	@python3 bench/run.py
+	@python3 bench/offcpu_bench.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/py_bench.py
 	@python3 bench/compile_bench.py
 	@python3 bench/server_bench.py
 	@python3 bench/store_bench.py
 	@node bench/ui_bench.mjs
+
+# The simulated fleet over the two-shard ClickHouse (bench/fleet_sim.py):
+# FLEET_S seconds of load (the issue's run is 600), then the same fleet
+# into one SQLite server for the ratio, without batches sent twice: the
+# SQLite store counts an acknowledged profile sent again twice (it keeps
+# no identity of a profile; docs/clickhouse.md, "A simulated fleet").
+# Not part of `make bench`.
+FLEET_S ?= 150
+# Six uploads decoded at once, so that a ClickHouse server's writer has
+# requests to gather (docs/clickhouse.md); SQLite given the same.
+FLEET_SERVER_ARGS ?= --ingest-concurrency 6
+bench-fleet: $(B)/codexray-server $(B)/bench/gen_profiles
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --server-args "$(FLEET_SERVER_ARGS)"
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --store sqlite --dup 0 \
+	    --server-args "$(FLEET_SERVER_ARGS)"
 
 # Only the web UI's part of the benchmark (about 30 s).
 bench-ui: $(B)/codexray-server $(BROWSER_DEPS)

@@ -13,7 +13,7 @@ pkgs=(
     clickhouse-server  # the ClickHouse store's tests: two local servers as a two-shard cluster
     zookeeper  # ClickHouse's distributed DDL (ON CLUSTER) in the ClickHouse tests, run with java
     debuginfod  # the debuginfod tests: Debian's server over a directory of debug files
-    golang-go g++ python3 linux-perf bpftrace
+    golang-go g++ python3 linux-perf bpftrace bpfcc-tools
     shellcheck python3-yaml systemd curl zstd
     chromium nodejs  # the web UI tests: headless Chromium driven by playwright-core
     openjdk-17-jdk-headless  # the Java (perf map) integration test

@@ -3,6 +3,8 @@
  * Each twin defines the same names:
  *   cx_regs_pc/sp/fp/lr(r)      a saved register (lr: 0 where there is none)
  *   cx_regs_user_mode(r)        whether r was saved in user mode
+ *   cx_regs_syscall(r, nr, a0)  the syscall a task is in and its first argument
+ *   CX_NR_*                     the syscall numbers off-CPU classes by
  *   cx_stack_user_regs(...)     the user registers from the kernel stack
  *   cx_task_tls_base(task)      the thread pointer
  *   CX_RA_CFA_OFF               where a CFI walk finds the return address

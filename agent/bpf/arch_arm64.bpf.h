@@ -100,4 +100,47 @@ static __always_inline __u64 cx_task_tls_base(struct task_struct *task)
 #define CX_SIGFRAME_SP 560
 #define CX_SIGFRAME_PC 568
 
+/* The syscall a task is in, and its first argument, from its saved user
+ * registers r (a kernel address: bpf_task_pt_regs' or the top of its
+ * kernel stack), read with probe reads. nr is -1 outside a syscall
+ * (NO_SYSCALL); orig_x0 keeps the first argument after x0 is reused. */
+static __always_inline int cx_regs_syscall(const struct pt_regs *r, long *nr, __u64 *arg0)
+{
+    int sno = -1;
+
+    if (bpf_probe_read_kernel(&sno, sizeof(sno), &r->syscallno) ||
+        bpf_probe_read_kernel(arg0, sizeof(*arg0), &r->orig_x0))
+        return -1;
+    *nr = sno;
+    return 0;
+}
+
+/* arm64's syscall numbers (the generic table, include/uapi/asm-generic/
+ * unistd.h) the off-CPU classes look for; below -1 for one it lacks (poll,
+ * select, epoll_wait: only their p- variants exist). */
+#define CX_NR_read 63
+#define CX_NR_write 64
+#define CX_NR_poll -2
+#define CX_NR_pread64 67
+#define CX_NR_readv 65
+#define CX_NR_writev 66
+#define CX_NR_select -3
+#define CX_NR_nanosleep 101
+#define CX_NR_connect 203
+#define CX_NR_accept 202
+#define CX_NR_sendto 206
+#define CX_NR_recvfrom 207
+#define CX_NR_sendmsg 211
+#define CX_NR_recvmsg 212
+#define CX_NR_futex 98
+#define CX_NR_clock_nanosleep 115
+#define CX_NR_epoll_wait -4
+#define CX_NR_pselect6 72
+#define CX_NR_ppoll 73
+#define CX_NR_epoll_pwait 22
+#define CX_NR_accept4 242
+#define CX_NR_recvmmsg 243
+#define CX_NR_epoll_pwait2 441
+#define CX_NR_futex_waitv 449
+
 #endif

@@ -72,4 +72,43 @@ static __always_inline __u64 cx_task_tls_base(struct task_struct *task)
 #define CX_SIGFRAME_SP (40 + 15 * 8)
 #define CX_SIGFRAME_PC (40 + 16 * 8)
 
+/* The syscall a task is in, and its first argument, from its saved user
+ * registers r (a kernel address: bpf_task_pt_regs' or the top of its
+ * kernel stack), read with probe reads. nr is -1 outside a syscall. */
+static __always_inline int cx_regs_syscall(const struct pt_regs *r, long *nr, __u64 *arg0)
+{
+    if (bpf_probe_read_kernel(nr, sizeof(*nr), &r->orig_ax) ||
+        bpf_probe_read_kernel(arg0, sizeof(*arg0), &r->di))
+        return -1;
+    return 0;
+}
+
+/* x86_64's syscall numbers the off-CPU classes look for
+ * (arch/x86/entry/syscalls/syscall_64.tbl); arm64's twin gives the ones
+ * it lacks distinct numbers below -1, which no syscall has. */
+#define CX_NR_read 0
+#define CX_NR_write 1
+#define CX_NR_poll 7
+#define CX_NR_pread64 17
+#define CX_NR_readv 19
+#define CX_NR_writev 20
+#define CX_NR_select 23
+#define CX_NR_nanosleep 35
+#define CX_NR_connect 42
+#define CX_NR_accept 43
+#define CX_NR_sendto 44
+#define CX_NR_recvfrom 45
+#define CX_NR_sendmsg 46
+#define CX_NR_recvmsg 47
+#define CX_NR_futex 202
+#define CX_NR_clock_nanosleep 230
+#define CX_NR_epoll_wait 232
+#define CX_NR_pselect6 270
+#define CX_NR_ppoll 271
+#define CX_NR_epoll_pwait 281
+#define CX_NR_accept4 288
+#define CX_NR_recvmmsg 299
+#define CX_NR_epoll_pwait2 441
+#define CX_NR_futex_waitv 449
+
 #endif

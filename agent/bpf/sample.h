@@ -28,6 +28,39 @@ enum cx_record_kind {
     CX_REC_EXEC = 2, /* a process called execve: its mappings changed */
     CX_REC_EXIT = 3, /* a thread group ended */
     CX_REC_MAPS = 4, /* a young process ran a library's code the first time: read its maps now */
+    /* An off-CPU stack (a cx_sample): a thread blocked with it, and its sums
+     * are kept in the "off_sums" map under {tgid, tid, off_id}. Sent once
+     * per key while the key is in the map (user space drains the map each
+     * window, and the next block with the stack sends it again). */
+    CX_REC_OFFCPU = 5,
+};
+
+/* Why a thread was off CPU (cx_sample.off_class), decided in BPF at its
+ * switch-out from the syscall it blocked in and its state (offcpu.bpf.h). */
+enum cx_off_class {
+    CX_OFF_OTHER = 0,
+    CX_OFF_LOCK = 1,   /* futex */
+    CX_OFF_POLL = 2,   /* epoll_wait, poll, select and their variants */
+    CX_OFF_SLEEP = 3,  /* nanosleep, clock_nanosleep */
+    CX_OFF_IO = 4,     /* uninterruptible (disk I/O, fsync, page faults) */
+    CX_OFF_PIPE = 5,   /* read/write family on a pipe or FIFO */
+    CX_OFF_SOCKET = 6, /* read/write/recv/send/accept/connect on a socket */
+    CX_OFF__COUNT,
+};
+
+/* The "off_sums" hash map: off-CPU time per process, thread and stack.
+ * ns is already weighted by the inverse of the walk's sampling probability
+ * (an unbiased estimate of the time blocked); blocks counts the walked
+ * blocks behind it. User space reads and deletes each entry every window. */
+#define CX_OFF_SUMS_ENTRIES 32768
+struct cx_off_key {
+    __u32 tgid;
+    __u32 tid;
+    __u64 id; /* the stack's hash, class and syscall included: never 0 */
+};
+struct cx_off_val {
+    __u64 ns;
+    __u64 blocks;
 };
 
 /* Frame kinds (cx_frame.kind). */
@@ -40,6 +73,9 @@ enum cx_frame_kind {
      * bytes into the bytecode from 3.11), tag the code object's fingerprint. */
     CX_FRAME_PYTHON = 4,
     CX_FRAME_PYTHON_ERR = 5, /* Python frames that could not be walked; aux: enum cx_py_err */
+    /* Made by user space, never by BPF: an off-CPU stack's innermost frame,
+     * "[off-CPU: CLASS]"; addr holds the enum cx_off_class. */
+    CX_FRAME_OFFCPU = 6,
 };
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */
@@ -80,6 +116,10 @@ struct cx_sample {
     __u16 n_kernel;         /* kernel frames, first in frames[] */
     __u16 n_user;           /* user frames, after the kernel ones */
     __s32 kernel_err;       /* bpf_get_stack's error, 0 when fine */
+    /* CX_REC_OFFCPU only (0 in CPU samples): */
+    __u32 off_class;   /* enum cx_off_class */
+    __s32 off_syscall; /* the syscall the thread blocked in, -1 for none */
+    __u64 off_id;      /* cx_off_key.id */
     struct cx_frame frames[CX_MAX_FRAMES];
 };
 
@@ -111,6 +151,15 @@ enum cx_stat {
     CX_STAT_PY_ERRORS,       /* Python walks that gave up (CX_FRAME_PYTHON_ERR) */
     CX_STAT_VMA_LOOKUPS,     /* pcs looked up with bpf_find_vma (no entry for them) */
     CX_STAT_VMA_TABLES,      /* of those, in a file with a table (file_unwind) */
+    /* Off-CPU (offcpu.bpf.h), counted only when it is on: */
+    CX_STAT_OFF_BLOCKS,       /* switch-outs into a blocked state, of threads profiled */
+    CX_STAT_OFF_WALKS,        /* of those, walked (sampled within the budget) */
+    CX_STAT_OFF_OVER_BUDGET,  /* blocks decided at a halved p: the period's budget walked */
+    CX_STAT_OFF_SHORT,        /* walked blocks shorter than the minimum: not counted */
+    CX_STAT_OFF_COUNTED,      /* walked blocks whose time went into off_sums */
+    CX_STAT_OFF_SUMS_FULL,    /* blocks lost: off_sums was full */
+    CX_STAT_OFF_START_FULL,   /* walked blocks lost: the per-thread start map was full */
+    CX_STAT_OFF_LOST_RINGBUF, /* off-CPU stacks not sent: ring buffer full */
     CX_STAT__COUNT,
 };
 

@@ -241,6 +241,18 @@ struct {
     __type(value, __u32);
 } walkers SEC(".maps");
 
+/* The same for off-CPU walks, from the sched_switch program: a tail call
+ * stays within one program type (and attach point), so its walker is a
+ * copy of cx_walk_user built as a tp_btf program, cx_off_walk_user. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u32);
+} off_walkers SEC(".maps");
+
+static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nframes, int wake);
+
 /* Appends the truncation marker and ends the walk. */
 static __always_inline void walk_stop(struct cx_sample *s, struct walk_state *st, __u32 reason)
 {
@@ -251,8 +263,8 @@ static __always_inline void walk_stop(struct cx_sample *s, struct walk_state *st
 
 /* Up to FRAMES_PER_PROG frames of a walk, native or Python, then on in a
  * tail call of itself; the record is sent when the walk ends or the tail
- * calls run out. */
-static __always_inline int walk_body(struct bpf_perf_event_data *ctx, const int vma)
+ * calls run out (off: an off-CPU walk, whose stack goes to off_finish). */
+static __always_inline int walk_body(void *ctx, const int vma, const int off)
 {
     __u32 zero = 0, reason = 0, limit;
     struct walk_state *st;
@@ -295,19 +307,22 @@ static __always_inline int walk_body(struct bpf_perf_event_data *ctx, const int 
         st->n++;
     }
     if (!st->done) {
-        bpf_tail_call(ctx, &walkers, 0);
+        bpf_tail_call(ctx, off ? (void *)&off_walkers : (void *)&walkers, 0);
         /* Out of tail calls. */
         stat_inc(CX_STAT_TRUNC_DEPTH);
         walk_stop(s, st, CX_TRUNC_DEPTH);
     }
-    emit(s, st->tgid, st->nk, st->n, st->py_new == 2);
+    if (off)
+        off_finish(s, st->nk, st->n, st->py_new == 2);
+    else
+        emit(s, st->tgid, st->nk, st->n, st->py_new == 2);
     return 0;
 }
 
 SEC("perf_event")
 int cx_walk_user(struct bpf_perf_event_data *ctx)
 {
-    return walk_body(ctx, 0);
+    return walk_body(ctx, 0, 0);
 }
 
 /* The same walk, with the fallback through bpf_find_vma: a separate program
@@ -316,20 +331,31 @@ int cx_walk_user(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int cx_walk_user_vma(struct bpf_perf_event_data *ctx)
 {
-    return walk_body(ctx, 1);
+    return walk_body(ctx, 1, 0);
+}
+
+/* The off-CPU walker (off_walkers), never attached: runs in the
+ * sched_switch program's context, so without bpf_find_vma (the run queue's
+ * lock is held there): a process's tables come from its proc_unwind entry
+ * only. */
+SEC("tp_btf/sched_switch")
+int cx_off_walk_user(void *ctx)
+{
+    return walk_body(ctx, 0, 1);
 }
 
 /* Starts the user walk from the registers: CFI (in cx_walk_user, which then
  * sends the record: a tail call taken never comes back) when the process has
  * tables or runs CPython, else frame pointers here. Returns the frames the
  * frame-pointer walk wrote. */
-static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct cx_sample *s,
-                                       __u32 tgid, __u32 nk, __u64 pc, __u64 sp, __u64 fp, __u64 lr)
+static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgid, __u32 nk,
+                                       __u64 pc, __u64 sp, __u64 fp, __u64 lr, const int off)
 {
     __u32 zero = 0;
     struct walk_state *st = NULL;
     struct cx_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
-    int cfi = use_vma || bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL, python = py != NULL;
+    int cfi = (use_vma && !off) || bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL,
+        python = py != NULL;
 
     /* Two opaque scalars: clang would otherwise OR the two pointers, which
      * the verifier refuses. */
@@ -367,7 +393,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
         put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);
         st->n = nk + 1;
     }
-    bpf_tail_call(ctx, &walkers, 0);
+    bpf_tail_call(ctx, off ? (void *)&off_walkers : (void *)&walkers, 0);
     /* The tail call failed, which it cannot short of a bug: the leaf only. */
     put_frame(s, nk + 1, 0, CX_FRAME_TRUNCATED, CX_TRUNC_DEPTH);
     return 2;
@@ -453,6 +479,9 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     s->hdr.cpu = bpf_get_smp_processor_id();
     s->hdr.time_ns = 0; /* unused by user space yet; a clock read per sample costs */
     s->kernel_err = 0;
+    s->off_class = 0;
+    s->off_syscall = 0;
+    s->off_id = 0;
     bpf_get_current_comm(s->comm, sizeof(s->comm));
 
     if (!cx_regs_user_mode(cx_ctx_regs(ctx))) {
@@ -481,7 +510,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
         nu = 1;
     } else if (r > 0) {
-        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr);
+        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr, 0);
     } /* else a kernel thread: no user stack */
     emit(s, tgid, nk, nk + nu, 0);
     return 0;
@@ -619,5 +648,7 @@ int cx_on_exit(void *ctx)
     proc_event(CX_REC_EXIT);
     return 0;
 }
+
+#include "offcpu.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -653,6 +653,65 @@ def test_kubernetes_manifest(tmp):
     check(dpod.get("securityContext", {}).get("runAsNonRoot") is True, "the server runs as non-root")
 
 
+def test_clickhouse_examples(tmp):
+    """deploy/clickhouse/ and server-clickhouse.yaml agree with each other
+    and with the server: the cluster the XML defines is the one the conf
+    and the ConfigMap name; the conf's keys and the manifest's variables
+    are the server's (the server, given the conf with unreachable URLs,
+    fails at ClickHouse, not at its config)."""
+    import xml.etree.ElementTree as ET
+    d = os.path.join(ROOT, "deploy", "clickhouse")
+    root = ET.parse(os.path.join(d, "cluster.xml")).getroot()
+    check(root.tag == "yandex", f"cluster.xml: root <{root.tag}>, not <yandex> (ClickHouse 18.16)")
+    clusters = list(root.find("remote_servers"))
+    check(len(clusters) == 1, f"cluster.xml: {len(clusters)} clusters")
+    name, shards = clusters[0].tag, clusters[0].findall("shard")
+    hosts = [s.find("replica/host").text for s in shards]
+    check(len(shards) == 2 and all(len(s.findall("replica")) == 1 for s in shards),
+          "cluster.xml: two shards of one replica")
+    conf = dict(tuple(x.strip() for x in line.split("=", 1)) for line in
+                read(os.path.join(d, "codexray-server-clickhouse.conf")).splitlines()
+                if line.strip() and not line.startswith("#"))
+    check(conf.get("clickhouse-cluster") == name, f"the conf's cluster is not {name}")
+    urls = [u.strip() for u in conf.get("clickhouse", "").split(",")]
+    check([u.split("//")[1].split(":")[0] for u in urls] == hosts,
+          f"the conf's URLs {urls} are not the shards' hosts {hosts}")
+    text = read(os.path.join(d, "codexray-server-clickhouse.conf"))
+    text = text.replace(conf["clickhouse"], "http://127.0.0.1:1, http://127.0.0.1:2")
+    text = text.replace(conf["listen"], "127.0.0.1:0")
+    cf = os.path.join(tmp, "server.conf")
+    with open(cf, "w") as f:
+        f.write(text)
+    p = run([SERVER, "--config", cf, "--data-dir", os.path.join(tmp, "data")])
+    check(p.returncode != 0 and "unknown key" not in p.stderr and "cannot read database" in p.stderr,
+          f"the server on the example conf: {p.returncode} {p.stderr[-400:]}")
+
+    docs = [x for x in yaml.safe_load_all(read(os.path.join(ROOT, "deploy", "kubernetes",
+                                                             "server-clickhouse.yaml"))) if x]
+    objs = {x["kind"]: x for x in docs}
+    check(set(objs) == {"ConfigMap", "Deployment"}, f"server-clickhouse.yaml: {sorted(objs)}")
+    for x in docs:
+        check(x["metadata"].get("namespace") == NAMESPACE, f"{x['kind']} not in {NAMESPACE}")
+    dep, cm = objs["Deployment"], objs["ConfigMap"]
+    base = {x["kind"]: x for x in yaml.safe_load_all(read(MANIFEST)) if x}
+    check(dep["metadata"]["name"] == base["Deployment"]["metadata"]["name"],
+          "its Deployment does not take the place of node-agent.yaml's")
+    check(dep["spec"]["replicas"] >= 2, "stateless servers: more than one replica")
+    pod = dep["spec"]["template"]["spec"]
+    check(not any("persistentVolumeClaim" in v for v in pod.get("volumes", [])),
+          "a volume claim: the ClickHouse server keeps nothing")
+    c = pod["containers"][0]
+    check([e["configMapRef"]["name"] for e in c.get("envFrom", [])] == [cm["metadata"]["name"]],
+          "the container's variables are not the ConfigMap's")
+    help_ = run([SERVER, "--help"]).stdout
+    for var in list(cm["data"]) + [e["name"] for e in c.get("env", [])]:
+        flag = "--" + var.removeprefix("CODEXRAY_").lower().replace("_", "-")
+        check(var.startswith("CODEXRAY_") and flag + " " in help_, f"{var} is no server option")
+    check(cm["data"]["CODEXRAY_CLICKHOUSE_CLUSTER"] == name, f"the ConfigMap's cluster is not {name}")
+    check(base["Service"]["spec"]["selector"].items()
+          <= dep["spec"]["template"]["metadata"]["labels"].items(), "the Service does not select it")
+
+
 # --- shell scripts -----------------------------------------------------------
 
 def test_shellcheck(tmp):
@@ -691,7 +750,8 @@ def test_parallel_build_waits_for_deps(tmp):
 
 TESTS = [test_parallel_build_waits_for_deps, test_units_verify, test_agent_unit_contents, test_server_unit_contents,
          test_install_usage, test_install_root, test_installed_config_accepted, test_deb_packages,
-         test_dockerfile, test_readme_docker_run, test_kubernetes_manifest, test_shellcheck]
+         test_dockerfile, test_readme_docker_run, test_kubernetes_manifest, test_clickhouse_examples,
+         test_shellcheck]
 
 
 def main():

@@ -1,7 +1,8 @@
 /* libFuzzer target for server/pyroscope.c, the readers of what POST
  * /ingest takes from a Pyroscope client: the first byte picks the reader,
  * the rest is its input (a name, a from/until value, a multipart body
- * whose first line is its Content-Type, folded lines). Each must keep its
+ * whose first line is its Content-Type, folded lines), a name's other labels
+ * taken by the store's labels text. Each must keep its
  * header's promises or refuse with a reason. Built with ASan and UBSan
  * (make fuzz):
  *   build/fuzz/fuzz_pyroscope [-max_total_time=60] CORPUS_DIR... */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "../../server/pyroscope.h"
+#include "../../server/store_common.h"
 
 #define MAX 256
 
@@ -45,6 +47,22 @@ static void check_name(const char *text)
         for (size_t j = 0; j < i; j++)
             if (strcmp(k, n.labels[j].key) == 0)
                 abort();
+    }
+    /* The other labels: within store.h's rules, or refused with a reason;
+     * what is taken, the store takes (store_profile__labels_text). */
+    struct store_label other[STORE_MAX_LABELS];
+    size_t nother = 0;
+    msg[0] = '\0';
+    if (pyro_name__labels(&n, n.nlabels & 1, other, &nother, msg, sizeof(msg))) {
+        if (!msg[0])
+            abort();
+    } else {
+        struct store_profile p = {.app = n.app, .labels = other, .nlabels = nother};
+        struct buf b;
+        buf__init(&b, 1 << 20);
+        if (nother > STORE_MAX_LABELS || store_profile__labels_text(&b, &p))
+            abort();
+        buf__free(&b);
     }
     pyro_name__free(&n);
 }

@@ -46,7 +46,9 @@ def test_pyroscope_nodejs_split(tmp):
     """@pyroscope/nodejs 0.6.4 pushes a Node program's profiles every 2 s
     (format=pprof, a gzipped pprof of samples, wall and cpu; heap profiles
     beside them): the CPU is stored under the app with its tags as identity
-    (host, pod), hot_a about twice hot_b; the heap profiles are refused 422
+    (host, pod) and as its other labels (region, the SDK's otel.scope.name),
+    filterable through our API and the Connect client, hot_a about twice
+    hot_b; the heap profiles are refused 422
     with why (logged), nothing of them stored; basic auth works too; a wrong
     key is refused."""
     check(os.path.isdir(os.path.join(PYRO, "node_modules", "@pyroscope", "nodejs")),
@@ -93,6 +95,31 @@ def test_pyroscope_nodejs_split(tmp):
         labels = json.loads(body)
         check(st == 200 and "pyro-host" in labels.get("host", []), f"labels: {labels}")
         check("split-pod" in labels.get("pod", []), f"labels: {labels}")
+        # Its other labels: the tag region and the SDK's otel.scope.name,
+        # not __session_id__; a filter on them selects the profiles.
+        others = labels.get("labels", {})
+        check(others.get("region") == ["x1"], f"labels: {labels}")
+        check(len(others.get("otel.scope.name", [])) == 1, f"labels: {labels}")
+        check(not any(k.startswith("__") for k in others), f"labels: {labels}")
+        for region, want_total in (("x1", fg["total"]), ("x2", 0)):
+            q = urllib.parse.urlencode({"app": "node-split", "from": t0, "to": t1,
+                                        "format": "flamegraph", "label.region": region})
+            st, body = srv.get(f"/api/v1/profile?{q}")
+            check(st == 200 and json.loads(body)["total"] == want_total,
+                  f"label.region={region}: {st} {body[:200]!r}, want total {want_total}")
+        # The same through the real Connect client: LabelNames and
+        # LabelValues as our labels, each tag's value selected as
+        # label.KEY=VALUE selects it, group_by by each (query.js).
+        p = subprocess.run(["npx", "buf", "generate"], cwd=PYRO, capture_output=True, text=True,
+                           timeout=120)
+        check(p.returncode == 0, f"buf generate: {p.stderr[-2000:]}")
+        p = subprocess.run(["node", os.path.join(PYRO, "query.js"), srv.url, KEY, "node-split",
+                            str(t0), str(t1), "open"], capture_output=True, text=True,
+                           timeout=180,
+                           cwd=PYRO)
+        print("    " + "\n    ".join(l for l in p.stdout.splitlines() if "region" in l))
+        check(p.returncode == 0 and "all ok" in p.stdout,
+              f"query.js on the SDK's profiles: {p.stdout[-1500:]} {p.stderr[-1500:]}")
         # The heap profiles: refused with why, the SDK told.
         check("HTTP 422" in err and "inuse_space/bytes" in err,
               f"the SDK was not told why its heap profile was refused: {err[-1000:]}")
@@ -164,8 +191,18 @@ def test_pyroscope_querier(tmp):
                 st, b = srv.post(f"/api/v1/profiles?{q}", body,
                                  {"Authorization": f"Bearer {KEY}"})
                 check(st == 202, f"ingest {app}/{host}: {st} {b[:200]!r}")
+        # web's profiles with other labels too, as a Pyroscope client sends
+        # them (/ingest, folded lines): region on two hosts, tier on one.
+        for minute in range(3):
+            for k, (name, lines) in enumerate((("web{host=h2,region=eu,tier=gold}",
+                                                b"main;a;b 13\nmain;f 2\n"),
+                                               ("web{host=h1,region=us}", b"main;e 4\n"))):
+                t = t0 + 130 + 60 * minute + k
+                q = urllib.parse.urlencode({"name": name, "from": t, "until": t + 10})
+                st, b = srv.post(f"/ingest?{q}", lines, {"Authorization": f"Bearer {KEY}"})
+                check(st == 200, f"/ingest {name}: {st} {b[:200]!r}")
         p = subprocess.run(["node", os.path.join(PYRO, "query.js"), srv.url, "querier-read", "web",
-                            str(t0), str(now + 60), str(t0 - 3600), str(t0 - 1800)],
+                            str(t0), str(now + 60), "keyed", str(t0 - 3600), str(t0 - 1800)],
                            capture_output=True, text=True, timeout=180, cwd=PYRO)
         print(p.stdout[-3000:])
         check(p.returncode == 0, f"query.js exited {p.returncode}: {p.stderr[-3000:]}")

@@ -32,6 +32,7 @@ import browser_tests  # noqa: E402
 import offcpu_server_tests  # noqa: E402
 import pyroscope_tests  # noqa: E402
 import debuginfod_tests  # noqa: E402
+import offcpu_tests  # noqa: E402
 import runner  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -981,7 +982,8 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
     + python_tests.TESTS + python_unstable_tests.TESTS + interp_tests.TESTS + server_tests.TESTS \
     + clickhouse_tests.TESTS \
     + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
-    + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS + offcpu_server_tests.TESTS
+    + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS + offcpu_server_tests.TESTS \
+    + offcpu_tests.TESTS
 
 
 def main():
@@ -990,7 +992,7 @@ def main():
         return 1
     return runner.run(TESTS, "integration",
                       (Failure, server_tests.Failure, cfi_tests.Failure, python_tests.Failure,
-                       sampling_tests.Failure, debuginfod_tests.Failure),
+                       sampling_tests.Failure, debuginfod_tests.Failure, offcpu_tests.Failure),
                       "cx-it-")
 
 

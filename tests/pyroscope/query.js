@@ -7,17 +7,21 @@
 // flame graph is rebuilt from its levels exactly as Grafana's levelsToTree
 // does (grafana/grafana, pkg/tsdb/grafana-pyroscope-datasource) and compared
 // node by node with our /api/v1/profile?format=flamegraph tree.
-// APP has off-CPU time in [FROM_S, TO_S): the off-CPU and wall profile
-// types are offered and checked as CPU is; [CPU_FROM_S, CPU_TO_S) holds
-// profiles of CPU time alone: only CPU is offered there.
-// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S CPU_FROM_S CPU_TO_S
+// The off-CPU and wall profile types are expected where some application
+// has off-CPU time in [FROM_S, TO_S), and checked as CPU is.
+// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S [open|keyed
+//        [CPU_FROM_S CPU_TO_S]]
+// ("open": the server has no read key, so a call without one is answered;
+// with CPU_FROM_S and CPU_TO_S, APP must have off-CPU time in [FROM_S,
+// TO_S), and [CPU_FROM_S, CPU_TO_S) holds profiles of CPU time alone, where
+// CPU alone is offered)
 // Prints one line per check; exits 1 on the first mismatch.
 "use strict";
 const { createClient, ConnectError, Code } = require("@connectrpc/connect");
 const { createConnectTransport } = require("@connectrpc/connect-node");
 const { QuerierService, ProfileFormat } = require("./gen/querier/v1/querier_pb");
 
-const [url, key, app, fromS, toS, cpuFromS, cpuToS] = process.argv.slice(2);
+const [url, key, app, fromS, toS, open, cpuFromS, cpuToS] = process.argv.slice(2);
 const start = BigInt(fromS) * 1000n, end = BigInt(toS) * 1000n;
 const TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 // [ID, name, sampleType, sampleUnit, periodType, periodUnit] and our type=.
@@ -137,21 +141,25 @@ async function run(binary) {
     const c = client(binary), tag = binary ? "binary" : "json";
     const sel = `{service_name="${app}"}`;
 
-    const fields = (t) => [t.ID, t.name, t.sampleType, t.sampleUnit, t.periodType, t.periodUnit];
-    const pt = await c.profileTypes({ start, end });
-    same(`${tag} ProfileTypes`, pt.profileTypes.map(fields), TYPES.map((t) => t[0]));
-    const cpuOnly = await c.profileTypes({ start: BigInt(cpuFromS) * 1000n,
-                                           end: BigInt(cpuToS) * 1000n });
-    same(`${tag} ProfileTypes where no profile has off-CPU time`, cpuOnly.profileTypes.map(fields),
-         [TYPES[0][0]]);
-    // The applications with off-CPU time: ours, as the off-CPU type selects them.
+    // The applications with off-CPU time (ours): the off-CPU and wall types
+    // are offered when there is one, and the off-CPU type selects them.
     const offApps = (await ours(`/api/v1/applications?from=${fromS}&to=${toS}&type=off_cpu`))
         .applications.filter((a) => a.off_cpu_cores > 0).map((a) => a.name).sort();
-    if (!offApps.includes(app))
+    if (cpuFromS && !offApps.includes(app))
         fail(`${app} has no off-CPU time: ${JSON.stringify(offApps)}`);
-    const offSvc = await c.labelValues({ name: "service_name", start, end,
-        matchers: [`{__profile_type__="${TYPES[1][0][0]}"}`] });
-    same(`${tag} LabelValues service_name of the off-CPU type`, offSvc.names, offApps);
+    const types = offApps.length ? TYPES : TYPES.slice(0, 1);
+    const fields = (t) => [t.ID, t.name, t.sampleType, t.sampleUnit, t.periodType, t.periodUnit];
+    const pt = await c.profileTypes({ start, end });
+    same(`${tag} ProfileTypes`, pt.profileTypes.map(fields), types.map((t) => t[0]));
+    if (cpuFromS) {
+        const cpuOnly = await c.profileTypes({ start: BigInt(cpuFromS) * 1000n,
+                                               end: BigInt(cpuToS) * 1000n });
+        same(`${tag} ProfileTypes where no profile has off-CPU time`,
+             cpuOnly.profileTypes.map(fields), [TYPES[0][0]]);
+        const offSvc = await c.labelValues({ name: "service_name", start, end,
+            matchers: [`{__profile_type__="${TYPES[1][0][0]}"}`] });
+        same(`${tag} LabelValues service_name of the off-CPU type`, offSvc.names, offApps);
+    }
 
     const apps = (await ours(`/api/v1/applications?from=${fromS}&to=${toS}`)).applications;
     const mine = apps.find((a) => a.name === app);
@@ -162,7 +170,12 @@ async function run(binary) {
     const hosts = await c.labelValues({ name: "host", matchers: [sel], start, end });
     same(`${tag} LabelValues host ${sel}`, hosts.names, [...mine.hosts].sort());
 
-    const labels = await ours(`/api/v1/labels?app=${app}&from=${fromS}&to=${toS}`);
+    // Our labels: host, pid, the identity keys, and the profiles' other
+    // labels (a Pyroscope SDK's tags) under "labels".
+    const raw = await ours(`/api/v1/labels?app=${app}&from=${fromS}&to=${toS}`);
+    const others = raw.labels || {};
+    const labels = { ...raw, ...others };
+    delete labels.labels;
     const names = await c.labelNames({ matchers: [sel], start, end });
     const want = ["service_name", ...Object.keys(labels).filter((k) => labels[k].length)].sort();
     same(`${tag} LabelNames ${sel}`, names.names, want);
@@ -171,9 +184,9 @@ async function run(binary) {
         same(`${tag} LabelValues ${k} ${sel}`, v.names, [...labels[k]].sort());
     }
 
-    for (const [[TYPE], ours_t] of TYPES) {
+    const step = 60;
+    for (const [[TYPE], ours_t] of types) {
         // SelectSeries: the type's ns a step; our timeline has cores (ns / step ns).
-        const step = 60;
         const tl = await ours(`/api/v1/timeline?app=${app}&from=${fromS}&to=${toS}&step=${step}` +
                               `&type=${ours_t}`);
         const ss = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end, step,
@@ -200,7 +213,7 @@ async function run(binary) {
             if (th[`${ours_t}_cores`].some((v) => v > 0))
                 hostsWith.push(h);
         }
-        if (ours_t === "off_cpu" && hostsWith.length === mine.hosts.length)
+        if (cpuFromS && ours_t === "off_cpu" && hostsWith.length === mine.hosts.length)
             fail(`every host of ${app} has off-CPU time: the test wants one without`);
         same(`${tag} ${ours_t} SelectSeries by host`, byHost.series.map((s) => s.labels[0].value).sort(),
              hostsWith.sort());
@@ -228,6 +241,49 @@ async function run(binary) {
              ours_t === "off_cpu" ? offApps : apps.map((a) => a.name).sort());
     }
 
+    // The other labels: each value selected (=) as our label.KEY=VALUE
+    // selects it, all of them by a regular expression, and group_by.
+    for (const [k, vals] of Object.entries(others)) {
+        for (const v of vals) {
+            const selector = `{service_name="${app}", ${k}="${v}"}`;
+            const r = await c.selectMergeStacktraces({ profileTypeID: TYPE, labelSelector: selector,
+                                                       start, end });
+            const q = `app=${app}&from=${fromS}&to=${toS}&format=flamegraph&label.${k}=` +
+                      encodeURIComponent(v);
+            const our = ourTree(await ours(`/api/v1/profile?${q}`));
+            same(`${tag} SelectMergeStacktraces ${selector} (levelsToTree)`,
+                 plain(levelsToTree(r.flamegraph.levels, r.flamegraph.names)), our);
+            if (our.value <= 0)
+                fail(`${tag} ${selector}: nothing selected`);
+        }
+        const none = await c.selectMergeStacktraces({ profileTypeID: TYPE, start, end,
+            labelSelector: `{service_name="${app}", ${k}!~"${vals.join("|")}"}` });
+        const all = await c.selectMergeStacktraces({ profileTypeID: TYPE, start, end,
+            labelSelector: `{service_name="${app}", ${k}=~".+"}` });
+        const whole = ourTree(await ours(`/api/v1/profile?app=${app}&from=${fromS}&to=${toS}` +
+                                         "&format=flamegraph"));
+        same(`${tag} ${k}=~".+" and ${k}!~ its values: the whole`,
+             Number(all.flamegraph.total) + Number(none.flamegraph.total), whole.value);
+        const g = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end, step,
+                                         groupBy: [k] });
+        const sums = {};
+        for (const s of g.series) {
+            const l = s.labels.find((x) => x.name === k);
+            sums[l ? l.value : ""] = s.points.reduce((a, p) => a + p.value, 0);
+        }
+        const wantSums = {};
+        for (const v of vals) {
+            const t = await ours(`/api/v1/timeline?app=${app}&from=${fromS}&to=${toS}&step=${step}` +
+                                 `&label.${k}=${encodeURIComponent(v)}`);
+            wantSums[v] = Math.round(t.cpu_cores.reduce((a, x) => a + x, 0) * step * 1e9);
+        }
+        for (const v of Object.keys(sums))
+            sums[v] = Math.round(sums[v]);
+        delete sums[""];
+        same(`${tag} SelectSeries group_by ${k}: CPU by value as our timelines`,
+             Object.entries(sums).sort(), Object.entries(wantSums).sort());
+    }
+
     // Errors as Connect errors.
     await expectCode(`${tag} bad selector`, c.selectMergeStacktraces({ profileTypeID: TYPE,
         labelSelector: "{service_name=}", start, end }), Code.InvalidArgument);
@@ -238,8 +294,9 @@ async function run(binary) {
         step: 60 }), Code.InvalidArgument);
     await expectCode(`${tag} tree format`, c.selectMergeStacktraces({ profileTypeID: TYPE,
         labelSelector: sel, start, end, format: ProfileFormat.TREE }), Code.Unimplemented);
-    await expectCode(`${tag} no key`, client(binary, false).profileTypes({}),
-                     Code.Unauthenticated);
+    if (open !== "open")
+        await expectCode(`${tag} no key`, client(binary, false).profileTypes({}),
+                         Code.Unauthenticated);
 }
 
 (async () => {

@@ -388,10 +388,103 @@ static void test_interp_frames_marked(void **state)
     munmap(anon, 0x1000);
 }
 
+/* Off-CPU (OFFCPU_CONTRACT): with ctx.off_cpu, a third sample type
+ * off_cpu/nanoseconds; an off-CPU stack is [off-CPU: CLASS], then the
+ * kernel frames (kept when asked), then the user frames, with values
+ * [0, 0, ns]; a CPU sample [n, cpu_ns, 0]. Without it, the two types. */
+static void test_off_cpu_samples(void **state)
+{
+    (void)state;
+    struct binary_cache *bc = binary_cache__new("/proc");
+    struct procs *ps = procs__new(bc, "/proc", NULL);
+    struct agg_window *w = agg_window__new(1700000000000000000ull, true);
+    struct cx_sample s;
+    struct proc *p = procs__get(ps, getpid(), "x", 1);
+
+    assert_non_null(p);
+    fill(&s, 100, true);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2, NULL), 0);
+    fill(&s, 100, true);
+    s.hdr.kind = CX_REC_OFFCPU;
+    s.off_class = CX_OFF_LOCK;
+    assert_int_equal(agg_window__add_off(w, ps, p, &s, 3000000, 2, 2, NULL), 0);
+    assert_int_equal(agg_window__add_off(w, ps, p, &s, 4000000, 1, 2, NULL), 0);
+    s.off_class = 99; /* out of range: other */
+    assert_int_equal(agg_window__add_off(w, ps, p, &s, 1000, 1, 2, NULL), 0);
+    w->end_ns = w->start_ns + 60000000000ull;
+    struct agg_proc *ap = w->procs[0];
+    assert_int_equal(ap->off_ns, 7001000);
+    assert_int_equal(w->off_blocks, 4);
+    assert_int_equal(hmap__len(ap->off_stacks), 2);
+
+    struct symbolizer *sym = symbolizer__new();
+    for (int on = 0; on < 2; on++) {
+        struct profile_ctx ctx = {sym, NULL, "testhost", 10000000};
+        ctx.off_cpu = on;
+        struct profile_stats pst = {0};
+        struct pprof_writer *pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
+        assert_int_equal(profile__add_proc(pw, &ctx, ap, &pst), 0);
+        struct buf out, raw;
+        buf__init(&out, 1 << 20);
+        buf__init(&raw, 1 << 20);
+        assert_int_equal(pprof_writer__encode(pw, &out, true), 0);
+        assert_int_equal(gz__decompress(out.data, out.len, &raw, 0), 0);
+        Perftools__Profiles__Profile *pp =
+            perftools__profiles__profile__unpack(NULL, raw.len, (uint8_t *)raw.data);
+        assert_non_null(pp);
+        assert_int_equal(pp->n_sample_type, on ? 3 : 2);
+        assert_string_equal(str(pp, pp->sample_type[0]->type), "samples");
+        assert_string_equal(str(pp, pp->sample_type[1]->type), "cpu");
+        if (on) {
+            assert_string_equal(str(pp, pp->sample_type[2]->type), "off_cpu");
+            assert_string_equal(str(pp, pp->sample_type[2]->unit), "nanoseconds");
+        }
+        assert_int_equal(pp->n_sample, on ? 3 : 1);
+        bool lock = false, other = false;
+        for (size_t i = 0; i < pp->n_sample; i++) {
+            Perftools__Profiles__Sample *sm = pp->sample[i];
+            const Perftools__Profiles__Function *fn;
+            const char *f0 = loc_fn(pp, sm, 0, &fn);
+            if (sm->value[0]) {
+                assert_int_equal(sm->value[0], 1);
+                assert_int_equal(sm->value[1], 10000000);
+                if (on)
+                    assert_int_equal(sm->value[2], 0);
+                assert_null(strstr(f0, "off-CPU"));
+                continue;
+            }
+            assert_int_equal(sm->value[1], 0);
+            /* [off-CPU: CLASS], the kernel frame, the user frames. */
+            assert_int_equal(sm->n_location_id, 5);
+            assert_string_equal(loc_fn(pp, sm, 2, &fn), "cx_test_leaf");
+            if (strcmp(f0, "[off-CPU: lock]") == 0) {
+                lock = true;
+                assert_int_equal(sm->value[2], 7000000);
+            } else {
+                assert_string_equal(f0, "[off-CPU: other]");
+                other = true;
+                assert_int_equal(sm->value[2], 1000);
+            }
+        }
+        assert_true(lock == on && other == on);
+        /* Off-CPU stacks stay out of the CPU samples' statistics. */
+        assert_int_equal(pst.samples, 1);
+        perftools__profiles__profile__free_unpacked(pp, NULL);
+        buf__free(&out);
+        buf__free(&raw);
+        pprof_writer__free(pw);
+    }
+    agg_window__free(w);
+    procs__free(ps);
+    binary_cache__free(bc);
+    symbolizer__free(sym);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_to_pprof),
+        cmocka_unit_test(test_off_cpu_samples),
         cmocka_unit_test(test_kernel_frames_kept_when_asked),
         cmocka_unit_test(test_jit_frames_from_perf_map),
         cmocka_unit_test(test_interp_frames_marked),

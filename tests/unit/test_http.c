@@ -736,7 +736,9 @@ static void test_timeline_group_by(void **state)
     /* A filter and a group: pid 202 of h1 only. */
     expect(f, "GET", "/api/v1/timeline?app=gb&from=now-10m&pid=202&group_by=pid", RAUTH, NULL, 0,
            200, "\"groups\":[{\"value\":\"202\",\"share\":1,");
-    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=uid", RAUTH, NULL, 0, 400, "group_by:");
+    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=u%3Did", RAUTH, NULL, 0, 400, "group_by:");
+    expect(f, "GET", "/api/v1/timeline?app=gb&group_by=service_name", RAUTH, NULL, 0, 400,
+           "group_by:");
     expect(f, "GET", "/api/v1/timeline?app=gb&group_by=pid&top=0", RAUTH, NULL, 0, 400, "top:");
     expect(f, "GET", "/api/v1/timeline?app=gb&group_by=pid&top=51", RAUTH, NULL, 0, 400, "top:");
     expect(f, "GET", "/api/v1/timeline?app=gb&group_by=pid&top=x", RAUTH, NULL, 0, 400, "top:");

@@ -321,8 +321,11 @@ static void test_labels_series(void **state)
     call_json(f, "SelectSeries", "{\"profileTypeID\":\"" TYPE "\",\"step\":1,\"start\":1}", 400,
               "more than 10000 steps");
     call_json(f, "SelectSeries",
-              "{\"profileTypeID\":\"" TYPE "\",\"step\":60,\"groupBy\":[\"pod\"]}", 400,
-              "group_by: service_name and host only");
+              "{\"profileTypeID\":\"" TYPE "\",\"step\":60,\"groupBy\":[\"pid\"]}", 400,
+              "one other label of the profiles (not pid)");
+    call_json(f, "SelectSeries",
+              "{\"profileTypeID\":\"" TYPE "\",\"step\":60,\"groupBy\":[\"pod\",\"region\"]}", 400,
+              "one other label");
     call_json(f, "SelectSeries", "{\"profileTypeID\":\"memory:x:y:z:w\",\"step\":60}", 400,
               "profile_typeID: " TYPE ", off_cpu:off_cpu:nanoseconds:cpu:nanoseconds or "
               "wall:wall:nanoseconds:cpu:nanoseconds");
@@ -348,10 +351,8 @@ static void test_hostile(void **state)
         {"{a\\\"x\\\"}", "expected =, !=, =~ or !~"},
         {"{service_name=\\\"x\\\"} junk", "something after"},
         {"{service_name=\\\"x\\\" host=\\\"y\\\"}", "expected ',' or '}'"},
-        {"{region=\\\"x\\\"}", "there are no other labels"},
-        {"{pod!=\\\"x\\\"}", "take = with a value"},
-        {"{pod=\\\"\\\"}", "take = with a value"},
-        {"{pid=\\\"abc\\\"}", "pid: not a process id"},
+        {"{pid=\\\"abc\\\"}", "pid takes = and a process id"},
+        {"{pid!=\\\"1\\\"}", "pid takes = and a process id"},
         {"{service_name=~\\\"[[:nope:]]\\\"}", "a bad regular expression"},
         {"{host=~\\\"(a*)*\\\\\\\\2\\\"}", "a backreference"},
         {"{host=~\\\"a++\\\"}", "a repetition of nothing or of a repetition"},
@@ -418,6 +419,120 @@ static void test_hostile(void **state)
     call_json(f, "LabelValues", "{\"name\":\"\\ud83d\\ude00\"}", 200, "{\"names\":[]}");
 }
 
+/* The profiles' other labels, from Pyroscope's /ingest: listed, matched
+ * with each operator, grouped by. shop: region=eu,tier=x (main;a;b 30
+ * samples), region=us (main;a;c 10), no region (main;a;d 5). */
+static void test_other_labels(void **state)
+{
+    struct fixture *f = *state;
+    static const struct {
+        const char *labels, *body;
+    } in[] = {{"{region=eu,tier=x,__session_id__=1}", "main;a;b 30\n"},
+              {"{region=us}", "main;a;c 10\n"},
+              {"", "main;a;d 5\n"}};
+    char path[512];
+
+    now_s = (int64_t)time(NULL);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "/ingest?name=shop%s&from=%lld&until=%lld", in[i].labels,
+                 (long long)now_s - 600, (long long)now_s - 590);
+        expect(f, "POST", path, "Authorization: Bearer " KEY "\r\n", in[i].body, strlen(in[i].body),
+               200, NULL);
+    }
+    call_json(f, "LabelNames", "{\"matchers\":[\"{service_name=\\\"shop\\\"}\"]}", 200,
+              "{\"names\":[\"region\",\"service_name\",\"tier\"]}");
+    call_json(f, "LabelValues", "{\"name\":\"region\"}", 200, "{\"names\":[\"eu\",\"us\"]}");
+    call_json(f, "LabelValues",
+              "{\"name\":\"region\",\"matchers\":[\"{service_name=\\\"shop\\\",tier=\\\"x\\\"}\"]}",
+              200, "{\"names\":[\"eu\"]}");
+    static const struct {
+        const char *sel;
+        int64_t samples;
+    } want[] = {
+        {"{service_name=\"shop\"}", 45},
+        {"{service_name=\"shop\",region=\"eu\"}", 30},
+        {"{service_name=\"shop\",region!=\"eu\"}", 15},
+        {"{service_name=\"shop\",region=\"\"}", 5},
+        {"{service_name=\"shop\",region!=\"\"}", 40},
+        {"{service_name=\"shop\",region=~\"e.*\"}", 30},
+        {"{service_name=\"shop\",region=~\"e\"}", 0},
+        {"{service_name=\"shop\",region!~\"e.*\"}", 15},
+        {"{service_name=\"shop\",region=~\"eu|us\"}", 40},
+        {"{service_name=\"shop\",region=~\"eu|\"}", 35},
+        {"{service_name=\"shop\",region=~\".*\"}", 45},
+        {"{service_name=\"shop\",region=~\".+\"}", 40},
+        {"{service_name=\"shop\",region=\"us\",tier=\"x\"}", 0},
+        {"{service_name=\"shop\",tier=\"x\",region=~\"eu\"}", 30},
+        {"{service_name=\"shop\",__session_id__=\"1\"}", 0}, /* not kept */
+        {"{service_name=\"shop\",nope=\"\"}", 45},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++) {
+        Querier__V1__SelectMergeStacktracesResponse *a = merge(f, want[i].sel, 0);
+        if (a->flamegraph->total != want[i].samples * MSEC)
+            fail_msg("%s: %lld, want %lld", want[i].sel, (long long)a->flamegraph->total,
+                     (long long)(want[i].samples * MSEC));
+        querier__v1__select_merge_stacktraces_response__free_unpacked(a, NULL);
+    }
+    /* SelectSeries by region: eu, us, and the profiles without it */
+    Querier__V1__SelectSeriesRequest ss = QUERIER__V1__SELECT_SERIES_REQUEST__INIT;
+    char *gb[] = {"region", "service_name"};
+    struct buf r;
+    ss.profile_typeid = TYPE, ss.label_selector = "{service_name=\"shop\"}";
+    ss.start = (now_s - 1200) * 1000, ss.end = now_s * 1000, ss.step = 60;
+    ss.group_by = gb, ss.n_group_by = 2;
+    assert_int_equal(call_pb(f, "SelectSeries", &ss.base, &r), 200);
+    Querier__V1__SelectSeriesResponse *sr =
+        querier__v1__select_series_response__unpack(NULL, r.len, (uint8_t *)r.data);
+    buf__free(&r);
+    assert_non_null(sr);
+    assert_int_equal(sr->n_series, 3);
+    bool seen[3] = {false};
+    for (size_t i = 0; i < sr->n_series; i++) {
+        Types__V1__Series *s = sr->series[i];
+        double sum = 0;
+        for (size_t k = 0; k < s->n_points; k++)
+            sum += s->points[k]->value;
+        assert_string_equal(s->labels[0]->name, "service_name");
+        if (s->n_labels == 1) {
+            assert_true(sum == 5.0 * MSEC);
+            seen[2] = true;
+            continue;
+        }
+        assert_int_equal(s->n_labels, 2);
+        assert_string_equal(s->labels[1]->name, "region");
+        bool eu = strcmp(s->labels[1]->value, "eu") == 0;
+        assert_true(sum == (eu ? 30.0 : 10.0) * MSEC);
+        seen[eu ? 0 : 1] = true;
+    }
+    assert_true(seen[0] && seen[1] && seen[2]);
+    querier__v1__select_series_response__free_unpacked(sr, NULL);
+    call_json(f, "SelectSeries",
+              "{\"profileTypeID\":\"" TYPE "\",\"step\":60,\"groupBy\":[\"tier\"]}", 200,
+              "{\"name\":\"tier\",\"value\":\"x\"}");
+    /* our API: label.KEY=VALUE, /labels' "labels", timeline group_by */
+    expect(f, "GET", "/api/v1/profile?app=shop&from=now-20m&format=collapsed&label.region=eu",
+           RAUTH, NULL, 0, 200, "main;a;b 30\n");
+    expect(f, "GET", "/api/v1/profile?app=shop&from=now-20m&format=collapsed&label.region=us",
+           RAUTH, NULL, 0, 200, "main;a;c 10\n");
+    expect(f, "GET", "/api/v1/labels?app=shop&from=now-20m", RAUTH, NULL, 0, 200,
+           "\"labels\":{\"region\":[\"eu\",\"us\"],\"tier\":[\"x\"]}");
+    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH, NULL,
+           0, 200, "\"group_by\":\"region\",\"values\":2,\"capped\":false");
+    expect(f, "GET", "/api/v1/timeline?app=shop&from=now-20m&step=60s&group_by=region", RAUTH, NULL,
+           0, 200, "{\"value\":\"eu\",\"share\":0.666");
+    /* refused at ingest, saying why */
+    snprintf(path, sizeof(path), "/ingest?name=shop{k=%0300d}", 7);
+    expect(f, "POST", path, "Authorization: Bearer " KEY "\r\n", "a 1\n", 4, 400,
+           "longer than 256 bytes");
+    char many[512];
+    int n = snprintf(many, sizeof(many), "/ingest?name=shop{");
+    for (int i = 0; i < 17; i++)
+        n += snprintf(many + n, sizeof(many) - n, "%sk%d=v", i ? "," : "", i);
+    snprintf(many + n, sizeof(many) - n, "}");
+    expect(f, "POST", many, "Authorization: Bearer " KEY "\r\n", "a 1\n", 4, 400,
+           "more than 16 labels");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +540,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flamegraph, setup, teardown),
         cmocka_unit_test_setup_teardown(test_labels_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_labels, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -404,6 +404,60 @@ static void test_sizes(void **state)
     free(big);
 }
 
+/* The other labels' distinct values: bounded per key and in keys, all or
+ * none of a profile's taken, a check taking nothing, refusals naming the
+ * label; and a name's other labels picked and bounded. */
+static void test_label_bounds(void **state)
+{
+    struct pyro_card *c = pyro_card__new(2, 3);
+    char msg[256];
+    struct store_label a[] = {{"region", "eu"}, {"tier", "x"}};
+
+    (void)state;
+    assert_non_null(c);
+    assert_int_equal(pyro_card__take(c, a, 2, false, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_card__take(c, a, 2, false, msg, sizeof(msg)), 0); /* seen: free */
+    struct store_label z = {"zone", "1"};
+    assert_int_equal(pyro_card__take(c, &z, 1, false, msg, sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "label zone: the server already has 2 label keys"));
+    struct store_label r[] = {{"region", "us"}, {"region", "ap"}, {"region", "sa"}};
+    assert_int_equal(pyro_card__take(c, &r[0], 1, true, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_card__take(c, &r[0], 1, false, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_card__take(c, &r[1], 1, true, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_card__take(c, &r[1], 1, true, msg, sizeof(msg)), 0); /* took nothing */
+    assert_int_equal(pyro_card__take(c, &r[1], 1, false, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_card__take(c, &r[2], 1, false, msg, sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "label region: already 3 distinct values"));
+    /* all or none: tier's new value is not taken with region's refused one */
+    struct store_label both[] = {{"tier", "y"}, {"region", "sa"}};
+    assert_int_equal(pyro_card__take(c, both, 2, false, msg, sizeof(msg)), -1);
+    struct store_label ty[] = {{"tier", "w"}, {"tier", "v"}}; /* x, w, v: y was not taken */
+    assert_int_equal(pyro_card__take(c, &ty[0], 1, false, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_card__take(c, &ty[1], 1, false, msg, sizeof(msg)), 0);
+    pyro_card__free(c);
+    pyro_card__free(NULL);
+
+    struct pyro_name n;
+    struct store_label out[STORE_MAX_LABELS];
+    size_t nout;
+    assert_int_equal(pyro_name__parse("app{host=h,hostname=x,pid=3,pod=p,service_name=s,"
+                                      "__session_id__=9,region=eu,otel.scope.name=a/b}",
+                                      4096, &n, msg, sizeof(msg)),
+                     0);
+    assert_int_equal(pyro_name__labels(&n, false, out, &nout, msg, sizeof(msg)), 0);
+    assert_int_equal(nout, 3);
+    assert_string_equal(out[0].key, "hostname"); /* host was given: hostname is a label */
+    assert_string_equal(out[1].key, "region");
+    assert_string_equal(out[2].key, "otel.scope.name");
+    assert_int_equal(pyro_name__labels(&n, true, out, &nout, msg, sizeof(msg)), 0);
+    assert_int_equal(nout, 2);
+    pyro_name__free(&n);
+    assert_int_equal(pyro_name__parse("app{v=\xff\xfe}", 4096, &n, msg, sizeof(msg)), 0);
+    assert_int_equal(pyro_name__labels(&n, false, out, &nout, msg, sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "not valid UTF-8"));
+    pyro_name__free(&n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +468,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
+        cmocka_unit_test(test_label_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

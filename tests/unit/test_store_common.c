@@ -152,6 +152,115 @@ static void test_values_from_identity(void **state)
     hmap__free(seen);
 }
 
+/* A profile's other labels after its identity labels, keys sorted,
+ * empty values left out; what is past store.h's rules refused. */
+static void test_other_labels_text(void **state)
+{
+    struct buf b;
+    struct store_label l[] = {{"region", "eu"}, {"otel.scope.name", "com.x/y"}, {"empty", ""}};
+    struct store_profile p = {.app = "a", .labels = l, .nlabels = 3};
+
+    (void)state;
+    p.identity[1] = "web-1";
+    buf__init(&b, 1 << 16);
+    assert_int_equal(store_profile__labels_text(&b, &p), 0);
+    assert_string_equal(b.data, "\x1fpod=web-1\x1fotel.scope.name=com.x/y\x1fregion=eu\x1f");
+    p.identity[1] = NULL;
+    assert_int_equal(store_profile__labels_text(&b, &p), 0);
+    assert_string_equal(b.data, "\x1fotel.scope.name=com.x/y\x1fregion=eu\x1f");
+    /* each refused: a reserved key, a bad key, a key twice, a control
+     * character, a long value, too many */
+    static const struct store_label bad[][2] = {
+        {{"pod", "x"}, {"b", "y"}},
+        {{"host", "x"}, {"b", "y"}},
+        {{"a=b", "x"}, {"b", "y"}},
+        {{"", "x"}, {"b", "y"}},
+        {{"a", "x"}, {"a", "y"}},
+        {{"a", "x\x1f"}, {"b", "y"}},
+        {{"service_name", "x"}, {"b", "y"}},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        p.labels = bad[i], p.nlabels = 2;
+        assert_int_equal(store_profile__labels_text(&b, &p), -E2BIG);
+    }
+    char longv[STORE_LABEL_VALUE_MAX + 2];
+    memset(longv, 'v', sizeof(longv) - 1);
+    longv[sizeof(longv) - 1] = '\0';
+    struct store_label lv = {"k", longv};
+    p.labels = &lv, p.nlabels = 1;
+    assert_int_equal(store_profile__labels_text(&b, &p), -E2BIG);
+    longv[STORE_LABEL_VALUE_MAX] = '\0';
+    assert_int_equal(store_profile__labels_text(&b, &p), 0);
+    struct store_label many[STORE_MAX_LABELS + 1];
+    char keys[STORE_MAX_LABELS + 1][8];
+    for (int i = 0; i <= STORE_MAX_LABELS; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+        many[i] = (struct store_label){keys[i], "v"};
+    }
+    p.labels = many, p.nlabels = STORE_MAX_LABELS;
+    assert_int_equal(store_profile__labels_text(&b, &p), 0);
+    p.nlabels = STORE_MAX_LABELS + 1;
+    assert_int_equal(store_profile__labels_text(&b, &p), -E2BIG);
+    buf__free(&b);
+}
+
+/* Matches as needles: =, present, and both negated, over a labels text. */
+static void test_matches(void **state)
+{
+    const char *t = "\x1fpod=web-1\x1fregion=eu\x1ftier=gold\x1f";
+    struct buf spec;
+    static const struct {
+        struct store_label_match m[2];
+        size_t n;
+        bool want;
+    } c[] = {
+        {{{"region", "eu", 0}}, 1, true},
+        {{{"region", "e", 0}}, 1, false}, /* the whole value */
+        {{{"region", "eu", 1}}, 1, false},
+        {{{"region", "us", 1}}, 1, true},
+        {{{"region", NULL, 0}}, 1, true},
+        {{{"zone", NULL, 1}}, 1, true},
+        {{{"zone", NULL, 0}}, 1, false},
+        {{{"pod", "web-1", 0}, {"tier", "gold", 0}}, 2, true},
+        {{{"pod", "web-1", 0}, {"tier", "gold", 1}}, 2, false},
+        {{{"gion", "eu", 0}}, 1, false}, /* a key's tail is no key */
+        {{{0}}, 0, true},
+    };
+
+    (void)state;
+    buf__init(&spec, 1 << 16);
+    for (size_t i = 0; i < sizeof(c) / sizeof(*c); i++) {
+        assert_int_equal(store_match__spec(&spec, c[i].m, c[i].n), 0);
+        if (store_match__test(t, strlen(t), spec.data ? spec.data : "", spec.len) != c[i].want)
+            fail_msg("case %zu: want %d", i, c[i].want);
+    }
+    assert_int_equal(store_match__test("", 0, "+\x1fk=", 4), false);
+    buf__free(&spec);
+}
+
+/* Other labels listed as "k=v" pairs beside the identity lists. */
+static void test_values_other_labels(void **state)
+{
+    struct store_values *v = calloc(1, sizeof(*v));
+    struct hmap *seen = hmap__new();
+
+    (void)state;
+    assert_int_equal(store_values__add_identity(v, seen, ""), 0);
+    assert_true(v->matched);
+    assert_int_equal(v->nlabels, 0);
+    assert_int_equal(
+        store_values__add_identity(v, seen, "\x1fpod=a\x1fregion=eu\x1fotel.scope.name=x/y\x1f"),
+        0);
+    assert_int_equal(store_values__add_identity(v, seen, "\x1fregion=eu\x1fregion=us\x1f"), 0);
+    assert_int_equal(v->n[3], 1);
+    assert_int_equal(v->nlabels, 3);
+    assert_string_equal(v->labels[0], "region=eu");
+    assert_string_equal(v->labels[1], "otel.scope.name=x/y");
+    assert_string_equal(v->labels[2], "region=us");
+    store_values__free(v);
+    hmap__free(seen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +268,9 @@ int main(void)
         cmocka_unit_test(test_builder_values),
         cmocka_unit_test(test_label_texts),
         cmocka_unit_test(test_values_from_identity),
+        cmocka_unit_test(test_other_labels_text),
+        cmocka_unit_test(test_matches),
+        cmocka_unit_test(test_values_other_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

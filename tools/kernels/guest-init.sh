@@ -150,7 +150,7 @@ say "record: done ($(cat $R/record.rc))"
 
 # Daemon mode: two windows of 2 s (two window lines, 120 s at most), then
 # SIGTERM, on which the agent writes its last window and exits 0.
-say "daemon: --output-dir --interval 2 --kernel-stacks"
+say "daemon: --output-dir --interval 2 --kernel-stacks --off-cpu"
 mkdir -p $R/daemon
 $CX/cpu_split 100000 1 ${ROUND:+"$ROUND"} > $R/daemon.workload &
 w=$!
@@ -164,7 +164,9 @@ s=$(cut -d' ' -f1 /proc/uptime)
 date -u +%s > $R/daemon.launched
 # --config /dev/null: the flags alone, as before the package put its
 # agent.conf in /etc/codexray (its endpoint a server the guest has not).
-$AGENT --config /dev/null --output-dir $R/daemon --interval 2 --kernel-stacks 2> $R/daemon.log &
+# --off-cpu: the sched_switch program must load on every kernel too.
+$AGENT --config /dev/null --output-dir $R/daemon --interval 2 --kernel-stacks --off-cpu \
+    2> $R/daemon.log &
 a=$!
 n=0
 while [ $n -lt 240 ] && kill -0 $a 2>/dev/null; do

@@ -13,12 +13,14 @@ and read back what the guest sent through its second serial port:
               hot_b): hot_a's share of the samples the same way against the
               share of CPU time the workload measured in it, >= 99 % under
               dispatch <- run <- <module>
-  daemon      --output-dir --interval 2 --kernel-stacks for two windows:
+  daemon      --output-dir --interval 2 --kernel-stacks --off-cpu for two windows:
               exits 0 on SIGTERM, a summary per window, cpu_split's profiles
               with hot_a > hot_b > hot_c; syscall_heavy's system calls
               named (do_syscall_64) in half its samples or more, >= 99 % of
               those from the entry code (entry_SYSCALL_64_after_hwframe) on
               into the user frames, through do_reads to main, untruncated
+              and the off-CPU program loaded (off_cpu=true and its
+              window line; not counted time: only that it runs)
   errors      no line at level error in the agent's logs
 
 When the agent does not load, its own message, its debug log's libbpf lines
@@ -643,6 +645,13 @@ def analyze(args, series, version, d, secs, how):
         bad = []
         if not per["hot_a"] > per["hot_b"] > per["hot_c"] > 0:
             bad.append(f"daemon: cpu_split's split {per}")
+        # --off-cpu (issue 32): loaded, and counting, on every kernel.
+        off = [l for l in dae_log.splitlines() if " window: off_cpu_s=" in l]
+        m = re.search(r"off_cpu_s=([\d.]+)", off[-1]) if off else None
+        row["daemon"] += f"; off-CPU {m.group(1)} s" if m else "; off-CPU off"
+        if " off_cpu=true " not in dae_log or not m:
+            why = [message(l) for l in dae_log.splitlines() if "off-CPU time off" in l]
+            bad.append("daemon: --off-cpu did not load: " + (why[0] if why else "no reason logged"))
         bad += kfails
         if bad:
             row["daemon"] = row["daemon"].replace("ok: ", "")

@@ -1,0 +1,452 @@
+/* Off-CPU time: where threads wait. Included at the end of sampler.bpf.c,
+ * whose walker it reuses (CFI, frame pointers, Python; the kernel stack).
+ *
+ * One tp_btf/sched_switch program runs at every context switch:
+ *  - switch-in of `next`: if its last block was walked, the time since is
+ *    added to that block's stack in off_sums (weighted, below);
+ *  - switch-out of `prev` into a blocked state (not preempted, state
+ *    TASK_INTERRUPTIBLE or TASK_UNINTERRUPTIBLE): the stack is walked now,
+ *    while prev is still `current` (its user memory is the one
+ *    bpf_probe_read_user reads, its user registers at its task_pt_regs),
+ *    hashed, and sent to user space once per key (CX_REC_OFFCPU); the
+ *    start time goes to off_start under its thread id.
+ *
+ * Cost bound: each CPU walks at most about off_walks_per_sec blocks a
+ * second. Every block is walked with a probability p fixed for the CPU's
+ * current period (OFF_PERIOD_NS) from the blocks it saw in the previous
+ * one, and a walked block's time counts 1/p times: the sum is an unbiased
+ * estimate of all blocked time (Horvitz-Thompson), p being independent of
+ * how long the block lasts. In a burst, each budget's worth of walks in a
+ * period halves p for the rest of it (each halving counted in
+ * CX_STAT_OFF_OVER_BUDGET): still unbiased, each block weighted by its own
+ * p, and the walks stay within a few budgets whatever the burst. Blocks
+ * shorter than off_min_ns are not counted (CX_STAT_OFF_SHORT).
+ */
+#ifndef CODEXRAY_AGENT_BPF_OFFCPU_H
+#define CODEXRAY_AGENT_BPF_OFFCPU_H
+
+/* Filled by user space between open and load. */
+const volatile __u64 off_min_ns = 10000;
+const volatile __u32 off_walks_per_sec = 1000;
+
+#define OFF_PERIOD_NS 100000000ull /* 100 ms */
+#define OFF_P_ONE 65536u           /* probability 1 in 16-bit fixed point */
+
+#define CX_TASK_INTERRUPTIBLE 0x1
+#define CX_TASK_UNINTERRUPTIBLE 0x2
+
+struct off_start_val {
+    __u64 start_ns;
+    struct cx_off_key key;
+    __u32 p16; /* the probability it was walked with, of OFF_P_ONE */
+    __u32 pad;
+};
+
+/* The walked blocks in progress, by thread id (the kernel's pid), in an
+ * array rather than a hash: every context switch looks its `next` up, and
+ * an array lookup is a few inlined instructions where a hash's is a
+ * function call and a hash (measured: 80 ns a switch with the hash, the
+ * whole program). Two-way: thread tid may sit in slot tid % OFF_START_WAY
+ * or the same of the second half; with both taken by other blocked threads
+ * the block is not counted (CX_STAT_OFF_START_FULL), never an eviction.
+ * A slot is free when its start_ns is 0. 1 entry when off-CPU is off (set
+ * by user space). */
+#define OFF_START_WAY 32768
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2 * OFF_START_WAY);
+    __type(key, __u32);
+    __type(value, struct off_start_val);
+} off_start SEC(".maps");
+
+/* Thread tid's slot (want_free: a free one for it, else its own), or
+ * NULL. */
+static __always_inline struct off_start_val *start_slot(__u32 tid, int want_free)
+{
+    __u32 i = tid & (OFF_START_WAY - 1), j = i + OFF_START_WAY;
+    struct off_start_val *v = bpf_map_lookup_elem(&off_start, &i);
+
+    if (v && v->key.tid == tid && (want_free || v->start_ns))
+        return v;
+    if (want_free && v && !v->start_ns)
+        return v;
+    struct off_start_val *w = bpf_map_lookup_elem(&off_start, &j);
+    if (w && w->key.tid == tid && (want_free || w->start_ns))
+        return w;
+    if (want_free && w && !w->start_ns)
+        return w;
+    return NULL;
+}
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CX_OFF_SUMS_ENTRIES);
+    __type(key, struct cx_off_key);
+    __type(value, struct cx_off_val);
+} off_sums SEC(".maps");
+
+struct off_budget {
+    __u64 period_start;
+    __u32 seen;       /* blocks seen since period_start */
+    __u32 walked;     /* of those, walked */
+    __u32 cur_p16;    /* the probability now, of OFF_P_ONE */
+    __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
+    __u32 next_halve; /* walked past this, cur_p16 halves */
+    __u32 pad;
+    __u64 rng; /* xorshift64 state: a random number without a helper call */
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct off_budget);
+} off_budget SEC(".maps");
+
+/* The task's state: __state since 5.14, state before. */
+struct task_struct___pre514 {
+    long state;
+} __attribute__((preserve_access_index));
+
+/* Direct loads: t is the tracepoint's BTF pointer (a probe read costs a
+ * helper call on every context switch). */
+static __always_inline unsigned task_state(struct task_struct *t)
+{
+    if (bpf_core_field_exists(t->__state))
+        return t->__state;
+    return ((struct task_struct___pre514 *)t)->state;
+}
+
+/* The current task's saved user registers, a kernel address: only read
+ * through probe reads (cx_regs_syscall). NULL when there are none. */
+static __always_inline const struct pt_regs *cur_user_regs_addr(void)
+{
+    if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+        return (const struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+    void *stack = BPF_CORE_READ(t, stack);
+    if (!stack)
+        return NULL;
+    return (const struct pt_regs *)((char *)stack + thread_size -
+                                    bpf_core_type_size(struct pt_regs));
+}
+
+#define CX_S_IFMT 0170000
+#define CX_S_IFIFO 0010000
+#define CX_S_IFSOCK 0140000
+
+/* The kind of file descriptor fd of the current task: CX_OFF_PIPE,
+ * CX_OFF_SOCKET, or CX_OFF_OTHER. */
+static __always_inline __u32 fd_class(__u64 fd)
+{
+    struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+    struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+    struct file **fds, *f = NULL;
+    unsigned mode;
+
+    if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+        return CX_OFF_OTHER;
+    fds = BPF_CORE_READ(fdt, fd);
+    if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+        return CX_OFF_OTHER;
+    mode = BPF_CORE_READ(f, f_inode, i_mode) & CX_S_IFMT;
+    if (mode == CX_S_IFIFO)
+        return CX_OFF_PIPE;
+    if (mode == CX_S_IFSOCK)
+        return CX_OFF_SOCKET;
+    return CX_OFF_OTHER;
+}
+
+/* The rule (docs/internals/bpf.md): the syscall first (futex: lock; the
+ * poll family: poll; the sleeps: sleep; reads, writes, sends, receives,
+ * accept and connect: pipe or socket by the descriptor's file type), then
+ * the state (uninterruptible: io), else other. */
+static __always_inline __u32 off_classify(unsigned state, long *nr_out)
+{
+    const struct pt_regs *r = cur_user_regs_addr();
+    long nr = -1;
+    __u64 arg0 = 0;
+
+    if (!r || cx_regs_syscall(r, &nr, &arg0))
+        nr = -1;
+    *nr_out = nr;
+    switch (nr) {
+    case CX_NR_futex:
+    case CX_NR_futex_waitv:
+        return CX_OFF_LOCK;
+    case CX_NR_epoll_wait:
+    case CX_NR_epoll_pwait:
+    case CX_NR_epoll_pwait2:
+    case CX_NR_poll:
+    case CX_NR_ppoll:
+    case CX_NR_select:
+    case CX_NR_pselect6:
+        return CX_OFF_POLL;
+    case CX_NR_nanosleep:
+    case CX_NR_clock_nanosleep:
+        return CX_OFF_SLEEP;
+    case CX_NR_read:
+    case CX_NR_write:
+    case CX_NR_pread64:
+    case CX_NR_readv:
+    case CX_NR_writev:
+    case CX_NR_connect:
+    case CX_NR_accept:
+    case CX_NR_accept4:
+    case CX_NR_sendto:
+    case CX_NR_recvfrom:
+    case CX_NR_sendmsg:
+    case CX_NR_recvmsg:
+    case CX_NR_recvmmsg: {
+        __u32 c = fd_class(arg0);
+        if (c != CX_OFF_OTHER)
+            return c;
+        break;
+    }
+    default:
+        break;
+    }
+    return state & CX_TASK_UNINTERRUPTIBLE ? CX_OFF_IO : CX_OFF_OTHER;
+}
+
+/* The stack's key: FNV-1a over the first nframes frames of this CPU's
+ * record (scratch), its class and syscall. Never 0. A global function:
+ * verified once, not once for every path of the walk that calls it. */
+__noinline __u64 cx_off_hash(__u32 nframes)
+{
+    __u64 h = 14695981039346656037ull;
+    __u32 zero = 0;
+    struct cx_sample *s = bpf_map_lookup_elem(&scratch, &zero);
+
+    if (!s)
+        return 1;
+    for (__u32 i = 0; i < CX_MAX_FRAMES; i++) {
+        if (i >= nframes)
+            break;
+        h = (h ^ s->frames[i].addr) * 1099511628211ull;
+        h = (h ^ ((__u64)s->frames[i].kind << 32 | s->frames[i].aux)) * 1099511628211ull;
+    }
+    h = (h ^ ((__u64)s->off_class << 32 | (__u32)s->off_syscall)) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* The end of an off-CPU walk: the stack's key, the record sent when the key
+ * is new to off_sums, and the block's start kept for its switch-in. */
+static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nframes, int wake)
+{
+    struct cx_off_val zero = {};
+    struct off_start_val st = {};
+    __u32 tid = s->hdr.tid, zero_idx = 0;
+    __u64 size, n = nframes;
+    long r;
+
+    s->n_kernel = nk;
+    s->n_user = nframes - nk;
+    s->off_id = cx_off_hash(nframes);
+    st.start_ns = s->hdr.time_ns;
+    st.key.tgid = s->hdr.tgid;
+    st.key.tid = tid;
+    st.key.id = s->off_id;
+    /* The probability off_sample walked it with: the same CPU's period
+     * (the walk's tail calls do not leave the CPU). */
+    struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero_idx);
+    st.p16 = b && b->dec_p16 ? b->dec_p16 : OFF_P_ONE;
+    r = bpf_map_update_elem(&off_sums, &st.key, &zero, BPF_NOEXIST);
+    if (r == 0) {
+        asm volatile("" : "+r"(n));
+        if (n > CX_MAX_FRAMES)
+            n = CX_MAX_FRAMES;
+        size = __builtin_offsetof(struct cx_sample, frames) + n * sizeof(struct cx_frame);
+        if (bpf_ringbuf_output(&events, s, size, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
+            /* Not sent: the key goes, so that the next block sends it. */
+            bpf_map_delete_elem(&off_sums, &st.key);
+            stat_inc(CX_STAT_OFF_LOST_RINGBUF);
+            return;
+        }
+    } else if (r != -17 /* EEXIST */) {
+        stat_inc(CX_STAT_OFF_SUMS_FULL);
+        return;
+    }
+    struct off_start_val *slot = start_slot(tid, 1);
+    if (!slot) {
+        stat_inc(CX_STAT_OFF_START_FULL);
+        return;
+    }
+    slot->key = st.key;
+    slot->p16 = st.p16;
+    slot->start_ns = st.start_ns; /* last: the slot is taken from here on */
+}
+
+/* Whether this block is walked: the budget's sampling rule (above). */
+static __always_inline int off_sample(__u64 *now)
+{
+    __u32 zero = 0;
+    __u64 want = (__u64)off_walks_per_sec * (OFF_PERIOD_NS / 1000000) / 1000;
+    struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero);
+
+    if (!b)
+        return 0;
+    if (want == 0)
+        want = 1;
+    b->seen++;
+    /* The clock every 64 blocks, not at each: a new period is seen at most
+     * 63 blocks late, and p is set from the rate over whatever span passed
+     * (blocks per period of it), so a late look changes nothing. */
+    if ((b->seen & 63) == 0 || b->period_start == 0) {
+        __u64 t = bpf_ktime_get_ns(), span = t - b->period_start;
+        if (b->period_start == 0 || span >= OFF_PERIOD_NS) {
+            __u64 per_period = b->seen * OFF_PERIOD_NS / (span ? span : 1);
+            __u64 p = per_period <= want ? OFF_P_ONE : want * OFF_P_ONE / per_period;
+            b->cur_p16 = b->period_start == 0 || p >= OFF_P_ONE ? OFF_P_ONE : p ? p : 1;
+            b->period_start = t;
+            b->seen = 0;
+            b->walked = 0;
+            b->next_halve = want;
+        }
+    }
+    __u32 p = b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
+    if (p < OFF_P_ONE) {
+        __u64 x = b->rng;
+        if (!x)
+            x = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32() | 1;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b->rng = x;
+        if (((x >> 24) & (OFF_P_ONE - 1)) >= p)
+            return 0;
+    }
+    /* The weight is the p it was walked with, whatever happens next. */
+    b->dec_p16 = p;
+    /* A burst: each budget's worth walked in this period halves p for the
+     * rest of it. Still unbiased: each block is weighted by its own p. */
+    if (++b->walked >= b->next_halve) {
+        stat_inc(CX_STAT_OFF_OVER_BUDGET);
+        b->cur_p16 = p > 1 ? p >> 1 : 1;
+        b->next_halve += want;
+    }
+    *now = bpf_ktime_get_ns();
+    return 1;
+}
+
+/* The switch-in of a thread whose block was walked. */
+static __always_inline void off_switch_in(struct task_struct *next)
+{
+    __u32 tid = next->pid;
+    struct off_start_val *sp, st;
+    struct cx_off_val *v, add;
+    __u64 now;
+
+    if (!tid)
+        return; /* the idle task */
+    sp = start_slot(tid, 0);
+    if (!sp)
+        return;
+    st = *sp;
+    sp->start_ns = 0; /* free */
+    now = bpf_ktime_get_ns();
+    if (now < st.start_ns || now - st.start_ns < off_min_ns) {
+        stat_inc(CX_STAT_OFF_SHORT);
+        return;
+    }
+    add.ns = (now - st.start_ns) * OFF_P_ONE / (st.p16 ? st.p16 : 1);
+    add.blocks = 1;
+    stat_inc(CX_STAT_OFF_COUNTED);
+    v = bpf_map_lookup_elem(&off_sums, &st.key);
+    if (!v) {
+        /* Drained by user space since the switch-out: it keeps the stack. */
+        if (bpf_map_update_elem(&off_sums, &st.key, &add, BPF_NOEXIST) == 0)
+            return;
+        v = bpf_map_lookup_elem(&off_sums, &st.key);
+        if (!v) {
+            stat_inc(CX_STAT_OFF_SUMS_FULL);
+            return;
+        }
+    }
+    __sync_fetch_and_add(&v->ns, add.ns);
+    __sync_fetch_and_add(&v->blocks, 1);
+}
+
+/* The switch-out of the current task into a blocked state. */
+static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
+{
+    /* prev is current: its ids as bpf_get_current_pid_tgid gives them. */
+    __u32 tgid = prev->tgid, tid = prev->pid, zero = 0, nk = 0, nu = 0;
+    __u64 pc = 0, sp = 0, fp = 0, lr = 0, now;
+    unsigned state = task_state(prev);
+    struct cx_sample *s;
+    struct kstack *ks;
+    long got, nr;
+    int i, r;
+
+    if (!(state & (CX_TASK_INTERRUPTIBLE | CX_TASK_UNINTERRUPTIBLE)) || tid == 0)
+        return;
+    if (prev->flags & PF_KTHREAD)
+        return;
+    if (target_tgid && tgid != target_tgid)
+        return;
+    stat_inc(CX_STAT_OFF_BLOCKS);
+    /* The budget's draw before the skip list: one hash lookup fewer for
+     * each block not walked (excluded processes' blocks then count in the
+     * budget's rate, which only lowers p: still unbiased). */
+    if (!off_sample(&now))
+        return;
+    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
+        return;
+    stat_inc(CX_STAT_OFF_WALKS);
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    ks = bpf_map_lookup_elem(&kscratch, &zero);
+    if (!s || !ks)
+        return;
+    s->hdr.kind = CX_REC_OFFCPU;
+    s->hdr.tgid = tgid;
+    s->hdr.tid = tid;
+    s->hdr.cpu = bpf_get_smp_processor_id();
+    s->hdr.time_ns = now;
+    s->kernel_err = 0;
+    s->off_class = off_classify(state, &nr);
+    s->off_syscall = nr;
+    s->off_id = 0;
+    bpf_get_current_comm(s->comm, sizeof(s->comm));
+
+    got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
+    if (got < 0) {
+        s->kernel_err = got;
+        stat_inc(CX_STAT_KSTACK_ERR);
+    } else {
+        nk = got / sizeof(__u64);
+        for (i = 0; i < CX_MAX_KERNEL_FRAMES; i++) {
+            if (i >= nk)
+                break;
+            put_frame(s, i, ks->ip[i], CX_FRAME_KERNEL, 0);
+        }
+    }
+    if (nk > CX_MAX_KERNEL_FRAMES)
+        nk = CX_MAX_KERNEL_FRAMES;
+    r = user_regs(&pc, &sp, &fp, &lr);
+    if (r < 0) {
+        stat_inc(CX_STAT_NO_USER_REGS);
+        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
+        nu = 1;
+    } else if (r > 0 && in_execve()) {
+        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
+        nu = 1;
+    } else if (r > 0) {
+        /* A CFI or Python walk ends in cx_off_walk_user (off_finish). */
+        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr, 1);
+    }
+    off_finish(s, nk, nk + nu, 0);
+}
+
+/* Loaded only with off-CPU on (sampler_opts.off_cpu). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(cx_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    off_switch_in(next);
+    /* Preempted: still runnable, waiting for a CPU, not blocked. */
+    if (!preempt)
+        off_switch_out(ctx, prev);
+    return 0;
+}
+
+#endif

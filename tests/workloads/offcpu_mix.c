@@ -1,0 +1,195 @@
+/* Threads that wait in known functions, timing their own waits: the known
+ * answer of the off-CPU tests (tests/integration/offcpu_tests.py).
+ *
+ *   wait_pipe  read() of a pipe a feeder thread writes a byte to every 2 ms
+ *   nap        nanosleep(), 3 ms at a time, in two threads
+ *   wait_lock  pthread_mutex_lock() of a mutex a holder thread keeps for
+ *              4 ms at a time (it sleeps in hold_lock with it held)
+ *   sync_file  write() + fsync() of a file in DIR (a disk, not tmpfs)
+ *   spin_a/b   a CPU-bound thread, spin_a twice spin_b's work: the CPU
+ *              profile of the same run
+ *
+ * Every 100 ms it prints the time spent inside each waiting call so far
+ * (CLOCK_MONOTONIC ns, summed over its threads):
+ *   t=NS wait_pipe=NS nap=NS wait_lock=NS sync_file=NS
+ * Usage: offcpu_mix DIR SECONDS
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { PIPE, NAP, LOCK, SYNC, NWAITS };
+static const char *const names[NWAITS] = {"wait_pipe", "nap", "wait_lock", "sync_file"};
+static _Atomic uint64_t waited[NWAITS];
+static int pipefd[2];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static const char *dir;
+static volatile uint64_t sink;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+__attribute__((noinline)) void wait_pipe(void)
+{
+    char c;
+    uint64_t t0 = now_ns();
+    if (read(pipefd[0], &c, 1) != 1)
+        exit(1);
+    waited[PIPE] += now_ns() - t0;
+}
+
+__attribute__((noinline)) void nap(void)
+{
+    uint64_t t0 = now_ns();
+    sleep_us(3000);
+    waited[NAP] += now_ns() - t0;
+}
+
+__attribute__((noinline)) void wait_lock(void)
+{
+    uint64_t t0 = now_ns();
+    pthread_mutex_lock(&mu);
+    waited[LOCK] += now_ns() - t0;
+    pthread_mutex_unlock(&mu);
+}
+
+__attribute__((noinline)) void sync_file(int fd)
+{
+    static const char block[4096];
+    uint64_t t0 = now_ns();
+    if (pwrite(fd, block, sizeof(block), 0) != sizeof(block) || fsync(fd))
+        exit(1);
+    waited[SYNC] += now_ns() - t0;
+}
+
+__attribute__((noinline)) void hold_lock(void)
+{
+    pthread_mutex_lock(&mu);
+    sleep_us(4000);
+    pthread_mutex_unlock(&mu);
+}
+
+__attribute__((noinline)) void feed(void)
+{
+    sleep_us(2000);
+    if (write(pipefd[1], "x", 1) != 1)
+        exit(1);
+}
+
+__attribute__((noinline)) void spin_a(void)
+{
+    for (int i = 0; i < 200000; i++)
+        sink += i;
+}
+
+__attribute__((noinline)) void spin_b(void)
+{
+    for (int i = 0; i < 100000; i++)
+        sink += i;
+}
+
+static void *pipe_reader(void *arg)
+{
+    (void)arg;
+    for (;;)
+        wait_pipe();
+}
+
+static void *feeder(void *arg)
+{
+    (void)arg;
+    for (;;)
+        feed();
+}
+
+static void *napper(void *arg)
+{
+    (void)arg;
+    for (;;)
+        nap();
+}
+
+static void *holder(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        hold_lock();
+        sleep_us(200); /* lets the waiter take it now and then */
+    }
+}
+
+static void *locker(void *arg)
+{
+    (void)arg;
+    for (;;)
+        wait_lock();
+}
+
+static void *syncer(void *arg)
+{
+    char path[4096];
+    (void)arg;
+    snprintf(path, sizeof(path), "%s/offcpu_mix.%d", dir, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        perror(path);
+        exit(1);
+    }
+    unlink(path);
+    for (;;)
+        sync_file(fd);
+}
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        spin_a();
+        spin_b();
+        sleep_us(200); /* not a whole CPU: the machine is shared */
+    }
+}
+
+int main(int argc, char **argv)
+{
+    void *(*threads[])(void *) = {pipe_reader, feeder, napper, napper,
+                                  holder,      locker, syncer, spinner};
+    pthread_t t;
+
+    if (argc != 3) {
+        fprintf(stderr, "usage: offcpu_mix DIR SECONDS\n");
+        return 2;
+    }
+    dir = argv[1];
+    if (pipe(pipefd))
+        return 1;
+    for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++)
+        if (pthread_create(&t, NULL, threads[i], NULL))
+            return 1;
+    uint64_t end = now_ns() + (uint64_t)atoi(argv[2]) * 1000000000ull;
+    while (now_ns() < end) {
+        sleep_us(100000);
+        printf("t=%llu", (unsigned long long)now_ns());
+        for (int i = 0; i < NWAITS; i++)
+            printf(" %s=%llu", names[i], (unsigned long long)waited[i]);
+        printf("\n");
+        fflush(stdout);
+    }
+    return 0;
+}
