@@ -24,20 +24,6 @@
 #include "query.h"
 #include "sat.h"
 
-/* The profile types, as Pyroscope names them (NAME:SAMPLE_TYPE:UNIT:
- * PERIOD_TYPE:PERIOD_UNIT; __name__ is NAME): CPU time, always; off-CPU
- * time (blocked: locks, I/O, sleeps) and wall time (the two summed) only
- * over a range where some profile has off-CPU time. */
-static const struct ptype {
-    const char *id, *name, *sample;
-    enum store_value value;
-} ptypes[] = {
-    {"process_cpu:cpu:nanoseconds:cpu:nanoseconds", "process_cpu", "cpu", STORE_VALUE_CPU},
-    {"off_cpu:off_cpu:nanoseconds:cpu:nanoseconds", "off_cpu", "off_cpu", STORE_VALUE_OFF_CPU},
-    {"wall:wall:nanoseconds:cpu:nanoseconds", "wall", "wall", STORE_VALUE_WALL},
-};
-#define N_PTYPES (sizeof(ptypes) / sizeof(ptypes[0]))
-
 static const char *const methods[] = {
     [CM_PROFILE_TYPES] = "ProfileTypes",
     [CM_LABEL_NAMES] = "LabelNames",
@@ -63,50 +49,13 @@ enum MHD_Result http_connect__error(struct http *h, struct MHD_Connection *c, un
 
 #define BAD(msg) http_connect__error(h, c, 400, "invalid_argument", msg)
 
-/* Whether the application named name (a pointer into s->apps) has
- * off-CPU time in s's range. */
-static bool has_off_cpu(const struct connect_scope *s, const char *name)
-{
-    for (size_t a = 0; a < s->napps; a++)
-        if (s->apps[a].name == name)
-            return s->apps[a].off_cpu_ns != 0;
-    return false;
-}
-
 /* The scope of selector over [start_ms, end_ms) for profile type t (NULL:
- * the type the selector's __profile_type__ and __name__ name, CPU when
- * they name none): its queries measure t, and an off-CPU type spans only
- * the applications with off-CPU time in the range. */
+ * the selector's, connect_scope__init). */
 static int scope__init(struct http *h, struct connect_scope *s, const char *selector,
-                       int64_t start_ms, int64_t end_ms, bool by_host, const struct ptype *t,
+                       int64_t start_ms, int64_t end_ms, bool by_host, const struct connect_type *t,
                        char *msg, size_t msglen)
 {
-    struct connect_sel sel;
-    int status;
-
-    if (!t) {
-        t = &ptypes[0];
-        /* A selector refused here is refused, saying why, just below. */
-        if (!connect_sel__parse(selector, &sel, msg, msglen)) {
-            for (size_t i = N_PTYPES; i-- > 0;)
-                if (connect_sel__match(&sel, "__profile_type__", ptypes[i].id) &&
-                    connect_sel__match(&sel, "__name__", ptypes[i].name))
-                    t = &ptypes[i];
-            connect_sel__free(&sel);
-        }
-    }
-    if ((status = connect_scope__init(h->st, s, selector, start_ms, end_ms, by_host, t->id, t->name,
-                                      msg, msglen)))
-        return status;
-    size_t kept = 0;
-    for (size_t i = 0; i < s->nq; i++) {
-        if (t->value == STORE_VALUE_OFF_CPU && !has_off_cpu(s, s->q[i].app))
-            continue;
-        s->q[kept] = s->q[i];
-        s->q[kept++].value = t->value;
-    }
-    s->nq = kept;
-    return 0;
+    return connect_scope__init(h->st, s, selector, start_ms, end_ms, by_host, t, msg, msglen);
 }
 
 /* --- answers: a protobuf-c message packed, or its JSON written --- */
@@ -192,7 +141,7 @@ static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, b
                                    err == -EAGAIN ? "unavailable" : "internal", strerror(-err));
     for (size_t a = 0; a < napps; a++)
         if (apps[a].off_cpu_ns)
-            n = N_PTYPES;
+            n = CONNECT_N_TYPES;
     store_apps__free(apps, napps);
     if (json) {
         struct buf b;
@@ -200,11 +149,11 @@ static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, b
         err = json__raw(&b, "{\"profileTypes\":[");
         for (size_t i = 0; i < n && !err; i++) {
             err = json__raw(&b, i ? ",{\"ID\":" : "{\"ID\":");
-            err = err ?: json__str(&b, ptypes[i].id);
+            err = err ?: json__str(&b, connect_types[i].id);
             err = err ?: json__raw(&b, ",\"name\":");
-            err = err ?: json__str(&b, ptypes[i].name);
+            err = err ?: json__str(&b, connect_types[i].name);
             err = err ?: json__raw(&b, ",\"sampleType\":");
-            err = err ?: json__str(&b, ptypes[i].sample);
+            err = err ?: json__str(&b, connect_types[i].sample);
             err = err
                       ?: json__raw(&b, ",\"sampleUnit\":\"nanoseconds\",\"periodType\":\"cpu\","
                                        "\"periodUnit\":\"nanoseconds\"}");
@@ -212,12 +161,12 @@ static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, b
         err = err ?: json__raw(&b, "]}");
         return answer_json(h, c, &b, err);
     }
-    Types__V1__ProfileType t[N_PTYPES], *tp[N_PTYPES];
+    Types__V1__ProfileType t[CONNECT_N_TYPES], *tp[CONNECT_N_TYPES];
     Querier__V1__ProfileTypesResponse resp = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
     for (size_t i = 0; i < n; i++) {
         types__v1__profile_type__init(&t[i]);
-        t[i].id = (char *)ptypes[i].id, t[i].name = (char *)ptypes[i].name;
-        t[i].sample_type = (char *)ptypes[i].sample, t[i].sample_unit = "nanoseconds";
+        t[i].id = (char *)connect_types[i].id, t[i].name = (char *)connect_types[i].name;
+        t[i].sample_type = (char *)connect_types[i].sample, t[i].sample_unit = "nanoseconds";
         t[i].period_type = "cpu", t[i].period_unit = "nanoseconds";
         tp[i] = &t[i];
     }
@@ -346,13 +295,14 @@ struct series {
 #define MAX_SERIES_READS 2000
 
 /* The request's profile type, or NULL with msg filled. */
-static const struct ptype *profile_type_of(const struct connect_req *r, char *msg, size_t msglen)
+static const struct connect_type *profile_type_of(const struct connect_req *r, char *msg,
+                                                  size_t msglen)
 {
-    for (size_t i = 0; i < N_PTYPES; i++)
-        if (r->profile_type && strcmp(r->profile_type, ptypes[i].id) == 0)
-            return &ptypes[i];
-    snprintf(msg, msglen, "profile_typeID: %s, %s or %s", ptypes[0].id, ptypes[1].id, ptypes[2].id);
-    return NULL;
+    const struct connect_type *t = connect_type__of(r->profile_type);
+    if (!t)
+        snprintf(msg, msglen, "profile_typeID: %s, %s or %s", connect_types[0].id,
+                 connect_types[1].id, connect_types[2].id);
+    return t;
 }
 
 /* A series' labels: service_name, host and the group_by label (label), those it has. */
@@ -565,7 +515,7 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     enum MHD_Result ret;
 
     memset(&s, 0, sizeof(s));
-    const struct ptype *t = profile_type_of(r, msg, sizeof(msg));
+    const struct connect_type *t = profile_type_of(r, msg, sizeof(msg));
     if (!t)
         goto fail;
     for (size_t i = 0; i < r->ngroup_by; i++) {
@@ -719,7 +669,7 @@ static enum MHD_Result select_merge(struct http *h, struct MHD_Connection *c, bo
     enum MHD_Result ret;
 
     memset(&s, 0, sizeof(s));
-    const struct ptype *t = profile_type_of(r, msg, sizeof(msg));
+    const struct connect_type *t = profile_type_of(r, msg, sizeof(msg));
     if (!t)
         goto fail;
     if (r->format < 0 || r->format > 1) {
