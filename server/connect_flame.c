@@ -133,6 +133,7 @@ int connect_flame__merge(struct store_merged *const *parts, size_t n, struct sto
     for (size_t p = 0; p < n; p++) {
         nstacks += parts[p]->nstacks;
         m->profiles += parts[p]->profiles;
+        m->value = parts[p]->value; /* the same in every part: one query's */
     }
     if (!(m->stacks = calloc(nstacks + 1, sizeof(*m->stacks))))
         goto fail;
@@ -174,6 +175,7 @@ int connect_flame__merge(struct store_merged *const *parts, size_t n, struct sto
             d->nframes = st->nframes;
             d->samples = st->samples;
             d->cpu_ns = st->cpu_ns;
+            d->off_cpu_ns = st->off_cpu_ns;
             m->nstacks++;
         }
         free(map);

@@ -194,9 +194,37 @@ static int matchers(struct store *st, struct connect_scope *s, int64_t *pid, cha
     return 0;
 }
 
+const struct connect_type connect_types[CONNECT_N_TYPES] = {
+    {"process_cpu:cpu:nanoseconds:cpu:nanoseconds", "process_cpu", "cpu", STORE_VALUE_CPU},
+    {"off_cpu:off_cpu:nanoseconds:cpu:nanoseconds", "off_cpu", "off_cpu", STORE_VALUE_OFF_CPU},
+    {"wall:wall:nanoseconds:cpu:nanoseconds", "wall", "wall", STORE_VALUE_WALL},
+};
+
+const struct connect_type *connect_type__of(const char *id)
+{
+    for (size_t i = 0; id && i < CONNECT_N_TYPES; i++)
+        if (strcmp(id, connect_types[i].id) == 0)
+            return &connect_types[i];
+    return NULL;
+}
+
+/* The type sel's __profile_type__ and __name__ select: t when given
+ * (NULL when they select another), else the first they match. */
+static const struct connect_type *selected_type(const struct connect_sel *sel,
+                                                const struct connect_type *t)
+{
+    for (size_t i = 0; i < CONNECT_N_TYPES; i++) {
+        const struct connect_type *c = &connect_types[i];
+        if ((!t || t == c) && connect_sel__match(sel, "__profile_type__", c->id) &&
+            connect_sel__match(sel, "__name__", c->name))
+            return c;
+    }
+    return NULL;
+}
+
 int connect_scope__init(struct store *st, struct connect_scope *s, const char *selector,
-                        int64_t start_ms, int64_t end_ms, bool by_host, const char *profile_type,
-                        const char *type_name, char *msg, size_t msglen)
+                        int64_t start_ms, int64_t end_ms, bool by_host,
+                        const struct connect_type *t, char *msg, size_t msglen)
 {
     int64_t pid = 0;
     int err, status;
@@ -217,8 +245,7 @@ int connect_scope__init(struct store *st, struct connect_scope *s, const char *s
     for (size_t i = 0; i < s->sel.n; i++)
         by_host |= strcmp(s->sel.m[i].name, "host") == 0;
     s->by_host = by_host;
-    if (!connect_sel__match(&s->sel, "__profile_type__", profile_type) ||
-        !connect_sel__match(&s->sel, "__name__", type_name))
+    if (!(t = selected_type(&s->sel, t)))
         return 0; /* another profile type: no series */
     if (!(s->match = calloc(STORE_MAX_MATCHES, sizeof(*s->match)))) {
         snprintf(msg, msglen, "out of memory");
@@ -232,7 +259,8 @@ int connect_scope__init(struct store *st, struct connect_scope *s, const char *s
         return status;
     for (size_t a = 0; a < s->napps; a++) {
         const struct store_app *app = &s->apps[a];
-        if (!connect_sel__match(&s->sel, "service_name", app->name))
+        if (!connect_sel__match(&s->sel, "service_name", app->name) ||
+            (t->value == STORE_VALUE_OFF_CPU && !app->off_cpu_ns))
             continue;
         for (size_t k = 0; k < (by_host ? app->nhosts : 1); k++) {
             const char *host = by_host ? app->hosts[k] : NULL;
@@ -251,6 +279,7 @@ int connect_scope__init(struct store *st, struct connect_scope *s, const char *s
             *q = (struct store_query){app->name, s->from, s->to, host, pid};
             q->match = s->match;
             q->nmatch = s->nmatch;
+            q->value = t->value;
         }
     }
     return 0;

@@ -24,8 +24,6 @@
 #include "query.h"
 #include "sat.h"
 
-#define PROFILE_TYPE "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
-
 static const char *const methods[] = {
     [CM_PROFILE_TYPES] = "ProfileTypes",
     [CM_LABEL_NAMES] = "LabelNames",
@@ -51,12 +49,13 @@ enum MHD_Result http_connect__error(struct http *h, struct MHD_Connection *c, un
 
 #define BAD(msg) http_connect__error(h, c, 400, "invalid_argument", msg)
 
-/* The scope of selector over [start_ms, end_ms) for this profile type. */
+/* The scope of selector over [start_ms, end_ms) for profile type t (NULL:
+ * the selector's, connect_scope__init). */
 static int scope__init(struct http *h, struct connect_scope *s, const char *selector,
-                       int64_t start_ms, int64_t end_ms, bool by_host, char *msg, size_t msglen)
+                       int64_t start_ms, int64_t end_ms, bool by_host, const struct connect_type *t,
+                       char *msg, size_t msglen)
 {
-    return connect_scope__init(h->st, s, selector, start_ms, end_ms, by_host, PROFILE_TYPE,
-                               "process_cpu", msg, msglen);
+    return connect_scope__init(h->st, s, selector, start_ms, end_ms, by_host, t, msg, msglen);
 }
 
 /* --- answers: a protobuf-c message packed, or its JSON written --- */
@@ -121,21 +120,58 @@ static enum MHD_Result answer_names(struct http *h, struct MHD_Connection *c, bo
     return answer_pb(h, c, &r.base);
 }
 
-static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, bool json)
+/* The profile types over the request's range (0: the last hour): CPU;
+ * off-CPU and wall too when some application has off-CPU time in it. */
+static enum MHD_Result profile_types(struct http *h, struct MHD_Connection *c, bool json,
+                                     const struct connect_req *r)
 {
+    struct store_app *apps;
+    size_t napps, n = 1;
+    int err;
+
+    if (r->start_ms < 0 || r->end_ms < 0 || r->start_ms > 9000000000000ll ||
+        r->end_ms > 9000000000000ll)
+        return BAD("start, end: milliseconds since 1970 (before 2255)");
+    int64_t to = r->end_ms ? r->end_ms * 1000000 : (int64_t)clock__real_ns();
+    int64_t from = r->start_ms ? r->start_ms * 1000000 : to - 3600ll * 1000000000ll;
+    if (to <= from)
+        return BAD("start must be before end");
+    if ((err = store__applications(h->st, from, to, &apps, &napps)))
+        return http_connect__error(h, c, err == -EAGAIN ? 503 : 500,
+                                   err == -EAGAIN ? "unavailable" : "internal", strerror(-err));
+    for (size_t a = 0; a < napps; a++)
+        if (apps[a].off_cpu_ns)
+            n = CONNECT_N_TYPES;
+    store_apps__free(apps, napps);
     if (json) {
-        static const char j[] =
-            "{\"profileTypes\":[{\"ID\":\"" PROFILE_TYPE "\",\"name\":\"process_cpu\","
-            "\"sampleType\":\"cpu\",\"sampleUnit\":\"nanoseconds\",\"periodType\":\"cpu\","
-            "\"periodUnit\":\"nanoseconds\"}]}";
-        return http_respond(c, 200, "application/json", (void *)j, sizeof(j) - 1, false);
+        struct buf b;
+        buf__init(&b, 1 << 16);
+        err = json__raw(&b, "{\"profileTypes\":[");
+        for (size_t i = 0; i < n && !err; i++) {
+            err = json__raw(&b, i ? ",{\"ID\":" : "{\"ID\":");
+            err = err ?: json__str(&b, connect_types[i].id);
+            err = err ?: json__raw(&b, ",\"name\":");
+            err = err ?: json__str(&b, connect_types[i].name);
+            err = err ?: json__raw(&b, ",\"sampleType\":");
+            err = err ?: json__str(&b, connect_types[i].sample);
+            err = err
+                      ?: json__raw(&b, ",\"sampleUnit\":\"nanoseconds\",\"periodType\":\"cpu\","
+                                       "\"periodUnit\":\"nanoseconds\"}");
+        }
+        err = err ?: json__raw(&b, "]}");
+        return answer_json(h, c, &b, err);
     }
-    Types__V1__ProfileType t = TYPES__V1__PROFILE_TYPE__INIT, *tp = &t;
-    Querier__V1__ProfileTypesResponse r = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
-    t.id = PROFILE_TYPE, t.name = "process_cpu", t.sample_type = "cpu";
-    t.sample_unit = "nanoseconds", t.period_type = "cpu", t.period_unit = "nanoseconds";
-    r.profile_types = &tp, r.n_profile_types = 1;
-    return answer_pb(h, c, &r.base);
+    Types__V1__ProfileType t[CONNECT_N_TYPES], *tp[CONNECT_N_TYPES];
+    Querier__V1__ProfileTypesResponse resp = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
+    for (size_t i = 0; i < n; i++) {
+        types__v1__profile_type__init(&t[i]);
+        t[i].id = (char *)connect_types[i].id, t[i].name = (char *)connect_types[i].name;
+        t[i].sample_type = (char *)connect_types[i].sample, t[i].sample_unit = "nanoseconds";
+        t[i].period_type = "cpu", t[i].period_unit = "nanoseconds";
+        tp[i] = &t[i];
+    }
+    resp.profile_types = tp, resp.n_profile_types = n;
+    return answer_pb(h, c, &resp.base);
 }
 
 /* --- label names and values --- */
@@ -176,7 +212,7 @@ static enum MHD_Result labels(struct http *h, struct MHD_Connection *c, bool jso
         return BAD("name: required");
     /* Values of host need a query per host, to apply host's matchers. */
     status = scope__init(h, &s, r->nmatchers ? r->matchers[0] : NULL, r->start_ms, r->end_ms,
-                         values && strcmp(r->name, "host") == 0, msg, sizeof(msg));
+                         values && strcmp(r->name, "host") == 0, NULL, msg, sizeof(msg));
     if (status)
         goto fail;
     vs = calloc(s.nq + 1, sizeof(*vs));
@@ -258,12 +294,15 @@ struct series {
  * value of its group_by label). */
 #define MAX_SERIES_READS 2000
 
-static int profile_type_ok(const struct connect_req *r, char *msg, size_t msglen)
+/* The request's profile type, or NULL with msg filled. */
+static const struct connect_type *profile_type_of(const struct connect_req *r, char *msg,
+                                                  size_t msglen)
 {
-    if (r->profile_type && strcmp(r->profile_type, PROFILE_TYPE) == 0)
-        return 0;
-    snprintf(msg, msglen, "profile_typeID: %s is the only profile type here", PROFILE_TYPE);
-    return -1;
+    const struct connect_type *t = connect_type__of(r->profile_type);
+    if (!t)
+        snprintf(msg, msglen, "profile_typeID: %s, %s or %s", connect_types[0].id,
+                 connect_types[1].id, connect_types[2].id);
+    return t;
 }
 
 /* A series' labels: service_name, host and the group_by label (label), those it has. */
@@ -460,7 +499,8 @@ out:
 
 /* One series per group of the selected (application, host) pairs, grouped
  * by service_name, host and one other label as group_by asks; each point
- * the CPU nanoseconds in its step (the timeline's cpu_cores x step). */
+ * the profile type's nanoseconds (CPU, off-CPU or wall) in its step (the
+ * timeline's TYPE_cores x step). */
 static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, bool json,
                                      const struct connect_req *r)
 {
@@ -475,7 +515,8 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     enum MHD_Result ret;
 
     memset(&s, 0, sizeof(s));
-    if (profile_type_ok(r, msg, sizeof(msg)))
+    const struct connect_type *t = profile_type_of(r, msg, sizeof(msg));
+    if (!t)
         goto fail;
     for (size_t i = 0; i < r->ngroup_by; i++) {
         const char *gb = r->group_by[i];
@@ -502,7 +543,7 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
     }
     int64_t step = (int64_t)llround(r->step * 1e9);
     if ((status =
-             scope__init(h, &s, r->selector, r->start_ms, r->end_ms, by_host, msg, sizeof(msg))))
+             scope__init(h, &s, r->selector, r->start_ms, r->end_ms, by_host, t, msg, sizeof(msg))))
         goto fail;
     status = 400;
     if ((s.to - s.from) / step > 10000) {
@@ -520,7 +561,8 @@ static enum MHD_Result select_series(struct http *h, struct MHD_Connection *c, b
                                     &cap, &nsteps, msg, sizeof(msg))))
             goto fail;
     }
-    /* A group with no CPU in the range is no series (as in Pyroscope). */
+    /* A group with none of the type in the range is no series (as in
+     * Pyroscope). */
     size_t kept = 0;
     for (size_t i = 0; i < ng; i++) {
         int64_t sum = 0;
@@ -627,7 +669,8 @@ static enum MHD_Result select_merge(struct http *h, struct MHD_Connection *c, bo
     enum MHD_Result ret;
 
     memset(&s, 0, sizeof(s));
-    if (profile_type_ok(r, msg, sizeof(msg)))
+    const struct connect_type *t = profile_type_of(r, msg, sizeof(msg));
+    if (!t)
         goto fail;
     if (r->format < 0 || r->format > 1) {
         ret = http_connect__error(h, c, 501, "unimplemented",
@@ -639,7 +682,8 @@ static enum MHD_Result select_merge(struct http *h, struct MHD_Connection *c, bo
         goto fail;
     }
     int64_t t0 = (int64_t)clock__mono_ns();
-    if ((status = scope__init(h, &s, r->selector, r->start_ms, r->end_ms, false, msg, sizeof(msg))))
+    if ((status =
+             scope__init(h, &s, r->selector, r->start_ms, r->end_ms, false, t, msg, sizeof(msg))))
         goto fail;
     status = 500;
     snprintf(msg, sizeof(msg), "out of memory");
@@ -725,7 +769,7 @@ enum MHD_Result http_connect__handle(struct http *h, struct MHD_Connection *c, c
         return BAD(msg);
     switch (m) {
     case CM_PROFILE_TYPES:
-        ret = profile_types(h, c, json);
+        ret = profile_types(h, c, json, &r);
         break;
     case CM_LABEL_NAMES:
     case CM_LABEL_VALUES:

@@ -65,6 +65,19 @@ struct ch_store {
     atomic_bool closing;   /* close waits for warm: it stops between statements */
 };
 
+/* Schema upgrades in place (store_clickhouse_upgrade.c). added: whether
+ * column of type in table (its name without _local) is one an upgrade
+ * adds; count: how many it adds to table. run: adds the columns the
+ * upgrade adds wherever they lack, on every node (ON CLUSTER through the
+ * one URL of a cluster), logging each; safe to run again, and beside
+ * another server doing the same; 0, or -EAGAIN with why filled. forget:
+ * deletes the version rows other than version, on every node (a
+ * mutation, done in the background; a failure is logged only). */
+bool chs_upgrade__added(const char *table, const char *column, const char *type);
+int chs_upgrade__count(const char *table);
+int chs_upgrade__run(struct ch_store *st, char *why, size_t whylen);
+void chs_upgrade__forget(struct ch_store *st, int version);
+
 /* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
 #define CH_FN_KEY_LEN 16
 

@@ -11,8 +11,15 @@
  *   2  stacks and functions by day, rollups (the version row since this
  *      file; databases made by servers before it hold none, but the
  *      columns of their tables are this schema's, which says it)
- *   3  off_cpu_ns in profiles, samples and rollups: off-CPU time (a version
- *      2 database is refused, naming it, like any older one)
+ *   3  off_cpu_ns in profiles, samples and rollups: off-CPU time; a version
+ *      2 database (or one made before versions were kept) is upgraded in
+ *      place at start (store_clickhouse_upgrade.c): the columns added on
+ *      every node, then the row of version 3 stored and that of version 2
+ *      deleted. meta is a plain MergeTree, so the two rows live side by
+ *      side until ClickHouse has run the deletion: a server of this
+ *      version reads versions 2 and 3 together as an upgrade to finish
+ *      (run again: it does only what is left), an older server refuses
+ *      them (several versions) as it refuses 3 alone (newer).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +30,8 @@
 #include "store_clickhouse_int.h"
 
 #define SCHEMA_VERSION 3
+/* The oldest version this server upgrades in place. */
+#define UPGRADE_FROM 2
 
 static const struct {
     const char *name, *columns, *engine, *shard;
@@ -98,18 +107,22 @@ static int table_of(const struct ch_store *st, const char *name, bool *local)
 }
 
 /* What the database holds on node: *ours, how many of our tables; *same,
- * whether each has this schema's columns; *version, the version row (0:
- * none). Returns 0, or -EAGAIN with why filled (ClickHouse failed), or
- * -EBADMSG when the database holds several versions. */
-static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same, uint64_t *version,
-                         char *why, size_t whylen)
+ * whether each has this schema's columns; *older, whether each has them
+ * or the previous schema's (some columns an upgrade adds lacking);
+ * *version, the version row (0: none; UPGRADE_FROM when rows of it and of
+ * this version are both there: an upgrade not finished). Returns 0, or
+ * -EAGAIN with why filled (ClickHouse failed), or -EBADMSG when the
+ * database holds several versions otherwise. */
+static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same, bool *older,
+                         uint64_t *version, char *why, size_t whylen)
 {
-    int seen[N_TABLES][2] = {{0}};
+    int seen[N_TABLES][2] = {{0}}, news[N_TABLES][2] = {{0}};
     struct buf sql, ans;
     int err = 0;
 
     *ours = 0;
     *same = true;
+    *older = true;
     *version = 0;
     buf__init(&sql, 1 << 16);
     buf__init(&ans, 1 << 24);
@@ -130,7 +143,9 @@ static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same
             continue; /* not ours */
         seen[i][local]++;
         if (!has_column(tables[i].columns, f[1], f[2]))
-            *same = false;
+            *same = *older = false;
+        else if (chs_upgrade__added(tables[i].name, f[1], f[2]))
+            news[i][local]++;
     }
     if (n != 0) {
         snprintf(why, whylen, "a garbled answer listing the columns");
@@ -145,6 +160,11 @@ static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same
             (*ours)++;
             if (seen[i][local] != count_columns(tables[i].columns))
                 *same = false;
+            /* The columns an upgrade adds may lack, all or some of them
+             * (an upgrade interrupted half-way). */
+            if (seen[i][local] + chs_upgrade__count(tables[i].name) - news[i][local] !=
+                count_columns(tables[i].columns))
+                *older = false;
             /* On a cluster the Distributed meta reads every shard's rows. */
             if (i == 0 && (!meta || !local))
                 meta = local ? "meta_local" : "meta";
@@ -154,21 +174,26 @@ static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same
     buf__reset(&sql);
     if ((err = ch_sql__appendf(&sql,
                                "SELECT DISTINCT v FROM %s.%s WHERE k = 'schema_version' "
-                               "FORMAT TabSeparated",
+                               "ORDER BY v FORMAT TabSeparated",
                                st->db, meta)) ||
         (err = chs_exec_why(st, node, NULL, &sql, &ans, why, whylen)))
         goto out;
     ch_tsv__init(&t, ans.data, ans.len);
     for (int rows = 0; (n = ch_tsv__row(&t, f, 1)) != 0; rows++) {
-        if (n != 1 || ch_tsv__u64(f[0], version)) {
+        uint64_t v;
+        if (n != 1 || ch_tsv__u64(f[0], &v)) {
             snprintf(why, whylen, "a garbled answer reading the schema version");
             err = -EAGAIN;
             goto out;
         }
-        if (rows) {
+        /* Ordered: an upgrade's old row, then its new one (until
+         * ClickHouse has deleted the old one). */
+        if (rows && !(rows == 1 && *version == UPGRADE_FROM && v == SCHEMA_VERSION)) {
             err = -EBADMSG;
             goto out;
         }
+        if (!rows)
+            *version = v;
     }
 out:
     buf__free(&sql);
@@ -214,63 +239,87 @@ out:
     return err;
 }
 
+/* Whether node's database can be taken as it is or upgraded (*upgrade
+ * set): 0; or -1 with err filled saying why not and what to do. *version
+ * gets the version row found, if any. */
+static int check_node(struct ch_store *st, size_t i, uint64_t *version, bool *upgrade, char *err,
+                      size_t errlen)
+{
+    const char *url = st->nodes[i];
+    char why[600] = "";
+    int ours, e;
+    bool same, older;
+    uint64_t v;
+
+    if ((e = schema_survey(st, i, &ours, &same, &older, &v, why, sizeof(why)))) {
+        if (e == -EBADMSG)
+            snprintf(err, errlen,
+                     "clickhouse: database %s at %s holds several schema versions: it was "
+                     "not made by codexray-server alone; give another --clickhouse-database",
+                     st->db, url);
+        else
+            snprintf(err, errlen, "clickhouse: cannot read database %s at %s: %s", st->db, url,
+                     why);
+        return -1;
+    }
+    if (v && v < UPGRADE_FROM) {
+        snprintf(err, errlen,
+                 "clickhouse: database %s at %s holds schema version %llu, older than this "
+                 "server's %d, which cannot use it: start the server with a new "
+                 "--clickhouse-database (the old one stays readable by the server version "
+                 "that made it; drop it when its profiles are no longer needed)",
+                 st->db, url, (unsigned long long)v, SCHEMA_VERSION);
+        return -1;
+    }
+    if (v > SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "clickhouse: database %s at %s holds schema version %llu, newer than this "
+                 "server's %d: run a codexray-server as new as the one that made it, or give "
+                 "another --clickhouse-database",
+                 st->db, url, (unsigned long long)v, SCHEMA_VERSION);
+        return -1;
+    }
+    /* Version 2, or made before versions were kept (version 2 or 1): the
+     * upgrade adds the columns it lacks, if its tables are version 2's. */
+    if ((v == UPGRADE_FROM || (!v && ours)) && !same && !older) {
+        if (v)
+            snprintf(err, errlen,
+                     "clickhouse: database %s at %s holds schema version %llu, but its tables "
+                     "are neither that version's nor this server's (%d), so it cannot be "
+                     "upgraded: tables changed by hand? start the server with a new "
+                     "--clickhouse-database",
+                     st->db, url, (unsigned long long)v, SCHEMA_VERSION);
+        else
+            snprintf(err, errlen,
+                     "clickhouse: database %s at %s holds tables of another schema than this "
+                     "server's (version %d), without a version: the first schema (version 1, "
+                     "made by the first codexray-server with ClickHouse), or tables not made "
+                     "by codexray-server; start the server with a new --clickhouse-database "
+                     "(drop the old one when its profiles are no longer needed)",
+                     st->db, url, SCHEMA_VERSION);
+        return -1;
+    }
+    if (v == UPGRADE_FROM || (!v && ours && !same))
+        *upgrade = true;
+    if (v)
+        *version = v;
+    return 0;
+}
+
 int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
 {
     size_t nodes = st->on_cluster ? 1 : st->nnodes;
     uint64_t version = 0;
+    bool upgrade = false;
     char why[600] = "";
     struct buf sql;
     int rc = -1;
 
     buf__init(&sql, 4096);
-    /* Every node is looked at before anything is made on any. */
-    for (size_t i = 0; i < nodes; i++) {
-        const char *url = st->nodes[i];
-        int ours, e;
-        bool same;
-        uint64_t v;
-        if ((e = schema_survey(st, i, &ours, &same, &v, why, sizeof(why)))) {
-            if (e == -EBADMSG)
-                snprintf(err, errlen,
-                         "clickhouse: database %s at %s holds several schema versions: it was "
-                         "not made by codexray-server alone; give another --clickhouse-database",
-                         st->db, url);
-            else
-                snprintf(err, errlen, "clickhouse: cannot read database %s at %s: %s", st->db, url,
-                         why);
+    /* Every node is looked at before anything is made or changed on any. */
+    for (size_t i = 0; i < nodes; i++)
+        if (check_node(st, i, &version, &upgrade, err, errlen))
             goto out;
-        }
-        if (v && v < SCHEMA_VERSION) {
-            snprintf(err, errlen,
-                     "clickhouse: database %s at %s holds schema version %llu, older than this "
-                     "server's %d, which cannot use it: start the server with a new "
-                     "--clickhouse-database (the old one stays readable by the server version "
-                     "that made it; drop it when its profiles are no longer needed)",
-                     st->db, url, (unsigned long long)v, SCHEMA_VERSION);
-            goto out;
-        }
-        if (v > SCHEMA_VERSION) {
-            snprintf(err, errlen,
-                     "clickhouse: database %s at %s holds schema version %llu, newer than this "
-                     "server's %d: run a codexray-server as new as the one that made it, or give "
-                     "another --clickhouse-database",
-                     st->db, url, (unsigned long long)v, SCHEMA_VERSION);
-            goto out;
-        }
-        if (!v && ours && !same) {
-            snprintf(err, errlen,
-                     "clickhouse: database %s at %s holds tables of another schema than this "
-                     "server's (version %d), without a version: an older schema (version 1, "
-                     "made by the first codexray-server with ClickHouse, or version 2 made "
-                     "before versions were kept), or tables not made by codexray-server; "
-                     "start the server with a new --clickhouse-database (drop the old one "
-                     "when its profiles are no longer needed)",
-                     st->db, url, SCHEMA_VERSION);
-            goto out;
-        }
-        if (v)
-            version = v;
-    }
     for (size_t i = 0; i < nodes; i++)
         if (create_schema(st, i, why, sizeof(why))) {
             if (st->on_cluster)
@@ -285,9 +334,21 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
                          st->nodes[i], why);
             goto out;
         }
-    /* A new database, or one made before versions were kept: this one.
-     * Servers starting at once may each add the row: the same row. */
-    if (!version &&
+    if (upgrade) {
+        log_info("store: clickhouse database %s: upgrading schema version %llu to %d in place",
+                 st->db, (unsigned long long)(version ? version : UPGRADE_FROM), SCHEMA_VERSION);
+        if (chs_upgrade__run(st, why, sizeof(why))) {
+            snprintf(err, errlen,
+                     "clickhouse: cannot upgrade database %s to schema version %d: %s (nothing "
+                     "is lost: a server started again finishes the upgrade)",
+                     st->db, SCHEMA_VERSION, why);
+            goto out;
+        }
+    }
+    /* A new database, one made before versions were kept, or upgraded:
+     * this version, stored once every node has its tables. Servers
+     * starting at once may each add the row: the same row. */
+    if ((!version || upgrade) &&
         (ch_sql__appendf(&sql, "INSERT INTO %s.meta (draw, k, v) VALUES (0, 'schema_version', %d)",
                          st->db, SCHEMA_VERSION) ||
          chs_exec_why(st, 0, NULL, &sql, NULL, why, sizeof(why)))) {
@@ -295,8 +356,12 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
                  why);
         goto out;
     }
+    if (upgrade && version)
+        chs_upgrade__forget(st, SCHEMA_VERSION);
     log_info("store: clickhouse database %s, schema version %d%s", st->db, SCHEMA_VERSION,
-             version ? "" : " (stored now)");
+             upgrade   ? " (upgraded now)"
+             : version ? ""
+                       : " (stored now)");
     rc = 0;
 out:
     buf__free(&sql);

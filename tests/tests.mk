@@ -29,7 +29,7 @@ CH_TEST_OBJS := $(call obj,server/ch_sql.c server/store_clickhouse.c server/stor
     server/store_clickhouse_batch.c server/store_clickhouse_group.c server/store_clickhouse_warm.c \
     server/store_clickhouse_names.c server/store_clickhouse_frames.c \
     server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/stack_key.c \
-    server/store_common.c)
+    server/store_clickhouse_upgrade.c server/store_common.c)
 $(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(CH_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(CH_TEST_OBJS) $(LDLIBS) -lcmocka
@@ -415,7 +415,7 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/ch_sql.c server/store_clickhouse.c server/store_clickhouse_rw.c \
            server/store_clickhouse_batch.c server/store_clickhouse_group.c \
            server/store_clickhouse_warm.c server/store_clickhouse_names.c \
-           server/store_clickhouse_frames.c \
+           server/store_clickhouse_frames.c server/store_clickhouse_upgrade.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
            server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c \

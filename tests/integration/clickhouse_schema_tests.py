@@ -3,7 +3,9 @@
 ZooKeeper for ClickHouse's distributed DDL), and the schema version kept in
 the database, which makes a server refuse a database of another schema."""
 import os
+import shutil
 import subprocess
+import threading
 import time
 
 import clickhouse_cluster
@@ -24,10 +26,13 @@ def new_db(what):
 class SlowServer(Server):
     """A server whose start may take long: through one URL its tables are
     made ON CLUSTER, a round through ZooKeeper and every node per table.
-    Up once /healthz answers, within 60 s, while it runs."""
+    Up once /healthz answers, within 60 s, while it runs. binary: another
+    build's server (None: this one's)."""
+    binary = None
+
     def start(self):
         self.log = open(os.path.join(os.path.dirname(self.data), f"server-{self.port}.log"), "a")
-        self.p = subprocess.Popen([st.SERVER, "--listen", f"127.0.0.1:{self.port}", "--data-dir",
+        self.p = subprocess.Popen([self.binary or st.SERVER, "--listen", f"127.0.0.1:{self.port}", "--data-dir",
                                    self.data, *self.args], stderr=self.log)
         end = time.monotonic() + 60
         while time.monotonic() < end and self.p.poll() is None:
@@ -43,11 +48,11 @@ def tables_on(node, db):
     return set(node.query(f"SELECT name FROM system.tables WHERE database = '{db}'").split())
 
 
-def refused(tmp, *args):
+def refused(tmp, *args, binary=None):
     """Runs a server expected to refuse to start: its exit code (None when
     it did start) and log."""
     try:
-        p = subprocess.run([st.SERVER, "--listen", f"127.0.0.1:{st.free_port()}", "--data-dir",
+        p = subprocess.run([binary or st.SERVER, "--listen", f"127.0.0.1:{st.free_port()}", "--data-dir",
                             os.path.join(tmp, "refused-data"), *args], capture_output=True,
                            text=True, timeout=60)
     except subprocess.TimeoutExpired as e:
@@ -182,8 +187,10 @@ def make_tables(db, defs):
 
 def test_ch_schema_version(tmp):
     """A new database gets the schema version; a server meeting one of an
-    older schema (the first, with no version) or of a newer version refuses
-    to start, names the database and what to do, and changes nothing in it;
+    older schema (the first, with no version, or with version 2's row), or
+    of a newer version refuses to start, names the database and what to
+    do, and changes nothing in it (version 2 is upgraded:
+    test_ch_schema_upgrade);
     a database made before versions were kept, with this schema's tables,
     is taken and gets its version."""
     nodes = clickhouse_cluster.cluster()
@@ -201,17 +208,20 @@ def test_ch_schema_version(tmp):
     check(f"database {db1} at {nodes[0].url}" in log and "version 1" in log and
           "new --clickhouse-database" in log, f"the refusal: {log[-800:]}")
     check([tables_on(n, db1) for n in nodes] == before, "tables changed in the refused database")
-    # A newer schema's version row, and the schema before off-CPU time (2).
-    for v, word in ((4, "newer"), (2, "older")):
+    # A newer schema's version row; version 2's row over tables that are
+    # not version 2's (the first schema's): not upgraded.
+    for v, tabs, text in ((4, V1[:1], "holds schema version 4, newer than this server's 3"),
+                          (2, V1, "holds schema version 2, but its tables are neither that "
+                           "version's nor this server's (3), so it cannot be upgraded")):
         db3 = new_db(f"v{v}")
-        make_tables(db3, V1[:1])
+        make_tables(db3, tabs)
+        before = [tables_on(n, db3) for n in nodes]
         nodes[0].query(f"INSERT INTO {db3}.meta_local VALUES (0, 'schema_version', {v})")
         rc, log = refused(tmp, *args(db3))
         check(rc not in (0, None), f"started on schema {v}: {rc}")
-        check(f"database {db3} at {nodes[0].url} holds schema version {v}, {word} than this "
-              "server's 3" in log and "--clickhouse-database" in log, f"the refusal: {log[-800:]}")
-        check(tables_on(nodes[1], db3) == {"meta", "meta_local"},
-              "tables made in a refused database")
+        check(f"database {db3} at {nodes[0].url} {text}" in log and "--clickhouse-database" in log,
+              f"the refusal: {log[-800:]}")
+        check([tables_on(n, db3) for n in nodes] == before, "tables made in a refused database")
     # A new database: version 3 stored, and taken again at the next start.
     db2 = new_db("v3")
     srv = Server(tmp, *args(db2))
@@ -235,4 +245,161 @@ def test_ch_schema_version(tmp):
         srv.stop()
 
 
-TESTS = [test_ch_on_cluster, test_ch_schema_version]
+# The last commit whose server makes schema version 2 (before off-CPU time).
+V2_COMMIT = "eb3d955"
+
+
+def v2_server(tmp):
+    """codexray-server of schema version 2, built from git V2_COMMIT in a
+    temporary clone of this repository, once: kept in build/."""
+    out = os.path.join(st.ROOT, "build", f"server-{V2_COMMIT}", "codexray-server")
+    if os.path.exists(out):
+        return out
+    src = os.path.join(tmp, f"src-{V2_COMMIT}")
+    t = time.monotonic()
+    subprocess.run(["git", "clone", "-q", "--no-checkout", st.ROOT, src], check=True)
+    subprocess.run(["git", "-C", src, "checkout", "-q", V2_COMMIT], check=True)
+    r = subprocess.run(["make", "-C", src, "-j2", "build/codexray-server"], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, f"building the {V2_COMMIT} server: {r.stderr[-800:]}")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    shutil.copy(os.path.join(src, "build", "codexray-server"), out + ".tmp")
+    os.rename(out + ".tmp", out)
+    shutil.rmtree(src)
+    print(f"    the {V2_COMMIT} server built in {time.monotonic() - t:.0f} s")
+    return out
+
+
+class V2Server(SlowServer):
+    binary = None  # set by the test: v2_server()
+
+
+UPGRADED = ("profiles", "samples", "rollups")
+
+
+def versions_of(node, db):
+    """The distinct schema versions in meta (servers starting at once may
+    each store the same row)."""
+    return node.query(f"SELECT DISTINCT v FROM {db}.meta WHERE k = 'schema_version' "
+                      "ORDER BY v").split()
+
+
+def off_cpu_on(node, db):
+    """The tables (T and T_local) holding off_cpu_ns on node."""
+    return set(node.query(f"SELECT table FROM system.columns WHERE database = '{db}' AND "
+                          f"name = 'off_cpu_ns' AND type = 'Int64'").split())
+
+
+def start_together(mk, n=2):
+    """n servers started at once (mk(i) makes one): the list, or Failure."""
+    out, errs = [None] * n, []
+
+    def one(i):
+        try:
+            out[i] = mk(i)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errs.append(f"server {i}: {e}")
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        for s in out:
+            if s:
+                s.stop()
+        raise st.Failure("; ".join(errs))
+    return out
+
+
+def upgrade_case(tmp, nodes, db, urls, half):
+    """A version 2 database made by the V2_COMMIT server through urls,
+    holding profiles; half(db) alters some tables by hand (an upgrade
+    interrupted half-way); two servers of this build started at once
+    upgrade it: off_cpu_ns on every node's tables, version 3 alone in
+    meta once ClickHouse has run the deletion, the old profiles read
+    (off-CPU 0), new off-CPU profiles stored, and the V2_COMMIT server
+    refuses the database as newer."""
+    import offcpu_server_tests as oc
+
+    def args(url_list):
+        return ["--clickhouse", url_list, "--clickhouse-cluster", clickhouse_cluster.CLUSTER,
+                "--clickhouse-database", db]
+    for d in ("v2", "new0", "new1"):
+        os.makedirs(os.path.join(tmp, d), exist_ok=True)
+    old = V2Server(os.path.join(tmp, "v2"), *args(urls))
+    try:
+        for pid in range(100, 108):
+            r = old.post(f"/api/v1/profiles?pid={pid}", good_profile("upg", fn=f"old_{pid % 2}"))
+            check(r[0] == 202, f"post to the v2 server: {r}")
+        want_old = {"old_0": 20, "old_1": 20}
+        check(st.stacks_of(old, "app=upg&from=now-10m") == want_old, "the v2 server's profile")
+    finally:
+        old.stop()
+    check(versions_of(nodes[0], db) == ["2"], f"v2 version {versions_of(nodes[0], db)}")
+    check(not any(off_cpu_on(n, db) for n in nodes), "off_cpu_ns in a v2 database")
+    half(db)
+    before = [off_cpu_on(n, db) for n in nodes]
+    print(f"    off_cpu_ns before the upgrade: {[sorted(b) for b in before]}")
+
+    dirs = [os.path.join(tmp, f"new{i}") for i in range(2)]
+    srvs = start_together(lambda i: SlowServer(dirs[i], *args(urls)))
+    try:
+        want = {f"{t}{s}" for t in UPGRADED for s in ("", "_local")}
+        for i, n in enumerate(nodes):
+            check(off_cpu_on(n, db) == want, f"node {i}: off_cpu_ns on {sorted(off_cpu_on(n, db))}")
+        for i, n in enumerate(nodes):
+            check(int(n.query(f"SELECT count() FROM {db}.samples_local")) > 0, f"node {i} empty")
+        deadline = time.time() + 30
+        while versions_of(nodes[0], db) != ["3"] and time.time() < deadline:
+            time.sleep(0.2)
+        check(versions_of(nodes[0], db) == ["3"], f"versions {versions_of(nodes[0], db)}")
+        logs = "".join(open(os.path.join(d, f"server-{s.port}.log")).read()
+                       for d, s in zip(dirs, srvs))
+        added = [l.split(" store: ", 1)[1] for l in logs.splitlines()
+                 if " store: " in l and "column off_cpu_ns " in l]
+        for l in added:
+            print("    ", l[:200])
+        check(added and "(upgraded now)" in logs, f"the upgrade not logged: {logs[-1500:]}")
+        for s in srvs:
+            check(st.stacks_of(s, "app=upg&from=now-10m") == want_old, "the old profiles")
+            check(st.stacks_of(s, "app=upg&from=now-10m&type=off_cpu") == {},
+                  "the old profiles' off-CPU time is not 0")
+        now = time.time_ns()
+        r = srvs[0].post("/api/v1/profiles?pid=7", oc.offcpu_profile("upgoff", now))
+        check(r[0] == 202, f"post an off-CPU profile: {r}")
+        got = st.stacks_of(srvs[1], "app=upgoff&from=now-10m&type=off_cpu")
+        check(got == {";".join(s): off for s, _, _, off in oc.STACKS if off}, f"off-CPU: {got}")
+    finally:
+        for s in srvs:
+            s.stop()
+    rc, log = refused(tmp, *args(urls), binary=V2Server.binary)
+    check(rc not in (0, None) and "holds schema version 3, newer than this server's 2" in log,
+          f"the v2 server on the upgraded database: {rc} {log[-600:]}")
+
+
+def test_ch_schema_upgrade(tmp):
+    """Version 2 to 3 in place (issue 32): through every node's URL, and
+    through one URL ON CLUSTER; each with an upgrade interrupted half-way
+    and two servers starting at once (upgrade_case)."""
+    V2Server.binary = v2_server(tmp)
+    nodes = clickhouse_cluster.cluster(ddl=True)
+
+    def node1_samples(db):
+        for t in ("samples_local", "samples"):
+            nodes[1].query(f"ALTER TABLE {db}.{t} ADD COLUMN off_cpu_ns Int64 DEFAULT 0 "
+                           "AFTER cpu_ns")
+
+    def node0_profiles_and_row(db):
+        nodes[0].query(f"ALTER TABLE {db}.profiles_local ADD COLUMN off_cpu_ns Int64 DEFAULT 0 "
+                       "AFTER labels")
+        nodes[0].query(f"INSERT INTO {db}.meta VALUES (0, 'schema_version', 3)")
+    urls = ",".join(n.url for n in nodes)
+    print("    every node's URL:")
+    upgrade_case(tmp, nodes, new_db("upg"), urls, node1_samples)
+    print("    one URL, ON CLUSTER:")
+    upgrade_case(os.path.join(tmp, "oc"), nodes, new_db("upgoc"), nodes[0].url,
+                 node0_profiles_and_row)
+
+
+TESTS = [test_ch_on_cluster, test_ch_schema_version, test_ch_schema_upgrade]

@@ -142,23 +142,29 @@ def test_pyroscope_nodejs_split(tmp):
         srv.stop()
 
 
-def querier_profile(t_ns, stacks):
+def querier_profile(t_ns, stacks, off=()):
     """A pprof of stacks ([(leaf-first function names, samples)]), 10 ms of
-    CPU a sample, at t_ns."""
-    fns = sorted({f for st, _ in stacks for f in st})
-    strings = ["", "samples", "count", "cpu", "nanoseconds", *fns]
+    CPU a sample, at t_ns; with off ([(leaf-first names, off-CPU ns)]), a
+    third sample type off_cpu/nanoseconds and those stacks' off-CPU
+    samples, as the agent writes them (OFFCPU_CONTRACT.md)."""
+    fns = sorted({f for st, _ in [*stacks, *off] for f in st})
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "off_cpu", *fns]
     fid = {f: i + 1 for i, f in enumerate(fns)}
-    samples = [([fid[f] for f in st], [n, n * 10000000], []) for st, n in stacks]
-    return profile(strings, [(1, 2), (3, 4)], samples,
+    zero = [0] if off else []
+    samples = [([fid[f] for f in st], [n, n * 10000000, *zero], []) for st, n in stacks]
+    samples += [([fid[f] for f in st], [0, 0, ns], []) for st, ns in off]
+    return profile(strings, [(1, 2), (3, 4), *([(5, 4)] if off else [])], samples,
                    locations=[(i, i) for i in fid.values()],
-                   functions=[(i, 5 + i - 1) for i in fid.values()], time_ns=t_ns)
+                   functions=[(i, 6 + i - 1) for i in fid.values()], time_ns=t_ns)
 
 
 def test_pyroscope_querier(tmp):
     """Pyroscope's querier API (what Grafana's Pyroscope data source calls)
     through the real Connect client from npm in binary protobuf and JSON
     (tests/pyroscope/query.js): every answer as our /api/v1 answers the same
-    query, the flame graph rebuilt as Grafana's levelsToTree rebuilds it."""
+    query, the flame graph rebuilt as Grafana's levelsToTree rebuilds it;
+    for CPU, and for off-CPU and wall time where a range has off-CPU time
+    (web on h1: blocked in lock and in read)."""
     check(os.path.isdir(os.path.join(PYRO, "node_modules", "@connectrpc", "connect-node")),
           "@connectrpc/connect-node missing: run 'make integration' (npm ci in tests/pyroscope)")
     p = subprocess.run(["npx", "buf", "generate"], cwd=PYRO, capture_output=True, text=True,
@@ -168,17 +174,20 @@ def test_pyroscope_querier(tmp):
     try:
         now = int(time.time())
         t0 = now - 900
-        # Two applications, web on two hosts with a pod label on one.
+        # Two applications, web on two hosts with a pod label on one, and
+        # off-CPU time on that one; an hour before, db alone, CPU alone.
+        off = [(["futex_wait", "lock", "a", "main"], 3 * 10**9), (["read", "d", "a", "main"], 10**9)]
         loads = [("web", "h1", {"pod": "web-0"}, [(["c", "b", "a", "main"], 30),
                                                  (["d", "a", "main"], 20),
-                                                 (["b", "main"], 7), (["main"], 3)]),
+                                                 (["b", "main"], 7), (["main"], 3)], off, t0),
                  ("web", "h2", {}, [(["c", "b", "a", "main"], 11), (["e", "main"], 5),
-                                    (["x" * 300, "main"], 1)]),
-                 ("db", "h1", {}, [(["scan", "query", "main"], 40)])]
-        for k, (app, host, extra, stacks) in enumerate(loads):
+                                    (["x" * 300, "main"], 1)], (), t0),
+                 ("db", "h1", {}, [(["scan", "query", "main"], 40)], (), t0),
+                 ("db", "h1", {}, [(["scan", "main"], 9)], (), t0 - 3600)]
+        for k, (app, host, extra, stacks, off_stacks, t) in enumerate(loads):
             for minute in range(3):
                 q = urllib.parse.urlencode({"service": app, "host": host, **extra})
-                body = querier_profile((t0 + 120 + 60 * minute + k) * 10**9, stacks)
+                body = querier_profile((t + 120 + 60 * minute + k) * 10**9, stacks, off_stacks)
                 st, b = srv.post(f"/api/v1/profiles?{q}", body,
                                  {"Authorization": f"Bearer {KEY}"})
                 check(st == 202, f"ingest {app}/{host}: {st} {b[:200]!r}")
@@ -193,8 +202,8 @@ def test_pyroscope_querier(tmp):
                 st, b = srv.post(f"/ingest?{q}", lines, {"Authorization": f"Bearer {KEY}"})
                 check(st == 200, f"/ingest {name}: {st} {b[:200]!r}")
         p = subprocess.run(["node", os.path.join(PYRO, "query.js"), srv.url, "querier-read", "web",
-                            str(t0), str(now + 60)], capture_output=True, text=True, timeout=180,
-                           cwd=PYRO)
+                            str(t0), str(now + 60), "keyed", str(t0 - 3600), str(t0 - 1800)],
+                           capture_output=True, text=True, timeout=180, cwd=PYRO)
         print(p.stdout[-3000:])
         check(p.returncode == 0, f"query.js exited {p.returncode}: {p.stderr[-3000:]}")
         check("all ok" in p.stdout, "query.js did not finish")

@@ -7,17 +7,31 @@
 // flame graph is rebuilt from its levels exactly as Grafana's levelsToTree
 // does (grafana/grafana, pkg/tsdb/grafana-pyroscope-datasource) and compared
 // node by node with our /api/v1/profile?format=flamegraph tree.
-// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S [open]
-// ("open": the server has no read key, so a call without one is answered)
+// The off-CPU and wall profile types are expected where some application
+// has off-CPU time in [FROM_S, TO_S), and checked as CPU is.
+// Usage: node query.js SERVER_URL READ_KEY APP FROM_S TO_S [open|keyed
+//        [CPU_FROM_S CPU_TO_S]]
+// ("open": the server has no read key, so a call without one is answered;
+// with CPU_FROM_S and CPU_TO_S, APP must have off-CPU time in [FROM_S,
+// TO_S), and [CPU_FROM_S, CPU_TO_S) holds profiles of CPU time alone, where
+// CPU alone is offered)
 // Prints one line per check; exits 1 on the first mismatch.
 "use strict";
 const { createClient, ConnectError, Code } = require("@connectrpc/connect");
 const { createConnectTransport } = require("@connectrpc/connect-node");
 const { QuerierService, ProfileFormat } = require("./gen/querier/v1/querier_pb");
 
-const [url, key, app, fromS, toS, open] = process.argv.slice(2);
+const [url, key, app, fromS, toS, open, cpuFromS, cpuToS] = process.argv.slice(2);
 const start = BigInt(fromS) * 1000n, end = BigInt(toS) * 1000n;
 const TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+// [ID, name, sampleType, sampleUnit, periodType, periodUnit] and our type=.
+const TYPES = [
+    [[TYPE, "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds"], "cpu"],
+    [["off_cpu:off_cpu:nanoseconds:cpu:nanoseconds", "off_cpu", "off_cpu", "nanoseconds", "cpu",
+      "nanoseconds"], "off_cpu"],
+    [["wall:wall:nanoseconds:cpu:nanoseconds", "wall", "wall", "nanoseconds", "cpu",
+      "nanoseconds"], "wall"],
+];
 
 function fail(msg) {
     console.error("FAIL: " + msg);
@@ -127,10 +141,25 @@ async function run(binary) {
     const c = client(binary), tag = binary ? "binary" : "json";
     const sel = `{service_name="${app}"}`;
 
+    // The applications with off-CPU time (ours): the off-CPU and wall types
+    // are offered when there is one, and the off-CPU type selects them.
+    const offApps = (await ours(`/api/v1/applications?from=${fromS}&to=${toS}&type=off_cpu`))
+        .applications.filter((a) => a.off_cpu_cores > 0).map((a) => a.name).sort();
+    if (cpuFromS && !offApps.includes(app))
+        fail(`${app} has no off-CPU time: ${JSON.stringify(offApps)}`);
+    const types = offApps.length ? TYPES : TYPES.slice(0, 1);
+    const fields = (t) => [t.ID, t.name, t.sampleType, t.sampleUnit, t.periodType, t.periodUnit];
     const pt = await c.profileTypes({ start, end });
-    same(`${tag} ProfileTypes`, pt.profileTypes.map((t) => [t.ID, t.name, t.sampleType,
-        t.sampleUnit, t.periodType, t.periodUnit]),
-         [[TYPE, "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds"]]);
+    same(`${tag} ProfileTypes`, pt.profileTypes.map(fields), types.map((t) => t[0]));
+    if (cpuFromS) {
+        const cpuOnly = await c.profileTypes({ start: BigInt(cpuFromS) * 1000n,
+                                               end: BigInt(cpuToS) * 1000n });
+        same(`${tag} ProfileTypes where no profile has off-CPU time`,
+             cpuOnly.profileTypes.map(fields), [TYPES[0][0]]);
+        const offSvc = await c.labelValues({ name: "service_name", start, end,
+            matchers: [`{__profile_type__="${TYPES[1][0][0]}"}`] });
+        same(`${tag} LabelValues service_name of the off-CPU type`, offSvc.names, offApps);
+    }
 
     const apps = (await ours(`/api/v1/applications?from=${fromS}&to=${toS}`)).applications;
     const mine = apps.find((a) => a.name === app);
@@ -155,42 +184,61 @@ async function run(binary) {
         same(`${tag} LabelValues ${k} ${sel}`, v.names, [...labels[k]].sort());
     }
 
-    // SelectSeries: CPU ns a step; our timeline has cores (CPU ns / step ns).
     const step = 60;
-    const tl = await ours(`/api/v1/timeline?app=${app}&from=${fromS}&to=${toS}&step=${step}`);
-    const ss = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end, step,
-                                      groupBy: ["service_name"] });
-    if (ss.series.length !== 1)
-        fail(`${tag} SelectSeries: ${ss.series.length} series, want 1`);
-    same(`${tag} SelectSeries labels`, ss.series[0].labels.map((l) => [l.name, l.value]),
-         [["service_name", app]]);
-    const got = ss.series[0].points.map((p) => [Number(p.timestamp), p.value / (step * 1e9)]);
-    const wantPts = tl.cpu_cores.map((v, i) => [Math.round((tl.from + i * step) * 1000), v]);
-    if (got.length !== wantPts.length)
-        fail(`${tag} SelectSeries: ${got.length} points, want ${wantPts.length}`);
-    for (let i = 0; i < got.length; i++)
-        if (got[i][0] !== wantPts[i][0] || Math.abs(got[i][1] - wantPts[i][1]) > 1e-9 * Math.max(1, wantPts[i][1]))
-            fail(`${tag} SelectSeries point ${i}: ${got[i]} want ${wantPts[i]}`);
-    console.log(`ok ${tag} SelectSeries: ${got.length} points as /api/v1/timeline`);
-    const byHost = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end,
-                                          step, groupBy: ["host"] });
-    same(`${tag} SelectSeries by host`, byHost.series.map((s) => s.labels[0].value).sort(),
-         [...mine.hosts].sort());
+    for (const [[TYPE], ours_t] of types) {
+        // SelectSeries: the type's ns a step; our timeline has cores (ns / step ns).
+        const tl = await ours(`/api/v1/timeline?app=${app}&from=${fromS}&to=${toS}&step=${step}` +
+                              `&type=${ours_t}`);
+        const ss = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end, step,
+                                          groupBy: ["service_name"] });
+        if (ss.series.length !== 1)
+            fail(`${tag} ${ours_t} SelectSeries: ${ss.series.length} series, want 1`);
+        same(`${tag} ${ours_t} SelectSeries labels`, ss.series[0].labels.map((l) => [l.name, l.value]),
+             [["service_name", app]]);
+        const got = ss.series[0].points.map((p) => [Number(p.timestamp), p.value / (step * 1e9)]);
+        const wantPts = tl[`${ours_t}_cores`].map((v, i) => [Math.round((tl.from + i * step) * 1000), v]);
+        if (got.length !== wantPts.length)
+            fail(`${tag} ${ours_t} SelectSeries: ${got.length} points, want ${wantPts.length}`);
+        for (let i = 0; i < got.length; i++)
+            if (got[i][0] !== wantPts[i][0] || Math.abs(got[i][1] - wantPts[i][1]) > 1e-9 * Math.max(1, wantPts[i][1]))
+                fail(`${tag} ${ours_t} SelectSeries point ${i}: ${got[i]} want ${wantPts[i]}`);
+        console.log(`ok ${tag} ${ours_t} SelectSeries: ${got.length} points as /api/v1/timeline`);
+        const byHost = await c.selectSeries({ profileTypeID: TYPE, labelSelector: sel, start, end,
+                                              step, groupBy: ["host"] });
+        // The hosts with some of the type (our timeline of each).
+        const hostsWith = [];
+        for (const h of mine.hosts) {
+            const th = await ours(`/api/v1/timeline?app=${app}&host=${h}&from=${fromS}&to=${toS}` +
+                                  `&step=${step}&type=${ours_t}`);
+            if (th[`${ours_t}_cores`].some((v) => v > 0))
+                hostsWith.push(h);
+        }
+        if (cpuFromS && ours_t === "off_cpu" && hostsWith.length === mine.hosts.length)
+            fail(`every host of ${app} has off-CPU time: the test wants one without`);
+        same(`${tag} ${ours_t} SelectSeries by host`, byHost.series.map((s) => s.labels[0].value).sort(),
+             hostsWith.sort());
 
-    // SelectMergeStacktraces, with and without max_nodes, by = and by regex.
-    for (const [selector, maxNodes] of [[sel, 0n], [sel, 5n],
-                                         [`{service_name=~"${app}|no-such-app", host!="no-such-host"}`, 0n]]) {
-        const r = await c.selectMergeStacktraces({ profileTypeID: TYPE, labelSelector: selector,
-                                                   start, end, maxNodes });
-        const fg = r.flamegraph;
-        const tree = plain(levelsToTree(fg.levels, fg.names));
-        const q = `app=${app}&from=${fromS}&to=${toS}&format=flamegraph` +
-                  (maxNodes ? `&max_nodes=${maxNodes}` : "");
-        const our = ourTree(await ours(`/api/v1/profile?${q}`));
-        same(`${tag} SelectMergeStacktraces ${selector} max_nodes=${maxNodes} (levelsToTree)`,
-             tree, our);
-        if (Number(fg.total) !== our.value)
-            fail(`${tag} flamegraph total ${fg.total} want ${our.value}`);
+        // SelectMergeStacktraces, with and without max_nodes, by = and by regex.
+        for (const [selector, maxNodes] of [[sel, 0n], [sel, 5n],
+                                             [`{service_name=~"${app}|no-such-app", host!="no-such-host"}`, 0n]]) {
+            const r = await c.selectMergeStacktraces({ profileTypeID: TYPE, labelSelector: selector,
+                                                       start, end, maxNodes });
+            const fg = r.flamegraph;
+            const tree = plain(levelsToTree(fg.levels, fg.names));
+            const q = `app=${app}&from=${fromS}&to=${toS}&format=flamegraph&type=${ours_t}` +
+                      (maxNodes ? `&max_nodes=${maxNodes}` : "");
+            const our = ourTree(await ours(`/api/v1/profile?${q}`));
+            same(`${tag} ${ours_t} SelectMergeStacktraces ${selector} max_nodes=${maxNodes} (levelsToTree)`,
+                 tree, our);
+            if (Number(fg.total) !== our.value)
+                fail(`${tag} ${ours_t} flamegraph total ${fg.total} want ${our.value}`);
+        }
+        // Every application with some of the type is a series of it.
+        const all = await c.selectSeries({ profileTypeID: TYPE, labelSelector: "{}", start, end,
+                                           step, groupBy: ["service_name"] });
+        same(`${tag} ${ours_t} SelectSeries {} by service_name`,
+             all.series.map((s) => s.labels[0].value).sort(),
+             ours_t === "off_cpu" ? offApps : apps.map((a) => a.name).sort());
     }
 
     // The other labels: each value selected (=) as our label.KEY=VALUE

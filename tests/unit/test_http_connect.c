@@ -327,7 +327,12 @@ static void test_labels_series(void **state)
               "{\"profileTypeID\":\"" TYPE "\",\"step\":60,\"groupBy\":[\"pod\",\"region\"]}", 400,
               "one other label");
     call_json(f, "SelectSeries", "{\"profileTypeID\":\"memory:x:y:z:w\",\"step\":60}", 400,
-              "the only profile type");
+              "profile_typeID: " TYPE ", off_cpu:off_cpu:nanoseconds:cpu:nanoseconds or "
+              "wall:wall:nanoseconds:cpu:nanoseconds");
+    /* Off-CPU over CPU profiles alone: a known type, no series. */
+    call_json(f, "SelectSeries",
+              "{\"profileTypeID\":\"off_cpu:off_cpu:nanoseconds:cpu:nanoseconds\",\"step\":60}",
+              200, "{\"series\":[]}");
     call_json(f, "LabelValues", "{}", 400, "name: required");
     call_json(f, "LabelNames", "{\"matchers\":[\"{}\",\"{}\"]}", 400, "one selector at most");
     call_json(f, "LabelNames", "{\"start\":5,\"end\":4}", 400, "start must be before end");
