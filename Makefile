@@ -100,7 +100,8 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c \
               server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
               server/http_connect.c server/connect_req.c server/connect_flame.c server/pyroscope.c server/text.c \
-              server/budget.c server/pprof_ids.c server/debuginfod.c
+              server/budget.c server/pprof_ids.c server/debuginfod.c \
+              server/store_sqlite_fn.c server/fn_timeline.c
 SERVER_MAIN := server/main.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))

@@ -30,6 +30,7 @@ import interp_tests  # noqa: E402
 import python_unstable_tests  # noqa: E402
 import browser_tests  # noqa: E402
 import pyroscope_tests  # noqa: E402
+import fn_timeline_tests  # noqa: E402
 import debuginfod_tests  # noqa: E402
 import runner  # noqa: E402
 
@@ -980,7 +981,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
     + python_tests.TESTS + python_unstable_tests.TESTS + interp_tests.TESTS + server_tests.TESTS \
     + clickhouse_tests.TESTS \
     + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
-    + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS
+    + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS + fn_timeline_tests.TESTS
 
 
 def main():
