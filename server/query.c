@@ -554,13 +554,32 @@ static int function_strings(struct buf *out, const struct store_merged *m, bool 
     return err;
 }
 
+/* A stack to sort: its first four functions from the root, 16 bits each
+ * (index + 1, 0 past its end), compare as the stacks do, so most
+ * comparisons read no frame. */
+struct sort_stack {
+    uint64_t key;
+    uint32_t i;
+};
+
+static uint64_t root_key(const struct store_merged_stack *s, bool keyed)
+{
+    uint64_t k = 0;
+    for (uint32_t d = 0; keyed && d < 4; d++)
+        k = k << 16 | (d < s->nframes ? s->frames[s->nframes - 1 - d] + 1 : 0);
+    return k;
+}
+
 /* Stacks root first, function by function; a stack before those it is a
  * prefix of. */
 static int cmp_root_first(const void *a, const void *b, void *ctx)
 {
     const struct store_merged *m = ctx;
-    const struct store_merged_stack *x = &m->stacks[*(const uint32_t *)a];
-    const struct store_merged_stack *y = &m->stacks[*(const uint32_t *)b];
+    const struct sort_stack *sa = a, *sb = b;
+    if (sa->key != sb->key)
+        return sa->key < sb->key ? -1 : 1;
+    const struct store_merged_stack *x = &m->stacks[sa->i];
+    const struct store_merged_stack *y = &m->stacks[sb->i];
     uint32_t i = x->nframes, j = y->nframes;
 
     while (i && j) {
@@ -586,7 +605,8 @@ static int cmp_root_first(const void *a, const void *b, void *ctx)
 static int build_tree(struct tree *t, const struct store_merged *m, size_t max_nodes,
                       int64_t *total, int64_t *samples)
 {
-    uint32_t *order = NULL, *path = NULL, maxdepth = 0;
+    struct sort_stack *order = NULL;
+    uint32_t *path = NULL, maxdepth = 0;
     int err = -ENOMEM;
 
     t->cap = 1024;
@@ -602,12 +622,15 @@ static int build_tree(struct tree *t, const struct store_merged *m, size_t max_n
     path = malloc((maxdepth + 1) * sizeof(*path));
     if (!order || !path)
         goto out;
+    /* Keys only while an index + 1 fits 16 bits (else every key 0: the
+     * frames decide). */
+    bool keyed = m->nfunctions < 0xffff;
     for (size_t i = 0; i < m->nstacks; i++)
-        order[i] = (uint32_t)i;
+        order[i] = (struct sort_stack){root_key(&m->stacks[i], keyed), (uint32_t)i};
     qsort_r(order, m->nstacks, sizeof(*order), cmp_root_first, (void *)m);
     const struct store_merged_stack *prev = NULL;
     for (size_t k = 0; k < m->nstacks; k++) {
-        const struct store_merged_stack *s = &m->stacks[order[k]];
+        const struct store_merged_stack *s = &m->stacks[order[k].i];
         uint32_t n = s->nframes, d = 0;
         /* Saturating: many profiles' CPU can pass 64 bits, and a total
          * wrapped negative would draw nothing. */
