@@ -3,11 +3,15 @@
  * drawn from a shared universe (so processes overlap, as real replicas do),
  * written as gzipped pprof with the project's own writer.
  *
- *   gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S [SEED]]
+ *   gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S [SEED [DEPLOYS]]]
  *
  * SEED (not 0) stands for a build of the application (bench/fleet_sim.py's
  * deploys): another universe of stacks, and a tenth of the functions
  * renamed, as a new release changes some code and moves the rest.
+ * DEPLOYS (0 by default; bench/server_bench.py's week): as after that many
+ * deploys, each of which regrew a fifth of the universe's stacks (the next
+ * fifth each time, new paths through the same functions), so profiles of
+ * deploy k and k+1 share four fifths of their stacks.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,12 +39,14 @@ static uint64_t next(void)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S [SEED]]\n");
+        fprintf(stderr, "usage: gen_profiles OUTDIR NPROCS NMIN NSTACKS [START_UNIX_S [SEED "
+                        "[DEPLOYS]]]\n");
         return 2;
     }
     const char *dir = argv[1];
     int nprocs = atoi(argv[2]), nmin = atoi(argv[3]), nstacks = atoi(argv[4]);
     long long start = argc > 5 ? atoll(argv[5]) : (long long)time(NULL) - nmin * 60;
+    int deploys = argc > 7 ? atoi(argv[7]) : 0;
     size_t universe = (size_t)nstacks * 4;
     char(*names)[64] = malloc(NFUNCS * sizeof(*names));
     uint16_t(*stacks)[MAXDEPTH] = malloc(universe * sizeof(*stacks));
@@ -59,11 +65,16 @@ int main(int argc, char **argv)
         else
             snprintf(names[i], sizeof(names[i]), "pkg%d.(*Type%d).Method%d", i % 40, i % 300, i);
     /* Stacks grow from a few roots, so they share prefixes like real ones. */
-    for (size_t s = 0; s < universe; s++) {
-        depth[s] = 8 + next() % (MAXDEPTH - 8);
-        stacks[s][0] = next() % 8;
-        for (int d = 1; d < depth[s]; d++)
-            stacks[s][d] = (stacks[s][d - 1] * 31 + next() % 12) % NFUNCS;
+    for (int k = 0; k <= deploys; k++) {
+        /* k = 0: every stack; then deploy k regrows fifth (k - 1) % 5. */
+        size_t lo = k ? (size_t)((k - 1) % 5) * universe / 5 : 0;
+        size_t hi = k ? (size_t)((k - 1) % 5 + 1) * universe / 5 : universe;
+        for (size_t s = lo; s < hi; s++) {
+            depth[s] = 8 + next() % (MAXDEPTH - 8);
+            stacks[s][0] = next() % 8;
+            for (int d = 1; d < depth[s]; d++)
+                stacks[s][d] = (stacks[s][d - 1] * 31 + next() % 12) % NFUNCS;
+        }
     }
     struct buf out;
     buf__init(&out, 256u << 20);

@@ -9,6 +9,16 @@ the time), 28,800 profiles.
 
     python3 bench/server_bench.py [--procs 20] [--hours 24] [--stacks 5000] [--skip-go]
     python3 bench/server_bench.py --shapes-only   (the tree-shape cases alone, a minute)
+    python3 bench/server_bench.py --queries-only  (the hour and the week below alone, minutes)
+
+The week with a deploy every day (issue 37's query targets): 7 days of the
+same application, each day's profiles from a build that regrew a fifth of
+the stacks (gen_profiles' DEPLOYS: 2.2 times an hour's distinct stacks in
+all); a profile per process every 10 minutes, and one a minute in the
+week's first and last hours, where the query's ragged edges read raw
+profiles (elsewhere it reads rollups, which hold a bucket's distinct
+stacks whatever the profiles' spacing). Its flame graph, and the last
+hour's on the same store (one a minute), median of --reps, wall / server CPU.
 
 Tree shapes: the flame-graph query on a wide tree (one profile whose root
 has 10,000 and 100,000 children) and a deep one (1,000 stacks 2,048 frames
@@ -212,6 +222,70 @@ def shape_cases(tmp, reps):
     return res
 
 
+def week_case(tmp, args):
+    """The week with a deploy every day (see the top). Returns its figures."""
+    nprocs, nstacks = args.procs, args.stacks
+    end = int(time.time()) // 600 * 600 - 600
+    start = end - 7 * 86400
+    gen = os.path.join(B, "bench", "gen_profiles")
+
+    def raws(name, nmin, deploys, t0):
+        d = os.path.join(tmp, name)
+        subprocess.run([gen, d, str(nprocs), str(nmin), str(nstacks), str(t0), "0",
+                        str(deploys)],
+                       check=True, stdout=subprocess.DEVNULL)
+        return [gzip.decompress(open(os.path.join(d, f), "rb").read()) for f in sorted(os.listdir(d))]
+
+    srv = Server(tmp, "--retention", "8d")  # the week's start is 7 days and 10 minutes old
+    try:
+        url = srv.url + "/api/v1/profiles/batch"
+        n = 0
+        for day in range(7):
+            day_raws = raws(f"week{day}", 6, day, start)  # file i: process i // 6, its m-th 10 minutes
+            for h in range(24):
+                t_h = start + (day * 24 + h) * 3600
+                if (day, h) in ((0, 0), (6, 23)):  # the edges: one a minute
+                    hour = raws(f"edge{day}", 60, day, t_h)
+                    body = [r + b"\x48" + varint((t_h + (i % 60) * 60 + 1) * 10**9)
+                            for i, r in enumerate(hour)]
+                    qs = [f"pid={i // 60 + 1000}" for i in range(len(hour))]
+                else:
+                    body = [r + b"\x48" + varint((t_h + (i % 6) * 600 + 1) * 10**9)
+                            for i, r in enumerate(day_raws)]
+                    qs = [f"pid={i // 6 + 1000}" for i in range(len(day_raws))]
+                n += post_batches(url, *batches_of(body, qs))
+        # As for the day below: a pass after the last post, then none pending.
+        t0 = time.time()
+        built = metric(srv, "codexray_rollups_built_total")
+        while (metric(srv, "codexray_rollups_built_total") <= built and time.time() - t0 < 15
+               or metric(srv, "codexray_rollups_pending") > 0):
+            time.sleep(0.5)
+        frm, to = start + 317, end - 283  # ragged: about 5 minutes read raw at each end
+        q = f"/api/v1/profile?app=benchapp&from={frm}&to={to}&format=flamegraph"
+        st, body = srv.get(q)
+        assert st == 200, (st, body[:200])
+        week = timed(srv, q, args.reps)
+        frm = end - 3600 + 17
+        hour = timed(srv, f"/api/v1/profile?app=benchapp&from={frm}&to={frm + 3600}&format=flamegraph",
+                     args.reps)
+        fn = timed(srv, f"/api/v1/timeline?app=benchapp&from={start + 317}&to={end - 283}&step=3600"
+                        f"&fn=pkg3.(*Type3).Method3", args.reps)
+        return {"profiles": n, "week": week, "hour": hour, "fn": fn, "bytes": len(body)}
+    finally:
+        srv.stop()
+
+
+def week_report(w, args):
+    return f"""# server bench: queries (issue 37's targets), {args.procs} processes, ~{args.stacks} stacks a profile
+
+| query | wall / server CPU (median of {args.reps}) | target |
+|---|---|---|
+| the last hour (1,200 one-minute profiles; ragged edges read raw) | {w['hour'][0] * 1000:.0f} ms / {w['hour'][1] * 1000:.0f} ms | 25 ms |
+| the week, a deploy every day ({w['profiles']} profiles; {w['bytes'] / 1e6:.1f} MB of JSON) | {w['week'][0] * 1000:.0f} ms / {w['week'][1] * 1000:.0f} ms | 60 ms |
+| a function over the week, by the hour (`timeline?fn=`) | {w['fn'][0] * 1000:.0f} ms / {w['fn'][1] * 1000:.0f} ms | |
+"""
+
+
 def shape_report(r):
     return f"""# server bench: tree shapes (flame-graph query, server CPU, median)
 
@@ -232,7 +306,13 @@ def main():
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--skip-go", action="store_true", help="leave out the go tool pprof peer")
     ap.add_argument("--shapes-only", action="store_true", help="only the tree-shape cases")
+    ap.add_argument("--queries-only", action="store_true", help="only the hour and the week's queries")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cx-week-") as tmp:
+        week = week_report(week_case(tmp, args), args)
+    if args.queries_only:
+        print(week)
+        return
     with tempfile.TemporaryDirectory(prefix="cx-shapes-") as tmp:
         shapes = shape_report(shape_cases(tmp, 3 if args.shapes_only else 5))
     if args.shapes_only:
@@ -378,6 +458,7 @@ def main():
 - merge: go tool pprof / codexray for the hour = {gl / hour_lat:.0f}x (targets: an hour in at most 100 ms, 24 hours in at most 1 s)
 - ingest target: at least 1,000 profiles a second on one core
 
+{week}
 {shapes}"""
     os.makedirs(os.path.join(B, "bench"), exist_ok=True)
     with open(os.path.join(B, "bench", "server_report.md"), "w") as f:

@@ -10,6 +10,7 @@
 #include "../common/clock.h"
 #include "../common/json.h"
 #include "breakdown.h"
+#include "fn_timeline.h"
 #include "debuginfod.h"
 #include "http_int.h"
 #include "query.h"
@@ -299,18 +300,47 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     return http_respond_buf(c, 200, type, &b);
 }
 
-/* Appends "TYPE_cores":[...] (the value per step over the step: cores busy
- * for CPU, threads blocked for off-CPU, both for wall). */
-static int json_cores(struct buf *b, enum store_value v, const int64_t *cpu, size_t n, int64_t step)
+/* Appends "KEY":[...]: a value per step over the step (cores busy for
+ * CPU, threads blocked for off-CPU, both for wall). */
+static int json_series(struct buf *b, const char *key, const int64_t *cpu, size_t n, int64_t step)
 {
-    int err = json__raw(b, "\"");
-    err = err ?: json__raw(b, query__value_name(v));
-    err = err ?: json__raw(b, "_cores\":[");
+    int err = json__str(b, key);
+    err = err ?: json__raw(b, ":[");
     for (size_t i = 0; i < n && !err; i++) {
         err = i ? json__raw(b, ",") : 0;
         err = err ?: json__f64(b, (double)cpu[i] / (double)step);
     }
     return err ?: json__raw(b, "]");
+}
+
+/* "TYPE_cores":[...], TYPE v's name (cpu, off_cpu, wall). */
+static int json_cores(struct buf *b, enum store_value v, const int64_t *cpu, size_t n, int64_t step)
+{
+    char key[32];
+
+    snprintf(key, sizeof(key), "%s_cores", query__value_name(v));
+    return json_series(b, key, cpu, n, step);
+}
+
+/* ,"fn":NAME,"self_cores":[...],"total_cores":[...]: a function over time.
+ * Returns 0, the store's -errno, or 1 when b is full. */
+static int json_fn(struct http *h, const struct store_query *q, const char *fn, bool hide,
+                   int64_t step, struct buf *b)
+{
+    int64_t *self = NULL, *total = NULL;
+    size_t n = 0;
+    int err = fn_timeline__get(h->st, q, step, fn, hide, &self, &total, &n);
+    if (err)
+        return err;
+    err = json__raw(b, ",\"fn\":");
+    err = err ?: json__str(b, fn);
+    err = err ?: json__raw(b, ",");
+    err = err ?: json_series(b, "self_cores", self, n, step);
+    err = err ?: json__raw(b, ",");
+    err = err ?: json_series(b, "total_cores", total, n, step);
+    free(self);
+    free(total);
+    return err ? 1 : 0;
 }
 
 /* ,"group_by":LABEL,"values":N,"capped":B,"groups":[{"value":V|null,
@@ -351,6 +381,7 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
     if (query_of(c, &q, lm, msg, sizeof(msg)))
         return http_respond_error(h, c, 400, msg);
     const char *s = http_arg(c, "step"), *gb = http_arg(c, "group_by"), *tp = http_arg(c, "top");
+    const char *fn = http_arg(c, "fn"), *interp = http_arg(c, "interp");
     if (s && (query__parse_duration(s, &step) || step < 1000000000ll))
         return http_respond_error(h, c, 400, "step: a duration of at least 1s (60, 60s, 5m, 1h)");
     if ((q.to_ns - q.from_ns) / step > 10000)
@@ -366,6 +397,11 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
             return http_respond_error(h, c, 400, "top: a whole number from 1 to 50");
         top = (size_t)v;
     }
+    if (fn && (!*fn || label >= 0))
+        return http_respond_error(h, c, 400,
+                                  *fn ? "fn: not with group_by" : "fn: a function's name");
+    if (interp && strcmp(interp, "hidden") && strcmp(interp, "shown"))
+        return http_respond_error(h, c, 400, "interp: hidden or shown");
     if (label >= 0) {
         /* By label: one store read per value (at most STORE_MAX_VALUES). */
         if ((err = breakdown__timeline(h->st, &q, step, label, gb, top, &bd)))
@@ -385,12 +421,22 @@ enum MHD_Result http_api__timeline(struct http *h, struct MHD_Connection *c)
     err = err ?: json__raw(&b, "\",");
     err = err ?: json_cores(&b, q.value, cpu, n, step);
     err = err ?: (bd ? json_groups(&b, q.value, gb, bd, step) : 0);
+    /* A function over time: its own read, beside the application's. */
+    int ferr = err || !fn ? 0 : json_fn(h, &q, fn, !interp || strcmp(interp, "shown"), step, &b);
     err = err ?: json__raw(&b, "}\n");
     if (bd)
         breakdown__free(bd);
     else
         free(cpu);
-    if (err) {
+    if (ferr < 0) {
+        buf__free(&b);
+        if (ferr == -E2BIG) /* only the fallback of stores without their own (fn_timeline.h) */
+            return http_respond_error(h, c, 400,
+                                      "step: too many steps for a function's timeline on this "
+                                      "store; take a larger step");
+        return http_respond_error(h, c, ferr == -EAGAIN ? 503 : 500, strerror(-ferr));
+    }
+    if (err || ferr) {
         buf__free(&b);
         return http_respond_error(h, c, 500, "response too large");
     }

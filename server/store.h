@@ -16,6 +16,7 @@
 #define CODEXRAY_SERVER_STORE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -192,6 +193,11 @@ struct store_ops {
     int (*values)(struct store *s, const struct store_query *q, struct store_values **out);
     int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
                     size_t *nsteps);
+    /* Optional (NULL: fn_timeline.c composes it from merges, one a step);
+     * called through fn_timeline__get, whose contract it keeps. */
+    int (*fn_timeline)(struct store *s, const struct store_query *q, int64_t step_ns,
+                       const char *fn, bool hide_interp, int64_t **self_ns, int64_t **total_ns,
+                       size_t *nsteps);
     int (*retain)(struct store *s, int64_t older_than_ns, int64_t *deleted);
     int (*rollup)(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);
     int64_t (*size_bytes)(struct store *s);

@@ -366,15 +366,26 @@ int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu
     return 0;
 }
 
+long merged_builder__function(struct merged_builder *b, const void *key, size_t len)
+{
+    long li = hmap__put(b->fn, key, len, NULL);
+    return li < 0 ? -ENOMEM : li;
+}
+
 int merged_builder__frame(struct merged_builder *b, const void *key, size_t len)
 {
     if (b->skip)
         return 0;
-    struct store_merged_stack *ms = &b->m->stacks[b->m->nstacks - 1];
-    long li = hmap__put(b->fn, key, len, NULL);
+    long li = merged_builder__function(b, key, len);
+    return li < 0 ? (int)li : merged_builder__frame_of(b, (uint32_t)li);
+}
 
-    if (li < 0)
-        return -ENOMEM;
+int merged_builder__frame_of(struct merged_builder *b, uint32_t li)
+{
+    if (b->skip)
+        return 0;
+    struct store_merged_stack *ms = &b->m->stacks[b->m->nstacks - 1];
+
     /* Capacity doubles from 16: a power of two at or past nframes. */
     if (ms->nframes == 0 || (ms->nframes >= 16 && !(ms->nframes & (ms->nframes - 1)))) {
         size_t cap = ms->nframes ? ms->nframes * 2 : 16;
@@ -383,7 +394,7 @@ int merged_builder__frame(struct merged_builder *b, const void *key, size_t len)
             return -ENOMEM;
         ms->frames = f;
     }
-    ms->frames[ms->nframes++] = (uint32_t)li;
+    ms->frames[ms->nframes++] = li;
     return 0;
 }
 

@@ -113,6 +113,12 @@ int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu
 /* Appends a frame, the function of key (len bytes, at most 64), to the
  * last stack added (nothing when it was left out). Returns 0 or -ENOMEM. */
 int merged_builder__frame(struct merged_builder *b, const void *key, size_t len);
+/* The same in two halves, for a store that caches a function's index by
+ * its own id (merged_builder__frame hashes the key at every frame): the
+ * index of the function of key (numbered on first sight), or -ENOMEM;
+ * then a frame of the function of that index. */
+long merged_builder__function(struct merged_builder *b, const void *key, size_t len);
+int merged_builder__frame_of(struct merged_builder *b, uint32_t index);
 /* The functions met so far, and the key of function i. */
 size_t merged_builder__nfunctions(const struct merged_builder *b);
 const void *merged_builder__key(const struct merged_builder *b, size_t i, size_t *len);

@@ -537,6 +537,7 @@ static const struct store_ops sqlite_ops = {
     .applications = sqls_applications,
     .values = sqls_values,
     .timeline = sqls_timeline,
+    .fn_timeline = sqls_fn_timeline,
     .retain = sqls_retain,
     .rollup = sqls_rollup,
     .size_bytes = sqls_size_bytes,

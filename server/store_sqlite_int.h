@@ -3,6 +3,7 @@
  *   store_sqlite.c        open, schema and migrations, stack key bases, close
  *   store_sqlite_put.c    ingest: functions, stacks, label sets, profiles
  *   store_sqlite_read.c   merge, applications, timeline, label values
+ *   store_sqlite_fn.c     a function's timeline
  *   store_sqlite_maint.c  rollups, retention, orphan collection, size
  * The tables and the data blob format are described at the top of
  * store_sqlite.c.
@@ -158,6 +159,9 @@ int sqls_applications(struct store *s, int64_t from_ns, int64_t to_ns, struct st
 int sqls_timeline(struct store *s, const struct store_query *q, int64_t step_ns, int64_t **cpu_ns,
                   size_t *nsteps);
 int sqls_values(struct store *s, const struct store_query *q, struct store_values **out);
+/* store_sqlite_fn.c */
+int sqls_fn_timeline(struct store *s, const struct store_query *q, int64_t step_ns, const char *fn,
+                     bool hide_interp, int64_t **self_ns, int64_t **total_ns, size_t *nsteps);
 /* store_sqlite_maint.c */
 int sqls_retain(struct store *s, int64_t older_than_ns, int64_t *deleted);
 int sqls_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pending);

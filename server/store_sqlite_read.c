@@ -303,8 +303,47 @@ static void name_by_id(void *ctx, size_t i, const void *key, size_t len, const c
     }
 }
 
+/* Function ids are rowids, dense from 1: their local indices are cached
+ * by id (index + 1; 0 not met yet), so a frame costs no hash of its key. */
+struct fn_cache {
+    uint32_t *idx;
+    uint64_t n;
+};
+
+static void fn_cache_init(struct fn_cache *fc, sqlite3 *db)
+{
+    sqlite3_stmt *mx = NULL;
+
+    fc->idx = NULL;
+    fc->n = 0;
+    if (sqlite3_prepare_v2(db, "SELECT MAX(id) FROM functions", -1, &mx, NULL) == SQLITE_OK &&
+        sqlite3_step(mx) == SQLITE_ROW) {
+        uint64_t max = sqlite3_column_int64(mx, 0);
+        if (max < DENSE_MAX && (fc->idx = calloc(max + 1, sizeof(*fc->idx))))
+            fc->n = max + 1;
+    }
+    sqlite3_finalize(mx);
+}
+
+/* Appends a frame of function fid to b's last stack. */
+static int frame_of(struct merged_builder *b, struct fn_cache *fc, uint64_t fid)
+{
+    if (b->skip) /* a stack without the query's value: no function of its own */
+        return 0;
+    if (fid < fc->n && fc->idx[fid])
+        return merged_builder__frame_of(b, fc->idx[fid] - 1);
+    int64_t id = (int64_t)fid;
+    long li = merged_builder__function(b, &id, sizeof(id));
+    if (li < 0)
+        return (int)li;
+    if (fid < fc->n)
+        fc->idx[fid] = (uint32_t)li + 1;
+    return merged_builder__frame_of(b, (uint32_t)li);
+}
+
 int sqls_merge(struct store *s, const struct store_query *q, struct store_merged **out)
 {
+    struct fn_cache fc = {0};
     struct sqlite_store *st = S(s);
     struct merge_acc a = {0};
     sqlite3_stmt *scan = NULL;
@@ -326,6 +365,7 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
     if ((err = sqls_acc_init(&a, st->rdb)) ||
         (err = sqls_accumulate(&st->rd, q, N_LEVELS, &a, &profiles)))
         goto out;
+    fn_cache_init(&fc, st->rdb);
     /* When the merge touches a good part of all stacks, one scan of the
      * table beats a point query per stack. */
     bool use_scan = a.ndense && a.nvals * 4 >= a.ndense;
@@ -365,8 +405,7 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
             goto out;
         uint64_t fid;
         while (p && p < end && (p = varint__get(p, end, &fid))) {
-            int64_t id = (int64_t)fid;
-            if ((err = merged_builder__frame(&b, &id, sizeof(id))))
+            if ((err = frame_of(&b, &fc, fid)))
                 goto out;
         }
         sqlite3_reset(st->q_stack); /* an unfinished statement would pin the snapshot */
@@ -380,6 +419,7 @@ out:
 out_unlock:
     pthread_mutex_unlock(&st->rmu);
     sqls_acc_free(&a);
+    free(fc.idx);
     if (err)
         merged_builder__free(&b);
     return err;

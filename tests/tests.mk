@@ -9,7 +9,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql test_store_common \
               test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-              test_debuginfod test_offcpu
+              test_debuginfod test_offcpu test_fn_timeline
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -51,14 +51,22 @@ $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,serve
 # directory, a real loopback socket; any user.
 SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
     server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
-    server/store_sqlite_maint.c server/text.c server/budget.c server/pprof_ids.c server/query.c \
+    server/store_sqlite_maint.c server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c \
+    server/query.c \
     server/debuginfod.c)
 $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
     $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
 	    $(SERVER_LDLIBS) -lcmocka
-HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
+# A function over time: the SQLite store's pass and the composed one.
+FN_TIMELINE_OBJS := $(call obj,server/fn_timeline.c)
+$(B)/tests/test_fn_timeline: tests/unit/test_fn_timeline.c tests/unit/server_helpers.h \
+    $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(FN_TIMELINE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(FN_TIMELINE_OBJS) \
+	    $(LDLIBS) $(SERVER_LDLIBS) -lcmocka
+HTTP_SRC := server/http.c server/http_api.c server/breakdown.c server/fn_timeline.c server/http_batch.c server/http_pyroscope.c \
             server/pyroscope.c server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c
 $(B)/tests/test_http $(B)/tests/test_http_pyroscope $(B)/tests/test_http_connect: $(B)/tests/%: \
     tests/unit/%.c tests/unit/server_helpers.h tests/unit/http_helpers.h $(UNIT_LIB_OBJS) \
@@ -418,7 +426,7 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/store_clickhouse_frames.c server/store_clickhouse_upgrade.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
-           server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c \
+           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c \
            server/pyroscope.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
 SAN_LIBS := -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
@@ -432,7 +440,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
              test_varint test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql \
              test_store_common test_batch \
-             test_list
+             test_list test_fn_timeline
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -451,6 +459,11 @@ $(B)/san/tests/test_http $(B)/san/tests/test_http_pyroscope $(B)/san/tests/test_
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
 	    $(SAN_OBJ) $(SAN_HTTP_OBJ) $(SAN_QUERIER_PB_OBJ) $(UI_OBJ) $(SAN_LIBS) -lmicrohttpd -lcmocka
+
+$(B)/san/tests/test_fn_timeline: tests/unit/test_fn_timeline.c $(SAN_OBJ) $(B)/san/obj/server/fn_timeline.o
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) $(SAN_CFLAGS) -Wno-unused-command-line-argument -Itests/unit -o $@ $< \
+	    $(SAN_OBJ) $(B)/san/obj/server/fn_timeline.o $(SAN_LIBS) -lcmocka
 
 sanitize: $(SAN_BINS)
 	@tests/run_unit.sh $(SAN_BINS)
@@ -531,7 +544,7 @@ $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ
 $(B)/bench/ingest_bench: bench/ingest_bench.c \
     $(call obj,$(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c server/store_sqlite.c \
       server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c server/text.c \
-      server/budget.c server/pprof_ids.c) \
+      server/store_sqlite_fn.c server/budget.c server/pprof_ids.c) \
     $(PB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LDLIBS)

@@ -8,7 +8,9 @@
 // a value sets its filter (host=, pid= or the identity label's).
 // sw opens the sandwich of a function (sandwich.js: its callers and
 // callees, merged over every place it is called from), computed here from
-// the tree the page has. A change of q, zoom, collapse, sort, fn or sw only
+// the tree the page has. The function of the sandwich, else the one the
+// search finds alone, also gets its timeline under the application's
+// (fn_timeline.js, one request). A change of q, zoom, collapse, sort, fn or sw only
 // redraws (applyView); any
 // other parameter loads the page anew. interp=shown asks the server for the
 // interpreters' frames without a name (hidden by default: their time is the
@@ -22,6 +24,8 @@ import {
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
 import { IDENTITY_FILTERS } from './breakdown.js';
 import { breakdownPanel } from './breakdown_view.js';
+import { chosenFunction } from './fn_timeline.js';
+import { fnTimelinePanel } from './fn_timeline_view.js';
 import { rangeLabel, stepFor, toUnix } from './range.js';
 import { hashOf, parseHash, update } from './router.js';
 import { nounOf, typeOf, typeParam } from './value_type.js';
@@ -95,7 +99,7 @@ export async function renderApp(parts, p) {
     });
     // Until the tree is in, a change of search or zoom has nothing to apply: the
     // view is applied from the URL as it is then.
-    const st = { key, fg, ui, tree: null, base: null, collapsed: null, diffRows: null, stats: null,
+    const st = { key, q, fg, ui, tree: null, base: null, collapsed: null, diffRows: null, stats: null,
         apply: () => {}, destroy: () => { fg.destroy(); closeSandwich(st); } };
     page = st;
     cx.fg = fg;
@@ -109,6 +113,7 @@ export async function renderApp(parts, p) {
 function buildPage(q, p) {
     const ui = { app: q.app };
     ui.chart = h('canvas', { class: 'timeline', 'aria-label': `${nounOf(q.type)} over time; drag to select a range` });
+    ui.fnTl = h('div', { class: 'fn-tl', hidden: true });
     ui.breakdown = h('div', { class: 'bd-box' });
     ui.bdSel = h('span', { class: 'bd-sel' });
     ui.notes = h('div', { class: 'notes' });
@@ -138,7 +143,7 @@ function buildPage(q, p) {
             h('strong', { class: 'app-name' }, q.app)),
         h('div', { class: 'tabs', role: 'tablist' }, tab),
         toolbar(q, p, ui),
-        h('div', { class: 'chart-box' }, ui.chart),
+        h('div', { class: 'chart-box' }, ui.chart, ui.fnTl),
         ui.breakdown,
         ui.diffBar,
         ui.notes,
@@ -317,7 +322,7 @@ function applyView(st, p) {
     if (collapse) zoomPath = zoomPath.filter((nm, k) => k === 0 || nm !== zoomPath[k - 1]);
     const z = resolvePath(t, zoomPath);
     fg.setZoom(z);
-    applySearch(fg, t, p.get('q') || '', ui);
+    const match = applySearch(fg, t, p.get('q') || '', ui);
     const crumbs = crumbsOf(t, z);
     // Drawn before the crumbs change the page, so the draw forces no layout.
     const t0 = performance.now();
@@ -325,6 +330,7 @@ function applyView(st, p) {
     cx.drawMs = performance.now() - t0;
     ui.crumbs.replaceChildren(...crumbs);
     applySandwich(st, t, p.get('sw') || '');
+    applyFnTimeline(st, chosenFunction(p.get('sw') || '', t.names, match));
     cx.drawn = fg.lastDraw.drawn;
     cx.zoom = z;
     // The table shows the whole range: rebuilt only when its sort or filter change.
@@ -375,6 +381,21 @@ function applySandwich(st, t, nm) {
     cx.sandwich = { name: nm, calls: s.calls, total: s.total, self: s.self, callers: s.callers, callees: s.callees, ms };
 }
 
+// The timeline of function nm under the application's, or none: fetched
+// again only when the function changes (the range reloads the page).
+function applyFnTimeline(st, nm) {
+    const ui = st.ui;
+    if ((st.fnTl ? st.fnTl.name : '') === nm) return;
+    st.fnTl = null;
+    ui.fnTl.hidden = true;
+    ui.fnTl.replaceChildren();
+    if (nm) {
+        const now = Date.now() / 1000, step = stepFor(toUnix(st.q.from, now), toUnix(st.q.to, now)) + 's';
+        st.fnTl = fnTimelinePanel(ui.fnTl, nm, () => api('/api/v1/timeline', { ...st.q.sel, step, fn: nm }));
+    }
+    cx.fnTimeline = st.fnTl;
+}
+
 function closeSandwich(st) {
     for (const g of st.swGraphs || []) g.destroy();
     st.swGraphs = null;
@@ -398,6 +419,7 @@ function applySearch(fg, t, q, ui) {
         }
     } else ui.searchInfo.textContent = '';
     cx.search = ui.searchInfo.firstChild ? ui.searchInfo.firstChild.textContent : '';
+    return m;
 }
 
 // The way back: the path of the zoomed frame z, each step clickable.

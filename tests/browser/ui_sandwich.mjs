@@ -76,6 +76,27 @@ try {
     log(`sandwich of dispatch: ${s.calls} call site(s), callers ${s.up.map((x) => x.name)}, callees ${down}, ` +
         `total ${(s.total / 1e9).toFixed(2)} s = the table's, computed in ${s.ms.toFixed(2)} ms`);
 
+    // 1b. Its timeline under the application's (GET /api/v1/timeline?fn=dispatch):
+    // over the range the same CPU as the graph's, self none (it only calls), on
+    // the application's steps.
+    await page.waitForFunction(() => {
+        const f = window.__cx.fnTimeline;
+        return f && f.name === 'dispatch' && !f.loading;
+    }, null, { timeout: 20000 });
+    const ft = await page.evaluate(() => {
+        const f = window.__cx.fnTimeline;
+        return { error: f.error, s: f.series, hidden: document.querySelector('.fn-tl').hidden };
+    });
+    check(!ft.error && !ft.hidden, `dispatch's timeline: ${ft.error}`);
+    const ftTotal = ft.s.total.reduce((a, b) => a + b, 0) * ft.s.step * 1e9;
+    const ftSelf = ft.s.self.reduce((a, b) => a + b, 0) * ft.s.step * 1e9;
+    check(Math.abs(ftTotal - s.total) <= 1e-6 * s.total + 1,
+        `dispatch over time: ${ftTotal} ns in all, the graph's total ${s.total}`);
+    check(Math.abs(ftSelf - s.self) <= 1e-6 * s.total + 1, `dispatch's self over time ${ftSelf}, the graph's ${s.self}`);
+    check(ft.s.share > 0.5 && ft.s.share <= 1 + 1e-9, `dispatch's share of the application: ${ft.s.share}`);
+    log(`dispatch over time: ${ft.s.total.length} steps, ${(ftTotal / 1e9).toFixed(2)} s in all = the graph's, ` +
+        `${(ft.s.share * 100).toFixed(1)} % of the application's CPU`);
+
     // 2. The sandwich of hot_a from the search box (one function found); back closes it again.
     await page.fill('input[aria-label="search functions"]', 'hot_a');
     await page.waitForSelector('.search-info button.sw-open');

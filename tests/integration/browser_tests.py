@@ -187,5 +187,33 @@ def test_browser_offcpu(tmp):
         srv.stop()
 
 
+def test_browser_fn_timeline(tmp):
+    """A function over time: three hours of one-minute profiles in which
+    parse costs 13 ms a minute, 33 from minute 100 (a deploy); the timeline
+    of parse chosen from the function table, of serve from its sandwich and
+    of parse from a link: its cores per step exact and the step found at
+    the deploy (tests/browser/ui_fn_timeline.mjs)."""
+    import fn_timeline_tests as ft
+    check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
+          "playwright-core missing: run 'make test' (npm ci in tests/browser)")
+    srv = Server(tmp)
+    try:
+        base = (int(time.time()) - ft.H - 300) // 60 * 60
+        for m in range(ft.H // 60):
+            st, body = srv.post("/api/v1/profiles?service=svc&host=h1",
+                                ft.minute_profile((base + m * 60 + 1) * 10**9, m >= ft.DEPLOY_MIN))
+            check(st == 202, f"post {m}: {st} {body}")
+        want = {"deploy": ft.DEPLOY_MIN, "before": ft.want_ms("parse", "total", False),
+                "after": ft.want_ms("parse", "total", True), "serveSelf": ft.want_ms("serve", "self", False)}
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_fn_timeline.mjs"), srv.url, OUT, "svc",
+                            str(base), str(base + ft.H), json.dumps(want)],
+                           capture_output=True, text=True, timeout=180)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser function-timeline test failed (screenshots in {OUT}):\n"
+              f"{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
 TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep, test_browser_sandwich,
-         test_browser_offcpu]
+         test_browser_offcpu, test_browser_fn_timeline]

@@ -31,6 +31,7 @@ import python_unstable_tests  # noqa: E402
 import browser_tests  # noqa: E402
 import offcpu_server_tests  # noqa: E402
 import pyroscope_tests  # noqa: E402
+import fn_timeline_tests  # noqa: E402
 import debuginfod_tests  # noqa: E402
 import offcpu_tests  # noqa: E402
 import runner  # noqa: E402
@@ -983,7 +984,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
     + clickhouse_tests.TESTS \
     + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
     + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS + offcpu_server_tests.TESTS \
-    + offcpu_tests.TESTS
+    + offcpu_tests.TESTS + fn_timeline_tests.TESTS
 
 
 def main():
