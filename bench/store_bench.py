@@ -9,14 +9,16 @@ Distributed tables' work; both shards share this machine's cores.
     python3 bench/store_bench.py [--procs 4] [--hours 6] [--stacks 2000] [--reps 5]
         [--server PATH] [--other-server PATH]
     python3 bench/store_bench.py --batch [--windows 5] [--small 150] [--large 50] [--runs 3]
-        [--server PATH] [--other-server PATH]
+        [--server PATH] [--other-server PATH] [--sqlite-only]
 
 --batch: the agent's request shape alone: each one-minute window's
 profiles (--small of ~50 stacks and --large of ~1000, as a node's
 processes send) in one zstd POST /api/v1/profiles/batch, into SQLite and
 into the two-shard ClickHouse, one client and four; with --other-server
 (another build's codexray-server, e.g. main's) its ClickHouse ingest too,
-in the same run.
+in the same run. --sqlite-only: no ClickHouse, and --other-server's
+SQLite ingest instead (a change to the SQLite store measured side by
+side).
 
 Ingest: one client, zstd bodies as the agent ships them; wall profiles/s,
 the server's CPU per profile, and ClickHouse's (both processes) for the
@@ -206,10 +208,12 @@ def batch_main(a):
         profiles = window_batches(tmp, a, start)
         n = sum(1 for p in profiles if p[2] == 0)
         size = sum(len(p[1]) for p in profiles if p[2] == 0)
-        stores = [("SQLite", [], server_tests.SERVER),
-                  ("ClickHouse, 2 shards", None, server_tests.SERVER)]
+        stores = [("SQLite", [], server_tests.SERVER)]
+        if not a.sqlite_only:
+            stores.append(("ClickHouse, 2 shards", None, server_tests.SERVER))
         if a.other_server:
-            stores.append(("ClickHouse, 2 shards, " + a.other_label, None, a.other_server))
+            stores.append(("SQLite, " + a.other_label, [], a.other_server) if a.sqlite_only else
+                          ("ClickHouse, 2 shards, " + a.other_label, None, a.other_server))
         runs = {name: [] for name, _, _ in stores}
         for k in range(a.runs):
             # The order turned each run: the machine's load drifts.
@@ -251,6 +255,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--other-server")
     ap.add_argument("--other-label", default="main")
+    ap.add_argument("--sqlite-only", action="store_true",
+                    help="--batch without ClickHouse: SQLite (and --other-server's SQLite)")
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--hours", type=int, default=6)
     ap.add_argument("--stacks", type=int, default=2000)

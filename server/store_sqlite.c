@@ -9,6 +9,10 @@
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
  *            samples, cpu_ns, bytes_in, data, labels, off_cpu_ns)
+ *                                    identity (app, host, pid, time_ns, duration_ns,
+ *                                    labels): unique, one row a profile however often it
+ *                                    is sent (open_identity: stores from before may
+ *                                    hold some twice)
  *   where labels are the identity labels, "\x1fk=v\x1fk=v\x1f" in key order, then the
  *   profile's other labels, keys sorted (store_profile__labels_text)
  *   rollups(id, app, level, bucket_ns, profiles, data)   unique (app, level, bucket_ns)
@@ -420,6 +424,97 @@ out:
     return rc;
 }
 
+/* The columns that say which profile a row is (docs/internals/store.md,
+ * "A profile sent again"): an index on them makes a profile sent again
+ * after its 202 (an agent whose answer was lost) a lookup that finds it
+ * (sqls_put's sel_profile). */
+#define IDENTITY_COLUMNS "app, host, pid, time_ns, duration_ns, labels"
+
+/* The number of rows of profiles that repeat another's identity, counted
+ * through the identity index; -1 on a database error. */
+static int64_t identity_dups(sqlite3 *db)
+{
+    sqlite3_stmt *q = NULL;
+    int64_t n = -1;
+
+    if (sqlite3_prepare_v2(db,
+                           "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM "
+                           "profiles INDEXED BY profiles_identity GROUP BY " IDENTITY_COLUMNS
+                           " HAVING n > 1)",
+                           -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return n;
+}
+
+/* The index profiles_identity: UNIQUE, so that even a write that skipped
+ * the put's lookup could not store a profile twice; but a store written
+ * before it may hold profiles twice already (retries counted twice), and
+ * those rows are left as they were (which copy would be "the" one is
+ * not for open to decide, and retention drops them in time): the index is
+ * then a plain one, serving the same lookup, and each open logs how many
+ * rows repeat another and tries UNIQUE again once none do. One
+ * transaction. Returns 0, or -1 with err set. */
+static int open_identity(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *q = NULL;
+    int unique = -1; /* -1: no index yet */
+    int64_t dups = 0;
+    int rc = -1;
+
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT \"unique\" FROM pragma_index_list('profiles') WHERE name = "
+                           "'profiles_identity'",
+                           -1, &q, NULL) != SQLITE_OK)
+        goto dberr;
+    if (sqlite3_step(q) == SQLITE_ROW)
+        unique = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    q = NULL;
+    if (unique == 1)
+        goto commit;
+    if (unique == 0 && (dups = identity_dups(db)) < 0)
+        goto dberr;
+    if (dups == 0) {
+        int r =
+            sqlite3_exec(db,
+                         "DROP INDEX IF EXISTS profiles_identity;"
+                         "CREATE UNIQUE INDEX profiles_identity ON profiles(" IDENTITY_COLUMNS ")",
+                         NULL, NULL, NULL);
+        if (r == SQLITE_OK) {
+            if (unique == 0)
+                log_info("store: no profile stored twice any more; its identity index is "
+                         "unique again");
+            goto commit;
+        }
+        if ((r & 0xff) != SQLITE_CONSTRAINT)
+            goto dberr;
+        /* A store from before the index, holding some profile twice. */
+        if (sqlite3_exec(
+                db,
+                "CREATE INDEX IF NOT EXISTS profiles_identity ON profiles(" IDENTITY_COLUMNS ")",
+                NULL, NULL, NULL) != SQLITE_OK ||
+            (dups = identity_dups(db)) < 0)
+            goto dberr;
+    }
+    log_warn("store: %lld stored profiles repeat another (sent again after being stored, "
+             "by a server before the identity index): left as they are, counted twice until "
+             "retention drops them; new ones are stored once",
+             (long long)dups);
+commit:
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    return 0;
+dberr:
+    snprintf(err, errlen, "sqlite: the profiles' identity index: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(q);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
 static const struct store_ops sqlite_ops;
 
 struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
@@ -462,7 +557,7 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         goto fail;
     if (add_column(st->wdb, "labels", "TEXT NOT NULL DEFAULT ''", err, errlen) ||
         add_column(st->wdb, "off_cpu_ns", "INTEGER NOT NULL DEFAULT 0", err, errlen) ||
-        open_keys(st, err, errlen))
+        open_keys(st, err, errlen) || open_identity(st->wdb, err, errlen))
         goto fail;
     if (sqls_open_db(st->path, &st->rdb, err, errlen))
         goto fail;
@@ -489,6 +584,10 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
                 "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns) "
                 "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 &st->ins_profile, err, errlen) ||
+        prepare(st->wdb,
+                "SELECT 1 FROM profiles INDEXED BY profiles_identity WHERE app = ? AND host = ? "
+                "AND pid = ? AND time_ns = ? AND duration_ns = ? AND labels = ?",
+                &st->sel_profile, err, errlen) ||
         prepare(st->wdb, "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) VALUES(?,?,?)",
                 &st->ins_dirty, err, errlen) ||
         prepare_readers(st->wdb, &st->wr, err, errlen) ||
@@ -507,11 +606,11 @@ fail:
 static void sqlite_close(struct store *s)
 {
     struct sqlite_store *st = S(s);
-    sqlite3_stmt *stmts[] = {st->ins_fn,      st->sel_fn,      st->ins_stack,  st->sel_stack,
-                             st->sel_frames,  st->ins_ls,      st->sel_ls,     st->ins_profile,
-                             st->ins_dirty,   st->wr.profiles, st->wr.rollups, st->wr.rollup,
-                             st->rd.profiles, st->rd.rollups,  st->rd.rollup,  st->q_timeline,
-                             st->q_stack,     st->q_fn};
+    sqlite3_stmt *stmts[] = {st->ins_fn,      st->sel_fn,      st->ins_stack,   st->sel_stack,
+                             st->sel_frames,  st->ins_ls,      st->sel_ls,      st->ins_profile,
+                             st->sel_profile, st->ins_dirty,   st->wr.profiles, st->wr.rollups,
+                             st->wr.rollup,   st->rd.profiles, st->rd.rollups,  st->rd.rollup,
+                             st->q_timeline,  st->q_stack,     st->q_fn};
 
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
         sqlite3_finalize(stmts[i]);

@@ -59,7 +59,7 @@ struct sqlite_store {
     struct stack_keymap *fn_ids, *stack_ids; /* function key, stack key -> id */
     struct stack_hasher hasher;
     sqlite3_stmt *ins_fn, *sel_fn, *ins_stack, *sel_stack, *sel_frames, *ins_ls, *sel_ls,
-        *ins_profile, *ins_dirty;
+        *ins_profile, *sel_profile, *ins_dirty;
     struct readers wr; /* the rollup builder's, on wdb */
     /* reader's statements */
     struct readers rd;

@@ -184,6 +184,28 @@ static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
     return id;
 }
 
+/* Whether a profile of p's identity (app, host, pid, start, duration and
+ * labels text: store_sqlite.c's IDENTITY_COLUMNS) is stored already: an
+ * agent sends a profile again when the answer to a stored one was lost,
+ * and a batch may come again whole or in part. One lookup in the identity
+ * index. Returns 1, 0, or -1 on a database error. */
+static int stored_already(struct sqlite_store *st, const struct store_profile *p,
+                          const struct buf *labels)
+{
+    sqlite3_stmt *q = st->sel_profile;
+
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, p->app, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, p->host ? p->host : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, p->pid);
+    sqlite3_bind_int64(q, 4, p->time_ns);
+    sqlite3_bind_int64(q, 5, p->duration_ns);
+    sqlite3_bind_text(q, 6, labels->len ? labels->data : "", labels->len, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
 const struct stack_hasher *sqls_hasher(struct store *s)
 {
     return &S(s)->hasher;
@@ -249,12 +271,13 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     bool grouped = group_of_thread == st;
     int64_t *fn_ids = NULL, *ls_ids = NULL, *sids = NULL, total_samples = 0, total_cpu = 0,
             total_off = 0;
-    struct buf frames, data, text;
+    struct buf frames, data, text, ptext;
     int ret = -1;
 
     buf__init(&frames, 1 << 20);
     buf__init(&data, 512u << 20);
     buf__init(&text, 1 << 20);
+    buf__init(&ptext, 1 << 20);
     fn_ids = calloc(p->nfunctions + 1, sizeof(*fn_ids));
     ls_ids = malloc((p->nlabelsets + 1) * sizeof(*ls_ids));
     sids = malloc((p->nstacks + 1) * sizeof(*sids));
@@ -277,6 +300,20 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     if (sqlite3_exec(st->wdb, grouped ? "SAVEPOINT put" : "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
         SQLITE_OK)
         goto dberr;
+    if (store_profile__labels_text(&ptext, p)) {
+        snprintf(err, errlen, "labels past the store's limits");
+        ret = -E2BIG;
+        goto rollback;
+    }
+    int had = stored_already(st, p, &ptext);
+    if (had < 0)
+        goto dberr_rollback;
+    if (had) {
+        /* Sent again after it was stored (its answer lost): stored, once. */
+        sqlite3_exec(st->wdb, grouped ? "RELEASE put" : "ROLLBACK", NULL, NULL, NULL);
+        ret = 0;
+        goto out;
+    }
     for (size_t i = 0; i < p->nlabelsets; i++) {
         if (store_labelset__text(&text, &p->labelsets[i])) {
             snprintf(err, errlen, "labels too long");
@@ -338,12 +375,7 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     sqlite3_bind_int64(ip, 9, total_cpu);
     sqlite3_bind_int64(ip, 10, p->bytes_in);
     sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
-    if (store_profile__labels_text(&text, p)) {
-        snprintf(err, errlen, "labels past the store's limits");
-        ret = -E2BIG;
-        goto rollback;
-    }
-    sqlite3_bind_text(ip, 12, text.len ? text.data : "", text.len, SQLITE_STATIC);
+    sqlite3_bind_text(ip, 12, ptext.len ? ptext.data : "", ptext.len, SQLITE_STATIC);
     sqlite3_bind_int64(ip, 13, total_off);
     if (sqlite3_step(ip) != SQLITE_DONE)
         goto dberr_rollback;
@@ -378,12 +410,13 @@ out_nolock:
     buf__free(&frames);
     buf__free(&data);
     buf__free(&text);
+    buf__free(&ptext);
     return ret;
 }
 
 /* What sqls_put allocates: ids per function, label set and stack, the
  * blob's rows reserved at their longest, and its three 1 MiB-capped
- * buffers (a stack's frames, a label set's text, the identity). */
+ * buffers (a stack's frames, a label set's text, the profile's labels). */
 size_t sqls_put_mem(struct store *s, const struct store_profile *p)
 {
     (void)s;

@@ -570,9 +570,9 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 
 # The simulated fleet over the two-shard ClickHouse (bench/fleet_sim.py):
 # FLEET_S seconds of load (the issue's run is 600), then the same fleet
-# into one SQLite server for the ratio, without batches sent twice: the
-# SQLite store counts an acknowledged profile sent again twice (it keeps
-# no identity of a profile; docs/clickhouse.md, "A simulated fleet").
+# into one SQLite server for the ratio, both with batches sent again
+# after their answer (each store counts a profile once: ClickHouse by its
+# tables' keys, SQLite by its identity index; docs/internals/store.md).
 # Not part of `make bench`.
 FLEET_S ?= 150
 # Six uploads decoded at once, so that a ClickHouse server's writer has
@@ -580,7 +580,7 @@ FLEET_S ?= 150
 FLEET_SERVER_ARGS ?= --ingest-concurrency 6
 bench-fleet: $(B)/codexray-server $(B)/bench/gen_profiles
 	@python3 bench/fleet_sim.py --duration $(FLEET_S) --server-args "$(FLEET_SERVER_ARGS)"
-	@python3 bench/fleet_sim.py --duration $(FLEET_S) --store sqlite --dup 0 \
+	@python3 bench/fleet_sim.py --duration $(FLEET_S) --store sqlite \
 	    --server-args "$(FLEET_SERVER_ARGS)"
 
 # Only the web UI's part of the benchmark (about 30 s).

@@ -210,5 +210,91 @@ def test_server_batch_durability(tmp):
     kill9_during(srv, send, 3, stop, acked, 200)
 
 
+def test_server_batch_resent(tmp):
+    """A batch sent again after its 200 (the agent's answer lost: a
+    timeout, a cut connection), whole and then in part with new profiles:
+    every profile answered 202 again, and counted once, in the merge (raw
+    and from rollups), the applications, the timeline and the labels;
+    profiles differing only in a label (a pod, a Pyroscope client's region)
+    are distinct and stay so."""
+    import time
+    from server_tests import stacks_of
+
+    srv = Server(tmp, "--api-key", KEY)
+    try:
+        H = 3 * 3600
+        base = (int(time.time()) - 2 * H) // H * H  # a complete 3-hour bucket
+        entries = []
+        for i in range(40):
+            t = (base + 60 * (i % 10)) * 10**9
+            body = profile(["", "samples", "count", "cpu", "nanoseconds", "main", f"rs_{i % 3}"],
+                           [(1, 2), (3, 4)], [([2, 1], [1 + i, (1 + i) * 10**7], [])],
+                           locations=[(1, 5), (2, 6)], functions=[(5, 5), (6, 6)], time_ns=t)
+            # i and i + 20 differ only in their pod: two profiles
+            entries.append((f"service=rs-svc{i % 2}&host=h{i % 4}&pid={100 + i % 20}"
+                            f"&pod=pod{i // 20}", zstd(body) if i % 2 else body))
+        py = []
+        for region in ("eu", "us"):  # two SDK instances, one process each
+            q = urllib.parse.urlencode({"name": f"rs-svc0{{host=h9,region={region}}}",
+                                        "from": base + 30, "until": base + 40})
+            py.append(q)
+
+        def send(part):
+            a = post_batch(srv, batch(part), len(part))
+            check(a["statuses"] == [202] * len(part) and a["stored"] == len(part),
+                  f"statuses {a['statuses']}")
+            for q in py:
+                st, b = srv.post(f"/ingest?{q}", b"main;py 7\n", AUTH)
+                check(st == 200, f"/ingest {q}: {st} {b[:200]!r}")
+
+        def totals(built):
+            # Both apps' 10-minute and 3-hour buckets, built at least
+            # `built` times in all: whole buckets are read from rollups.
+            deadline = time.time() + 60
+            while (metric(srv, "codexray_rollups_pending") or
+                   metric(srv, "codexray_rollups_built_total") < built):
+                check(time.time() < deadline, "rollups not built within 60 s")
+                time.sleep(0.5)
+            out = {}
+            for app in ("rs-svc0", "rs-svc1"):
+                for frm, to in ((base, base + H), (base - 60, base + 3600 + 7)):
+                    r = f"app={app}&from={frm}&to={to}"
+                    st, body = srv.get(f"/api/v1/profile?{r}&format=flamegraph", AUTH)
+                    check(st == 200, f"{r}: {st}")
+                    g = json.loads(body)
+                    out[r] = (g["profiles"], g["total"], stacks_of(srv, r))
+                st, body = srv.get(f"/api/v1/timeline?app={app}&from={base}&to={base + 3600}"
+                                   "&step=600", AUTH)
+                out[app + " timeline"] = json.loads(body)["cpu_cores"]
+                st, body = srv.get(f"/api/v1/labels?app={app}&from={base}&to={base + H}", AUTH)
+                out[app + " labels"] = json.loads(body)
+            st, body = srv.get(f"/api/v1/applications?from={base}&to={base + H}", AUTH)
+            out["apps"] = sorted((a["name"], a["cpu_cores"])
+                                 for a in json.loads(body)["applications"])
+            return out
+
+        send(entries[:30])
+        first = totals(4)
+        want0 = sum(1 + i for i in range(0, 30, 2)) + 2 * 7
+        got0 = first[f"app=rs-svc0&from={base}&to={base + H}"]
+        check(got0[0] == 15 + 2 and got0[1] == want0 * 10**7,
+              f"rs-svc0: {got0[:2]}, want 17 profiles, {want0} samples of 10 ms")
+        send(entries[:30])  # whole, again
+        check(totals(4) == first, "a batch sent again counted twice")
+        send(entries[10:])  # in part, with ten new ones
+        now = totals(8)
+        want0 = sum(1 + i for i in range(0, 40, 2)) + 2 * 7
+        got0 = now[f"app=rs-svc0&from={base}&to={base + H}"]
+        check(got0[0] == 20 + 2 and got0[1] == want0 * 10**7,
+              f"rs-svc0 after a partial resend: {got0[:2]}, want 22 profiles, {want0} samples")
+        check(now["rs-svc0 labels"]["labels"]["region"] == ["eu", "us"],
+              f"regions {now['rs-svc0 labels']}")
+        check(now["rs-svc1 labels"]["pod"] == ["pod0", "pod1"], f"pods {now['rs-svc1 labels']}")
+        print(f"    {len(entries) + 2} profiles sent {2 * 30 + 30 + 2 * 2 * 2} times,"
+              f" stored once each")
+    finally:
+        srv.stop()
+
+
 TESTS = [test_server_batch, test_server_batch_zstd, test_server_batch_hostile,
-         test_server_batch_durability]
+         test_server_batch_durability, test_server_batch_resent]

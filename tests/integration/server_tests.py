@@ -672,9 +672,11 @@ def test_server_stack_keys(tmp):
         for fid, name in ((2**40, 5), (2**50, 6), (2**60, 7)):
             e += field(5, field(1, fid) + field(2, name))
         e += b"".join(field(6, x) for x in strs1)
-        for name, body in (("packed", a), ("unpacked", b), ("inlined", c), ("reversed", d),
-                           ("sparse ids", e)):
-            st, resp = srv.post("/api/v1/profiles", body)
+        # Each from a process of its own: one process's profile sent again
+        # is the same profile, stored once.
+        for k, (name, body) in enumerate((("packed", a), ("unpacked", b), ("inlined", c),
+                                          ("reversed", d), ("sparse ids", e))):
+            st, resp = srv.post(f"/api/v1/profiles?pid={k + 1}", body)
             check(st == 202, f"{name}: {st} {resp}")
         got = stacks_of(srv, "app=keys&from=now-10m")
         check(got == {"main;run;work": 18, "work;run;main": 7}, f"merged {got}")
@@ -690,9 +692,9 @@ def test_server_stack_keys(tmp):
         check(got == {"nul": 3}, f"names with a NUL: {got}")
         check(stack_rows(srv) == 3, f"{stack_rows(srv)} stack rows after the NUL names")
         # zstd: the same profile as gzip, counted alike.
-        st, resp = srv.post("/api/v1/profiles", zstd(a))
+        st, resp = srv.post("/api/v1/profiles?pid=6", zstd(a))
         check(st == 202, f"zstd: {st} {resp}")
-        st, resp = srv.post("/api/v1/profiles", zstd(a) + zstd(b"", "--no-check"))
+        st, resp = srv.post("/api/v1/profiles?pid=7", zstd(a) + zstd(b"", "--no-check"))
         check(st == 202, f"two zstd frames: {st} {resp}")
         got = stacks_of(srv, "app=keys&from=now-10m")
         check(got == {"main;run;work": 28, "work;run;main": 7}, f"after zstd {got}")
@@ -729,7 +731,7 @@ def test_server_stack_keys(tmp):
         check(got == {"main;run;work": 31, "work;run;main": 11}, f"after reopening {got}")
         st, body = srv.get("/api/v1/profile?app=keys&from=now-10m&format=flamegraph")
         check(st == 200, f"flame graph: {st}")
-        st, resp = srv.post("/api/v1/profiles", b)
+        st, resp = srv.post("/api/v1/profiles?pid=8", b)
         check(st == 202, f"post after reopening: {st} {resp}")
         check(stack_rows(srv) == 3, f"{stack_rows(srv)} stack rows after reopening")
         got = stacks_of(srv, "app=keys&from=now-10m")
@@ -782,7 +784,8 @@ def test_server_retention(tmp):
                            [([1, 2], [3], [(3, 4), (9, pod)]), ([3, 2], [4], [(3, 4), (9, pod)])],
                            locations=[(1, leaf), (2, 5), (3, 7)],
                            functions=[(5, 5), (6, 6), (7, 7), (8, 8)], time_ns=t)
-        for t, leaf, pod in ((old_t, 6, 10), (new_t, 8, 11), (new_t, 8, 11)):
+        # Two new profiles a second apart (the same one twice is stored once).
+        for t, leaf, pod in ((old_t, 6, 10), (new_t, 8, 11), (new_t - 10**9, 8, 11)):
             st, resp = srv.post("/api/v1/profiles", prof(t, leaf, pod))
             check(st == 202, f"post: {st} {resp}")
         check(db_count(srv, "stacks") == 3 and db_count(srv, "functions") == 4 and

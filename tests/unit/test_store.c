@@ -541,6 +541,152 @@ static void test_group(void **state)
     tmpdir__remove(dir);
 }
 
+/* One profile of app "re": pid, labels and duration given, the rest fixed. */
+static void resent_profile(struct sprof *s, struct store *st, int64_t pid, const char *region,
+                           int64_t duration_ns, int64_t samples)
+{
+    sprof__init(s, st, "re", "h1", pid, T0);
+    s->p.duration_ns = duration_ns;
+    s->p.identity[0] = "c0ffee";
+    if (region) {
+        s->labels[0] = (struct store_label){"region", region};
+        s->p.labels = s->labels;
+        s->p.nlabels = 1;
+    }
+    sprof__stack(s, LEAF_A, 3, samples, STORE_NO_LABELS);
+}
+
+/* app "re" read every way: profiles and samples merged (raw), CPU of the
+ * application, of the timeline, and merged again once rolled up. */
+static void resent_check(struct store *st, int64_t profiles, int64_t samples)
+{
+    struct store_merged *m = merge_all(st, "re");
+    assert_int_equal(m->profiles, profiles);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), samples);
+    store_merged__free(m);
+    struct store_app *apps = NULL;
+    size_t n = 0;
+    assert_int_equal(store__applications(st, 0, INT64_MAX, &apps, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(apps[0].cpu_ns, samples * 10000000);
+    store_apps__free(apps, n);
+    struct store_query q = {.app = "re", .from_ns = T0, .to_ns = T0 + 600 * SEC};
+    int64_t *cpu = NULL;
+    assert_int_equal(store__timeline(st, &q, 600 * SEC, &cpu, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cpu[0], samples * 10000000);
+    free(cpu);
+    int64_t built = -1, pending = -1;
+    assert_int_equal(store__rollup(st, T0 + 86400 * SEC, &built, &pending), 0);
+    assert_int_equal(pending, 0);
+    q = (struct store_query){.app = "re", .from_ns = T0 - 86400 * SEC, .to_ns = T0 + 86400 * SEC};
+    assert_int_equal(store__merge(st, &q, &m), 0);
+    assert_int_equal(m->profiles, profiles);
+    assert_int_equal(folded_samples(m, "main;a;leaf", NULL), samples);
+    store_merged__free(m);
+}
+
+/* Runs sql on the store's file in dir, past the store. */
+static void resent_sql(const char *dir, const char *sql)
+{
+    char path[300];
+    sqlite3 *db = NULL;
+
+    snprintf(path, sizeof(path), "%s/profiles.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A profile sent again after it was stored (the agent's answer lost),
+ * alone or in a batch resent whole or in part, is answered stored and
+ * counted once; other processes, other labels (two Pyroscope SDKs) and
+ * another duration are other profiles. A store from before, already
+ * holding a profile twice, opens, keeps it, and stores no third. */
+static void test_resent(void **state)
+{
+    char dir[256], err[512];
+    struct store *st = store__open_tmp(dir, sizeof(dir));
+    struct sprof s;
+    (void)state;
+
+    resent_profile(&s, st, 7, "eu", 60 * SEC, 10);
+    put(st, &s);
+    resent_profile(&s, st, 7, "us", 60 * SEC, 20); /* another SDK's labels */
+    put(st, &s);
+    resent_profile(&s, st, 8, "eu", 60 * SEC, 40); /* another process */
+    put(st, &s);
+    resent_profile(&s, st, 7, "eu", 30 * SEC, 80); /* another duration */
+    put(st, &s);
+    resent_profile(&s, st, 7, NULL, 60 * SEC, 160); /* no other labels */
+    put(st, &s);
+    resent_check(st, 5, 310);
+
+    resent_profile(&s, st, 7, "eu", 60 * SEC, 10); /* sent again alone */
+    put(st, &s);
+    /* A batch sent again in part, one of its profiles twice, one new. */
+    assert_int_equal(store__group_begin(st, err, sizeof(err)), 0);
+    resent_profile(&s, st, 8, "eu", 60 * SEC, 40);
+    put(st, &s);
+    resent_profile(&s, st, 9, "eu", 60 * SEC, 320);
+    put(st, &s);
+    put(st, &s);
+    assert_int_equal(store__group_end(st, err, sizeof(err)), 0);
+    resent_check(st, 6, 630);
+
+    /* After a reopen too, and after the buckets were rolled up. */
+    store__close(st);
+    st = store_sqlite__open(dir, err, sizeof(err));
+    assert_non_null(st);
+    resent_profile(&s, st, 9, "eu", 60 * SEC, 320);
+    put(st, &s);
+    resent_check(st, 6, 630);
+    store__close(st);
+
+    /* A store from before the identity index that stored pid 9's profile
+     * twice: it opens, the copy stays (a plain index), no third. */
+    resent_sql(dir, "DROP INDEX profiles_identity;"
+                    "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
+                    "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns) SELECT app, "
+                    "host, pid, container_id, time_ns, duration_ns, period_ns, samples, cpu_ns, "
+                    "bytes_in, data, labels, off_cpu_ns FROM profiles WHERE pid = 9;"
+                    "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) SELECT app, "
+                    "level, bucket_ns FROM rollups");
+    st = store_sqlite__open(dir, err, sizeof(err));
+    assert_non_null(st);
+    put(st, &s);
+    resent_check(st, 7, 950);
+    store__close(st);
+    /* Once the copy is gone, the next open makes the index unique again. */
+    resent_sql(dir, "DELETE FROM profiles WHERE id = (SELECT max(id) FROM profiles);"
+                    "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) SELECT app, "
+                    "level, bucket_ns FROM rollups;"
+                    "CREATE TABLE t AS SELECT \"unique\" AS u FROM "
+                    "pragma_index_list('profiles') WHERE name = 'profiles_identity'");
+    st = store_sqlite__open(dir, err, sizeof(err));
+    assert_non_null(st);
+    put(st, &s);
+    resent_check(st, 6, 630);
+    store__close(st);
+    char path[300];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    snprintf(path, sizeof(path), "%s/profiles.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT (SELECT u FROM t), \"unique\" FROM "
+                                        "pragma_index_list('profiles') WHERE name = "
+                                        "'profiles_identity'",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 0); /* plain while the copy was there */
+    assert_int_equal(sqlite3_column_int(q, 1), 1); /* unique since */
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    tmpdir__remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_puts),
         cmocka_unit_test(test_group),
         cmocka_unit_test(test_off_cpu),
+        cmocka_unit_test(test_resent),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
