@@ -40,6 +40,9 @@ enum cx_frame_kind {
      * bytes into the bytecode from 3.11), tag the code object's fingerprint. */
     CX_FRAME_PYTHON = 4,
     CX_FRAME_PYTHON_ERR = 5, /* Python frames that could not be walked; aux: enum cx_py_err */
+    /* A V8 JavaScript frame (v8.h): addr is its SharedFunctionInfo
+     * (tagged), tag the object's fingerprint. */
+    CX_FRAME_V8 = 6,
 };
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */
