@@ -28,6 +28,7 @@ import sampling_tests  # noqa: E402
 import python_tests  # noqa: E402
 import interp_tests  # noqa: E402
 import python_unstable_tests  # noqa: E402
+import v8_tests  # noqa: E402
 import browser_tests  # noqa: E402
 import pyroscope_tests  # noqa: E402
 import debuginfod_tests  # noqa: E402
@@ -978,6 +979,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
     + python_tests.TESTS + python_unstable_tests.TESTS + interp_tests.TESTS + server_tests.TESTS \
+    + v8_tests.TESTS \
     + clickhouse_tests.TESTS \
     + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
     + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS
@@ -989,7 +991,7 @@ def main():
         return 1
     return runner.run(TESTS, "integration",
                       (Failure, server_tests.Failure, cfi_tests.Failure, python_tests.Failure,
-                       sampling_tests.Failure, debuginfod_tests.Failure),
+                       sampling_tests.Failure, debuginfod_tests.Failure, v8_tests.Failure),
                       "cx-it-")
 
 
