@@ -178,9 +178,12 @@ int v8_fn__read_str(const struct py_reader *r, const struct v8_layout *l, uint64
     return (int)b.n;
 }
 
-/* The name and start position a ScopeInfo at tagged p holds: its slots
- * after the context locals, the first string the function's name, the
- * first two Smis after it with start < end its positions. */
+/* The name and start position a ScopeInfo at tagged p holds, from its
+ * slots after the context locals (V8 11: the function variable's name and
+ * slot index, the inferred name, the start and end positions, each there
+ * only when it applies): the first non-empty string is the name, the first
+ * two Smis after it (after its slot index, for the function's own name)
+ * with 0 <= start < end are the positions. */
 static void scope_info(const struct py_reader *r, const struct v8_layout *l, uint64_t p, char *name,
                        size_t namelen, int64_t *start)
 {
@@ -197,14 +200,17 @@ static void scope_info(const struct py_reader *r, const struct v8_layout *l, uin
     uint64_t skip = l->scope_first_vars + (n < SCOPE_INLINED_NAMES ? 2 * n : n + 1);
     if (r->read(r->ctx, base + 8 * skip, slots, sizeof(slots)))
         return;
-    int from = 0;
+    int from = 0, strings = 0;
     for (int i = 0; i < SCOPE_SLOTS && !named; i++) {
+        int n8 = is_heap(slots[i]) ? v8_fn__read_str(r, l, slots[i], name, namelen) : -1;
         /* An anonymous function's name is "", its inferred name
-         * ("Module._load") follows. */
-        if (is_heap(slots[i]) && v8_fn__read_str(r, l, slots[i], name, namelen) > 0) {
+         * ("Module._load") follows. The function's own name is followed by
+         * its variable's slot index (a Smi, not a position). */
+        if (n8 > 0) {
             named = true;
-            from = i + 1;
+            from = i + (strings == 0 ? 2 : 1);
         }
+        strings += n8 >= 0;
     }
     if (!named)
         name[0] = '\0';
