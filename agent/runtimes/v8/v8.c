@@ -164,8 +164,8 @@ static void proc_set(struct v8_tracker *t, const struct proc *p, const struct v8
     struct cx_v8_proc v;
     __u32 key = p->tgid;
 
-    if (vp && vp->vb == vb && vp->in_bpf)
-        return;
+    /* The entry is put again at each reading of the maps: BPF drops it
+     * at exec, which a process may do into the same node. */
     if (vp && vp->vb != vb)
         fns_clear(t, vp); /* exec'd into another V8 */
     if (!vp) {
@@ -183,7 +183,8 @@ static void proc_set(struct v8_tracker *t, const struct proc *p, const struct v8
         log_warn("v8: pid=%u: cannot add it to v8_procs: %s", p->tgid, strerror(errno));
         return;
     }
-    log_debug("v8: pid=%u exe=%s: V8 at %s", p->tgid, p->exe, vb->bin->path);
+    if (!vp->in_bpf)
+        log_debug("v8: pid=%u exe=%s: V8 at %s", p->tgid, p->exe, vb->bin->path);
     vp->in_bpf = true;
 }
 
