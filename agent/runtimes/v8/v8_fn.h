@@ -26,7 +26,7 @@
 
 #define V8_FN_MAX_NAME 1024
 #define V8_FN_MAX_FILE 4096
-#define V8_FN_MAX_SCAN (4u << 20)
+#define V8_FN_MAX_SCAN (256u << 10)
 
 struct v8_fn {
     struct rt_obj obj; /* first: a v8_fn is an rt_obj */
