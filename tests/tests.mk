@@ -9,7 +9,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_py_code_hostile test_dither test_plt test_file_unwind test_query test_varint \
               test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql test_store_common \
               test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-              test_debuginfod test_offcpu test_fn_timeline
+              test_debuginfod test_offcpu test_fn_timeline test_v8
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -83,6 +83,23 @@ $(B)/tests/test_dbgsrv: tests/unit/test_dbgsrv.c $(UNIT_LIB_OBJS) $(call obj,ser
 $(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 # Helpers shared by a test split in two (header-only, not seen by the pattern rule).
 $(B)/tests/test_py_code $(B)/tests/test_py_code_hostile: tests/unit/py_code_helpers.h
+
+# V8's postmortem constants in shared objects for test_v8 to read: as node
+# 20 exports them, with pointer compression, with one left out.
+V8DBG_SOS := $(B)/tests/v8dbg_fake.so $(B)/tests/v8dbg_ptrcomp.so $(B)/tests/v8dbg_noscript.so
+$(B)/tests/v8dbg_fake.so: tests/unit/v8dbg_fake.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -o $@ $<
+$(B)/tests/v8dbg_ptrcomp.so: tests/unit/v8dbg_fake.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -DTAGGED=4 -o $@ $<
+$(B)/tests/v8dbg_noscript.so: tests/unit/v8dbg_fake.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -DNO_SCRIPT_NAME -o $@ $<
+$(B)/tests/test_v8: tests/unit/test_v8.c $(UNIT_LIB_OBJS) $(V8DBG_SOS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -DTEST_SO_DIR='"$(abspath $(B))/tests"' -o $@ $< \
+	    $(UNIT_LIB_OBJS) $(LDLIBS) -lcmocka
 $(B)/tests/test_py_detect $(B)/tests/test_py_detect_hostile: tests/unit/py_detect_helpers.h
 $(B)/tests/test_py_detect $(B)/tests/test_py_layout_hostile: tests/unit/py_layout_headers.h
 $(B)/tests/test_identity $(B)/tests/test_identity_runtimes: tests/unit/identity_helpers.h

@@ -76,6 +76,9 @@ enum cx_frame_kind {
     /* Made by user space, never by BPF: an off-CPU stack's innermost frame,
      * "[off-CPU: CLASS]"; addr holds the enum cx_off_class. */
     CX_FRAME_OFFCPU = 6,
+    /* A V8 JavaScript frame (v8.h): addr is its SharedFunctionInfo
+     * (tagged), tag the object's fingerprint. */
+    CX_FRAME_V8 = 7,
 };
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */

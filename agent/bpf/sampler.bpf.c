@@ -354,13 +354,15 @@ static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgi
     __u32 zero = 0;
     struct walk_state *st = NULL;
     struct cx_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+    struct cx_v8_proc *v8 = bpf_map_lookup_elem(&v8_procs, &tgid);
     int cfi = (use_vma && !off) || bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL,
-        python = py != NULL;
+        python = py != NULL, v8on = v8 != NULL;
 
-    /* Two opaque scalars: clang would otherwise OR the two pointers, which
-     * the verifier refuses. */
-    asm volatile("" : "+r"(cfi), "+r"(python));
-    if (cfi || python)
+    /* Opaque scalars: clang would otherwise OR the pointers, which the
+     * verifier refuses. A V8 process is walked where a CPython one is: in
+     * the CFI walk's programs (cx_walk_user). */
+    asm volatile("" : "+r"(cfi), "+r"(python), "+r"(v8on));
+    if (cfi || python || v8on)
         st = bpf_map_lookup_elem(&wstate, &zero);
     if (!st)
         return walk_fp(s, nk, pc, fp);
@@ -384,6 +386,11 @@ static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgi
     st->py_state = PY_NONE;
     st->py_pending = 0;
     st->py_new = 0;
+    st->v8_on = 0;
+    if (v8) {
+        __builtin_memcpy(&st->v8, v8, sizeof(st->v8));
+        st->v8_on = 1;
+    }
     if (py) {
         __builtin_memcpy(&st->py, py, sizeof(st->py));
         st->py_state = PY_UNRESOLVED;
@@ -524,6 +531,7 @@ static __always_inline void drop_walk_entries(__u32 tgid)
 {
     bpf_map_delete_elem(&proc_unwind, &tgid);
     bpf_map_delete_elem(&py_procs, &tgid);
+    bpf_map_delete_elem(&v8_procs, &tgid);
 }
 
 /* BTF-typed tracepoints (Linux 5.5): no tracefs mount needed. */

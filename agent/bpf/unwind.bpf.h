@@ -10,6 +10,7 @@
 
 #include "python.h"
 #include "unwind.h"
+#include "v8.h"
 
 /* --- what the walk does differently per architecture ------------------- */
 
@@ -132,6 +133,11 @@ struct walk_state {
     __u16 py_pad[2];
     struct cx_py_proc py; /* the process's entry (py_procs), copied at the start */
     __u8 py_buf[CX_PY_FRAME_READ];
+    /* The V8 walk (v8.bpf.h): the process's entry (v8_procs), when v8_on. */
+    __u32 v8_on;
+    __u32 v8_pad;
+    struct cx_v8_proc v8;
+    __u8 v8_buf[CX_V8_OBJ_READ];
 };
 
 struct {
@@ -140,6 +146,8 @@ struct {
     __type(key, __u32);
     __type(value, struct walk_state);
 } wstate SEC(".maps");
+
+#include "v8.bpf.h"
 
 /* What cx_cfi_find() returns when a table has no row for the address. */
 #define CX_CFI_NOT_FOUND 0xffffffffffffffffull
@@ -584,7 +592,9 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
     }
     case CX_CFA_END:
         return STEP_END;
-    case CX_CFA_NONE:
+    case CX_CFA_NONE: /* a gap between FDEs: V8's builtins in node's text */
+        if (st->v8_on)
+            cx_v8_probe();
         return step_fp(st, reason);
     default:
         *reason = CX_TRUNC_CFI_RULE;
@@ -689,11 +699,16 @@ static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi, 
         if (st->py.tramp_cfa && in_py_tramp(st, pc))
             return step_sp(st, st->py.tramp_cfa, reason);
 #endif
+        if (st->v8_on)
+            cx_v8_probe();
         return step_fp(st, reason);
     }
     packed = cx_cfi_find(st->m_table, st->m_blocks, (__u32)(pc - st->m_bias));
-    if (packed == CX_CFI_NOT_FOUND)
+    if (packed == CX_CFI_NOT_FOUND) {
+        if (st->v8_on)
+            cx_v8_probe();
         return step_fp(st, reason);
+    }
     *cfi = 1;
     return step_cfi(st, packed, reason);
 }

@@ -5,6 +5,8 @@
  *            making a HotSpot JVM write its map
  *   python/  CPython: frames walked in BPF, code objects named from the
  *            process's memory
+ *   v8/      V8 (Node.js): JavaScript frames found in BPF, functions named
+ *            from the process's memory
  *
  * A runtime has two halves, for the agent's two threads:
  *

@@ -28,6 +28,7 @@ import sampling_tests  # noqa: E402
 import python_tests  # noqa: E402
 import interp_tests  # noqa: E402
 import python_unstable_tests  # noqa: E402
+import v8_tests  # noqa: E402
 import browser_tests  # noqa: E402
 import offcpu_server_tests  # noqa: E402
 import pyroscope_tests  # noqa: E402
@@ -863,19 +864,26 @@ def test_node_perf_map(tmp):
 
 
 def test_node_without_perf_map_hint(tmp):
-    """node without the flag: V8's frames, JIT code as [anon]+0xADDR (never a
-    bare address), and the hint logged once for the process over windows."""
+    """node without the flag, in agent mode over windows: JavaScript named
+    from V8's own structures (agent/runtimes/v8), so no JIT frame is left
+    as [anon]+0xADDR and the --perf-basic-prof hint (still logged for a
+    node whose V8 the agent cannot walk) is not; never a bare address."""
     w = start_node(tmp, [], 6)
     outdir, log = run_window_agent(tmp, seconds=4.5)
     w.wait()
     hints = [l for l in log.splitlines() if f"perfmap: pid={w.pid} " in l]
-    print(f"    {len(hints)} hint line(s): {hints[:1]}")
-    check(len(hints) == 1 and "--perf-basic-prof" in hints[0], f"hint lines: {hints}")
+    check(not hints, f"hint lines: {hints}")
     mine = [os.path.join(outdir, f) for f in os.listdir(outdir) if f".{w.pid}." in f]
     check(len(mine) >= 2, f"want profiles of 2 windows or more: {mine}")
     ts = traces(*mine)
-    leaves = {t.frames[0] for t in ts}
-    check(any(f.startswith("[anon]+0x") for f in leaves), f"no JIT leaf: {sorted(leaves)[:10]}")
+    frames = {f for t in ts for f in t.frames}
+    check({"hot_a", "hot_b"} <= frames, f"JavaScript unnamed: {sorted(frames)[:20]}")
+    anon = sum(t.count for t in ts if any(f.startswith("[anon]") for f in t.frames))
+    total = sum(t.count for t in ts)
+    print(f"    {len(mine)} windows, samples with an [anon] frame: {anon}/{total}")
+    # V8 code that is no JavaScript frame (a stub in anonymous memory)
+    # would still show so: none was seen in this workload (0/~400).
+    check(anon <= 0.02 * total, f"{anon}/{total} samples with an [anon] frame")
     check(not any(re.match(r"^(0x)?[0-9a-f]+$", f) for t in ts for f in t.frames), "bare hex")
 
 
@@ -981,6 +989,7 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
          test_node_without_perf_map_hint, test_java_perf_map,
          test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
     + python_tests.TESTS + python_unstable_tests.TESTS + interp_tests.TESTS + server_tests.TESTS \
+    + v8_tests.TESTS \
     + clickhouse_tests.TESTS \
     + clickhouse_schema_tests.TESTS + hostile_tests.TESTS + batch_tests.TESTS \
     + browser_tests.TESTS + debuginfod_tests.TESTS + pyroscope_tests.TESTS + offcpu_server_tests.TESTS \
@@ -993,7 +1002,8 @@ def main():
         return 1
     return runner.run(TESTS, "integration",
                       (Failure, server_tests.Failure, cfi_tests.Failure, python_tests.Failure,
-                       sampling_tests.Failure, debuginfod_tests.Failure, offcpu_tests.Failure),
+                       sampling_tests.Failure, debuginfod_tests.Failure, offcpu_tests.Failure,
+                       v8_tests.Failure),
                       "cx-it-")
 
 
