@@ -135,7 +135,7 @@ struct store_query {
     /* A merge keeps the stacks with some of it (CPU: samples or CPU time;
      * they carry both values either way); a timeline sums it. */
     enum store_value value;
-    const struct store_label_match *match;  /* all must hold; at most STORE_MAX_MATCHES */
+    const struct store_label_match *match; /* all must hold; at most STORE_MAX_MATCHES */
     size_t nmatch;
 };
 
