@@ -8,7 +8,7 @@
  *   meta(k, v)                       the store's own settings: the stack key bases
  *   labelsets(id, text)              "k=v\x1fk=v", keys sorted; unique
  *   profiles(id, app, host, pid, container_id, time_ns, duration_ns, period_ns,
- *            samples, cpu_ns, bytes_in, data, labels, off_cpu_ns)
+ *            samples, cpu_ns, bytes_in, data, labels, off_cpu_ns, content)
  *                                    identity (app, host, pid, time_ns, duration_ns,
  *                                    labels): unique, one row a profile however often it
  *                                    is sent (open_identity: stores from before may
@@ -74,7 +74,7 @@ static const char schema[] =
     "  time_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL, period_ns INTEGER NOT NULL,"
     "  samples INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
     "  data BLOB NOT NULL, labels TEXT NOT NULL DEFAULT '',"
-    "  off_cpu_ns INTEGER NOT NULL DEFAULT 0);"
+    "  off_cpu_ns INTEGER NOT NULL DEFAULT 0, content INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS profiles_app_time ON profiles(app, time_ns);"
     "CREATE INDEX IF NOT EXISTS profiles_time ON profiles(time_ns);"
     "CREATE TABLE IF NOT EXISTS rollups(id INTEGER PRIMARY KEY, app TEXT NOT NULL,"
@@ -428,7 +428,8 @@ out:
  * "A profile sent again"): an index on them makes a profile sent again
  * after its 202 (an agent whose answer was lost) a lookup that finds it
  * (sqls_put's sel_profile). */
-#define IDENTITY_COLUMNS "app, host, pid, time_ns, duration_ns, labels"
+#define IDENTITY_COLUMNS "app, host, pid, time_ns, duration_ns, labels, content"
+#define IDENTITY_NCOLUMNS 7
 
 /* The number of rows of profiles that repeat another's identity, counted
  * through the identity index; -1 on a database error. */
@@ -465,6 +466,17 @@ static int open_identity(sqlite3 *db, char *err, size_t errlen)
 
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         goto dberr;
+    /* An index of other columns (a build that had no content digest in
+     * it) is made again. */
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM pragma_index_info('profiles_identity')", -1,
+                           &q, NULL) != SQLITE_OK)
+        goto dberr;
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) != 0 &&
+        sqlite3_column_int(q, 0) != IDENTITY_NCOLUMNS &&
+        sqlite3_exec(db, "DROP INDEX profiles_identity", NULL, NULL, NULL) != SQLITE_OK)
+        goto dberr;
+    sqlite3_finalize(q);
+    q = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT \"unique\" FROM pragma_index_list('profiles') WHERE name = "
                            "'profiles_identity'",
@@ -557,6 +569,7 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         goto fail;
     if (add_column(st->wdb, "labels", "TEXT NOT NULL DEFAULT ''", err, errlen) ||
         add_column(st->wdb, "off_cpu_ns", "INTEGER NOT NULL DEFAULT 0", err, errlen) ||
+        add_column(st->wdb, "content", "INTEGER NOT NULL DEFAULT 0", err, errlen) ||
         open_keys(st, err, errlen) || open_identity(st->wdb, err, errlen))
         goto fail;
     if (sqls_open_db(st->path, &st->rdb, err, errlen))
@@ -581,12 +594,12 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         prepare(st->wdb, "SELECT id FROM labelsets WHERE text = ?", &st->sel_ls, err, errlen) ||
         prepare(st->wdb,
                 "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
-                "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns) "
-                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns, content) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 &st->ins_profile, err, errlen) ||
         prepare(st->wdb,
                 "SELECT 1 FROM profiles INDEXED BY profiles_identity WHERE app = ? AND host = ? "
-                "AND pid = ? AND time_ns = ? AND duration_ns = ? AND labels = ?",
+                "AND pid = ? AND time_ns = ? AND duration_ns = ? AND labels = ? AND content = ?",
                 &st->sel_profile, err, errlen) ||
         prepare(st->wdb, "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) VALUES(?,?,?)",
                 &st->ins_dirty, err, errlen) ||

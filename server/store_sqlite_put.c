@@ -184,13 +184,46 @@ static int64_t stack_row(struct sqlite_store *st, const struct store_profile *p,
     return id;
 }
 
-/* Whether a profile of p's identity (app, host, pid, start, duration and
- * labels text: store_sqlite.c's IDENTITY_COLUMNS) is stored already: an
- * agent sends a profile again when the answer to a stored one was lost,
- * and a batch may come again whole or in part. One lookup in the identity
- * index. Returns 1, 0, or -1 on a database error. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A digest of what p holds: each stack's key, labels and values, in order.
+ * A profile sent again decodes to the same, byte for byte; two profiles
+ * that share every identity column (two replicas of a Pyroscope client
+ * that sends neither host nor pid, the same window) almost never do. As
+ * SQLite's INTEGER: signed. */
+static int64_t content_digest(const struct store_profile *p)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const struct store_stack *k = &p->stacks[i];
+        int64_t v[3] = {k->samples, k->cpu_ns, k->off_cpu_ns};
+        h = fnv(h, &k->key, sizeof(k->key));
+        h = fnv(h, v, sizeof(v));
+        if (k->labelset < p->nlabelsets)
+            for (size_t l = 0; l < p->labelsets[k->labelset].n; l++) {
+                const struct store_label *lb = &p->labelsets[k->labelset].labels[l];
+                h = fnv(h, lb->key, strlen(lb->key) + 1);
+                h = fnv(h, lb->value, strlen(lb->value) + 1);
+            }
+    }
+    return (int64_t)h;
+}
+
+/* Whether a profile of p's identity (app, host, pid, start, duration,
+ * labels text and content digest: store_sqlite.c's IDENTITY_COLUMNS) is
+ * stored already: an agent sends a profile again when the answer to a
+ * stored one was lost, and a batch may come again whole or in part. One
+ * lookup in the identity index. Returns 1, 0, or -1 on a database error. */
 static int stored_already(struct sqlite_store *st, const struct store_profile *p,
-                          const struct buf *labels)
+                          const struct buf *labels, int64_t content)
 {
     sqlite3_stmt *q = st->sel_profile;
 
@@ -201,6 +234,7 @@ static int stored_already(struct sqlite_store *st, const struct store_profile *p
     sqlite3_bind_int64(q, 4, p->time_ns);
     sqlite3_bind_int64(q, 5, p->duration_ns);
     sqlite3_bind_text(q, 6, labels->len ? labels->data : "", labels->len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 7, content);
     int rc = sqlite3_step(q);
     sqlite3_reset(q);
     return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
@@ -305,7 +339,8 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
         ret = -E2BIG;
         goto rollback;
     }
-    int had = stored_already(st, p, &ptext);
+    int64_t content = content_digest(p);
+    int had = stored_already(st, p, &ptext, content);
     if (had < 0)
         goto dberr_rollback;
     if (had) {
@@ -377,6 +412,7 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     sqlite3_bind_blob(ip, 11, data.data ? data.data : "", data.len, SQLITE_STATIC);
     sqlite3_bind_text(ip, 12, ptext.len ? ptext.data : "", ptext.len, SQLITE_STATIC);
     sqlite3_bind_int64(ip, 13, total_off);
+    sqlite3_bind_int64(ip, 14, content);
     if (sqlite3_step(ip) != SQLITE_DONE)
         goto dberr_rollback;
     for (int l = 0; l < N_LEVELS; l++) {

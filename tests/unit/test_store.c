@@ -620,7 +620,11 @@ static void test_resent(void **state)
     put(st, &s);
     resent_profile(&s, st, 7, NULL, 60 * SEC, 160); /* no other labels */
     put(st, &s);
-    resent_check(st, 5, 310);
+    /* Every identity column the same, another content: two replicas of a
+     * Pyroscope client that sends no host or pid, in the same window. */
+    resent_profile(&s, st, 7, "eu", 60 * SEC, 11);
+    put(st, &s);
+    resent_check(st, 6, 321);
 
     resent_profile(&s, st, 7, "eu", 60 * SEC, 10); /* sent again alone */
     put(st, &s);
@@ -632,7 +636,7 @@ static void test_resent(void **state)
     put(st, &s);
     put(st, &s);
     assert_int_equal(store__group_end(st, err, sizeof(err)), 0);
-    resent_check(st, 6, 630);
+    resent_check(st, 7, 641);
 
     /* After a reopen too, and after the buckets were rolled up. */
     store__close(st);
@@ -640,22 +644,23 @@ static void test_resent(void **state)
     assert_non_null(st);
     resent_profile(&s, st, 9, "eu", 60 * SEC, 320);
     put(st, &s);
-    resent_check(st, 6, 630);
+    resent_check(st, 7, 641);
     store__close(st);
 
     /* A store from before the identity index that stored pid 9's profile
      * twice: it opens, the copy stays (a plain index), no third. */
     resent_sql(dir, "DROP INDEX profiles_identity;"
                     "INSERT INTO profiles(app, host, pid, container_id, time_ns, duration_ns, "
-                    "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns) SELECT app, "
-                    "host, pid, container_id, time_ns, duration_ns, period_ns, samples, cpu_ns, "
-                    "bytes_in, data, labels, off_cpu_ns FROM profiles WHERE pid = 9;"
+                    "period_ns, samples, cpu_ns, bytes_in, data, labels, off_cpu_ns, content) "
+                    "SELECT app, host, pid, container_id, time_ns, duration_ns, period_ns, "
+                    "samples, cpu_ns, bytes_in, data, labels, off_cpu_ns, content FROM profiles "
+                    "WHERE pid = 9;"
                     "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) SELECT app, "
                     "level, bucket_ns FROM rollups");
     st = store_sqlite__open(dir, err, sizeof(err));
     assert_non_null(st);
     put(st, &s);
-    resent_check(st, 7, 950);
+    resent_check(st, 8, 961);
     store__close(st);
     /* Once the copy is gone, the next open makes the index unique again. */
     resent_sql(dir, "DELETE FROM profiles WHERE id = (SELECT max(id) FROM profiles);"
@@ -666,7 +671,7 @@ static void test_resent(void **state)
     st = store_sqlite__open(dir, err, sizeof(err));
     assert_non_null(st);
     put(st, &s);
-    resent_check(st, 6, 630);
+    resent_check(st, 7, 641);
     store__close(st);
     char path[300];
     sqlite3 *db = NULL;
