@@ -88,6 +88,8 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/python/python.c agent/runtimes/python/py_detect.c \
              agent/runtimes/python/py_layout.c agent/runtimes/python/py_layout_table.c \
              agent/runtimes/python/py_code.c agent/runtimes/python/py_lines.c \
+             agent/runtimes/hotspot/hotspot.c agent/runtimes/hotspot/hs_vm.c \
+             agent/runtimes/hotspot/hs_name.c \
              agent/aggregate.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
@@ -149,7 +151,7 @@ $(B)/vmlinux.h: | deps
 $(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch.bpf.h \
                    agent/bpf/arch_x86.bpf.h agent/bpf/arch_arm64.bpf.h \
                    agent/bpf/unwind.h agent/bpf/unwind.bpf.h agent/bpf/python.h \
-                   agent/bpf/python.bpf.h $(B)/vmlinux.h | deps
+                   agent/bpf/python.bpf.h agent/bpf/hotspot.h agent/bpf/hotspot.bpf.h $(B)/vmlinux.h | deps
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Iagent/bpf -Wall -Werror -c $< -o $@
 
 $(B)/sampler.skel.h: $(B)/sampler.bpf.o | deps

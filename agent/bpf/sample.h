@@ -40,6 +40,9 @@ enum cx_frame_kind {
      * bytes into the bytecode from 3.11), tag the code object's fingerprint. */
     CX_FRAME_PYTHON = 4,
     CX_FRAME_PYTHON_ERR = 5, /* Python frames that could not be walked; aux: enum cx_py_err */
+    /* A HotSpot JVM's Java frame (hotspot.h): aux is enum cx_hs_frame_type,
+     * addr the Method* (interpreted, compiled) or the stub's CodeBlob. */
+    CX_FRAME_JAVA = 8,
 };
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */

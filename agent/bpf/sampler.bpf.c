@@ -285,6 +285,11 @@ static __always_inline int walk_body(struct bpf_perf_event_data *ctx, const int 
             break;
         }
         stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
+        if (st->hs && cx_hs_frame(st->pc, st->exact)) {
+            put_frame(s, st->n, st->hs_addr, CX_FRAME_JAVA, st->hs_type);
+            st->n++;
+            continue;
+        }
         if (py_enter(st, st->pc, st->exact))
             continue;
         /* A perf trampoline only calls the evaluation function, whose
@@ -329,6 +334,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     __u32 zero = 0;
     struct walk_state *st = NULL;
     struct cx_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+    struct cx_hs_proc *hs = bpf_map_lookup_elem(&hs_procs, &tgid);
     int cfi = use_vma || bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL, python = py != NULL;
 
     /* Two opaque scalars: clang would otherwise OR the two pointers, which
@@ -358,12 +364,21 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
     st->py_state = PY_NONE;
     st->py_pending = 0;
     st->py_new = 0;
+    st->hs = 0;
+    st->hs_type = 0;
+    if (hs) {
+        __builtin_memcpy(&st->hsp, hs, sizeof(st->hsp));
+        st->hs = 1;
+    }
     if (py) {
         __builtin_memcpy(&st->py, py, sizeof(st->py));
         st->py_state = PY_UNRESOLVED;
         st->py_last_code = 0;
     }
-    if (!py_enter(st, pc, 1)) {
+    if (st->hs && cx_hs_frame(pc, 1)) {
+        put_frame(s, nk, st->hs_addr, CX_FRAME_JAVA, st->hs_type);
+        st->n = nk + 1;
+    } else if (!py_enter(st, pc, 1)) {
         put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);
         st->n = nk + 1;
     }
@@ -495,6 +510,7 @@ static __always_inline void drop_walk_entries(__u32 tgid)
 {
     bpf_map_delete_elem(&proc_unwind, &tgid);
     bpf_map_delete_elem(&py_procs, &tgid);
+    bpf_map_delete_elem(&hs_procs, &tgid);
 }
 
 /* BTF-typed tracepoints (Linux 5.5): no tracefs mount needed. */

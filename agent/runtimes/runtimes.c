@@ -9,11 +9,13 @@
 
 extern const struct runtime_ops rt_jit_ops;
 extern const struct runtime_ops rt_python_ops;
+extern const struct runtime_ops rt_hotspot_ops;
 
 /* The runtimes, in the order their namers are asked about native frames. */
 static const struct runtime_ops *const all[] = {
     &rt_jit_ops,
     &rt_python_ops,
+    &rt_hotspot_ops,
 };
 #define NRT (sizeof(all) / sizeof(all[0]))
 _Static_assert(NRT <= RT_MAX, "more runtimes than RT_MAX");
