@@ -63,6 +63,7 @@ __noinline int cx_hs_frame(__u64 pc, __u32 exact)
     if (!st)
         return 0;
     st->hs_type = 0;
+    st->hs_tag = 0;
     at = pc - (exact ? 0 : 1);
     if (!st->hs || at < st->hsp.cc_start || at >= st->hsp.cc_end)
         return 0;
@@ -82,10 +83,13 @@ __noinline int cx_hs_frame(__u64 pc, __u32 exact)
     st->hs_complete = hs_s32(st->hs_buf, st->hsp.frame_complete);
     st->hs_code_begin = hs_u64(st->hs_buf, st->hsp.code_begin);
     if (at >= st->hsp.interp_start && at < st->hsp.interp_end) {
-        if (bpf_probe_read_user(&st->hs_addr, 8, (void *)(st->fp + CX_HS_INTERP_METHOD_OFF)) ||
-            !st->hs_addr)
+        __u64 slots[(CX_HS_INTERP_METHOD_OFF - CX_HS_INTERP_BCP_OFF) / 8 + 1];
+        if (bpf_probe_read_user(slots, sizeof(slots), (void *)(st->fp + CX_HS_INTERP_BCP_OFF)) ||
+            !slots[(CX_HS_INTERP_METHOD_OFF - CX_HS_INTERP_BCP_OFF) / 8])
             return 0;
+        st->hs_addr = slots[(CX_HS_INTERP_METHOD_OFF - CX_HS_INTERP_BCP_OFF) / 8];
         st->hs_type = CX_HS_INTERPRETED;
+        st->hs_aux = CX_HS_INTERPRETED | ((__u32)slots[0] & CX_HS_PC_OFF_MAX) << 4;
         return 1;
     }
     /* "nmethod" (C1, C2) or "native nmethod" (a native method's wrapper):
@@ -93,11 +97,15 @@ __noinline int cx_hs_frame(__u64 pc, __u32 exact)
     bpf_probe_read_user(&name, sizeof(name), (void *)hs_u64(st->hs_buf, st->hsp.name));
     if (name == 0x00646f6874656d6eull /* "nmethod\0" */ ||
         name == 0x6e20657669746e61ull /* "native n" */) {
-        st->hs_addr = hs_u64(st->hs_buf, st->hsp.method);
+        __u64 off = pc - st->hs_code_begin;
+        st->hs_addr = block + st->hsp.blob;
         st->hs_type = CX_HS_COMPILED;
+        st->hs_aux = CX_HS_COMPILED | (off <= CX_HS_PC_OFF_MAX ? (__u32)off << 4 : 0);
+        st->hs_tag = (__u16)(hs_u64(st->hs_buf, st->hsp.method) >> 3);
     } else {
         st->hs_addr = block + st->hsp.blob;
         st->hs_type = CX_HS_STUB;
+        st->hs_aux = CX_HS_STUB;
     }
     return 1;
 }

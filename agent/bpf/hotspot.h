@@ -37,13 +37,23 @@
 /* The interpreter frame's Method*, from rbp (x86_64's frame layout:
  * sender sp at -1 word, last sp at -2, method at -3). */
 #define CX_HS_INTERP_METHOD_OFF (-24)
+/* and the bytecode pointer, saved there at calls (bcp at -8 words) */
+#define CX_HS_INTERP_BCP_OFF (-64)
 
-/* cx_frame.aux of a CX_FRAME_JAVA frame. */
+/* cx_frame.aux of a CX_FRAME_JAVA frame: the type in its low bits
+ * (CX_HS_TYPE), for a compiled frame the pc's offset in the code (from
+ * _code_begin) above them (CX_HS_PC_OFF): user space finds the frames
+ * inlined there from the nmethod's debug information. */
 enum cx_hs_frame_type {
-    CX_HS_INTERPRETED = 1, /* addr: the Method* */
-    CX_HS_COMPILED = 2,    /* addr: the nmethod's Method* */
-    CX_HS_STUB = 3,        /* addr: the CodeBlob (a stub, an adapter, the call stub) */
+    /* addr: the Method*; above the type the bytecode pointer's low 28 bits
+     * (the leaf's may be stale: the interpreter keeps it in a register) */
+    CX_HS_INTERPRETED = 1,
+    CX_HS_COMPILED = 2, /* addr: the nmethod; tag: its Method* >> 3, low 16 bits */
+    CX_HS_STUB = 3,     /* addr: the CodeBlob (a stub, an adapter, the call stub) */
 };
+#define CX_HS_TYPE(aux) ((aux)&7)
+#define CX_HS_PC_OFF(aux) ((aux) >> 4)
+#define CX_HS_PC_OFF_MAX ((1u << 28) - 1)
 
 struct cx_hs_heap {
     __u64 start, end; /* the heap's reserved range */

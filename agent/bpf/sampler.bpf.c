@@ -104,8 +104,8 @@ static __always_inline void count_lost(__u32 tgid)
     }
 }
 
-static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
-                                      __u32 aux)
+static __always_inline void put_frame_tag(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
+                                          __u32 aux, __u16 tag)
 {
     /* One 64-bit register, checked and used: clang may otherwise check one
      * copy of the index and address with another, whose bound the verifier
@@ -117,8 +117,14 @@ static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr,
         return;
     s->frames[idx].addr = addr;
     s->frames[idx].kind = kind;
-    s->frames[idx].tag = 0;
+    s->frames[idx].tag = tag;
     s->frames[idx].aux = aux;
+}
+
+static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
+                                      __u32 aux)
+{
+    put_frame_tag(s, at, addr, kind, aux, 0);
 }
 
 /* The task's thread id as its own process sees it (gettid() inside a
@@ -286,7 +292,7 @@ static __always_inline int walk_body(struct bpf_perf_event_data *ctx, const int 
         }
         stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
         if (st->hs && cx_hs_frame(st->pc, st->exact)) {
-            put_frame(s, st->n, st->hs_addr, CX_FRAME_JAVA, st->hs_type);
+            put_frame_tag(s, st->n, st->hs_addr, CX_FRAME_JAVA, st->hs_aux, st->hs_tag);
             st->n++;
             continue;
         }
@@ -376,7 +382,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, struct c
         st->py_last_code = 0;
     }
     if (st->hs && cx_hs_frame(pc, 1)) {
-        put_frame(s, nk, st->hs_addr, CX_FRAME_JAVA, st->hs_type);
+        put_frame_tag(s, nk, st->hs_addr, CX_FRAME_JAVA, st->hs_aux, st->hs_tag);
         st->n = nk + 1;
     } else if (!py_enter(st, pc, 1)) {
         put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);

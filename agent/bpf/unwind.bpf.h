@@ -138,6 +138,9 @@ struct walk_state {
      * blob's fields its step needs. */
     __u32 hs;      /* the process's entry (hs_procs) is in hsp */
     __u32 hs_type; /* enum cx_hs_frame_type */
+    __u32 hs_aux;  /* the frame's cx_frame.aux and tag (hotspot.h) */
+    __u16 hs_tag;
+    __u16 hs_pad[3];
     __u64 hs_pc, hs_addr, hs_code_begin;
     __s32 hs_frame_size, hs_complete;
     struct cx_hs_proc hsp;

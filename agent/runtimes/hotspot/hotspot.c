@@ -46,7 +46,8 @@ struct hs_bin {
 
 struct name_entry {
     uint64_t addr;
-    uint32_t type;
+    uint32_t aux;
+    uint16_t tag;
     struct hs_name *n; /* a reference, or NULL: could not be read */
     struct name_entry *next;
 };
@@ -244,9 +245,9 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
     }
     if (!hp->names && !(hp->names = calloc(NAME_BUCKETS, sizeof(*hp->names))))
         return -ENOMEM;
-    b = (unsigned)((f->addr >> 3) * 0x9E3779B1u) % NAME_BUCKETS;
+    b = (unsigned)(((f->addr >> 3) ^ f->aux) * 0x9E3779B1u) % NAME_BUCKETS;
     for (e = hp->names[b]; e; e = e->next) {
-        if (e->addr == f->addr && e->type == f->aux)
+        if (e->addr == f->addr && e->aux == f->aux && e->tag == f->tag)
             break;
     }
     if (!e) {
@@ -259,8 +260,9 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
             return -ENOMEM;
         t->reads++;
         e->addr = f->addr;
-        e->type = f->aux;
-        e->n = hs_name__read(&m, &hp->vm, f->aux, f->addr, &why);
+        e->aux = f->aux;
+        e->tag = f->tag;
+        e->n = hs_name__read(&m, &hp->vm, f->addr, f->aux, f->tag, &why);
         if (!e->n && !why) {
             free(e);
             return -ENOMEM;
@@ -343,18 +345,26 @@ static void hs_namer_free(void *n)
 static uint64_t hs_name(void *n, struct rt_name_ctx *c, const struct agg_frame *f,
                         const struct rt_obj *obj, uint64_t map_id, unsigned *how)
 {
-    struct pprof_line l = {0};
+    struct pprof_line l = {0}, ls[HS_NAME_MAX_DEPTH];
 
     (void)n;
     (void)map_id;
     if (f->kind != CX_FRAME_JAVA)
         return 0;
     if (obj) {
+        /* One location, the methods inlined at the pc innermost first, as
+         * pprof puts a location's inlined lines. */
         const struct hs_name *hn = (const struct hs_name *)obj;
-        l.function = hn->function;
-        l.system_name = "";
-        l.file = hn->file;
+        for (unsigned i = 0; i < hn->n; i++) {
+            memset(&ls[i], 0, sizeof(ls[i]));
+            ls[i].function = hn->lines[i].function;
+            ls[i].system_name = "";
+            ls[i].file = hn->lines[i].file;
+            ls[i].line = hn->lines[i].line;
+        }
         *how = RT_COUNTED;
+        uint64_t id = pprof_writer__location(c->w, 0, 0, ls, hn->n);
+        return id ? id : UINT64_MAX;
     } else {
         l.function = f->flags == HSU_NO_PROC ? "[java: JVM not known]" : "[java: unreadable]";
         *how = RT_UNNAMED;

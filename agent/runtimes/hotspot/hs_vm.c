@@ -131,6 +131,14 @@ enum {
     F_SYM_LENGTH,
     F_SYM_BODY,
     F_RELEASE,
+    F_NM_METADATA,
+    F_NM_PCS,
+    F_NM_DEPS,
+    F_CM_SCOPES,
+    F_PC_PC,
+    F_PC_SCOPE,
+    F_CONST_FLAGS,
+    F_CONST_CODE_SIZE,
     F__N,
 };
 
@@ -169,6 +177,14 @@ static void wants_init(struct want *w)
         [F_SYM_LENGTH] = {"Symbol", "_length", W_OFF},
         [F_SYM_BODY] = {"Symbol", "_body", W_OFF},
         [F_RELEASE] = {"Abstract_VM_Version", "_s_vm_release", W_STATIC},
+        [F_NM_METADATA] = {"nmethod", "_metadata_offset", W_OFF},
+        [F_NM_PCS] = {"nmethod", "_scopes_pcs_offset", W_OFF},
+        [F_NM_DEPS] = {"nmethod", "_dependencies_offset", W_OFF},
+        [F_CM_SCOPES] = {"CompiledMethod", "_scopes_data_begin", W_OFF},
+        [F_PC_PC] = {"PcDesc", "_pc_offset", W_OFF},
+        [F_PC_SCOPE] = {"PcDesc", "_scope_decode_offset", W_OFF},
+        [F_CONST_FLAGS] = {"ConstMethod", "_flags", W_OFF},
+        [F_CONST_CODE_SIZE] = {"ConstMethod", "_code_size", W_OFF},
     };
     memcpy(w, init, sizeof(init));
 }
@@ -371,8 +387,8 @@ int hs_vm__read(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias, 
                 char *why, size_t whylen)
 {
     struct want w[F__N];
-    uint64_t hdr, cp_size, sq, buf, lo, hi, rel;
-    int32_t limit, sender_sp, last_sp;
+    uint64_t hdr, cp_size, pc_size, cm_size, sq, buf, lo, hi, rel;
+    int32_t limit, sender_sp, last_sp, lnt, entry_bci;
     int r;
 
     memset(out, 0, sizeof(*out));
@@ -405,10 +421,31 @@ int hs_vm__read(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias, 
     }
     hdr = type_size(m, s, bias, "HeapBlock");
     cp_size = type_size(m, s, bias, "ConstantPool");
-    if (hdr == 0 || hdr > 64 || cp_size == 0 || cp_size > 4096) {
-        snprintf(why, whylen, "no size for HeapBlock or ConstantPool");
+    pc_size = type_size(m, s, bias, "PcDesc");
+    cm_size = type_size(m, s, bias, "ConstMethod");
+    if (hdr == 0 || hdr > 64 || cp_size == 0 || cp_size > 4096 || pc_size < 8 || pc_size > 64 ||
+        cm_size == 0 || cm_size > 4096) {
+        snprintf(why, whylen, "no size for HeapBlock, ConstantPool, PcDesc or ConstMethod");
         return -1;
     }
+    if (!int_const(m, s, bias, "ConstMethod::_has_linenumber_table", &lnt) ||
+        !int_const(m, s, bias, "InvocationEntryBci", &entry_bci) || lnt <= 0 || entry_bci != -1) {
+        snprintf(why, whylen, "no ConstMethod::_has_linenumber_table or InvocationEntryBci");
+        return -1;
+    }
+    out->has_lines_flag = (uint32_t)lnt;
+    out->pc_size = (uint32_t)pc_size;
+    out->const_size = (uint32_t)cm_size;
+    out->nm_metadata = (uint32_t)w[F_NM_METADATA].val;
+    out->nm_pcs = (uint32_t)w[F_NM_PCS].val;
+    out->nm_deps = (uint32_t)w[F_NM_DEPS].val;
+    out->cm_scopes = (uint32_t)w[F_CM_SCOPES].val;
+    out->cm_method = (uint32_t)w[F_CM_METHOD].val;
+    out->blob_code_begin = (uint32_t)w[F_BLOB_CODE_BEGIN].val;
+    out->pc_pc = (uint32_t)w[F_PC_PC].val;
+    out->pc_scope = (uint32_t)w[F_PC_SCOPE].val;
+    out->cm_flags = (uint32_t)w[F_CONST_FLAGS].val;
+    out->cm_code_size = (uint32_t)w[F_CONST_CODE_SIZE].val;
     out->bpf.blob = (__u16)hdr;
     if (!block_off(0, w[F_HB_HEADER].val + w[F_HB_USED].val, 1, &out->bpf.used) ||
         !block_off(hdr, w[F_BLOB_FRAME_SIZE].val, 4, &out->bpf.frame_size) ||

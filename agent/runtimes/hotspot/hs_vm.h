@@ -71,6 +71,18 @@ struct hs_vm {
     uint32_t klass_name; /* Klass::_name */
     uint32_t sym_length, sym_body; /* Symbol::_length, _body */
     uint32_t blob_name;            /* CodeBlob::_name */
+    uint32_t blob_code_begin;      /* CodeBlob::_code_begin */
+    /* Compiled frames' inlined methods (hs_name.c): the nmethod's PcDescs
+     * and scope descriptors. */
+    uint32_t cm_method; /* CompiledMethod::_method */
+    uint32_t cm_scopes; /* CompiledMethod::_scopes_data_begin */
+    /* nmethod::_metadata_offset, _scopes_pcs_offset, _dependencies_offset */
+    uint32_t nm_metadata, nm_pcs, nm_deps;
+    uint32_t pc_size, pc_pc, pc_scope; /* sizeof(PcDesc), _pc_offset, _scope_decode_offset */
+    /* Line numbers: the compressed table after the bytecodes. */
+    uint32_t const_size;             /* sizeof(ConstMethod): the bytecodes follow */
+    uint32_t cm_flags, cm_code_size; /* ConstMethod::_flags, _code_size */
+    uint32_t has_lines_flag;         /* ConstMethod::_has_linenumber_table */
 };
 
 /* Reads the JVM's description through m, its libjvm's symbols at
