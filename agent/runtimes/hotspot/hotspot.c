@@ -68,6 +68,7 @@ struct hs_proc {
 };
 
 struct hs_tracker {
+    const char *proc_root;
     int procs_fd; /* hs_procs, -1 without BPF (tests) */
     struct hs_bin *bins[NBUCKETS];
     struct hs_proc *procs[NBUCKETS];
@@ -147,6 +148,39 @@ static void proc_drop(struct hs_tracker *t, uint32_t tgid)
     free(hp);
 }
 
+/* Whether process tgid's environment holds CODEXRAY_JAVA_WALK=off: its
+ * Java frames are left to the perf-map path (runtimes/jit/). The first
+ * ENVIRON_MAX bytes are looked at. */
+#define ENVIRON_MAX (256u << 10)
+static bool walk_off(const char *proc_root, uint32_t tgid)
+{
+    static const char want[] = "CODEXRAY_JAVA_WALK=off";
+    char path[256];
+    size_t len = 0;
+    bool off = false;
+    char *buf;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%u/environ", proc_root, tgid);
+    if (!(f = fopen(path, "re")))
+        return false;
+    buf = malloc(ENVIRON_MAX);
+    if (buf)
+        len = fread(buf, 1, ENVIRON_MAX, f);
+    fclose(f);
+    for (size_t i = 0; buf && i < len;) {
+        const char *e = buf + i, *nul = memchr(e, '\0', len - i);
+        size_t el = nul ? (size_t)(nul - e) : len - i;
+        if (el == sizeof(want) - 1 && memcmp(e, want, el) == 0) {
+            off = true;
+            break;
+        }
+        i += el + 1;
+    }
+    free(buf);
+    return off;
+}
+
 /* Reads the JVM's description when it has none yet; puts it in hs_procs. */
 static void proc_try(struct hs_tracker *t, struct hs_proc *hp, uint64_t now_ns)
 {
@@ -217,6 +251,13 @@ static void hs_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
             hp->hb = hb;
             hp->bias = bias;
             *proc_slot(t, p->tgid) = hp;
+            if (walk_off(t->proc_root, p->tgid)) {
+                hp->state = HS_REFUSED;
+                log_info("hotspot: pid=%u: CODEXRAY_JAVA_WALK=off in its environment: its Java "
+                         "frames are named from perf maps only (start it with "
+                         "-XX:+PreserveFramePointer for whole stacks)",
+                         p->tgid);
+            }
         }
         proc_try(t, hp, now_ns);
         return;
@@ -301,6 +342,7 @@ static void *hs_tracker_new(const struct rt_env *env, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    t->proc_root = env->proc_root;
     t->procs_fd = env->map_fd ? env->map_fd(env->sampler, "hs_procs") : -1;
     if (env->map_fd && t->procs_fd < 0) {
         snprintf(err, errlen, "the BPF programs have no hs_procs map");
