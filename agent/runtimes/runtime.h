@@ -104,6 +104,10 @@ struct runtime_ops {
     int (*frame)(void *t, const struct proc *p, const struct cx_frame *f, struct rt_frame_out *out);
     /* Once a window, after it closed. */
     void (*tracker_sweep)(void *t, uint64_t now_ns);
+    /* At every poll of the sample ring (every few hundred ms at most), for
+     * what a tracker waits for in a process that runs (a JVM making its
+     * code cache): cheap when nothing is due. NULL: none. */
+    void (*tracker_poll)(void *t, uint64_t now_ns);
 
     /* --- the namer (worker thread) --- */
     void *(*namer_new)(const char *proc_root);

@@ -117,6 +117,14 @@ void runtimes__sweep(struct runtimes *r, uint64_t now_ns)
     }
 }
 
+void runtimes__poll(struct runtimes *r, uint64_t now_ns)
+{
+    for (size_t i = 0; r && i < NRT; i++) {
+        if (r->t[i] && all[i]->tracker_poll)
+            all[i]->tracker_poll(r->t[i], now_ns);
+    }
+}
+
 /* --- namers --- */
 
 struct rt_namers {

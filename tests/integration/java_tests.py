@@ -190,4 +190,32 @@ def test_java_without_frame_pointer_hint(tmp):
     check(len(hints) == 1, f"hint lines: {hints}")
 
 
-TESTS = [test_java_no_flags, test_java_perf_map, test_java_without_frame_pointer_hint]
+
+def test_java_started_after_agent(tmp):
+    """A JVM started while the agent runs: found once it has made its code
+    cache (a poll hook looks again every 50 ms), its hot samples whole to
+    JitSplit.main from then on."""
+    out = os.path.join(tmp, f"java-late-{time.monotonic_ns()}.pb.gz")
+    rec = subprocess.Popen([AGENT, "record", "--duration", "7", "--output", out],
+                           stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    w = start_java(tmp, [], 4)
+    w.wait(timeout=60)
+    _, log = rec.communicate(timeout=60)
+    check(rec.returncode == 0, f"record exited {rec.returncode}: {log[-2000:]}")
+    check(f"hotspot: pid={w.pid}: HotSpot 17." in log, f"not walked: {log[-2000:]}")
+    hot = whole = 0
+    for t in traces(out):
+        if t.labels.get("pid") != str(w.pid):
+            continue
+        fns = [f.replace(" (inline)", "") for f in t.frames]
+        if "JitSplit.callA" in fns or "JitSplit.callB" in fns:
+            hot += t.count
+            whole += t.count if "JitSplit.main" in fns and "JavaMain" in fns else 0
+    print(f"    {whole}/{hot} hot samples whole to JitSplit.main")
+    check(hot >= 50, f"only {hot} hot samples")
+    check(whole == hot, f"{whole}/{hot} whole")
+
+
+TESTS = [test_java_no_flags, test_java_started_after_agent, test_java_perf_map,
+         test_java_without_frame_pointer_hint]

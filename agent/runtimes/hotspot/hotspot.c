@@ -28,8 +28,13 @@
 #define NAME_BUCKETS 1024
 /* Names cached per process; past it the process's cache starts over. */
 #define HS_PROC_MAX_NAMES 65536
-/* A JVM whose code cache is not made yet is looked at again this often. */
-#define HS_RETRY_NS (200ull * 1000 * 1000)
+/* A JVM whose code cache is not made yet is looked at again this often
+ * (each look: ~10 reads of its memory), for HS_RETRY_FAST_NS after it was
+ * found, then every HS_RETRY_SLOW_NS (a JVM in an embedding program that
+ * creates it late). */
+#define HS_RETRY_NS (50ull * 1000 * 1000)
+#define HS_RETRY_FAST_NS (30ull * 1000 * 1000 * 1000)
+#define HS_RETRY_SLOW_NS (5ull * 1000 * 1000 * 1000)
 
 /* agg_frame.flags of a Java frame without a name: why. */
 enum hs_unnamed {
@@ -59,7 +64,7 @@ struct hs_proc {
     enum hs_state state;
     const struct hs_bin *hb;
     uint64_t bias;
-    uint64_t tried_ns;
+    uint64_t found_ns, tried_ns;
     bool in_bpf;
     struct hs_vm vm;
     struct name_entry **names; /* NAME_BUCKETS chains, made on first use */
@@ -72,6 +77,7 @@ struct hs_tracker {
     int procs_fd; /* hs_procs, -1 without BPF (tests) */
     struct hs_bin *bins[NBUCKETS];
     struct hs_proc *procs[NBUCKETS];
+    unsigned pending; /* processes in HS_PENDING */
     uint64_t reads, read_failures;
 };
 
@@ -143,6 +149,8 @@ static void proc_drop(struct hs_tracker *t, uint32_t tgid)
     if (hp->in_bpf && t->procs_fd >= 0)
         bpf_map_delete_elem(t->procs_fd, &key);
     *slot = hp->next;
+    if (hp->state == HS_PENDING)
+        t->pending--;
     names_clear(hp);
     free(hp->names);
     free(hp);
@@ -188,13 +196,15 @@ static void proc_try(struct hs_tracker *t, struct hs_proc *hp, uint64_t now_ns)
     char why[200] = "";
     __u32 key = hp->tgid;
     int r;
+    uint64_t every = now_ns - hp->found_ns < HS_RETRY_FAST_NS ? HS_RETRY_NS : HS_RETRY_SLOW_NS;
 
-    if (hp->state != HS_PENDING || (hp->tried_ns && now_ns - hp->tried_ns < HS_RETRY_NS))
+    if (hp->state != HS_PENDING || (hp->tried_ns && now_ns - hp->tried_ns < every))
         return;
     hp->tried_ns = now_ns;
     r = hs_vm__read(&m, &hp->hb->syms, hp->bias, &hp->vm, why, sizeof(why));
     if (r == 0)
-        return;
+        return; /* no code cache yet */
+    t->pending--;
     if (r < 0) {
         hp->state = HS_REFUSED;
         log_warn("hotspot: pid=%u: %s; its Java frames are not walked (only perf maps name "
@@ -239,8 +249,8 @@ static void hs_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
             continue;
         slot = proc_slot(t, p->tgid);
         hp = *slot;
-        if (hp && (hp->hb != hb || hp->bias != bias)) {
-            proc_drop(t, p->tgid); /* exec'd into another JVM */
+        if (hp && (hp->hb != hb || hp->bias != bias || hp->found_ns < p->seen_ns)) {
+            proc_drop(t, p->tgid); /* exec'd since (BPF dropped its entry) */
             hp = NULL;
         }
         if (!hp) {
@@ -250,8 +260,11 @@ static void hs_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
             hp->tgid = p->tgid;
             hp->hb = hb;
             hp->bias = bias;
+            hp->found_ns = now_ns;
             *proc_slot(t, p->tgid) = hp;
+            t->pending++;
             if (walk_off(t->proc_root, p->tgid)) {
+                t->pending--;
                 hp->state = HS_REFUSED;
                 log_info("hotspot: pid=%u: CODEXRAY_JAVA_WALK=off in its environment: its Java "
                          "frames are named from perf maps only (start it with "
@@ -332,6 +345,16 @@ static void hs_tracker_sweep(void *tp, uint64_t now_ns)
     }
     log_debug("hotspot: names_read=%llu read_failures=%llu", (unsigned long long)t->reads,
               (unsigned long long)t->read_failures);
+}
+
+static void hs_tracker_poll(void *tp, uint64_t now_ns)
+{
+    struct hs_tracker *t = tp;
+
+    for (unsigned b = 0; t->pending && b < NBUCKETS; b++) {
+        for (struct hs_proc *hp = t->procs[b]; hp; hp = hp->next)
+            proc_try(t, hp, now_ns);
+    }
 }
 
 static void *hs_tracker_new(const struct rt_env *env, char *err, size_t errlen)
@@ -425,6 +448,7 @@ const struct runtime_ops rt_hotspot_ops = {
     .proc_gone = hs_proc_gone,
     .frame = hs_frame,
     .tracker_sweep = hs_tracker_sweep,
+    .tracker_poll = hs_tracker_poll,
     .namer_new = hs_namer_new,
     .namer_free = hs_namer_free,
     .name_frame = hs_name,

@@ -344,15 +344,15 @@ static bool block_off(uint64_t hdr, uint64_t off, unsigned size, __u16 *out)
 }
 
 /* The code heaps, from CodeCache::_heaps. Returns 1, 0 when none yet, -1. */
-static int read_heaps(const struct hs_mem *m, const struct want *w, struct hs_vm *out, char *why,
-                      size_t whylen)
+static int read_heaps(const struct hs_mem *m, struct hs_vm *out, char *why, size_t whylen)
 {
+    const uint64_t *f = out->field;
     uint64_t ga, data, heap, v[3];
     int32_t len, log2;
 
-    if (rd_u64(m, w[F_HEAPS].val, &ga) || !ga)
+    if (rd_u64(m, f[F_HEAPS], &ga) || !ga)
         return 0;
-    if (m->read(m->ctx, ga + w[F_GA_LEN].val, &len, 4) || rd_u64(m, ga + w[F_GA_DATA].val, &data))
+    if (m->read(m->ctx, ga + f[F_GA_LEN], &len, 4) || rd_u64(m, ga + f[F_GA_DATA], &data))
         return 0;
     if (len <= 0 || !data)
         return 0;
@@ -364,10 +364,10 @@ static int read_heaps(const struct hs_mem *m, const struct want *w, struct hs_vm
     for (int i = 0; i < len; i++) {
         struct cx_hs_heap *h = &out->bpf.heap[i];
         if (rd_u64(m, data + 8 * (uint64_t)i, &heap) || !heap ||
-            rd_u64(m, heap + w[F_HEAP_MEMORY].val + w[F_VS_LOW].val, &v[0]) ||
-            rd_u64(m, heap + w[F_HEAP_MEMORY].val + w[F_VS_HIGH_BOUNDARY].val, &v[1]) ||
-            rd_u64(m, heap + w[F_HEAP_SEGMAP].val + w[F_VS_LOW].val, &v[2]) ||
-            m->read(m->ctx, heap + w[F_HEAP_LOG2].val, &log2, 4))
+            rd_u64(m, heap + f[F_HEAP_MEMORY] + f[F_VS_LOW], &v[0]) ||
+            rd_u64(m, heap + f[F_HEAP_MEMORY] + f[F_VS_HIGH_BOUNDARY], &v[1]) ||
+            rd_u64(m, heap + f[F_HEAP_SEGMAP] + f[F_VS_LOW], &v[2]) ||
+            m->read(m->ctx, heap + f[F_HEAP_LOG2], &log2, 4))
             return 0;
         if (!v[0] || v[1] <= v[0] || !v[2] || log2 < 4 || log2 > 16) {
             snprintf(why, whylen, "code heap %d of a shape not known (segments of 2^%d bytes)", i,
@@ -383,12 +383,16 @@ static int read_heaps(const struct hs_mem *m, const struct want *w, struct hs_vm
     return 1;
 }
 
-int hs_vm__read(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias, struct hs_vm *out,
-                char *why, size_t whylen)
+_Static_assert(F__N <= HS_VM_FIELDS, "hs_vm.field too small");
+
+/* The tables: what the JVM's build is, read once. Returns 1, 0 when they
+ * are not there yet, -1 when they cannot be used. */
+static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias,
+                       struct hs_vm *out, char *why, size_t whylen)
 {
     struct want w[F__N];
-    uint64_t hdr, cp_size, pc_size, cm_size, sq, buf, lo, hi, rel;
-    int32_t limit, sender_sp, last_sp, lnt, entry_bci;
+    uint64_t hdr, cp_size, pc_size, cm_size, rel;
+    int32_t sender_sp, last_sp, lnt, entry_bci;
     int r;
 
     memset(out, 0, sizeof(*out));
@@ -469,19 +473,43 @@ int hs_vm__read(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias, 
     out->sym_length = (uint32_t)w[F_SYM_LENGTH].val;
     out->sym_body = (uint32_t)w[F_SYM_BODY].val;
     out->blob_name = (uint32_t)w[F_BLOB_NAME].val;
-    /* What the JVM makes at start: until then, try again later. */
-    if (rd_u64(m, w[F_LOW_BOUND].val, &lo) || rd_u64(m, w[F_HIGH_BOUND].val, &hi) || !lo ||
-        hi <= lo)
+    for (int k = 0; k < F__N; k++)
+        out->field[k] = w[k].val;
+    return 1;
+}
+
+/* What the JVM makes at start (its code cache, its interpreter): until
+ * then, 0 (try again later). */
+static int read_runtime(const struct hs_mem *m, struct hs_vm *out, char *why, size_t whylen)
+{
+    const uint64_t *f = out->field;
+    uint64_t lo, hi, sq, buf;
+    int32_t limit;
+    int r;
+
+    if (rd_u64(m, f[F_LOW_BOUND], &lo) || rd_u64(m, f[F_HIGH_BOUND], &hi) || !lo || hi <= lo)
         return 0;
     out->bpf.cc_start = lo;
     out->bpf.cc_end = hi;
-    r = read_heaps(m, w, out, why, whylen);
+    r = read_heaps(m, out, why, whylen);
     if (r <= 0)
         return r;
-    if (rd_u64(m, w[F_INTERP_CODE].val, &sq) || !sq || rd_u64(m, sq + w[F_SQ_BUFFER].val, &buf) ||
-        m->read(m->ctx, sq + w[F_SQ_LIMIT].val, &limit, 4) || !buf || limit <= 0)
+    if (rd_u64(m, f[F_INTERP_CODE], &sq) || !sq || rd_u64(m, sq + f[F_SQ_BUFFER], &buf) ||
+        m->read(m->ctx, sq + f[F_SQ_LIMIT], &limit, 4) || !buf || limit <= 0)
         return 0;
     out->bpf.interp_start = buf;
     out->bpf.interp_end = buf + (uint64_t)limit;
     return 1;
+}
+
+int hs_vm__read(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias, struct hs_vm *out,
+                char *why, size_t whylen)
+{
+    if (!out->tables) {
+        int r = read_tables(m, s, bias, out, why, whylen);
+        if (r <= 0)
+            return r;
+        out->tables = true;
+    }
+    return read_runtime(m, out, why, whylen);
 }

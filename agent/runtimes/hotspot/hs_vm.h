@@ -56,9 +56,13 @@ struct hs_syms {
  * read error. */
 int hs_vm__syms(int fd, struct hs_syms *out);
 
+#define HS_VM_FIELDS 48
+
 /* What a JVM is, for the walk and for naming. */
 struct hs_vm {
-    char release[64]; /* Abstract_VM_Version::_s_vm_release, "17.0.15+6-..." */
+    bool tables;                  /* the tables were read (field, the offsets below) */
+    uint64_t field[HS_VM_FIELDS]; /* the VMStructs values read, by hs_vm.c's index */
+    char release[64];             /* Abstract_VM_Version::_s_vm_release, "17.0.15+6-..." */
     unsigned major;
     struct cx_hs_proc bpf; /* the hs_procs entry */
     /* Offsets for naming (bytes). */
@@ -86,9 +90,11 @@ struct hs_vm {
 };
 
 /* Reads the JVM's description through m, its libjvm's symbols at
- * s->addr + bias. Returns 1 when it is whole and usable, 0 when the JVM
- * has not made its code cache yet (try again later), -1 when it cannot be
- * used (why says so: a field missing, a layout the walk does not know). */
+ * s->addr + bias, into out (zeroed before the first call). Returns 1 when
+ * it is whole and usable, 0 when the JVM has not made its code cache yet
+ * (call again later: the tables already read are not read again), -1 when
+ * it cannot be used (why says so: a field missing, a layout the walk does
+ * not know). */
 int hs_vm__read(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias, struct hs_vm *out,
                 char *why, size_t whylen);
 
