@@ -545,6 +545,7 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
 	@python3 bench/run.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/py_bench.py
+	@python3 bench/java_bench.py
 	@python3 bench/compile_bench.py
 	@python3 bench/server_bench.py
 	@python3 bench/store_bench.py

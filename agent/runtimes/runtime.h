@@ -5,6 +5,8 @@
  *            making a HotSpot JVM write its map
  *   python/  CPython: frames walked in BPF, code objects named from the
  *            process's memory
+ *   hotspot/ HotSpot JVMs: Java frames walked in BPF from the JVM's
+ *            VMStructs, named from its Method metadata
  *
  * A runtime has two halves, for the agent's two threads:
  *
