@@ -28,6 +28,10 @@
 #define NAME_BUCKETS 1024
 /* Names cached per process; past it the process's cache starts over. */
 #define HS_PROC_MAX_NAMES 65536
+/* Memory for names, every process together: past it a process's cache
+ * starts over, and while still past it no name is read (the frame says
+ * so) until caches are cleared. */
+#define HS_NAMES_MAX_BYTES (64u << 20)
 /* A JVM whose code cache is not made yet is looked at again this often
  * (each look: ~10 reads of its memory), for HS_RETRY_FAST_NS after it was
  * found, then every HS_RETRY_SLOW_NS (a JVM in an embedding program that
@@ -40,6 +44,7 @@
 enum hs_unnamed {
     HSU_UNREADABLE = 1,
     HSU_NO_PROC = 2,
+    HSU_FULL = 3,
 };
 
 struct hs_bin {
@@ -69,6 +74,7 @@ struct hs_proc {
     struct hs_vm vm;
     struct name_entry **names; /* NAME_BUCKETS chains, made on first use */
     unsigned nnames;
+    size_t name_bytes;
     struct hs_proc *next;
 };
 
@@ -77,7 +83,8 @@ struct hs_tracker {
     int procs_fd; /* hs_procs, -1 without BPF (tests) */
     struct hs_bin *bins[NBUCKETS];
     struct hs_proc *procs[NBUCKETS];
-    unsigned pending; /* processes in HS_PENDING */
+    unsigned pending;  /* processes in HS_PENDING */
+    size_t name_bytes; /* of every process's cache */
     uint64_t reads, read_failures;
 };
 
@@ -125,7 +132,7 @@ static struct hs_proc **proc_slot(struct hs_tracker *t, uint32_t tgid)
     return pp;
 }
 
-static void names_clear(struct hs_proc *hp)
+static void names_clear(struct hs_tracker *t, struct hs_proc *hp)
 {
     for (unsigned b = 0; hp->names && b < NAME_BUCKETS; b++) {
         struct name_entry *e, *en;
@@ -137,6 +144,8 @@ static void names_clear(struct hs_proc *hp)
         hp->names[b] = NULL;
     }
     hp->nnames = 0;
+    t->name_bytes -= hp->name_bytes;
+    hp->name_bytes = 0;
 }
 
 static void proc_drop(struct hs_tracker *t, uint32_t tgid)
@@ -151,7 +160,7 @@ static void proc_drop(struct hs_tracker *t, uint32_t tgid)
     *slot = hp->next;
     if (hp->state == HS_PENDING)
         t->pending--;
-    names_clear(hp);
+    names_clear(t, hp);
     free(hp->names);
     free(hp);
 }
@@ -307,8 +316,12 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
     if (!e) {
         struct hs_mem m = {hs_mem__pid, (void *)(intptr_t)p->tgid};
         const char *why = NULL;
-        if (hp->nnames >= HS_PROC_MAX_NAMES)
-            names_clear(hp);
+        if (hp->nnames >= HS_PROC_MAX_NAMES || t->name_bytes >= HS_NAMES_MAX_BYTES)
+            names_clear(t, hp);
+        if (t->name_bytes >= HS_NAMES_MAX_BYTES) {
+            out->flags = HSU_FULL;
+            return 0;
+        }
         e = calloc(1, sizeof(*e));
         if (!e)
             return -ENOMEM;
@@ -326,6 +339,9 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
         e->next = hp->names[b];
         hp->names[b] = e;
         hp->nnames++;
+        size_t bytes = sizeof(*e) + (e->n ? e->n->bytes : 0);
+        hp->name_bytes += bytes;
+        t->name_bytes += bytes;
     }
     if (!e->n) {
         out->flags = HSU_UNREADABLE;
@@ -343,8 +359,8 @@ static void hs_tracker_sweep(void *tp, uint64_t now_ns)
         for (struct hs_proc *hp = t->procs[b]; hp; hp = hp->next)
             proc_try(t, hp, now_ns);
     }
-    log_debug("hotspot: names_read=%llu read_failures=%llu", (unsigned long long)t->reads,
-              (unsigned long long)t->read_failures);
+    log_debug("hotspot: names_read=%llu read_failures=%llu name_bytes=%zu",
+              (unsigned long long)t->reads, (unsigned long long)t->read_failures, t->name_bytes);
 }
 
 static void hs_tracker_poll(void *tp, uint64_t now_ns)
@@ -431,7 +447,9 @@ static uint64_t hs_name(void *n, struct rt_name_ctx *c, const struct agg_frame *
         uint64_t id = pprof_writer__location(c->w, 0, 0, ls, hn->n);
         return id ? id : UINT64_MAX;
     } else {
-        l.function = f->flags == HSU_NO_PROC ? "[java: JVM not known]" : "[java: unreadable]";
+        l.function = f->flags == HSU_NO_PROC ? "[java: JVM not known]"
+                     : f->flags == HSU_FULL  ? "[java: name cache full]"
+                                             : "[java: unreadable]";
         *how = RT_UNNAMED;
     }
     uint64_t id = pprof_writer__location(c->w, 0, 0, &l, 1);

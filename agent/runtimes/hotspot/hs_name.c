@@ -24,7 +24,7 @@ struct part {
 
 static struct hs_name *name_new(const struct part *parts, unsigned n)
 {
-    size_t len = 0, at = 0;
+    size_t len = n * sizeof(struct hs_name_line), at = len;
     struct hs_name *h;
 
     for (unsigned i = 0; i < n; i++)
@@ -36,6 +36,7 @@ static struct hs_name *name_new(const struct part *parts, unsigned n)
     h->obj.free = name_free;
     h->n = n;
     h->bytes = sizeof(*h) + len;
+    h->lines = (struct hs_name_line *)h->data;
     for (unsigned i = 0; i < n; i++) {
         size_t lf = strlen(parts[i].fn) + 1, ll = strlen(parts[i].file) + 1;
         memcpy(h->data + at, parts[i].fn, lf);

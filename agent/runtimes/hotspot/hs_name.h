@@ -28,8 +28,8 @@ struct hs_name_line {
 struct hs_name {
     struct rt_obj obj; /* first: an hs_name is an rt_obj */
     unsigned n;
-    size_t bytes;
-    struct hs_name_line lines[HS_NAME_MAX_DEPTH];
+    size_t bytes;               /* memory it holds */
+    struct hs_name_line *lines; /* n of them, in data */
     char data[];
 };
 
