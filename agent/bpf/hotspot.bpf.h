@@ -137,17 +137,43 @@ static __always_inline int hs_step(struct walk_state *st, __u32 *reason)
     st->hs_type = 0;
     if (fs <= 0 || fs > (1 << 16))
         return step_fp(st, reason);
-    if (st->exact &&
-        st->pc < st->hs_code_begin + (__u64)(st->hs_complete > 0 ? st->hs_complete : 0)) {
-        /* The prologue: the frame is not made yet, the return address is
-         * where the call left it. */
-        if (bpf_probe_read_user(&st->pc, 8, (void *)st->sp)) {
-            *reason = CX_TRUNC_FAULT;
-            return STEP_TRUNC;
+    if (st->exact) {
+        /* The leaf may be where its frame is not made yet or no more: the
+         * prologue (before the frame is complete; just after `push rbp`
+         * the return address is a word higher) and the epilogue, which
+         * pops the frame (`add rsp, N`), then rbp (`pop rbp`), then polls
+         * for a safepoint (`cmp rsp, [r15 + d8]`; `ja`) and returns. */
+        __u8 c[16] = {}; /* c[8] is the byte at the pc */
+        __u64 skip = 0, w2[2];
+        int prologue =
+            st->pc < st->hs_code_begin + (__u64)(st->hs_complete > 0 ? st->hs_complete : 0);
+        if (bpf_probe_read_user(c, sizeof(c), (void *)(st->pc - 8)) == 0) {
+            /* cmp rsp, [r15 + d8] is 49 3b 67 d8, with a d32 49 3b a7 d32 */
+            int poll = c[8] == 0x49 && c[9] == 0x3b && (c[10] == 0x67 || c[10] == 0xa7);
+            int after_poll = c[8] == 0x0f && c[9] == 0x87 &&
+                             ((c[4] == 0x49 && c[5] == 0x3b && c[6] == 0x67) ||
+                              (c[1] == 0x49 && c[2] == 0x3b && c[3] == 0xa7));
+            if (c[8] == 0xc3 || poll || after_poll)
+                skip = 8; /* popped: the return address at sp */
+            else if (c[8] == 0x5d)
+                skip = 16; /* pop rbp next: rbp at sp, then the return address */
+            else if (prologue)
+                skip = c[7] == 0x55 ? 17 : 8; /* 17: after push rbp, rbp unchanged */
+        } else if (prologue) {
+            skip = 8;
         }
-        st->sp += 8;
-        st->exact = 0;
-        return st->pc ? STEP_NEXT : STEP_END;
+        if (skip) {
+            if (bpf_probe_read_user(w2, sizeof(w2), (void *)st->sp)) {
+                *reason = CX_TRUNC_FAULT;
+                return STEP_TRUNC;
+            }
+            if (skip == 16)
+                st->fp = w2[0];
+            st->pc = skip == 8 ? w2[0] : w2[1];
+            st->sp += skip == 8 ? 8 : 16;
+            st->exact = 0;
+            return st->pc ? STEP_NEXT : STEP_END;
+        }
     }
     cfa = st->sp + (__u64)fs * 8;
     if (bpf_probe_read_user(w, 16, (void *)(cfa - 16))) {
