@@ -220,5 +220,32 @@ def test_java_started_after_agent(tmp):
     check(whole == hot, f"{whole}/{hot} whole")
 
 
-TESTS = [test_java_no_flags, test_java_started_after_agent, test_java_perf_map,
+def test_java_tiny_calls_whole(tmp):
+    """A recursive fib with no flag (tests/workloads/JavaFib.java): leaves
+    caught in a compiled frame's prologue or epilogue (the return poll, pop
+    rbp, ret) step from sp: its samples whole to JavaFib.main (measured
+    790/790; 580/787 before the epilogue was read)."""
+    classes = os.path.join(tmp, "fib")
+    subprocess.run([os.path.join(JAVA_HOME, "bin", "javac"), "-d", classes,
+                    os.path.join(ROOT, "tests", "workloads", "JavaFib.java")], check=True,
+                   timeout=120)
+    w = subprocess.Popen([os.path.join(JAVA_HOME, "bin", "java"), "-cp", classes, "JavaFib", "12"],
+                         cwd=tmp, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        out, log = record(tmp, "--duration", 5, "--pid", w.pid)
+    finally:
+        stop_java(w)
+    fib = whole = 0
+    for t in traces(out):
+        fns = [f.replace(" (inline)", "") for f in t.frames]
+        if fns and fns[0] == "JavaFib.fib":
+            fib += t.count
+            whole += t.count if "JavaFib.main" in fns and "JavaMain" in fns else 0
+    print(f"    {whole}/{fib} samples in JavaFib.fib whole to JavaFib.main")
+    check(fib >= 100, f"only {fib} samples in fib: {log[-1000:]}")
+    check(whole >= 0.98 * fib, f"{whole}/{fib} whole")
+
+
+TESTS = [test_java_no_flags, test_java_tiny_calls_whole, test_java_started_after_agent, test_java_perf_map,
          test_java_without_frame_pointer_hint]
