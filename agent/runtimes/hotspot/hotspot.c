@@ -116,9 +116,9 @@ static const struct hs_bin *bin_get(struct hs_tracker *t, struct binary *b)
     hb->next = *pp;
     *pp = hb;
     if (hb->found != 1)
-        log_warn("hotspot: %s: no VMStructs symbols (gHotSpotVMStructs...): its JVMs' Java "
-                 "frames are named only from perf maps; fix: start them with "
-                 "-XX:+PreserveFramePointer",
+        log_warn("hotspot: %s: no VMStructs symbols (gHotSpotVMStructs...: not HotSpot, or "
+                 "stripped of them): its JVMs' Java frames are named only from perf maps; fix "
+                 "for HotSpot: start them with -XX:+PreserveFramePointer",
                  b->path);
     return hb;
 }
