@@ -90,6 +90,8 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/python/py_layout.c agent/runtimes/python/py_layout_table.c \
              agent/runtimes/python/py_code.c agent/runtimes/python/py_lines.c \
              agent/runtimes/v8/v8.c agent/runtimes/v8/v8_detect.c agent/runtimes/v8/v8_fn.c \
+             agent/runtimes/hotspot/hotspot.c agent/runtimes/hotspot/hs_vm.c \
+             agent/runtimes/hotspot/hs_name.c \
              agent/aggregate.c agent/offcpu.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
@@ -154,7 +156,7 @@ $(B)/sampler.bpf.o: agent/bpf/sampler.bpf.c agent/bpf/sample.h agent/bpf/arch.bp
                    agent/bpf/arch_x86.bpf.h agent/bpf/arch_arm64.bpf.h \
                    agent/bpf/unwind.h agent/bpf/unwind.bpf.h agent/bpf/python.h \
                    agent/bpf/python.bpf.h agent/bpf/offcpu.bpf.h agent/bpf/v8.h agent/bpf/v8.bpf.h \
-                   $(B)/vmlinux.h | deps
+                   agent/bpf/hotspot.h agent/bpf/hotspot.bpf.h $(B)/vmlinux.h | deps
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Iagent/bpf -Wall -Werror -c $< -o $@
 
 $(B)/sampler.skel.h: $(B)/sampler.bpf.o | deps

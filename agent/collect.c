@@ -267,6 +267,7 @@ int collector__poll(struct collector *c, int timeout_ms)
     now = clock__mono_ns();
     reread_execs(c, now);
     unwinder__poll(c->unwinder, now);
+    runtimes__poll(c->runtimes, now);
     return r;
 }
 

@@ -79,6 +79,9 @@ enum cx_frame_kind {
     /* A V8 JavaScript frame (v8.h): addr is its SharedFunctionInfo
      * (tagged), tag the object's fingerprint. */
     CX_FRAME_V8 = 7,
+    /* A HotSpot JVM's Java frame (hotspot.h): aux is enum cx_hs_frame_type,
+     * addr the Method* (interpreted, compiled) or the stub's CodeBlob. */
+    CX_FRAME_JAVA = 8,
 };
 
 /* Why a walk stopped before the end of the stack (cx_frame.aux). */

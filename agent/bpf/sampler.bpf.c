@@ -104,8 +104,8 @@ static __always_inline void count_lost(__u32 tgid)
     }
 }
 
-static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
-                                      __u32 aux)
+static __always_inline void put_frame_tag(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
+                                          __u32 aux, __u16 tag)
 {
     /* One 64-bit register, checked and used: clang may otherwise check one
      * copy of the index and address with another, whose bound the verifier
@@ -117,8 +117,14 @@ static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr,
         return;
     s->frames[idx].addr = addr;
     s->frames[idx].kind = kind;
-    s->frames[idx].tag = 0;
+    s->frames[idx].tag = tag;
     s->frames[idx].aux = aux;
+}
+
+static __always_inline void put_frame(struct cx_sample *s, __u32 at, __u64 addr, __u32 kind,
+                                      __u32 aux)
+{
+    put_frame_tag(s, at, addr, kind, aux, 0);
 }
 
 /* The task's thread id as its own process sees it (gettid() inside a
@@ -297,6 +303,11 @@ static __always_inline int walk_body(void *ctx, const int vma, const int off)
             break;
         }
         stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
+        if (st->hs && cx_hs_frame(st->pc, st->exact)) {
+            put_frame_tag(s, st->n, st->hs_addr, CX_FRAME_JAVA, st->hs_aux, st->hs_tag);
+            st->n++;
+            continue;
+        }
         if (py_enter(st, st->pc, st->exact))
             continue;
         /* A perf trampoline only calls the evaluation function, whose
@@ -355,6 +366,7 @@ static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgi
     struct walk_state *st = NULL;
     struct cx_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
     struct cx_v8_proc *v8 = bpf_map_lookup_elem(&v8_procs, &tgid);
+    struct cx_hs_proc *hs = bpf_map_lookup_elem(&hs_procs, &tgid);
     int cfi = (use_vma && !off) || bpf_map_lookup_elem(&proc_unwind, &tgid) != NULL,
         python = py != NULL, v8on = v8 != NULL;
 
@@ -391,12 +403,21 @@ static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgi
         __builtin_memcpy(&st->v8, v8, sizeof(st->v8));
         st->v8_on = 1;
     }
+    st->hs = 0;
+    st->hs_type = 0;
+    if (hs) {
+        __builtin_memcpy(&st->hsp, hs, sizeof(st->hsp));
+        st->hs = 1;
+    }
     if (py) {
         __builtin_memcpy(&st->py, py, sizeof(st->py));
         st->py_state = PY_UNRESOLVED;
         st->py_last_code = 0;
     }
-    if (!py_enter(st, pc, 1)) {
+    if (st->hs && cx_hs_frame(pc, 1)) {
+        put_frame_tag(s, nk, st->hs_addr, CX_FRAME_JAVA, st->hs_aux, st->hs_tag);
+        st->n = nk + 1;
+    } else if (!py_enter(st, pc, 1)) {
         put_frame(s, nk, pc, CX_FRAME_NATIVE, 0);
         st->n = nk + 1;
     }
@@ -532,6 +553,7 @@ static __always_inline void drop_walk_entries(__u32 tgid)
     bpf_map_delete_elem(&proc_unwind, &tgid);
     bpf_map_delete_elem(&py_procs, &tgid);
     bpf_map_delete_elem(&v8_procs, &tgid);
+    bpf_map_delete_elem(&hs_procs, &tgid);
 }
 
 /* BTF-typed tracepoints (Linux 5.5): no tracefs mount needed. */

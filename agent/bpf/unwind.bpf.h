@@ -8,6 +8,7 @@
 #ifndef CODEXRAY_AGENT_BPF_UNWIND_BPF_H
 #define CODEXRAY_AGENT_BPF_UNWIND_BPF_H
 
+#include "hotspot.h"
 #include "python.h"
 #include "unwind.h"
 #include "v8.h"
@@ -138,6 +139,18 @@ struct walk_state {
     __u32 v8_pad;
     struct cx_v8_proc v8;
     __u8 v8_buf[CX_V8_OBJ_READ];
+    /* The HotSpot walk (hotspot.bpf.h): hs_type is the kind of the frame
+     * at hs_pc, found when it was shown (0: not a Java frame), and the
+     * blob's fields its step needs. */
+    __u32 hs;      /* the process's entry (hs_procs) is in hsp */
+    __u32 hs_type; /* enum cx_hs_frame_type */
+    __u32 hs_aux;  /* the frame's cx_frame.aux and tag (hotspot.h) */
+    __u16 hs_tag;
+    __u16 hs_pad[3];
+    __u64 hs_pc, hs_addr, hs_code_begin;
+    __s32 hs_frame_size, hs_complete;
+    struct cx_hs_proc hsp;
+    __u8 hs_buf[CX_HS_BLOCK_READ];
 };
 
 struct {
@@ -682,6 +695,8 @@ static __always_inline int step_sp(struct walk_state *st, __u64 cfa, __u32 *reas
     return v ? STEP_NEXT : STEP_END;
 }
 
+#include "hotspot.bpf.h"
+
 /* One frame up, by CFI where the process has a table for the pc, else by
  * frame pointer. *cfi says which. vma: look the pc's mapping up with
  * bpf_find_vma where the process's entry has none (a constant: the two
@@ -693,6 +708,8 @@ static __always_inline int step(struct walk_state *st, __u32 *reason, int *cfi, 
     __u64 pc = st->pc - (st->exact ? 0 : 1), packed;
 
     *cfi = 0;
+    if (st->hs_type && st->hs_pc == st->pc)
+        return hs_step(st, reason);
     if ((pc < st->m_start || pc >= st->m_end) && !cx_find_map(st->tgid, pc) &&
         !(vma && cx_find_vma(st->tgid, pc))) {
 #if !CX_ARCH_LR /* arm64's trampolines keep a frame record (py_detect reads x86 code) */

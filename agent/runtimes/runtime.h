@@ -7,6 +7,8 @@
  *            process's memory
  *   v8/      V8 (Node.js): JavaScript frames found in BPF, functions named
  *            from the process's memory
+ *   hotspot/ HotSpot JVMs: Java frames walked in BPF from the JVM's
+ *            VMStructs, named from its Method metadata
  *
  * A runtime has two halves, for the agent's two threads:
  *
@@ -106,6 +108,10 @@ struct runtime_ops {
     int (*frame)(void *t, const struct proc *p, const struct cx_frame *f, struct rt_frame_out *out);
     /* Once a window, after it closed. */
     void (*tracker_sweep)(void *t, uint64_t now_ns);
+    /* At every poll of the sample ring (every few hundred ms at most), for
+     * what a tracker waits for in a process that runs (a JVM making its
+     * code cache): cheap when nothing is due. NULL: none. */
+    void (*tracker_poll)(void *t, uint64_t now_ns);
 
     /* --- the namer (worker thread) --- */
     void *(*namer_new)(const char *proc_root);

@@ -10,12 +10,14 @@
 extern const struct runtime_ops rt_jit_ops;
 extern const struct runtime_ops rt_python_ops;
 extern const struct runtime_ops rt_v8_ops;
+extern const struct runtime_ops rt_hotspot_ops;
 
 /* The runtimes, in the order their namers are asked about native frames. */
 static const struct runtime_ops *const all[] = {
     &rt_jit_ops,
     &rt_python_ops,
     &rt_v8_ops,
+    &rt_hotspot_ops,
 };
 #define NRT (sizeof(all) / sizeof(all[0]))
 _Static_assert(NRT <= RT_MAX, "more runtimes than RT_MAX");
@@ -114,6 +116,14 @@ void runtimes__sweep(struct runtimes *r, uint64_t now_ns)
     for (size_t i = 0; r && i < NRT; i++) {
         if (r->t[i] && all[i]->tracker_sweep)
             all[i]->tracker_sweep(r->t[i], now_ns);
+    }
+}
+
+void runtimes__poll(struct runtimes *r, uint64_t now_ns)
+{
+    for (size_t i = 0; r && i < NRT; i++) {
+        if (r->t[i] && all[i]->tracker_poll)
+            all[i]->tracker_poll(r->t[i], now_ns);
     }
 }
 

@@ -26,6 +26,8 @@ void runtimes__proc_gone(struct runtimes *r, uint32_t tgid, uint64_t now_ns);
 int runtimes__frame(void *ctx, const struct proc *p, const struct cx_frame *f,
                     struct rt_frame_out *out);
 void runtimes__sweep(struct runtimes *r, uint64_t now_ns);
+/* At every poll of the sample ring (runtime.h's tracker_poll). */
+void runtimes__poll(struct runtimes *r, uint64_t now_ns);
 
 struct rt_namers;
 

@@ -26,6 +26,7 @@ import batch_tests  # noqa: E402
 import cfi_tests  # noqa: E402
 import sampling_tests  # noqa: E402
 import python_tests  # noqa: E402
+import java_tests  # noqa: E402
 import interp_tests  # noqa: E402
 import python_unstable_tests  # noqa: E402
 import v8_tests  # noqa: E402
@@ -887,107 +888,13 @@ def test_node_without_perf_map_hint(tmp):
     check(not any(re.match(r"^(0x)?[0-9a-f]+$", f) for t in ts for f in t.frames), "bare hex")
 
 
-JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # Debian's openjdk-17 (tools/deps.sh)
-JAVA_SPLIT = {"JitSplit.hotA": 2 / 3, "JitSplit.hotB": 1 / 3}
-JAVA_CALLER = {"JitSplit.hotA": "JitSplit.callA", "JitSplit.hotB": "JitSplit.callB"}
-
-
-def start_java(tmp, flags, seconds):
-    classes = os.path.join(tmp, "classes")
-    if not os.path.exists(os.path.join(classes, "JitSplit.class")):
-        subprocess.run([os.path.join(JAVA_HOME, "bin", "javac"), "-d", classes,
-                        os.path.join(ROOT, "tests", "workloads", "JitSplit.java")], check=True,
-                       timeout=120)
-    return subprocess.Popen([os.path.join(JAVA_HOME, "bin", "java"), *flags, "-cp", classes,
-                             "JitSplit", str(seconds)], cwd=tmp, stdout=subprocess.PIPE, text=True)
-
-
-def stop_java(w):
-    w.terminate()  # a clean exit removes its attach socket
-    try:
-        w.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        w.kill()
-        w.wait()
-    for f in (f"/tmp/perf-{w.pid}.map", f"/tmp/.java_pid{w.pid}", f"/tmp/.attach_pid{w.pid}"):
-        if os.path.exists(f):
-            os.unlink(f)
-
-
-def java_method(frame):
-    """'long JitSplit.hotA(int)' -> 'JitSplit.hotA'."""
-    m = re.search(r"([\w$.]+)\(", frame)
-    return m.group(1) if m else frame
-
-
-def test_java_perf_map(tmp):
-    """A HotSpot JVM with -XX:+PreserveFramePointer and nothing else: the
-    agent makes it write its perf map (Compiler.perfmap through the attach
-    socket); Java names, the 2:1 split within 10 points, each method under
-    its caller, interpreted frames as [interpreter]."""
-    t0 = time.time()
-    w = start_java(tmp, ["-XX:+PreserveFramePointer", "-XX:-Inline"], 12)
-    try:
-        time.sleep(4)  # past the agent's minimum age for an attach
-        # A file left by an earlier process that had the same pid predates
-        # this JVM: only one written since it started counts.
-        pm = f"/tmp/perf-{w.pid}.map"
-        check(not (os.path.exists(pm) and os.stat(pm).st_mtime >= t0 - 1),
-              "a perf map before the agent asked")
-        out, log = record(tmp, "--duration", 5, "--pid", w.pid, "--log-level", "debug")
-    finally:
-        stop_java(w)
-    attach = [l for l in log.splitlines() if f"perfmap: pid={w.pid} " in l]
-    check(any("Compiler.perfmap in" in l for l in attach), f"no attach: {attach} {log[-1500:]}")
-    check(not any("PreserveFramePointer" in l for l in attach), f"hint with the flag: {attach}")
-    ts = traces(out)
-    per, under = {k: 0 for k in JAVA_SPLIT}, {k: 0 for k in JAVA_SPLIT}
-    total = sum(t.count for t in ts)
-    interp = 0
-    for t in ts:
-        fns = [java_method(f) for f in t.frames]
-        interp += t.count if "[interpreter]" in t.frames else 0
-        if fns[0] in per:
-            per[fns[0]] += t.count
-            if len(fns) > 1 and fns[1] == JAVA_CALLER[fns[0]]:
-                under[fns[0]] += t.count
-    hot = sum(per.values())
-    check(hot >= 0.8 * total, f"only {hot}/{total} samples in hotA/hotB: {ts[:3]}")
-    for fn, want in JAVA_SPLIT.items():
-        got = per[fn] / hot
-        print(f"    {fn}: {got:.3f} (want {want:.3f}), under {JAVA_CALLER[fn]} "
-              f"{under[fn]}/{per[fn]}")
-        check(abs(got - want) <= 0.10, f"{fn} share {got:.3f}, want {want:.3f} +- 0.10")
-    reach = sum(under.values()) / hot
-    print(f"    {reach:.3f} of hot samples under their caller; {interp}/{total} pass through "
-          f"[interpreter]")
-    check(reach >= 0.9, f"only {reach:.3f} of hot samples under their caller")
-    check(interp > 0, "no [interpreter] frame (main runs interpreted)")
-
-
-def test_java_without_frame_pointer_hint(tmp):
-    """A JVM without -XX:+PreserveFramePointer: the hint, once."""
-    w = start_java(tmp, [], 8)
-    try:
-        time.sleep(1)
-        _, log = record(tmp, "--duration", 2, "--pid", w.pid)
-    finally:
-        stop_java(w)
-    hints = [l for l in log.splitlines() if f"perfmap: pid={w.pid} " in l
-             and "PreserveFramePointer" in l]
-    print(f"    {hints[:1]}")
-    check(len(hints) == 1, f"hint lines: {hints}")
-
-
-
 TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, test_go_leaf_callers,
          test_go_cgo_callback,
          test_record_whole_machine, test_kernel_stacks,
          test_agent_windows, test_service_systemd_cgroup, test_short_lived_named,
          test_interpreter_named_by_script,
          test_profiling_disabled, test_upload_identity_and_legacy_spool, test_node_perf_map,
-         test_node_without_perf_map_hint, test_java_perf_map,
-         test_java_without_frame_pointer_hint] + cfi_tests.TESTS + sampling_tests.TESTS \
+         test_node_without_perf_map_hint] + java_tests.TESTS + cfi_tests.TESTS + sampling_tests.TESTS \
     + python_tests.TESTS + python_unstable_tests.TESTS + interp_tests.TESTS + server_tests.TESTS \
     + v8_tests.TESTS \
     + clickhouse_tests.TESTS \
@@ -1002,8 +909,8 @@ def main():
         return 1
     return runner.run(TESTS, "integration",
                       (Failure, server_tests.Failure, cfi_tests.Failure, python_tests.Failure,
-                       sampling_tests.Failure, debuginfod_tests.Failure, offcpu_tests.Failure,
-                       v8_tests.Failure),
+                       java_tests.Failure, sampling_tests.Failure, debuginfod_tests.Failure,
+                       offcpu_tests.Failure, v8_tests.Failure),
                       "cx-it-")
 
 

@@ -1,7 +1,9 @@
 // A Java workload with a known answer: hotA takes twice the CPU time of
 // hotB, each called from its own caller (callA, callB); the two have the
-// same body, so only the iteration counts set the split. Run with
-// -XX:+PreserveFramePointer; -XX:-Inline keeps each method its own frame.
+// same body, so only the iteration counts set the split. Run with no flag
+// (the agent walks the JVM's frames itself; C2 inlines hotA into callA),
+// or for the perf-map path with -XX:+PreserveFramePointer and -XX:-Inline
+// (each method its own frame, as the perf map names nmethods only).
 // Usage: java -cp DIR JitSplit SECONDS
 public class JitSplit {
     static long sink;

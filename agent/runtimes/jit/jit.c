@@ -179,7 +179,22 @@ static void log_jvm_fail(const struct agg_proc *ap, int r, const struct jvm_atta
              hint);
 }
 
-/* A HotSpot JVM: the PreserveFramePointer hint once, and when its samples
+/* Whether the BPF walk showed Java frames of ap (runtimes/hotspot/): it
+ * knows the JVM, which then needs neither a perf map nor the flag. */
+static bool java_walked(const struct agg_proc *ap)
+{
+    for (size_t i = 0; i < hmap__len(ap->stacks); i++) {
+        const struct agg_stack *s = hmap__key(ap->stacks, i, NULL);
+        for (uint32_t j = 0; j < s->nframes; j++) {
+            if (s->frames[j].kind == CX_FRAME_JAVA)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* A HotSpot JVM the walk does not know (java_walked): the
+ * PreserveFramePointer hint once, and when its samples
  * hit JIT code its perf map does not name (none yet, or code compiled
  * since), it is asked to write the map (jvm_attach.h), rate-limited, never
  * while it is starting, never when SIGQUIT would not reach its handler
@@ -189,7 +204,7 @@ static void jvm_prepare(struct jit_namer *jn, const struct agg_proc *ap, uint64_
     const char *root = jn->proc_root;
     char reply[256];
 
-    if (!is_jvm(ap))
+    if (!is_jvm(ap) || java_walked(ap))
         return;
     /* Only a live JVM whose command line was read: one that has exited by
      * now (its window is named after it) says nothing either way. */
