@@ -320,3 +320,55 @@ def urllib_quote(s):
 
 
 TESTS.append(test_offcpu_daemon_server)
+
+
+# --- a block across windows ---------------------------------------------------
+
+def duration_s(path):
+    """The profile's Duration (its window's length), from go tool pprof -raw,
+    which prints it cut to 4 characters ("2.00" for 2.0012s, "500m" for
+    500ms)."""
+    m = re.search(r"(?m)^Duration: ([0-9.]+)(\w*)", raw(path))
+    check(m and m.group(2) in ("", "s", "m", "ms"), f"no Duration in {path}")
+    return float(m.group(1)) / (1000 if m.group(2).startswith("m") else 1)
+
+
+def test_offcpu_block_across_windows(tmp):
+    """A thread blocked in one nanosleep of 7 s under the daemon with
+    --interval 2: its time is in the windows it was spent in, each whole
+    window holding about its own length (not all 7 s in the window of its
+    wake-up), the total the 7 s."""
+    outdir = os.path.join(tmp, "out")
+    os.mkdir(outdir)
+    log = open(os.path.join(tmp, "agent.log"), "w")
+    import server_tests
+    a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu"],
+                         stderr=log)
+    try:
+        server_tests.wait_started(a, log.name)
+        time.sleep(0.5)
+        w = subprocess.Popen(["sleep", "7"])
+        w.wait(timeout=60)
+        time.sleep(3)
+    finally:
+        rc, alog = server_tests.stop_agent(a, log)
+    check(rc == 0, f"agent exited {rc}: {alog[-2000:]}")
+    mine = sorted(os.path.join(outdir, f) for f in os.listdir(outdir) if f".{w.pid}." in f)
+    check(mine, f"no profile for pid {w.pid} in {os.listdir(outdir)[:10]}")
+    per = []
+    for path in mine:
+        ns = sum(n for n, _, _ in off_traces(path))
+        per.append((ns / 1e9, duration_s(path)))
+    print("    windows (off-CPU s, window s): " +
+          ", ".join(f"({o:.2f}, {d:.2f})" for o, d in per))
+    total = sum(o for o, _ in per)
+    check(6.3 <= total <= 7.7, f"off-CPU total {total:.2f} s, slept 7 s")
+    held = [(o, d) for o, d in per if o > 0]
+    check(len(held) >= 3, f"7 s in {len(held)} windows of 2 s: {per}")
+    # The windows wholly inside the sleep: each holds its own length.
+    for o, d in held[1:-1]:
+        check(abs(o - d) <= 0.25 * d, f"a window of {d:.2f} s holds {o:.2f} s off-CPU: {per}")
+    check(max(o for o, _ in per) <= 0.6 * total, f"one window holds most of the sleep: {per}")
+
+
+TESTS.append(test_offcpu_block_across_windows)
