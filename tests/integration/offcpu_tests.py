@@ -4,12 +4,15 @@ timing its own waits (tests/workloads/offcpu_mix.c), recorded with
 of the time the workload measured within 5 points, under the right
 [off-CPU: CLASS] frame, and the CPU profile of the same run must still be
 the CPU profile (its split, no off-CPU frame in it)."""
+import json
 import os
 import re
 import subprocess
 import threading
 import time
+import urllib.parse
 
+import server_tests
 from pprof_read import go_binary, raw, traces
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -170,15 +173,10 @@ def test_offcpu_off_by_default(tmp):
           f"sample types without the flag: {sample_types(out)}")
 
 
-TESTS = [test_offcpu_known_waits, test_offcpu_off_by_default]
-
-
 # --- the daemon to the server ------------------------------------------------
 
 def app_of_pid(srv, pid, rng):
     """The application the server filed pid under."""
-    import json
-    import urllib.parse
     _, body = srv.get(f"/api/v1/applications?{rng}")
     for a in json.loads(body).get("applications", []):
         q = urllib.parse.urlencode({"app": a["name"]})
@@ -192,7 +190,6 @@ def daemon_run(tmp, seconds=SECONDS):
     """The daemon with --off-cpu shipping to a real server (SQLite) while
     offcpu_mix runs for seconds: (server, app, rng, the workload's waits in
     ns by function). The caller stops the server."""
-    import server_tests
     srv = server_tests.Server(tmp)
     try:
         a, log = server_tests.run_agent(tmp, srv.url, "--off-cpu", "--off-cpu-walks", "5000")
@@ -251,7 +248,6 @@ def shares_of(stacks, truth):
 
 def fg_totals(srv, query):
     """The flame graph's root total and each name's total, from the API."""
-    import json
     st, body = srv.get(f"/api/v1/profile?{query}&format=flamegraph")
     check(st == 200, f"{query}: {st} {body[:300]}")
     fg = json.loads(body)
@@ -268,10 +264,9 @@ def test_offcpu_daemon_server(tmp):
     and pprof (go tool pprof -sample_index=off_cpu); type=cpu is the CPU
     profile (spin_a 2/3 of spin_a + spin_b, no off-CPU frame); type=wall is
     their sum, node by node where a name is in one type only."""
-    import server_tests
     srv, app, rng, truth = daemon_run(tmp)
     try:
-        q = urllib_quote(app)
+        q = urllib.parse.quote(app, safe="")
         check(all(v > 0 for v in truth.values()), f"workload waits: {truth}")
         print(f"    app {app}; collapsed:")
         got = shares_of(server_tests.stacks_of(srv, f"app={q}&{rng}&type=off_cpu"), truth)
@@ -314,13 +309,6 @@ def test_offcpu_daemon_server(tmp):
         srv.stop()
 
 
-def urllib_quote(s):
-    import urllib.parse
-    return urllib.parse.quote(s, safe="")
-
-
-TESTS.append(test_offcpu_daemon_server)
-
 
 # --- a block across windows ---------------------------------------------------
 
@@ -341,7 +329,6 @@ def test_offcpu_block_across_windows(tmp):
     outdir = os.path.join(tmp, "out")
     os.mkdir(outdir)
     log = open(os.path.join(tmp, "agent.log"), "w")
-    import server_tests
     a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu"],
                          stderr=log)
     try:
@@ -371,4 +358,6 @@ def test_offcpu_block_across_windows(tmp):
     check(max(o for o, _ in per) <= 0.6 * total, f"one window holds most of the sleep: {per}")
 
 
-TESTS.append(test_offcpu_block_across_windows)
+
+TESTS = [test_offcpu_known_waits, test_offcpu_off_by_default, test_offcpu_daemon_server,
+         test_offcpu_block_across_windows]
