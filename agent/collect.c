@@ -320,6 +320,8 @@ struct agg_window *collector__rotate(struct collector *c)
     sampler__drain_lost(c->sampler, on_lost, c);
     if (c->off) {
         sampler__drain_off(c->sampler, on_off, c);
+        /* Blocks still going on: their time so far is this window's. */
+        sampler__credit_blocked(c->sampler, now, on_off, c);
         offcpu__sweep(c->off, now);
     }
     bool check_alive = now - c->alive_checked_ns >= ALIVE_CHECK_NS;

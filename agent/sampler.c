@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -47,6 +48,8 @@ struct sampler {
     sampler_record_fn fn;
     void *ctx;
     bool dithered, vma, off, fault_hook;
+    struct cx_off_start *off_start; /* the off_start array, mapped (off only) */
+    size_t off_start_len;           /* its bytes */
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
 };
@@ -203,6 +206,7 @@ static unsigned long kernel_thread_size(void)
  * entry's memory is taken at load, so they are made smaller. */
 #define OLD_KERNEL_UNWIND_PROCS 2048
 #define OLD_KERNEL_PY_PROCS 4096
+#define OLD_KERNEL_V8_PROCS 1024
 
 /* What the kernel does not have, and the path taken instead (logged). */
 static void adapt_to_kernel(struct sampler_bpf *skel)
@@ -221,9 +225,12 @@ static void adapt_to_kernel(struct sampler_bpf *skel)
         bpf_map__set_max_entries(skel->maps.proc_unwind, OLD_KERNEL_UNWIND_PROCS);
         bpf_map__set_map_flags(skel->maps.py_procs, 0);
         bpf_map__set_max_entries(skel->maps.py_procs, OLD_KERNEL_PY_PROCS);
+        bpf_map__set_map_flags(skel->maps.v8_procs, 0);
+        bpf_map__set_max_entries(skel->maps.v8_procs, OLD_KERNEL_V8_PROCS);
         log_info("sampler: kernel %s: perf_event programs take only preallocated hash maps "
-                 "(before Linux 6.1): CFI walks for %d processes at once, Python walks for %d",
-                 release, OLD_KERNEL_UNWIND_PROCS, OLD_KERNEL_PY_PROCS);
+                 "(before Linux 6.1): CFI walks for %d processes at once, Python walks for %d, "
+                 "V8 walks for %d",
+                 release, OLD_KERNEL_UNWIND_PROCS, OLD_KERNEL_PY_PROCS, OLD_KERNEL_V8_PROCS);
     }
 }
 
@@ -320,6 +327,20 @@ static int open_load(struct sampler *s, const struct sampler_opts *opts, bool of
         snprintf(err, errlen, "cannot put the off-CPU walker in its program array: %s",
                  strerror(errno));
         return -1;
+    }
+    if (off) {
+        /* Page-rounded, as the kernel maps an array's values. */
+        long page = sysconf(_SC_PAGESIZE);
+        size_t len = 2 * CX_OFF_START_WAY * sizeof(struct cx_off_start);
+        len = (len + page - 1) / page * page;
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+                       bpf_map__fd(s->skel->maps.off_start), 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, errlen, "cannot map the off-CPU start array: %s", strerror(errno));
+            return -1;
+        }
+        s->off_start = m;
+        s->off_start_len = len;
     }
     s->off = off;
     return 0;
@@ -588,6 +609,47 @@ int sampler__drain_off(struct sampler *s,
     return got;
 }
 
+/* Whether thread tid of tgid is gone (its blocked slot then stale). */
+static bool thread_gone(uint32_t tgid, uint32_t tid)
+{
+    return syscall(SYS_tgkill, (pid_t)tgid, (pid_t)tid, 0) != 0 && errno == ESRCH;
+}
+
+int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
+                            void (*fn)(void *ctx, const struct cx_off_key *k,
+                                       const struct cx_off_val *v),
+                            void *ctx)
+{
+    int got = 0;
+
+    if (!s || !s->off || !s->off_start)
+        return 0;
+    for (size_t i = 0; i < 2 * CX_OFF_START_WAY; i++) {
+        struct cx_off_start *slot = &s->off_start[i];
+        uint64_t start = __atomic_load_n(&slot->start_ns, __ATOMIC_ACQUIRE);
+
+        if (!start || start >= now_ns)
+            continue;
+        /* Read before the swap: if the slot changed hands since the load,
+         * its start_ns changed too and the swap fails. */
+        struct cx_off_key k = slot->key;
+        uint32_t p16 = slot->p16;
+        /* A thread that ended without its switch-in (none should): freed,
+         * so that it is not counted again at every window. */
+        uint64_t to = thread_gone(k.tgid, k.tid) ? 0 : now_ns;
+        if (!__atomic_compare_exchange_n(&slot->start_ns, &start, to, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE) ||
+            !to)
+            continue;
+        /* Weighted as the switch-in weighs the rest (offcpu.bpf.h); blocks
+         * 0: the block is counted once, at its end. */
+        struct cx_off_val v = {(now_ns - start) * 65536 / (p16 ? p16 : 1), 0};
+        fn(ctx, &k, &v);
+        got++;
+    }
+    return got;
+}
+
 bool sampler__vma_fallback(const struct sampler *s)
 {
     return s && s->vma;
@@ -630,6 +692,8 @@ void sampler__free(struct sampler *s)
     }
     free(s->links);
     free(s->pfds);
+    if (s->off_start)
+        munmap(s->off_start, s->off_start_len);
     sampler_bpf__destroy(s->skel);
     free(s);
 }

@@ -65,6 +65,17 @@ int sampler__drain_off(struct sampler *s,
                                   const struct cx_off_val *v),
                        void *ctx);
 
+/* Credits to fn the time of the walked blocks still going on, from their
+ * start (or the last credit) to now_ns (CLOCK_MONOTONIC), weighted as at
+ * their end, blocks 0; and moves their start to now_ns, so that a thread
+ * blocked across windows is counted in each window it waited in, not all at
+ * its wake-up. Call at each window's end, with the same fn as
+ * sampler__drain_off. Returns how many blocks were credited. */
+int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
+                            void (*fn)(void *ctx, const struct cx_off_key *k,
+                                       const struct cx_off_val *v),
+                            void *ctx);
+
 /* Adds tgid to (skip) or removes it from (!skip) the BPF map of processes
  * not sampled. Returns 0 or -errno (-E2BIG: the map is full; removing one
  * that is not there is 0). */

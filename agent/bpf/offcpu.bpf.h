@@ -35,13 +35,6 @@ const volatile __u32 off_walks_per_sec = 1000;
 #define CX_TASK_INTERRUPTIBLE 0x1
 #define CX_TASK_UNINTERRUPTIBLE 0x2
 
-struct off_start_val {
-    __u64 start_ns;
-    struct cx_off_key key;
-    __u32 p16; /* the probability it was walked with, of OFF_P_ONE */
-    __u32 pad;
-};
-
 /* The walked blocks in progress, by thread id (the kernel's pid), in an
  * array rather than a hash: every context switch looks its `next` up, and
  * an array lookup is a few inlined instructions where a hash's is a
@@ -50,27 +43,29 @@ struct off_start_val {
  * or the same of the second half; with both taken by other blocked threads
  * the block is not counted (CX_STAT_OFF_START_FULL), never an eviction.
  * A slot is free when its start_ns is 0. 1 entry when off-CPU is off (set
- * by user space). */
-#define OFF_START_WAY 32768
+ * by user space). Mapped by user space, which moves start_ns forward at
+ * each window's end (sample.h). */
+#define OFF_START_WAY CX_OFF_START_WAY
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
     __uint(max_entries, 2 * OFF_START_WAY);
     __type(key, __u32);
-    __type(value, struct off_start_val);
+    __type(value, struct cx_off_start);
 } off_start SEC(".maps");
 
 /* Thread tid's slot (want_free: a free one for it, else its own), or
  * NULL. */
-static __always_inline struct off_start_val *start_slot(__u32 tid, int want_free)
+static __always_inline struct cx_off_start *start_slot(__u32 tid, int want_free)
 {
     __u32 i = tid & (OFF_START_WAY - 1), j = i + OFF_START_WAY;
-    struct off_start_val *v = bpf_map_lookup_elem(&off_start, &i);
+    struct cx_off_start *v = bpf_map_lookup_elem(&off_start, &i);
 
     if (v && v->key.tid == tid && (want_free || v->start_ns))
         return v;
     if (want_free && v && !v->start_ns)
         return v;
-    struct off_start_val *w = bpf_map_lookup_elem(&off_start, &j);
+    struct cx_off_start *w = bpf_map_lookup_elem(&off_start, &j);
     if (w && w->key.tid == tid && (want_free || w->start_ns))
         return w;
     if (want_free && w && !w->start_ns)
@@ -235,7 +230,7 @@ __noinline __u64 cx_off_hash(__u32 nframes)
 static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nframes, int wake)
 {
     struct cx_off_val zero = {};
-    struct off_start_val st = {};
+    struct cx_off_start st = {};
     __u32 tid = s->hdr.tid, zero_idx = 0;
     __u64 size, n = nframes;
     long r;
@@ -267,7 +262,7 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
         stat_inc(CX_STAT_OFF_SUMS_FULL);
         return;
     }
-    struct off_start_val *slot = start_slot(tid, 1);
+    struct cx_off_start *slot = start_slot(tid, 1);
     if (!slot) {
         stat_inc(CX_STAT_OFF_START_FULL);
         return;
@@ -333,7 +328,7 @@ static __always_inline int off_sample(__u64 *now)
 static __always_inline void off_switch_in(struct task_struct *next)
 {
     __u32 tid = next->pid;
-    struct off_start_val *sp, st;
+    struct cx_off_start *sp, st;
     struct cx_off_val *v, add;
     __u64 now;
 
@@ -342,8 +337,14 @@ static __always_inline void off_switch_in(struct task_struct *next)
     sp = start_slot(tid, 0);
     if (!sp)
         return;
-    st = *sp;
+    /* Read and freed at once: user space may move start_ns forward at a
+     * window's end (crediting the time up to it); the instructions between
+     * this load and store are the only window in which both could count the
+     * same span (no atomic exchange before 5.12). */
+    st.start_ns = sp->start_ns;
     sp->start_ns = 0; /* free */
+    st.key = sp->key;
+    st.p16 = sp->p16;
     now = bpf_ktime_get_ns();
     if (now < st.start_ns || now - st.start_ns < off_min_ns) {
         stat_inc(CX_STAT_OFF_SHORT);

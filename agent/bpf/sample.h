@@ -63,6 +63,20 @@ struct cx_off_val {
     __u64 blocks;
 };
 
+/* The "off_start" array: a walked block in progress, by thread (slot rule
+ * in offcpu.bpf.h). Memory-mapped (BPF_F_MMAPABLE): at each window's end
+ * user space credits the time of blocks still going on up to then and moves
+ * their start_ns forward with a compare-and-swap (sampler__credit_blocked),
+ * so that a block lasting many windows is counted in each, not all in the
+ * window of its wake-up. start_ns 0: the slot is free. */
+#define CX_OFF_START_WAY 32768
+struct cx_off_start {
+    __u64 start_ns; /* CLOCK_MONOTONIC: the switch-out, or the last window end */
+    struct cx_off_key key;
+    __u32 p16; /* the probability it was walked with, of 65536 */
+    __u32 pad;
+};
+
 /* Frame kinds (cx_frame.kind). */
 enum cx_frame_kind {
     CX_FRAME_NATIVE = 1,    /* user-space pc; the leaf is exact, callers are return addresses */

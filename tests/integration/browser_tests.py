@@ -8,6 +8,7 @@ import time
 import urllib.parse
 
 import offcpu_server_tests
+import offcpu_tests
 import server_tests
 from server_tests import ROOT, WORK, Server, check, run_agent, stop_agent
 
@@ -215,5 +216,31 @@ def test_browser_fn_timeline(tmp):
         srv.stop()
 
 
+def test_browser_offcpu_agent(tmp):
+    """The Off-CPU selector on the real agent's data: the daemon with
+    --off-cpu ships offcpu_mix to the server (offcpu_tests.daemon_run); the
+    Off-CPU view's root is the API's off-CPU total and each of the
+    workload's [off-CPU: CLASS] frames is in the table with the API's share
+    (tests/browser/ui_offcpu_agent.mjs)."""
+    check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
+          "playwright-core missing: run 'make test' (npm ci in tests/browser)")
+    srv, app, rng, _ = offcpu_tests.daemon_run(tmp, seconds=5)
+    try:
+        q = urllib.parse.quote(app, safe="")
+        total, per = offcpu_tests.fg_totals(srv, f"app={q}&{rng}&type=off_cpu")
+        classes = {f"[off-CPU: {c}]": per.get(f"[off-CPU: {c}]", 0)
+                   for c in ("sleep", "pipe", "lock", "io")}
+        check(total > 0 and all(classes.values()), f"API: total {total}, {classes}")
+        t0, t1 = (int(x.split("=")[1]) for x in rng.split("&"))
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_offcpu_agent.mjs"), srv.url, OUT,
+                            app, str(t0), str(t1), json.dumps({"off": total, "classes": classes})],
+                           capture_output=True, text=True, timeout=180)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser off-CPU (agent) test failed (screenshots in {OUT}):\n"
+              f"{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
 TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep, test_browser_sandwich,
-         test_browser_offcpu, test_browser_fn_timeline]
+         test_browser_offcpu, test_browser_fn_timeline, test_browser_offcpu_agent]

@@ -4,12 +4,15 @@ timing its own waits (tests/workloads/offcpu_mix.c), recorded with
 of the time the workload measured within 5 points, under the right
 [off-CPU: CLASS] frame, and the CPU profile of the same run must still be
 the CPU profile (its split, no off-CPU frame in it)."""
+import json
 import os
 import re
 import subprocess
 import threading
 import time
+import urllib.parse
 
+import server_tests
 from pprof_read import go_binary, raw, traces
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -170,4 +173,191 @@ def test_offcpu_off_by_default(tmp):
           f"sample types without the flag: {sample_types(out)}")
 
 
-TESTS = [test_offcpu_known_waits, test_offcpu_off_by_default]
+# --- the daemon to the server ------------------------------------------------
+
+def app_of_pid(srv, pid, rng):
+    """The application the server filed pid under."""
+    _, body = srv.get(f"/api/v1/applications?{rng}")
+    for a in json.loads(body).get("applications", []):
+        q = urllib.parse.urlencode({"app": a["name"]})
+        _, lb = srv.get(f"/api/v1/labels?{q}&{rng}")
+        if str(pid) in map(str, json.loads(lb).get("pid", [])):
+            return a["name"]
+    return None
+
+
+def daemon_run(tmp, seconds=SECONDS):
+    """The daemon with --off-cpu shipping to a real server (SQLite) while
+    offcpu_mix runs for seconds: (server, app, rng, the workload's waits in
+    ns by function). The caller stops the server."""
+    srv = server_tests.Server(tmp)
+    try:
+        a, log = server_tests.run_agent(tmp, srv.url, "--off-cpu", "--off-cpu-walks", "5000")
+        t0 = int(time.time()) - 1
+        w = Mix(tmp)
+        try:
+            time.sleep(seconds)
+        finally:
+            w.stop()
+            w.t.join(timeout=5)
+        truth = {f: w.snapshot().get(f, 0) for f in WAITS}
+        # The last window (--interval 2) closes and ships before the stop.
+        time.sleep(3)
+        rc, alog = server_tests.stop_agent(a, log)
+        check(rc == 0, f"agent exited {rc}: {alog[-2000:]}")
+        check("off_cpu=true" in alog, f"off-CPU did not start: {alog[-2000:]}")
+        rng = f"from={t0 - 60}&to={int(time.time()) + 60}"
+        app = app_of_pid(srv, w.p.pid, rng)
+        check(app, f"offcpu_mix (pid {w.p.pid}) not listed")
+        return srv, app, rng, truth
+    except BaseException:
+        srv.stop()
+        raise
+
+
+def shares_of(stacks, truth):
+    """Each known function's time and the classes it was under, from
+    {folded stack root first: ns}; checked against truth as in
+    test_offcpu_known_waits. Returns {function: ns}."""
+    got = dict.fromkeys(WAITS, 0)
+    cls = {f: {} for f in WAITS}
+    for stack, ns in stacks.items():
+        frames = stack.split(";")
+        check(frames[-1].startswith("[off-CPU: "), f"off-CPU stack without its class: {stack}")
+        for f in WAITS:
+            if f in frames:
+                got[f] += ns
+                c = frames[-1][len("[off-CPU: "):-1]
+                cls[f][c] = cls[f].get(c, 0) + ns
+                break
+    total_truth, total_got = sum(truth.values()), sum(got.values())
+    check(total_got > 0, f"no off-CPU time in the known functions: {list(stacks.items())[:5]}")
+    for f, want_class in WAITS.items():
+        share_t, share_g = truth[f] / total_truth, got[f] / total_got
+        main = cls[f].get(want_class, 0) / got[f] if got[f] else 0
+        print(f"    {f}: {share_g:.3f} of off-CPU time (measured {share_t:.3f}), "
+              f"{got[f] / 1e9:.2f} s vs {truth[f] / 1e9:.2f} s, [{want_class}] {main:.2f}")
+        check(abs(share_g - share_t) <= 0.05,
+              f"{f}: share {share_g:.3f}, measured {share_t:.3f} (+- 0.05)")
+        check(main >= 0.9, f"{f}: only {main:.2f} of its time under [off-CPU: {want_class}]")
+    ratio = total_got / total_truth
+    print(f"    total {total_got / 1e9:.2f} s, measured {total_truth / 1e9:.2f} s ({ratio:.3f})")
+    check(0.85 <= ratio <= 1.15, f"off-CPU total {ratio:.3f} of the time measured")
+    return got
+
+
+def fg_totals(srv, query):
+    """The flame graph's root total and each name's total, from the API."""
+    st, body = srv.get(f"/api/v1/profile?{query}&format=flamegraph")
+    check(st == 200, f"{query}: {st} {body[:300]}")
+    fg = json.loads(body)
+    nodes, names, per = fg["nodes"], fg["names"], {}
+    for i in range(0, len(nodes), 4):
+        per[names[nodes[i]]] = per.get(names[nodes[i]], 0) + nodes[i + 1]
+    return (nodes[1] if nodes else 0), per
+
+
+def test_offcpu_daemon_server(tmp):
+    """The real daemon (--off-cpu --endpoint) to a real server (SQLite):
+    GET /api/v1/profile?type=off_cpu gives offcpu_mix's known shares per
+    function and [off-CPU: CLASS] within 5 points in collapsed, flame graph
+    and pprof (go tool pprof -sample_index=off_cpu); type=cpu is the CPU
+    profile (spin_a 2/3 of spin_a + spin_b, no off-CPU frame); type=wall is
+    their sum, node by node where a name is in one type only."""
+    srv, app, rng, truth = daemon_run(tmp)
+    try:
+        q = urllib.parse.quote(app, safe="")
+        check(all(v > 0 for v in truth.values()), f"workload waits: {truth}")
+        print(f"    app {app}; collapsed:")
+        got = shares_of(server_tests.stacks_of(srv, f"app={q}&{rng}&type=off_cpu"), truth)
+
+        off_total, off = fg_totals(srv, f"app={q}&{rng}&type=off_cpu")
+        for f in WAITS:
+            check(off.get(f) == got[f], f"flame graph {f} {off.get(f)} != collapsed {got[f]}")
+        classes = {n: v for n, v in off.items() if n.startswith("[off-CPU: ")}
+        check(sum(classes.values()) == off_total, f"classes {classes} do not add up to {off_total}")
+        print("    flame graph: " + ", ".join(f"{n} {v / off_total:.3f}" for n, v in
+                                              sorted(classes.items(), key=lambda x: -x[1])))
+
+        st, body = srv.get(f"/api/v1/profile?app={q}&{rng}&type=off_cpu&format=pprof")
+        check(st == 200, f"pprof: {st}")
+        path = os.path.join(tmp, "off.pb.gz")
+        with open(path, "wb") as fh:
+            fh.write(body)
+        pp = {}
+        for ns, _, frames in off_traces(path):
+            k = ";".join(reversed(frames))
+            pp[k] = pp.get(k, 0) + ns
+        print("    pprof:")
+        shares_of(pp, truth)
+
+        cpu_total, cpu = fg_totals(srv, f"app={q}&{rng}&type=cpu")
+        check(not any(n.startswith("[off-CPU") for n in cpu), "an off-CPU frame in the CPU view")
+        a, b = cpu.get("spin_a", 0), cpu.get("spin_b", 0)
+        check(a + b > 0, f"no spin_a/spin_b CPU time: {sorted(cpu)[:30]}")
+        print(f"    CPU: spin_a {a / (a + b):.3f} of {(a + b) / 1e9:.2f} s (want 0.667)")
+        check(abs(a / (a + b) - 2 / 3) <= 0.06, f"spin_a share {a / (a + b):.3f}, want 0.667")
+        wall_total, wall = fg_totals(srv, f"app={q}&{rng}&type=wall")
+        check(wall_total == cpu_total + off_total,
+              f"wall {wall_total} != cpu {cpu_total} + off-CPU {off_total}")
+        for n in ("spin_a", "spin_b", *WAITS, *classes):
+            check(wall.get(n, 0) == cpu.get(n, 0) + off.get(n, 0),
+                  f"wall {n} {wall.get(n)} != cpu {cpu.get(n)} + off {off.get(n)}")
+        print(f"    wall {wall_total / 1e9:.2f} s = cpu {cpu_total / 1e9:.2f} s + off-CPU "
+              f"{off_total / 1e9:.2f} s")
+    finally:
+        srv.stop()
+
+
+
+# --- a block across windows ---------------------------------------------------
+
+def duration_s(path):
+    """The profile's Duration (its window's length), from go tool pprof -raw,
+    which prints it cut to 4 characters ("2.00" for 2.0012s, "500m" for
+    500ms)."""
+    m = re.search(r"(?m)^Duration: ([0-9.]+)(\w*)", raw(path))
+    check(m and m.group(2) in ("", "s", "m", "ms"), f"no Duration in {path}")
+    return float(m.group(1)) / (1000 if m.group(2).startswith("m") else 1)
+
+
+def test_offcpu_block_across_windows(tmp):
+    """A thread blocked in one nanosleep of 7 s under the daemon with
+    --interval 2: its time is in the windows it was spent in, each whole
+    window holding about its own length (not all 7 s in the window of its
+    wake-up), the total the 7 s."""
+    outdir = os.path.join(tmp, "out")
+    os.mkdir(outdir)
+    log = open(os.path.join(tmp, "agent.log"), "w")
+    a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu"],
+                         stderr=log)
+    try:
+        server_tests.wait_started(a, log.name)
+        time.sleep(0.5)
+        w = subprocess.Popen(["sleep", "7"])
+        w.wait(timeout=60)
+        time.sleep(3)
+    finally:
+        rc, alog = server_tests.stop_agent(a, log)
+    check(rc == 0, f"agent exited {rc}: {alog[-2000:]}")
+    mine = sorted(os.path.join(outdir, f) for f in os.listdir(outdir) if f".{w.pid}." in f)
+    check(mine, f"no profile for pid {w.pid} in {os.listdir(outdir)[:10]}")
+    per = []
+    for path in mine:
+        ns = sum(n for n, _, _ in off_traces(path))
+        per.append((ns / 1e9, duration_s(path)))
+    print("    windows (off-CPU s, window s): " +
+          ", ".join(f"({o:.2f}, {d:.2f})" for o, d in per))
+    total = sum(o for o, _ in per)
+    check(6.3 <= total <= 7.7, f"off-CPU total {total:.2f} s, slept 7 s")
+    held = [(o, d) for o, d in per if o > 0]
+    check(len(held) >= 3, f"7 s in {len(held)} windows of 2 s: {per}")
+    # The windows wholly inside the sleep: each holds its own length.
+    for o, d in held[1:-1]:
+        check(abs(o - d) <= 0.25 * d, f"a window of {d:.2f} s holds {o:.2f} s off-CPU: {per}")
+    check(max(o for o, _ in per) <= 0.6 * total, f"one window holds most of the sleep: {per}")
+
+
+
+TESTS = [test_offcpu_known_waits, test_offcpu_off_by_default, test_offcpu_daemon_server,
+         test_offcpu_block_across_windows]
