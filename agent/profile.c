@@ -388,7 +388,9 @@ static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
         };
         size_t nl = 6 + place_labels(&ap->id, labels + 6);
         int64_t values[3] = {(int64_t)count, (int64_t)(count * c->period_ns),
-                             off ? (int64_t)value : 0};
+                             /* Saturated: a sum past 63 bits would read as
+                              * negative, and the server refuses the profile. */
+                             off ? (int64_t)(value > INT64_MAX ? INT64_MAX : value) : 0};
         if (pprof_writer__add_sample(pp->w, locs, nloc, values, labels, nl))
             return -ENOMEM;
     }

@@ -643,7 +643,8 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
             continue;
         /* Weighted as the switch-in weighs the rest (offcpu.bpf.h); blocks
          * 0: the block is counted once, at its end. */
-        struct cx_off_val v = {(now_ns - start) * 65536 / (p16 ? p16 : 1), 0};
+        uint64_t dt = now_ns - start, p = p16 ? p16 : 1;
+        struct cx_off_val v = {dt / p * 65536 + dt % p * 65536 / p, 0}; /* no overflow */
         fn(ctx, &k, &v);
         got++;
     }

@@ -219,7 +219,11 @@ __noinline __u64 cx_off_hash(__u32 nframes)
         if (i >= nframes)
             break;
         h = (h ^ s->frames[i].addr) * 1099511628211ull;
-        h = (h ^ ((__u64)s->frames[i].kind << 32 | s->frames[i].aux)) * 1099511628211ull;
+        /* The tag too: a V8 function or a Python code object at an address
+         * the collector reused is another frame (its fingerprint differs). */
+        h = (h ^
+             ((__u64)s->frames[i].tag << 48 | (__u64)s->frames[i].kind << 32 | s->frames[i].aux)) *
+            1099511628211ull;
     }
     h = (h ^ ((__u64)s->off_class << 32 | (__u32)s->off_syscall)) * 1099511628211ull;
     return h ? h : 1;
@@ -350,7 +354,10 @@ static __always_inline void off_switch_in(struct task_struct *next)
         stat_inc(CX_STAT_OFF_SHORT);
         return;
     }
-    add.ns = (now - st.start_ns) * OFF_P_ONE / (st.p16 ? st.p16 : 1);
+    /* Weighted by 1/p without overflowing: a block of days times 2^16
+     * would pass 64 bits. */
+    __u64 dt = now - st.start_ns, p = st.p16 ? st.p16 : 1;
+    add.ns = dt / p * OFF_P_ONE + dt % p * OFF_P_ONE / p;
     add.blocks = 1;
     stat_inc(CX_STAT_OFF_COUNTED);
     v = bpf_map_lookup_elem(&off_sums, &st.key);

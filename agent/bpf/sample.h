@@ -118,7 +118,7 @@ enum cx_trunc_reason {
 struct cx_frame {
     __u64 addr;
     __u16 kind; /* enum cx_frame_kind */
-    __u16 tag;  /* per kind: a Python code object's fingerprint */
+    __u16 tag;  /* per kind: a fingerprint of a Python code object, a V8 function or a Java frame */
     __u32 aux;  /* per kind, see above */
 };
 
