@@ -179,17 +179,24 @@ def test_systemd_machine(tmp):
 
         # `systemctl stop` ships the last window: with a window far longer
         # than the test, only the stop can bring cx-work's newer samples.
+        # Taken before the restart: the new agent's window starts when it
+        # starts, which can be before `systemctl restart` returns here (1
+        # run in 5 failed so), and the query takes profiles starting at
+        # `since` or later.
+        since = time.time()
         m.sh("sed -i 's/^interval = 4$/interval = 3600/' /etc/codexray/agent.conf && "
              "systemctl restart codexray-node-agent")
-        since = time.time()
         wait_for("the agent restarted", lambda: m.journal("codexray-node-agent").count(
             "interval_s=3600") >= 1, 60, 1)
         time.sleep(3)
         m.sh("systemctl stop codexray-node-agent", timeout=90)
         log = m.journal("codexray-node-agent")
         check("stopping: writing the last window" in log, f"the agent's stop: {log[-1500:]}")
-        last = wait_for("the last window at the server", lambda: collapsed(
-            port, "cx-work", frm=f"{since:.0f}").strip(), 30)
+        try:
+            last = wait_for("the last window at the server", lambda: collapsed(
+                port, "cx-work", frm=f"{since:.0f}").strip(), 30)
+        except Failure as e:
+            raise Failure(f"{e}; the agent's journal: {m.journal('codexray-node-agent')[-3000:]}")
         check("hot_a" in last, f"the last window: {last[:500]}")
         print(f"    systemctl stop shipped the last window; {time.time() - t0:.0f}s", flush=True)
     finally:
