@@ -84,7 +84,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/unwind/pac_mask.c \
              agent/unwind/go_table.c agent/unwind/unwinder.c agent/unwind/unwinder_tables.c \
              agent/unwind/file_unwind.c \
-             agent/runtimes/runtimes.c \
+             agent/runtimes/runtimes.c agent/runtimes/proc_mem.c \
              agent/runtimes/jit/jit.c agent/runtimes/jit/perfmap.c agent/runtimes/jit/jvm_attach.c \
              agent/runtimes/python/python.c agent/runtimes/python/py_detect.c \
              agent/runtimes/python/py_layout.c agent/runtimes/python/py_layout_table.c \

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../agent/runtimes/proc_mem.h"
 #include "../../agent/runtimes/python/py_code.h"
 #include "../../agent/runtimes/python/py_detect.h"
 #include "py_helpers.h"
@@ -448,7 +449,7 @@ static unsigned check_child(const char *label, const char *python, const struct 
         fail_msg("%s: %s said nothing", label, python);
     assert_int_equal(version, want_version);
     assert_int_equal(l->version, version);
-    struct py_reader r = {py_reader__pid, (void *)(intptr_t)ch.pid};
+    struct py_reader r = {proc_mem__read, (void *)(intptr_t)ch.pid};
 
     static char hex[3][16384], name[8192], qual[8192], file[8192], want[8192];
     while (fscanf(ch.out, " %15s", word) == 1 && strcmp(word, "code") == 0) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../proc_mem.h"
 #include "../../../common/log.h"
 #include "../../aggregate.h"
 #include "../../procs/procs.h"
@@ -201,7 +202,7 @@ static bool walk_off(const char *proc_root, uint32_t tgid)
 /* Reads the JVM's description when it has none yet; puts it in hs_procs. */
 static void proc_try(struct hs_tracker *t, struct hs_proc *hp, uint64_t now_ns)
 {
-    struct hs_mem m = {hs_mem__pid, (void *)(intptr_t)hp->tgid};
+    struct hs_mem m = {proc_mem__read, (void *)(intptr_t)hp->tgid};
     char why[200] = "";
     __u32 key = hp->tgid;
     int r;
@@ -314,7 +315,7 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
             break;
     }
     if (!e) {
-        struct hs_mem m = {hs_mem__pid, (void *)(intptr_t)p->tgid};
+        struct hs_mem m = {proc_mem__read, (void *)(intptr_t)p->tgid};
         const char *why = NULL;
         if (hp->nnames >= HS_PROC_MAX_NAMES || t->name_bytes >= HS_NAMES_MAX_BYTES)
             names_clear(t, hp);

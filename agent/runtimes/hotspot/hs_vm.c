@@ -13,20 +13,6 @@
 #define HS_MAX_STRIDE 128
 #define HS_NAME_MAX 80
 
-int hs_mem__pid(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-    pid_t pid = (pid_t)(intptr_t)ctx;
-    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-    ssize_t n;
-
-    if (len == 0)
-        return 0;
-    n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0)
-        return -errno;
-    return (size_t)n == len ? 0 : -EFAULT;
-}
-
 static const char *const sym_names[HS_SYM__N] = {
     [HS_STRUCTS] = "gHotSpotVMStructs",
     [HS_STRUCT_TYPE_NAME] = "gHotSpotVMStructEntryTypeNameOffset",

@@ -23,8 +23,7 @@ struct hs_mem {
     void *ctx;
 };
 
-/* process_vm_readv of process pid (ctx: the pid, cast). */
-int hs_mem__pid(void *ctx, uint64_t addr, void *buf, size_t len);
+/* The reader of a live process: proc_mem__read (proc_mem.h). */
 
 /* The exported symbols read, by index. */
 enum hs_sym {

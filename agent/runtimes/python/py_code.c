@@ -13,20 +13,6 @@
 /* A string's first bytes come with its header. */
 #define STR_FIRST 256
 
-int py_reader__pid(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-    pid_t pid = (pid_t)(intptr_t)ctx;
-    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-    ssize_t n;
-
-    if (len == 0)
-        return 0;
-    n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0)
-        return -errno;
-    return (size_t)n == len ? 0 : -EFAULT;
-}
-
 static uint64_t get_u64(const uint8_t *b, int32_t off)
 {
     uint64_t v;

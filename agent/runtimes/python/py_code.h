@@ -31,8 +31,7 @@ struct py_reader {
     void *ctx;
 };
 
-/* process_vm_readv of process pid (ctx: the pid, cast). */
-int py_reader__pid(void *ctx, uint64_t addr, void *buf, size_t len);
+/* The reader of a live process: proc_mem__read (proc_mem.h). */
 
 struct py_code {
     struct rt_obj obj; /* first: a py_code is an rt_obj */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../proc_mem.h"
 #include "../../../common/clock.h"
 #include "../../../common/log.h"
 #include "../../aggregate.h"
@@ -168,7 +169,7 @@ static void proc_drop(struct py_tracker *t, uint32_t tgid)
  * that start with a copy of the interpreter's trampoline. */
 static void find_trampolines(const struct proc *p, const struct py_bin *pb, struct cx_py_proc *v)
 {
-    struct py_reader r = {py_reader__pid, (void *)(intptr_t)p->tgid};
+    struct py_reader r = {proc_mem__read, (void *)(intptr_t)p->tgid};
     uint8_t code[sizeof(pb->info.tramp_code)];
 
     if (!pb->info.tramp_len)
@@ -338,7 +339,7 @@ static struct py_code *code_get(struct py_tracker *t, struct py_proc *pp, uint64
         *ep = e;
         pp->ncodes++;
     }
-    struct py_reader r = {py_reader__pid, (void *)(intptr_t)pp->tgid};
+    struct py_reader r = {proc_mem__read, (void *)(intptr_t)pp->tgid};
     uint64_t t0 = clock__thread_ns();
     struct py_code *c =
         py_code__read(&r, &pp->pb->info.layout, pp->code_type, addr, tag, true, &reason);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../proc_mem.h"
 #include "../../../common/clock.h"
 #include "../../../common/log.h"
 #include "../../aggregate.h"
@@ -262,7 +263,7 @@ static struct v8_fn *fn_get(struct v8_tracker *t, struct v8_proc *vp, uint64_t a
         vp->nfns++;
         t->bytes += sizeof(*e);
     }
-    struct py_reader r = {py_reader__pid, (void *)(intptr_t)vp->tgid};
+    struct py_reader r = {proc_mem__read, (void *)(intptr_t)vp->tgid};
     uint64_t t0 = clock__thread_ns();
     struct v8_fn *f = v8_fn__read(&r, &vp->vb->info.l, addr, tag, &reason);
     t->read_ns += clock__thread_ns() - t0;
