@@ -50,6 +50,7 @@ struct procs {
      * relative to it, not by a whole path each. */
     int dir_fd;
     uint32_t dir_tgid;
+    uint64_t maps_reads, identity_reads; /* procs__reads */
     struct procs_listener listener;
 };
 
@@ -271,6 +272,7 @@ static void read_identity(struct procs *ps, struct proc *p)
     int dfd;
     ssize_t n;
 
+    ps->identity_reads++;
     p->start_time = read_start_time(ps, p->tgid);
     p->generation++;
     read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
@@ -303,6 +305,7 @@ static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
     bool keep = !p->maps_stale && p->maps.n > 0;
     int r;
 
+    ps->maps_reads++;
     buf__init(&b, MAPS_MAX);
     r = read_pid_file(ps, p->tgid, "maps", &b);
     if (keep && ((r && r != -E2BIG) || b.len == 0)) {
@@ -421,15 +424,20 @@ void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
     pid_dir_done(ps);
 }
 
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t now_ns)
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+                      uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
 
-    /* Only maps read before the hint miss what it tells of. ld.so maps
-     * every library before it runs code in any, so the read for the first
-     * hint finds them all, and the hints right after it (one per library)
-     * cost nothing. */
-    if (p && !p->exited && p->maps_read_ns <= hint_ns)
+    /* Only maps read before the hint, and without its mapping, miss what
+     * it tells of. ld.so maps every library before it runs code in any, so
+     * the read for the first library's hint finds them all, and the hints
+     * after it (one per library) cost nothing. Without addr they did
+     * whenever they came after that read (each wakes this thread): a
+     * compiler's dozen libraries were a dozen reads of its maps, and on a
+     * build node a third of the agent's CPU. ld.so's own hint, its first
+     * code, finds it in the maps read at exec. */
+    if (p && !p->exited && p->maps_read_ns <= hint_ns && !(addr && maps__find(&p->maps, addr)))
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }
@@ -577,4 +585,10 @@ void procs__set_listener(struct procs *ps, const struct procs_listener *l)
 unsigned procs__count(const struct procs *ps)
 {
     return ps->count;
+}
+
+void procs__reads(const struct procs *ps, uint64_t *maps, uint64_t *identities)
+{
+    *maps = ps->maps_reads;
+    *identities = ps->identity_reads;
 }
