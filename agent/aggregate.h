@@ -99,6 +99,7 @@ struct agg_window {
     uint64_t off_ns, off_blocks, off_unknown_ns;
     bool off_cpu; /* off-CPU time was collected: the profiles get its sample type */
     uint64_t stats_delta[CX_STAT__COUNT]; /* the BPF counters over the window */
+    uint64_t maps_reads, identity_reads;  /* of /proc over the window (procs__reads) */
     struct unwinder_stats unwind;         /* the CFI tables at the window's end */
     bool kernel_stacks;                   /* keep kernel frames */
     uint64_t serial;                      /* unique to this window (proc->agg_serial) */

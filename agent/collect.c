@@ -93,9 +93,11 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         }
         break;
     }
-    case CX_REC_MAPS:
-        procs__hint_maps(c->procs, h->tgid, h->time_ns, now);
+    case CX_REC_MAPS: {
+        const struct cx_proc_event *e = (const void *)h;
+        procs__hint_maps(c->procs, h->tgid, h->time_ns, size >= sizeof(*e) ? e->addr : 0, now);
         break;
+    }
     case CX_REC_EXIT: {
         struct proc *gone = procs__exit(c->procs, h->tgid, now);
         if (gone && gone->skipped && sampler__skip(c->sampler, gone->tgid, false) == 0)
@@ -337,6 +339,12 @@ struct agg_window *collector__rotate(struct collector *c)
     }
     if (check_alive)
         c->alive_checked_ns = now;
+    uint64_t maps_reads, identity_reads;
+    procs__reads(c->procs, &maps_reads, &identity_reads);
+    c->win->maps_reads = maps_reads - c->prev_maps_reads;
+    c->win->identity_reads = identity_reads - c->prev_identity_reads;
+    c->prev_maps_reads = maps_reads;
+    c->prev_identity_reads = identity_reads;
     w = c->win;
     w->end_ns = now_real;
     c->win = next;

@@ -31,6 +31,7 @@ struct collector {
     /* The off-CPU stacks sent (offcpu.h); NULL with off-CPU off. */
     struct offcpu *off;
     uint64_t prev_stats[CX_STAT__COUNT];
+    uint64_t prev_maps_reads, prev_identity_reads;
     /* When /proc was last asked whether every process the table holds is
      * alive (procs__sweep's check_alive). */
     uint64_t alive_checked_ns;

@@ -115,13 +115,15 @@ static void process(struct worker *wk, struct agg_window *w)
     symbolizer__unnamed_summary(wk->sym, unnamed, sizeof(unnamed));
     log_info("window: processes=%zu samples=%llu lost_samples=%llu truncated_stacks=%llu "
              "unnamed_frames=%.1f%% unnamed_binaries=%s %s profiles=%u failed=%u bytes=%llu "
-             "took_ms=%llu cpu_ms=%llu unwind_tables=%u unwind_table_bytes=%llu",
+             "took_ms=%llu cpu_ms=%llu unwind_tables=%u unwind_table_bytes=%llu maps_reads=%llu "
+             "identity_reads=%llu",
              w->nprocs, (unsigned long long)w->samples, (unsigned long long)w->lost,
              (unsigned long long)st.truncated_samples,
              st.frames ? 100.0 * st.unnamed_frames / st.frames : 0.0, unnamed, rts, written, failed,
              (unsigned long long)bytes, (unsigned long long)((clock__mono_ns() - t0) / 1000000),
              (unsigned long long)((clock__thread_ns() - c0) / 1000000), w->unwind.tables,
-             (unsigned long long)w->unwind.bytes);
+             (unsigned long long)w->unwind.bytes, (unsigned long long)w->maps_reads,
+             (unsigned long long)w->identity_reads);
     log_debug("unwind: tables=%u table_bytes=%llu rows=%llu unsupported_rows=%llu pending=%u "
               "without_table=%u processes=%u build_ms=%llu cfi_frames=%llu fp_frames=%llu "
               "cfi_stopped=%llu",

@@ -2,16 +2,25 @@
 """make bench: the agent side by side with the peers a user would pick
 instead, on the same workload, in the same run.
 
-Workload: every CPU busy (cpu_split, one thread per CPU) plus N light
-processes (bench/many.c). For each profiler, over the same span:
-  - user-space CPU (user + sys of its own processes) per sample,
+Two machines, each measured whole (every profiler on it, REPS times):
+  - quiet: every CPU busy (cpu_split, one thread per CPU) plus N light
+    processes (bench/many.c);
+  - loaded: the same, plus two more CPU-bound processes and a parallel
+    compile (COMPILE: two gcc at a time, over and over), so that more
+    threads are runnable than there are CPUs and processes come and go as
+    on a build node.
+For each profiler, over the same span:
+  - user-space CPU (user + sys of its own processes) per sample, and for
+    the agent by thread, with its main thread's wakeups a second;
   - BPF run time per sample (kernel.bpf_stats_enabled, read with bpftool),
-  - peak RSS.
+  - peak RSS;
+  - the processes started a second on the machine meanwhile (/proc/stat).
 Peers: `perf record -e cpu-clock -F 100 -g -a` followed by `perf script`,
 and bpftrace `profile:hz:100 { @[pid, ustack, kstack] = count(); }`.
-Each is run REPS times; the report gives medians and ratios.
+The report gives medians and ratios, quiet and loaded side by side.
 
     python3 bench/run.py [--seconds S] [--reps R] [--procs N]
+                         [--machine quiet|loaded|both] [--agent PATH]
 """
 import argparse
 import json
@@ -45,17 +54,32 @@ def proc_cpu(pid):
 
 def thread_cpu(pid):
     """CPU seconds by thread name (the agent names its threads: cx-worker,
-    cx-ship, cx-unwind, cx-debuginfod; the main thread has the program's)."""
-    out = {}
+    cx-ship, cx-unwind, cx-debuginfod; the main thread has the program's),
+    and the main thread's voluntary context switches (its wakeups: it
+    sleeps in the ring buffer's poll)."""
+    out, wakeups = {}, 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                name = f.read().strip()
+                name = "main" if tid == str(pid) else f.read().strip()
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 out[name] = out.get(name, 0) + int(f.read().split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
+            if tid == str(pid):
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    wakeups = int(re.search(r"voluntary_ctxt_switches:\s+(\d+)",
+                                            f.read()).group(1))
+        except (OSError, ValueError, IndexError, AttributeError):
             pass
-    return out
+    return out, wakeups
+
+
+def forks():
+    """Processes (and threads) created since boot, machine-wide."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
 
 
 def proc_hwm_kib(pid):
@@ -88,24 +112,46 @@ def run_measured(argv, **kw):
     return p, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
-def start_workload(seconds, procs):
+# The loaded machine's third source of load: a parallel compile, two
+# compilers at a time, of the repository's own common/ sources, over and
+# over (cc1, as and collect2 starting and ending all the time, as on a build
+# node): new processes to name, exec and exit events, page-cache churn.
+COMPILE = ("cd {root} && while :; do ls common/*.c | xargs -P 2 -I SRC gcc -O2 -g "
+           "-std=gnu11 -D_GNU_SOURCE -Ibuild/gen -c SRC -o /dev/null 2>/dev/null; done")
+
+
+def start_workload(seconds, procs, load=False):
+    """The quiet machine: every CPU busy (cpu_split, a thread a CPU) and procs
+    light processes. The loaded one adds two more CPU-bound processes and a
+    parallel compile: more runnable threads than CPUs, so the agent waits
+    for a CPU, shares caches, and sees processes come and go."""
     ncpu = os.cpu_count()
-    busy = subprocess.Popen([os.path.join(B, "workloads", "cpu_split"), str(seconds + 5),
-                             str(ncpu)], stdout=subprocess.DEVNULL)
-    many = subprocess.Popen([os.path.join(B, "bench", "many"), str(procs), str(seconds + 5)])
+    split = os.path.join(B, "workloads", "cpu_split")
+    busy = subprocess.Popen([split, str(seconds + 5), str(ncpu)], stdout=subprocess.DEVNULL)
+    # Its own process group: its children are ended with it (killpg).
+    many = subprocess.Popen([os.path.join(B, "bench", "many"), str(procs), str(seconds + 5)],
+                            start_new_session=True)
+    ws = [busy, many]
+    if load:
+        for _ in range(2):
+            ws.append(subprocess.Popen([split, str(seconds + 5), "1"], stdout=subprocess.DEVNULL))
+        ws.append(subprocess.Popen(["sh", "-c", COMPILE.format(root=ROOT)],
+                                   start_new_session=True))
     time.sleep(2)  # let the processes start
-    return [busy, many]
+    return ws
 
 
 def stop_workload(ws):
     for w in ws:
-        w.kill()
+        try:  # many's children, the compile loop's compilers: their group
+            os.killpg(w.pid, signal.SIGKILL) if os.getpgid(w.pid) == w.pid else w.kill()
+        except ProcessLookupError:
+            pass
     for w in ws:
         w.wait()
-    subprocess.run(["pkill", "-f", os.path.join(B, "bench", "many")], check=False)
 
 
-def run_agent(seconds, tmp, ship=False):
+def run_agent(seconds, tmp, ship=False, agent=AGENT):
     """Measures one whole window after a first one (measure_agent): the
     first names every binary (a one-time cost); steady state is what follows. The agent writes
     pprof files to a directory, or with ship, uploads them to a
@@ -128,19 +174,15 @@ def run_agent(seconds, tmp, ship=False):
     else:
         out = ["--output-dir", outdir]
     try:
-        return measure_agent(seconds, out)
+        return measure_agent(seconds, out, agent)
     finally:
         if srv:
             srv.terminate()
             srv.wait()
 
 
-def run_agent_ship(seconds, tmp):
-    return run_agent(seconds, tmp, ship=True)
-
-
-def measure_agent(seconds, out):
-    a = subprocess.Popen([AGENT, "--interval", str(seconds), *out],
+def measure_agent(seconds, out, agent=AGENT):
+    a = subprocess.Popen([agent, "--interval", str(seconds), *out],
                          stderr=subprocess.PIPE, text=True)
     m = None
     while not m:  # log lines (tables built at start) come before the start line
@@ -168,15 +210,19 @@ def measure_agent(seconds, out):
     threading.Thread(target=drain, daemon=True).start()
     time.sleep(max(0, start + seconds - 0.2 - time.monotonic()))
     c0 = proc_cpu(a.pid)
-    th0 = thread_cpu(a.pid)
+    th0, wk0 = thread_cpu(a.pid)
+    w0 = time.monotonic()
     t0, n0 = bpf_prog_stats(prog)
+    f0, m0 = forks(), time.monotonic()
     time.sleep(max(0, start + 2 * seconds - 0.2 - time.monotonic()))
     t1, n1 = bpf_prog_stats(prog)
+    f1, m1 = forks(), time.monotonic()
     for which in ("first", "second"):
         if not windows.acquire(timeout=seconds * 10):
             raise RuntimeError(f"no {which} window")
     c1 = proc_cpu(a.pid)
-    th1 = thread_cpu(a.pid)
+    th1, wk1 = thread_cpu(a.pid)
+    w1 = time.monotonic()
     first = [x for x in rest if " window: processes=" in x][0]
     first_ms = int(re.search(r"cpu_ms=(\d+)", first).group(1))
     c1 -= first_ms / 1000
@@ -188,9 +234,16 @@ def measure_agent(seconds, out):
     a.wait(timeout=300)  # the last window is named and sent first
     log = "".join(rest)
     nprocs = max((int(x) for x in re.findall(r"window: processes=(\d+)", log)), default=0)
+    # What the measured (second) window read of /proc (builds that log it).
+    second = [x for x in rest if " window: processes=" in x][1]
+    reads = {k: int(v) / seconds for k, v in
+             re.findall(r" (maps_reads|identity_reads)=(\d+)", second)}
     samples = n1 - n0  # every run of the program is a sample (idle ones return at once)
     return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
-            "rss_mib": hwm / 1024, "procs": nprocs,
+            "rss_mib": hwm / 1024, "procs": nprocs, "forks_per_s": (f1 - f0) / (m1 - m0),
+            "wakeups_per_s": (wk1 - wk0) / (w1 - w0),
+            "maps_reads_per_s": reads.get("maps_reads"),
+            "identity_reads_per_s": reads.get("identity_reads"),
             "threads_us": {k: round(1e6 * v / max(samples, 1), 2) for k, v in threads.items()}}
 
 
@@ -233,7 +286,9 @@ def run_bpftrace(seconds, tmp):
 
 def by_thread(rows):
     names = sorted({k for r in rows for k in r.get("threads_us", {})})
-    return ", ".join(f"{n} {statistics.median(r['threads_us'].get(n, 0) for r in rows):.1f} µs"
+    short = {"cx-worker": "worker", "cx-ship": "upload",
+             "cx-unwind": "tables", "cx-debuginfod": "debuginfod"}
+    return ", ".join(f"{short.get(n, n)} {statistics.median(r['threads_us'].get(n, 0) for r in rows):.1f}"
                      for n in names)
 
 
@@ -242,83 +297,148 @@ def med(rows, key):
     return statistics.median(vals) if vals else None
 
 
+def fmt(v, f="{:.1f}"):
+    return "-" if v is None else f.format(v)
+
+
+def spread(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return f" ({min(vals):.1f}-{max(vals):.1f})" if len(vals) > 1 else ""
+
+
+def ratio(a, b, f="{:.1f}x"):
+    return "-" if a is None or not b else f.format(a / b)
+
+
+def report(results, machines, args):
+    """Markdown: one column a machine, medians (ranges for the agent)."""
+    cols = {m: results[m] for m in machines}
+
+    def row(label, fn):
+        return f"| {label} | " + " | ".join(fn(r) for r in cols.values()) + " |"
+
+    def us(name):
+        return lambda r: (fmt(med(r[name], "us_per_sample")) + " µs" +
+                          spread(r[name], "us_per_sample")) if r[name] else "-"
+
+    def bpf(name):
+        return lambda r: fmt(med(r[name], "bpf_ns") and med(r[name], "bpf_ns") / 1000, "{:.2f}") + " µs"
+
+    def rss(name):
+        return lambda r: fmt(med(r[name], "rss_mib")) + " MiB"
+
+    lines = [
+        f"# make bench: the agent against perf and bpftrace, {os.cpu_count()} CPUs, "
+        f"{args.procs} light processes, {args.seconds} s measured a run (the agent: one whole "
+        f"--interval {args.seconds} window after a first), medians of {args.reps}",
+        "",
+        "quiet: every CPU busy (cpu_split) + the light processes; loaded: the same + two more "
+        "CPU-bound processes + a parallel compile (two gcc at a time, over and over). The agent "
+        "ships to a codexray-server on loopback (as a fleet runs it; the server's CPU is not "
+        "counted) or writes files (--output-dir).",
+        "",
+        "| measure | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+        row("agent, shipping: user-space CPU per sample", us("agent-ship")),
+        row("agent, --output-dir: user-space CPU per sample", us("agent")),
+        row("perf record -g -a + perf script: user-space CPU per sample", us("perf")),
+        row("bpftrace profile:hz:100: user-space CPU per sample", us("bpftrace")),
+        row("perf / agent (shipping)", lambda r: ratio(med(r["perf"], "us_per_sample"),
+                                                      med(r["agent-ship"], "us_per_sample"))),
+        row("bpftrace / agent (shipping)", lambda r: ratio(med(r["bpftrace"], "us_per_sample"),
+                                                          med(r["agent-ship"], "us_per_sample"))),
+        row("agent, shipping, by thread (µs a sample)", lambda r: by_thread(r["agent-ship"])),
+        row("agent, --output-dir, by thread (µs a sample)", lambda r: by_thread(r["agent"])),
+        row("agent's main thread wakeups a second (shipping)",
+            lambda r: fmt(med(r["agent-ship"], "wakeups_per_s"), "{:.0f}")),
+        row("agent's reads of /proc a second: maps, identities (shipping)",
+            lambda r: fmt(med(r["agent-ship"], "maps_reads_per_s"), "{:.0f}") + ", " +
+            fmt(med(r["agent-ship"], "identity_reads_per_s"), "{:.0f}")),
+        row("processes started a second on the machine",
+            lambda r: fmt(med(r["agent-ship"], "forks_per_s"), "{:.0f}")),
+        row("processes in the agent's window", lambda r: fmt(med(r["agent-ship"], "procs"), "{:.0f}")),
+        row("BPF time per sample: agent (shipping)", bpf("agent-ship")),
+        row("BPF time per sample: bpftrace", bpf("bpftrace")),
+        row("BPF time per sample: agent / bpftrace",
+            lambda r: ratio(med(r["agent-ship"], "bpf_ns"), med(r["bpftrace"], "bpf_ns"), "{:.2f}")),
+        row("samples a run (agent, shipping)", lambda r: fmt(med(r["agent-ship"], "samples"), "{:.0f}")),
+        row("peak RSS: agent shipping", rss("agent-ship")),
+        row("peak RSS: agent --output-dir", rss("agent")),
+        row("peak RSS: perf", rss("perf")),
+        row("peak RSS: bpftrace", rss("bpftrace")),
+        "",
+        "Targets (issue 36): on the loaded machine, the agent (shipping) <= 5 µs of user-space CPU "
+        "a sample and >= 10x cheaper than perf; BPF time per sample <= bpftrace's; peak RSS "
+        "<= 64 MiB with 500 processes.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=60,
                     help="measured span; also the agent's --interval (default 60, its default)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--procs", type=int, default=500)
+    ap.add_argument("--machine", choices=("quiet", "loaded", "both"), default="both",
+                    help="the quiet machine, the loaded one, or both side by side (default)")
+    ap.add_argument("--agent", default=AGENT,
+                    help="the agent's binary (another build, to compare two side by side with "
+                         "--only)")
     ap.add_argument("--only", default="",
                     help="comma-separated subset of agent,agent-ship,perf,bpftrace (a quick look; "
                          "no report is written)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
+    machines = ("quiet", "loaded") if args.machine == "both" else (args.machine,)
     if os.geteuid() != 0:
         sys.exit("bench: needs root")
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         stats_was = f.read().strip()
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
-    results = {"agent": [], "agent-ship": [], "perf": [], "bpftrace": []}
+    results = {m: {"agent": [], "agent-ship": [], "perf": [], "bpftrace": []} for m in machines}
+    runs = (("agent", lambda s, t: run_agent(s, t, False, args.agent)),
+            ("agent-ship", lambda s, t: run_agent(s, t, True, args.agent)),
+            ("perf", run_perf), ("bpftrace", run_bpftrace))
     try:
         with tempfile.TemporaryDirectory(prefix="cx-bench-") as tmp:
+            # Machines alternate within each rep: a drift of the host's own
+            # load falls on both columns alike.
             for rep in range(args.reps):
-                for name, fn in (("agent", run_agent), ("agent-ship", run_agent_ship),
-                                 ("perf", run_perf), ("bpftrace", run_bpftrace)):
-                    if only and name not in only:
-                        continue
-                    ws = start_workload(4 * args.seconds + 60, args.procs)
-                    try:
-                        r = fn(args.seconds, tmp)
-                    finally:
-                        stop_workload(ws)
-                    r["us_per_sample"] = 1e6 * r["cpu_s"] / max(r["samples"], 1)
-                    results[name].append(r)
-                    print(f"rep {rep + 1} {name}: {r}", file=sys.stderr, flush=True)
+                for machine in machines:
+                    for name, fn in runs:
+                        if only and name not in only:
+                            continue
+                        ws = start_workload(4 * args.seconds + 60, args.procs,
+                                            machine == "loaded")
+                        try:
+                            r = fn(args.seconds, tmp)
+                        finally:
+                            stop_workload(ws)
+                        r["us_per_sample"] = 1e6 * r["cpu_s"] / max(r["samples"], 1)
+                        results[machine][name].append(r)
+                        print(f"rep {rep + 1} {machine} {name}: {r}", file=sys.stderr, flush=True)
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(stats_was)
 
     if only:
+        for m in machines:
+            for name, rows in results[m].items():
+                if rows:
+                    print(f"{m} {name}: {fmt(med(rows, 'us_per_sample'))} µs a sample"
+                          f"{spread(rows, 'us_per_sample')}; by thread {by_thread(rows)}; "
+                          f"wakeups/s {fmt(med(rows, 'wakeups_per_s'), '{:.0f}')}; "
+                          f"/proc reads/s maps {fmt(med(rows, 'maps_reads_per_s'), '{:.0f}')} "
+                          f"identity {fmt(med(rows, 'identity_reads_per_s'), '{:.0f}')}; "
+                          f"forks/s {fmt(med(rows, 'forks_per_s'), '{:.0f}')}")
         return
-    a, p, t = (results[k] for k in ("agent", "perf", "bpftrace"))
-    sh = results["agent-ship"]
-    au, pu, tu = med(a, "us_per_sample"), med(p, "us_per_sample"), med(t, "us_per_sample")
-    ab, tb = med(a, "bpf_ns"), med(t, "bpf_ns")
-    lines = [
-        f"# make bench: {os.cpu_count()} CPUs busy + {args.procs} light processes, "
-        f"{args.seconds} s measured a run (the agent: one whole --interval {args.seconds} window "
-        f"after a first), median of {args.reps}",
-        "",
-        "The agent writes a pprof file per process per window to --output-dir, or uploads each "
-        "to a codexray-server on loopback (--endpoint, as a fleet runs it; the server's CPU is "
-        "not counted).",
-        "",
-        "| profiler | user-space CPU per sample | BPF time per sample | peak RSS | samples a run |",
-        "|---|---|---|---|---|",
-        f"| codexray-node-agent | {au:.1f} µs | {ab / 1000:.2f} µs | {med(a, 'rss_mib'):.1f} MiB "
-        f"| {med(a, 'samples'):.0f} |",
-        f"| codexray-node-agent, shipping to codexray-server | {med(sh, 'us_per_sample'):.1f} µs "
-        f"| {med(sh, 'bpf_ns') / 1000:.2f} µs | {med(sh, 'rss_mib'):.1f} MiB "
-        f"| {med(sh, 'samples'):.0f} |",
-        f"| perf record -g -a + perf script | {pu:.1f} µs | (in-kernel callchain) "
-        f"| {med(p, 'rss_mib'):.1f} MiB | {med(p, 'samples'):.0f} |",
-        f"| bpftrace profile:hz:100 | {tu:.1f} µs | {tb / 1000:.2f} µs | {med(t, 'rss_mib'):.1f} MiB "
-        f"| {med(t, 'samples'):.0f} |",
-        "",
-        f"- user-space CPU per sample: perf / agent = {pu / au:.1f}x, bpftrace / agent = "
-        f"{tu / au:.1f}x (targets: agent <= 25 µs and >= 10x cheaper than perf)",
-        f"- BPF time per sample: agent / bpftrace = {ab / tb:.2f} (target <= 1.0)",
-        f"- processes in the agent's windows: {med(a, 'procs'):.0f}; peak RSS {med(a, 'rss_mib'):.1f}"
-        f" MiB (target <= 64 MiB with 500 processes)",
-        f"- the agent's CPU per sample by thread (medians): {by_thread(a)}; shipping: "
-        f"{by_thread(sh)}",
-    ]
-    report = "\n".join(lines) + "\n"
+    text = report(results, machines, args)
     os.makedirs(os.path.join(B, "bench"), exist_ok=True)
     with open(os.path.join(B, "bench", "report.md"), "w") as f:
-        f.write(report)
-    print(report)
+        f.write(text)
+    print(text)
 
 
 if __name__ == "__main__":

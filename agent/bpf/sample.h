@@ -150,6 +150,10 @@ struct cx_proc_event {
      * of cgroup v1 only). User space names a process gone before the event
      * is handled by it (procs/cgroup_id.h). */
     __u64 cgroup_id;
+    /* CX_REC_MAPS: where the code that ran is (the start of its mapping):
+     * user space reads the maps only when those it has lack it. 0 in the
+     * other kinds. */
+    __u64 addr;
 };
 
 /* Per-CPU counters (the "stats" array map), summed by user space. */

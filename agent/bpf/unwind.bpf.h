@@ -400,7 +400,7 @@ __noinline int cx_find_vma(__u32 tgid, __u64 pc)
      * code's page came in with another fault): user space may still lack
      * it too, so it is told to read the maps (see cx_on_fault). */
     if (learn(tgid, &m) && found.blocks)
-        proc_event(CX_REC_MAPS);
+        proc_event(CX_REC_MAPS, found.start);
     return 1;
 }
 

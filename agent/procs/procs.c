@@ -46,6 +46,11 @@ struct procs {
     struct runtime_roots *runtimes;
     struct proc *buckets[NBUCKETS];
     unsigned count;
+    /* /proc/PID of the process being read (pid_dir): its files opened
+     * relative to it, not by a whole path each. */
+    int dir_fd;
+    uint32_t dir_tgid;
+    uint64_t maps_reads, identity_reads; /* procs__reads */
     struct procs_listener listener;
 };
 
@@ -64,6 +69,7 @@ struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
     if (!ps)
         return NULL;
     ps->bc = bc;
+    ps->dir_fd = -1;
     buf__init(&ps->scratch, ENVIRON_MAX);
     ps->proc_root = strdup(proc_root);
     if (!ps->proc_root || !dup_opt(&ps->docker_root, roots ? roots->docker : NULL) ||
@@ -111,6 +117,8 @@ void procs__free(struct procs *ps)
             proc_free(p);
         }
     }
+    if (ps->dir_fd >= 0)
+        close(ps->dir_fd);
     free(ps->proc_root);
     free(ps->docker_root);
     free(ps->log_root);
@@ -123,14 +131,47 @@ void procs__free(struct procs *ps)
     free(ps);
 }
 
-static void read_small(struct procs *ps, uint32_t tgid, const char *what, char *out, size_t len)
+/* /proc/PID as a directory descriptor, opened once for all the files read
+ * of one process in a row (its identity and maps at exec: seven of them),
+ * and closed by pid_dir_done before the call that opened it returns:
+ * resolving the whole path was a fifth of the cost of reading them. Held
+ * no longer, as it would name the old process after its pid is reused.
+ * -1 when the process is gone (reads then fail as they would by path). */
+static int pid_dir(struct procs *ps, uint32_t tgid)
 {
     char path[128];
+
+    if (ps->dir_fd >= 0 && ps->dir_tgid == tgid)
+        return ps->dir_fd;
+    if (ps->dir_fd >= 0)
+        close(ps->dir_fd);
+    snprintf(path, sizeof(path), "%s/%u", ps->proc_root, tgid);
+    ps->dir_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ps->dir_tgid = tgid;
+    return ps->dir_fd;
+}
+
+static void pid_dir_done(struct procs *ps)
+{
+    if (ps->dir_fd >= 0)
+        close(ps->dir_fd);
+    ps->dir_fd = -1;
+}
+
+/* A file of /proc/PID; -errno as buf__read_file. */
+static int read_pid_file(struct procs *ps, uint32_t tgid, const char *what, struct buf *b)
+{
+    int dfd = pid_dir(ps, tgid);
+
+    return dfd < 0 ? -ENOENT : buf__read_file(b, dfd, what);
+}
+
+static void read_small(struct procs *ps, uint32_t tgid, const char *what, char *out, size_t len)
+{
     struct buf b;
 
-    snprintf(path, sizeof(path), "%s/%u/%s", ps->proc_root, tgid, what);
     buf__init(&b, len - 1);
-    if (buf__read_file(&b, AT_FDCWD, path) == 0 || b.len > 0) {
+    if (read_pid_file(ps, tgid, what, &b) == 0 || b.len > 0) {
         size_t n = b.len;
         while (n && (b.data[n - 1] == '\n' || b.data[n - 1] == '\0'))
             n--;
@@ -164,12 +205,9 @@ static uint64_t read_start_time(struct procs *ps, uint32_t tgid)
  * thread's empty environ). */
 static size_t read_capped(struct procs *ps, uint32_t tgid, const char *what, size_t max)
 {
-    char path[128];
-
-    snprintf(path, sizeof(path), "%s/%u/%s", ps->proc_root, tgid, what);
     buf__reset(&ps->scratch);
     ps->scratch.max = max;
-    int r = buf__read_file(&ps->scratch, AT_FDCWD, path);
+    int r = read_pid_file(ps, tgid, what, &ps->scratch);
     return r == 0 || r == -E2BIG ? ps->scratch.len : 0;
 }
 
@@ -230,14 +268,16 @@ static void read_service(struct procs *ps, struct proc *p)
 
 static void read_identity(struct procs *ps, struct proc *p)
 {
-    char path[128], target[4096];
+    char target[4096];
+    int dfd;
     ssize_t n;
 
+    ps->identity_reads++;
     p->start_time = read_start_time(ps, p->tgid);
     p->generation++;
     read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
-    snprintf(path, sizeof(path), "%s/%u/exe", ps->proc_root, p->tgid);
-    n = readlink(path, target, sizeof(target) - 1);
+    dfd = pid_dir(ps, p->tgid);
+    n = dfd < 0 ? -1 : readlinkat(dfd, "exe", target, sizeof(target) - 1);
     if (n > 0) {
         target[n] = '\0';
         static const char deleted[] = " (deleted)";
@@ -255,7 +295,6 @@ static void read_identity(struct procs *ps, struct proc *p)
 
 static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
 {
-    char path[128];
     struct buf b;
     size_t bad = 0;
     /* A re-read of the same image (not after an exec) that finds nothing
@@ -266,9 +305,9 @@ static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
     bool keep = !p->maps_stale && p->maps.n > 0;
     int r;
 
-    snprintf(path, sizeof(path), "%s/%u/maps", ps->proc_root, p->tgid);
+    ps->maps_reads++;
     buf__init(&b, MAPS_MAX);
-    r = buf__read_file(&b, AT_FDCWD, path);
+    r = read_pid_file(ps, p->tgid, "maps", &b);
     if (keep && ((r && r != -E2BIG) || b.len == 0)) {
         p->maps_read_ns = now_ns;
         buf__free(&b);
@@ -315,7 +354,7 @@ static struct proc **slot(struct procs *ps, uint32_t tgid)
     return pp;
 }
 
-struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
+static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
 {
     struct proc **pp = slot(ps, tgid), *p = *pp;
 
@@ -348,6 +387,14 @@ struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     return p;
 }
 
+struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
+{
+    struct proc *p = get(ps, tgid, comm, now_ns);
+
+    pid_dir_done(ps);
+    return p;
+}
+
 const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_t addr, bool reread,
                                        uint64_t now_ns)
 {
@@ -362,6 +409,7 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
          * exec predate the libraries ld.so maps next, and every stack would
          * end truncated in libc's __libc_start_call_main. */
         read_maps(ps, p, now_ns);
+        pid_dir_done(ps);
         e = maps__find(&p->maps, addr);
     }
     return e ? &p->map[e - p->maps.e] : NULL;
@@ -373,18 +421,25 @@ void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
 
     if (p && !p->exited)
         read_maps(ps, p, now_ns);
+    pid_dir_done(ps);
 }
 
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t now_ns)
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+                      uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
 
-    /* Only maps read before the hint miss what it tells of. ld.so maps
-     * every library before it runs code in any, so the read for the first
-     * hint finds them all, and the hints right after it (one per library)
-     * cost nothing. */
-    if (p && !p->exited && p->maps_read_ns <= hint_ns)
+    /* Only maps read before the hint, and without its mapping, miss what
+     * it tells of. ld.so maps every library before it runs code in any, so
+     * the read for the first library's hint finds them all, and the hints
+     * after it (one per library) cost nothing. Without addr they did
+     * whenever they came after that read (each wakes this thread): a
+     * compiler's dozen libraries were a dozen reads of its maps, and on a
+     * build node a third of the agent's CPU. ld.so's own hint, its first
+     * code, finds it in the maps read at exec. */
+    if (p && !p->exited && p->maps_read_ns <= hint_ns && !(addr && maps__find(&p->maps, addr)))
         read_maps(ps, p, now_ns);
+    pid_dir_done(ps);
 }
 
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
@@ -470,6 +525,7 @@ unsigned procs__scan_disabled(struct procs *ps, void (*fn)(void *ctx, uint32_t t
         if (tgid == 0 || tgid > UINT32_MAX)
             continue;
         size_t len = read_capped(ps, (uint32_t)tgid, "environ", ENVIRON_MAX);
+        pid_dir_done(ps);
         if (identity__profiling_disabled(ps->scratch.data, len)) {
             fn(ctx, (uint32_t)tgid);
             n++;
@@ -490,8 +546,10 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns, bool check_alive)
             bool gone = p->exited && p->exited_ns < exited_before_ns;
             if (!p->exited && check_alive) {
                 snprintf(path, sizeof(path), "%s/%u", ps->proc_root, p->tgid);
-                if ((access(path, F_OK) != 0 && errno == ENOENT) ||
-                    read_start_time(ps, p->tgid) != p->start_time) {
+                bool away = (access(path, F_OK) != 0 && errno == ENOENT) ||
+                            read_start_time(ps, p->tgid) != p->start_time;
+                pid_dir_done(ps);
+                if (away) {
                     /* Its exit event was lost (or its pid already reused):
                      * let it go next time round. */
                     p->exited = true;
@@ -527,4 +585,10 @@ void procs__set_listener(struct procs *ps, const struct procs_listener *l)
 unsigned procs__count(const struct procs *ps)
 {
     return ps->count;
+}
+
+void procs__reads(const struct procs *ps, uint64_t *maps, uint64_t *identities)
+{
+    *maps = ps->maps_reads;
+    *identities = ps->identity_reads;
 }

@@ -86,9 +86,11 @@ struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint
                          uint64_t now_ns);
 
 /* A hint from the walk (CX_REC_MAPS, taken at hint_ns on the monotonic
- * clock) that process tgid has mapped code since: its maps are read again
- * now unless they were read after the hint, or it has exited. */
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t now_ns);
+ * clock) that process tgid runs code at addr (0: somewhere) in a mapping
+ * it may have mapped since: its maps are read again now unless they were
+ * read after the hint, already hold addr, or it has exited. */
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+                      uint64_t now_ns);
 
 /* Reads the maps of process tgid again now, if it is in the table and has
  * not exited: the listener hears of it as of any read. */
@@ -118,6 +120,11 @@ void procs__sweep(struct procs *ps, uint64_t exited_before_ns, bool check_alive)
 void procs__each(struct procs *ps, void (*fn)(void *ctx, struct proc *p), void *ctx);
 
 unsigned procs__count(const struct procs *ps);
+
+/* How many times, since procs__new, a process's maps were read, and its
+ * identity (cgroup, environment, executable: at first sight and after
+ * exec): what a busy node's new processes cost, in the window's log line. */
+void procs__reads(const struct procs *ps, uint64_t *maps, uint64_t *identities);
 
 /* Who else keeps state per process (the CFI unwinder): told after every read
  * of a process's maps (also a failed one: no maps then), and when a process

@@ -112,7 +112,7 @@ static void test_maps_kept_when_gone(void **state)
 
 /* The walk's hint (a young process ran a library's first code): maps read
  * before it are read again, so libc is known; a hint older than the last
- * read costs nothing. */
+ * read, or for a mapping the maps hold, costs nothing. */
 static void test_hint_reads_maps(void **state)
 {
     (void)state;
@@ -129,13 +129,27 @@ static void test_hint_reads_maps(void **state)
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
     /* A hint from before the read: nothing read. */
-    procs__hint_maps(ps, PID, 9 * MS, 11 * MS);
+    procs__hint_maps(ps, PID, 9 * MS, 0, 11 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 12 * MS));
     /* A hint from after it: read now, libc found. */
-    procs__hint_maps(ps, PID, 13 * MS, 14 * MS);
+    procs__hint_maps(ps, PID, 13 * MS, 0x7f0000000000, 14 * MS);
     const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 15 * MS);
     assert_non_null(m);
     assert_int_equal(m->start, 0x7f0000000000);
+
+    /* A later hint for a library the maps already hold (the next library's
+     * first code, each waking the agent): not read again. */
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000020000-7f0000030000 r-xp 00000000 08:01 1236 /nonexistent/libz.so.1\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 16 * MS, 0x7f0000000000, 17 * MS);
+    assert_null(procs__find_map(ps, p, 0x7f0000021000, false, 18 * MS));
+    /* One for a mapping they lack (a dlopen): read. */
+    procs__hint_maps(ps, PID, 19 * MS, 0x7f0000020000, 20 * MS);
+    m = procs__find_map(ps, p, 0x7f0000021000, false, 21 * MS);
+    assert_non_null(m);
+    assert_int_equal(m->start, 0x7f0000020000);
 
     table_close(ps, bc, root);
 }
