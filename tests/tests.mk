@@ -85,8 +85,9 @@ $(B)/tests/test_debugfile: $(B)/fixtures/debuglink_c $(B)/fixtures/cxx
 $(B)/tests/test_py_code $(B)/tests/test_py_code_hostile: tests/unit/py_code_helpers.h
 
 # V8's postmortem constants in shared objects for test_v8 to read: as node
-# 20 exports them, with pointer compression, with one left out.
-V8DBG_SOS := $(B)/tests/v8dbg_fake.so $(B)/tests/v8dbg_ptrcomp.so $(B)/tests/v8dbg_noscript.so
+# 20 exports them, with pointer compression, with one left out, as node 24.
+V8DBG_SOS := $(B)/tests/v8dbg_fake.so $(B)/tests/v8dbg_ptrcomp.so $(B)/tests/v8dbg_noscript.so \
+    $(B)/tests/v8dbg_v13.so
 $(B)/tests/v8dbg_fake.so: tests/unit/v8dbg_fake.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $<
@@ -96,6 +97,9 @@ $(B)/tests/v8dbg_ptrcomp.so: tests/unit/v8dbg_fake.c
 $(B)/tests/v8dbg_noscript.so: tests/unit/v8dbg_fake.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -DNO_SCRIPT_NAME -o $@ $<
+$(B)/tests/v8dbg_v13.so: tests/unit/v8dbg_fake.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -DV8_13 -o $@ $<
 $(B)/tests/test_v8: tests/unit/test_v8.c $(UNIT_LIB_OBJS) $(V8DBG_SOS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -DTEST_SO_DIR='"$(abspath $(B))/tests"' -o $@ $< \

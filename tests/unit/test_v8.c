@@ -81,6 +81,14 @@ static void test_detect_fake(void **state)
     assert_int_equal(detect_path(TEST_SO_DIR "/v8dbg_noscript.so", &b), 1);
     assert_false(b.usable);
     assert_non_null(strstr(b.why, "v8dbg_class_Script__name__Object"));
+
+    /* V8 13's names for the SharedFunctionInfo's fields. */
+    assert_int_equal(detect_path(TEST_SO_DIR "/v8dbg_v13.so", &b), 1);
+    assert_true(b.usable);
+    assert_int_equal(b.l.fn_shared, 32);
+    assert_int_equal(b.l.sfi_name, 24);
+    assert_int_equal(b.l.sfi_script, 40);
+    assert_int_equal(b.l.scope_first_vars, 5);
 }
 
 static void test_detect_not_v8(void **state)
@@ -209,17 +217,23 @@ static uint64_t sfi(uint64_t name_or_scope, uint64_t scr)
     return o;
 }
 
-static int setup(void **state)
+/* An empty heap, and L as the shared object at path says. */
+static int setup_from(const char *path)
 {
     struct v8_binary b;
 
-    (void)state;
     used = 0;
     reads = 0;
-    assert_int_equal(detect_path(TEST_SO_DIR "/v8dbg_fake.so", &b), 1);
+    assert_int_equal(detect_path(path, &b), 1);
     assert_true(b.usable);
     L = b.l;
     return 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return setup_from(TEST_SO_DIR "/v8dbg_fake.so");
 }
 
 static struct v8_fn *read_fn(uint64_t s)
@@ -294,6 +308,42 @@ static void test_fn_scope_info(void **state)
     /* A script's top level: no name, position 0. */
     uint64_t tail4[] = {smi(0), smi(90)};
     f = read_fn(sfi(scope(0, tail4, 2), scr));
+    assert_string_equal(f->name, "");
+    assert_int_equal(f->line, 1);
+    rt_obj__put(&f->obj);
+}
+
+static int setup_v13(void **state)
+{
+    (void)state;
+    return setup_from(TEST_SO_DIR "/v8dbg_v13.so");
+}
+
+/* V8 13: the positions in the two slots after the count of locals; after
+ * the locals, the function's name, its slot, an inferred name left
+ * undefined (an oddball), the outer ScopeInfo, and past the object's end
+ * whatever follows (here a string: never taken for the name). */
+static void test_fn_scope_info_v13(void **state)
+{
+    (void)state;
+    int64_t pos = strstr(SRC, "function hot_a") - SRC;
+    uint64_t scr = script(seq1("/app/main.js"), seq1(SRC), 0);
+    uint64_t undef = obj(131, 64), outer = obj(L.type_scope_info, 64);
+    uint64_t tail[] = {seq1("hot_a"), smi(-1), undef, outer, seq1("next object")};
+    uint64_t sc = scope(1, tail, 5);
+    put64(sc, 8 + 8 * (L.scope_ncontextlocals + 1), smi(pos));
+    put64(sc, 8 + 8 * (L.scope_ncontextlocals + 2), smi(pos + 30));
+    struct v8_fn *f = read_fn(sfi(sc, scr));
+    assert_string_equal(f->name, "hot_a");
+    assert_int_equal(f->line, 3);
+    rt_obj__put(&f->obj);
+
+    /* Anonymous, its inferred name undefined: "", not the next object's. */
+    uint64_t tail2[] = {seq1(""), smi(-1), undef, outer, seq1("next object")};
+    sc = scope(0, tail2, 5);
+    put64(sc, 8 + 8 * (L.scope_ncontextlocals + 1), smi(0));
+    put64(sc, 8 + 8 * (L.scope_ncontextlocals + 2), smi(90));
+    f = read_fn(sfi(sc, scr));
     assert_string_equal(f->name, "");
     assert_int_equal(f->line, 1);
     rt_obj__put(&f->obj);
@@ -384,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_detect_not_v8),
         cmocka_unit_test_setup(test_fn_string_name, setup),
         cmocka_unit_test_setup(test_fn_scope_info, setup),
+        cmocka_unit_test_setup(test_fn_scope_info_v13, setup_v13),
         cmocka_unit_test_setup(test_fn_strings, setup),
         cmocka_unit_test_setup(test_fn_garbage, setup),
     };

@@ -98,8 +98,22 @@ static const char *const names[K__N] = {
     "v8dbg_OneByteStringTag",
 };
 
+/* Other names a constant has in other V8 versions (V8 12 on spells a
+ * field's type Tagged_T_, and V8 13 calls the script field of a
+ * SharedFunctionInfo "script": it holds no DebugInfo any more). A name
+ * found in names[] wins over one here. */
+static const struct {
+    enum k k;
+    const char *name;
+} aliases[] = {
+    {K_SFI_NAME, "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_"},
+    {K_SFI_SCRIPT, "v8dbg_class_SharedFunctionInfo__script__Tagged_HeapObject_"},
+    {K_SFI_SCRIPT, "v8dbg_class_SharedFunctionInfo__raw_script__Tagged_Object_"},
+};
+
 struct found {
     bool have[K__N];
+    bool by_alias[K__N]; /* have[k] from aliases[]: names[k] still wins */
     int32_t v[K__N];
     /* The smallest v8dbg_type_* value above JS_FUNCTION_TYPE: the end of
      * JSFunction's range of types (its subclasses' types follow it). */
@@ -152,9 +166,17 @@ static void scan_syms(Elf *e, int fd, Elf_Scn *scn, const GElf_Shdr *sh, struct 
             continue;
         f->nconsts++;
         for (int k = 0; k < K__N; k++) {
-            if (!f->have[k] && strcmp(name, names[k]) == 0) {
+            if ((!f->have[k] || f->by_alias[k]) && strcmp(name, names[k]) == 0) {
                 f->have[k] = true;
+                f->by_alias[k] = false;
                 f->v[k] = v;
+            }
+        }
+        for (size_t a = 0; a < sizeof(aliases) / sizeof(aliases[0]); a++) {
+            if (!f->have[aliases[a].k] && strcmp(name, aliases[a].name) == 0) {
+                f->have[aliases[a].k] = true;
+                f->by_alias[aliases[a].k] = true;
+                f->v[aliases[a].k] = v;
             }
         }
     }

@@ -178,42 +178,59 @@ int v8_fn__read_str(const struct py_reader *r, const struct v8_layout *l, uint64
     return (int)b.n;
 }
 
-/* The name and start position a ScopeInfo at tagged p holds, from its
- * slots after the context locals (V8 11: the function variable's name and
- * slot index, the inferred name, the start and end positions, each there
- * only when it applies): the first non-empty string is the name, the first
- * two Smis after it (after its slot index, for the function's own name)
- * with 0 <= start < end are the positions. */
+/* The name and start position a ScopeInfo at tagged p holds. After the
+ * context locals come, each there only when it applies: a class variable's
+ * slot (a Smi), the function variable's name and slot index, the inferred
+ * name; then V8 up to 11 puts the start and end positions, and V8 12 on
+ * has them in two fixed slots after the count of context locals (its first
+ * variable's slot is then three past that count, not one). The first
+ * non-empty string before any other heap object (V8 13 leaves an inferred
+ * name undefined; an outer ScopeInfo follows) is the name. For V8 up to
+ * 11, the first two Smis after it (after its slot index, for the
+ * function's own name) with 0 <= start < end are the positions. */
 static void scope_info(const struct py_reader *r, const struct v8_layout *l, uint64_t p, char *name,
                        size_t namelen, int64_t *start)
 {
-    uint64_t slots[SCOPE_SLOTS], v;
+    uint64_t slots[SCOPE_SLOTS], v, pos[2];
     uint64_t base = p - 1 + 8; /* the slots follow the map */
+    bool fixed_pos = l->scope_first_vars >= l->scope_ncontextlocals + 3;
     int64_t n;
     bool named = false;
 
+    name[0] = '\0';
     if (r->read(r->ctx, base + 8ull * l->scope_ncontextlocals, &v, sizeof(v)) || !is_smi(v))
         return;
     n = smi(v);
     if (n < 0 || n > SCOPE_MAX_LOCALS)
         return;
+    if (fixed_pos &&
+        !r->read(r->ctx, base + 8ull * (l->scope_ncontextlocals + 1u), pos, sizeof(pos)) &&
+        is_smi(pos[0]) && is_smi(pos[1]) && smi(pos[0]) >= 0 && smi(pos[0]) <= smi(pos[1]))
+        *start = smi(pos[0]);
     uint64_t skip = l->scope_first_vars + (n < SCOPE_INLINED_NAMES ? 2 * n : n + 1);
     if (r->read(r->ctx, base + 8 * skip, slots, sizeof(slots)))
         return;
     int from = 0, strings = 0;
     for (int i = 0; i < SCOPE_SLOTS && !named; i++) {
-        int n8 = is_heap(slots[i]) ? v8_fn__read_str(r, l, slots[i], name, namelen) : -1;
+        if (!is_heap(slots[i]))
+            continue;
+        int n8 = v8_fn__read_str(r, l, slots[i], name, namelen);
         /* An anonymous function's name is "", its inferred name
          * ("Module._load") follows. The function's own name is followed by
          * its variable's slot index (a Smi, not a position). */
         if (n8 > 0) {
             named = true;
             from = i + (strings == 0 ? 2 : 1);
+        } else if (n8 < 0) {
+            from = i + 1;
+            break; /* not a string: the names are behind */
         }
-        strings += n8 >= 0;
+        strings++;
     }
     if (!named)
         name[0] = '\0';
+    if (fixed_pos)
+        return;
     /* The positions follow the name (or, without one, come first). */
     for (int i = from; i + 1 < SCOPE_SLOTS; i++) {
         if (is_smi(slots[i]) && is_smi(slots[i + 1]) && smi(slots[i]) >= 0 &&
