@@ -243,7 +243,8 @@ struct node {
 struct tree {
     struct node *n;
     size_t len, cap;
-    bool raw; /* emit four int64_t a node rather than JSON text */
+    bool raw;    /* emit four int64_t a node rather than JSON text */
+    bool folded; /* some node folded: emit looks for "other" sums */
 };
 
 /* A new last child of parent named name: its index, or -1 out of memory. */
@@ -266,20 +267,18 @@ static long new_child(struct tree *t, uint32_t parent, uint32_t name)
 }
 
 /* Writes v in decimal at p, two digits a step, straight into place (its
- * length counted first); returns the length. The tree can have a million
- * nodes, four numbers each: no printf, no copy. */
-static int put_i64(char *p, int64_t v)
+ * length counted first, from its bit length: no loop over powers of ten);
+ * returns the length. The tree can have a million nodes, four numbers
+ * each: no printf, no copy, and a one-digit number (most nodes' self and
+ * child count) in one store. */
+static inline int put_i64(char *p, int64_t v)
 {
     static const char pairs[] = "00010203040506070809101112131415161718192021222324"
                                 "25262728293031323334353637383940414243444546474849"
                                 "50515253545556575859606162636465666768697071727374"
                                 "75767778798081828384858687888990919293949596979899";
-    uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
-    int len = 0, n = 1;
-
-    if (v < 0)
-        p[len++] = '-';
-    static const uint64_t ten[19] = {10ull,
+    static const uint64_t ten[20] = {1ull,
+                                     10ull,
                                      100ull,
                                      1000ull,
                                      10000ull,
@@ -298,8 +297,18 @@ static int put_i64(char *p, int64_t v)
                                      100000000000000000ull,
                                      1000000000000000000ull,
                                      10000000000000000000ull};
-    while (n < 20 && u >= ten[n - 1])
-        n++;
+    uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+    int len = 0;
+
+    if (v < 0)
+        p[len++] = '-';
+    if (u < 10) {
+        p[len] = (char)('0' + u);
+        return len + 1;
+    }
+    /* digits: floor(log10(2) * bits) or one more (1233 / 4096 ~ log10(2)) */
+    int n = ((64 - __builtin_clzll(u)) * 1233) >> 12;
+    n += u >= ten[n];
     char *q = p + len + n;
     while (u >= 100) {
         unsigned d = (unsigned)(u % 100) * 2;
@@ -316,19 +325,26 @@ static int put_i64(char *p, int64_t v)
     return len + n;
 }
 
+/* The most put_node writes: four numbers of at most 20 characters, a
+ * sign each, four commas. */
+#define NODE_TEXT_MAX (4 * 21 + 4)
+
 /* Appends ",a,b,c,d" (or without the comma) straight into out; in a raw
  * tree, the four int64_t. */
-static int put_node(const struct tree *t, struct buf *out, bool comma, int64_t a, int64_t b,
-                    int64_t c, int64_t d)
+static inline int put_node(const struct tree *t, struct buf *out, bool comma, int64_t a, int64_t b,
+                           int64_t c, int64_t d)
 {
     if (t->raw) {
         int64_t v[4] = {a, b, c, d};
         return buf__append(out, v, sizeof(v));
     }
-    int err = buf__reserve(out, 4 * 21 + 4);
-
-    if (err)
-        return err;
+    /* The room checked here, so the call (and its realloc) comes once in
+     * many nodes: emit reserves ahead. */
+    if (out->cap - out->len <= NODE_TEXT_MAX) {
+        int err = buf__reserve(out, out->len < (1u << 20) ? 4096 : out->len / 2);
+        if (err && (err = buf__reserve(out, NODE_TEXT_MAX)))
+            return err;
+    }
     char *p = out->data + out->len, *start = p;
     if (comma)
         *p++ = ',';
@@ -443,6 +459,7 @@ static long fold_smallest(struct tree *t, size_t max)
         if (fen_prefix(&gone, pre[i] + 1)) /* inside a folded subtree */
             continue;
         t->n[i].folded = true;
+        t->folded = true;
         fen_add(&gone, pre[i], 1);
         fen_add(&gone, pre[i] + size[i], -1);
         /* What goes: the visible nodes under it and itself; what comes: its
@@ -481,47 +498,67 @@ static int cmp_sort(const void *a, const void *b)
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
+/* Orders i's children widest first (stable: among equals, the order they
+ * were in), in *list's scratch (grown as needed). Insertion sort for short
+ * lists, the most common by far (qsort's merge sort allocates a buffer a
+ * call); qsort past 16, so a node of 100,000 children costs n log n. Both
+ * give the one order cmp_sort defines. */
+static int sort_node(struct tree *t, uint32_t i, struct sort_item **list, uint32_t *cap)
+{
+    struct node *pn = &t->n[i];
+
+    if (pn->nchildren < 2)
+        return 0;
+    if (pn->nchildren > *cap) {
+        struct sort_item *l = realloc(*list, pn->nchildren * sizeof(*l));
+        if (!l)
+            return -ENOMEM;
+        *list = l;
+        *cap = pn->nchildren;
+    }
+    struct sort_item *li = *list;
+    uint32_t nl = 0;
+    for (uint32_t c = pn->first_child; c != NONE && nl < *cap; c = t->n[c].next_sibling, nl++) {
+        struct sort_item it = {t->n[c].total, nl, c};
+        if (pn->nchildren > 16) {
+            li[nl] = it;
+            continue;
+        }
+        uint32_t k = nl;
+        for (; k > 0 && li[k - 1].total < it.total; k--)
+            li[k] = li[k - 1];
+        li[k] = it;
+    }
+    if (pn->nchildren > 16)
+        qsort(li, nl, sizeof(*li), cmp_sort);
+    pn->first_child = li[0].node;
+    for (uint32_t a = 0; a + 1 < nl; a++)
+        t->n[li[a].node].next_sibling = li[a + 1].node;
+    t->n[li[nl - 1].node].next_sibling = NONE;
+    return 0;
+}
+
 /* Orders every sibling list widest first, so the graph reads left to
  * right by size; folded children go last. One scratch array for all;
- * O(n log n) over the tree, however wide a node (an insertion sort was
- * quadratic in a node's children). */
+ * O(n log n) over the tree, however wide a node. */
 static int sort_children(struct tree *t)
 {
     struct sort_item *list = NULL;
     uint32_t cap = 0;
+    int err = 0;
 
-    for (size_t i = 0; i < t->len; i++) {
-        struct node *pn = &t->n[i];
-        if (pn->nchildren < 2)
-            continue;
-        if (pn->nchildren > cap) {
-            struct sort_item *l = realloc(list, pn->nchildren * sizeof(*l));
-            if (!l) {
-                free(list);
-                return -ENOMEM;
-            }
-            list = l;
-            cap = pn->nchildren;
-        }
-        uint32_t nl = 0;
-        for (uint32_t c = pn->first_child; c != NONE && nl < cap; c = t->n[c].next_sibling, nl++)
-            list[nl] = (struct sort_item){t->n[c].total, nl, c};
-        qsort(list, nl, sizeof(*list), cmp_sort);
-        pn->first_child = list[0].node;
-        for (uint32_t a = 0; a + 1 < nl; a++)
-            t->n[list[a].node].next_sibling = list[a + 1].node;
-        t->n[list[nl - 1].node].next_sibling = NONE;
-    }
+    for (size_t i = 0; i < t->len && !err; i++)
+        err = sort_node(t, (uint32_t)i, &list, &cap);
     free(list);
-    return 0;
+    return err;
 }
 
 static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
 {
     int64_t other = 0;
-    uint32_t kids = 0;
+    uint32_t kids = t->folded ? 0 : t->n[i].nchildren;
 
-    for (uint32_t c = t->n[i].first_child; c != NONE; c = t->n[c].next_sibling) {
+    for (uint32_t c = t->folded ? t->n[i].first_child : NONE; c != NONE; c = t->n[c].next_sibling) {
         if (t->n[c].folded)
             sat__acc(&other, t->n[c].total);
         else
@@ -547,7 +584,7 @@ static int emit(struct tree *t, struct buf *out)
     path[depth++] = 0;
     uint32_t next = t->n[0].first_child;
     while (depth) {
-        while (next != NONE && t->n[next].folded)
+        while (t->folded && next != NONE && t->n[next].folded)
             next = t->n[next].next_sibling;
         if (next != NONE) {
             if ((err = emit_node(t, next, out, false)))
@@ -559,7 +596,8 @@ static int emit(struct tree *t, struct buf *out)
         /* The node on top is done: its "other", then its next sibling. */
         uint32_t done = path[--depth];
         int64_t other = 0;
-        for (uint32_t c = t->n[done].first_child; c != NONE; c = t->n[c].next_sibling)
+        for (uint32_t c = t->folded ? t->n[done].first_child : NONE; c != NONE;
+             c = t->n[c].next_sibling)
             if (t->n[c].folded)
                 sat__acc(&other, t->n[c].total);
         if (other > 0 && (err = put_node(t, out, true, 1, other, other, 0)))
@@ -620,34 +658,60 @@ static int cmp_root_first(const void *a, const void *b, void *ctx)
     return (i > 0) - (j > 0);
 }
 
-/* Builds the tree of m's stacks in t (folded to max_nodes when > 0);
- * *total and *samples summed. Returns 0 or -ENOMEM (t freed by the
- * caller either way).
+/* Node path[d] is complete (no stack left goes through it): its total
+ * (its self and its children's totals so far) goes to its parent, after
+ * its children are sorted when sort is set (they are complete too, and
+ * likely still in cache). Totals are sums of values >= 0, saturating: the
+ * same whatever their order. */
+static int finish_node(struct tree *t, const uint32_t *path, uint32_t d, bool sort,
+                       struct sort_item **list, uint32_t *cap)
+{
+    uint32_t x = path[d];
+    int err = sort ? sort_node(t, x, list, cap) : 0;
+
+    sat__acc(&t->n[d ? path[d - 1] : 0].total, t->n[x].total);
+    return err;
+}
+
+/* Builds the tree of m's stacks in t (folded to max_nodes when > 0),
+ * children widest first; *total and *samples summed. Returns 0 or -ENOMEM
+ * (t freed by the caller either way).
  *
  * The stacks go in sorted root first: a stack then shares with the one
  * before it the path down to where they part, and below that every node
  * is new (whatever else has that prefix came before, all together), so no
  * node is ever looked up among its siblings: one comparison of the two
- * stacks' frames, then appends. Self goes to each stack's last node, and
- * totals are summed from the leaves up in one pass at the end (a child's
- * index is above its parent's). A hash of (parent, name) per frame cost
- * twice as much on the week of the server bench (1 million frames). */
+ * stacks' frames, then appends. A hash of (parent, name) per frame cost
+ * twice as much on the week of the server bench (1 million frames). The
+ * nodes below where a stack parts from the one before are complete:
+ * their totals go up and their children are sorted then, while the path
+ * is in cache, rather than in passes over the whole tree after (866,000
+ * nodes of 40 bytes on the bench's week: each pass a trip through memory).
+ * Folding needs every total first, so with max_nodes the sort comes after
+ * it. */
 static int build_tree(struct tree *t, const struct store_merged *m, size_t max_nodes,
                       int64_t *total, int64_t *samples)
 {
     struct sort_stack *order = NULL;
-    uint32_t *path = NULL, maxdepth = 0;
+    struct sort_item *list = NULL;
+    uint32_t *path = NULL, maxdepth = 0, lcap = 0;
+    size_t frames = 0;
+    bool sort = !max_nodes;
     int err = -ENOMEM;
 
-    t->cap = 1024;
+    for (size_t i = 0; i < m->nstacks; i++) {
+        if (m->stacks[i].nframes > maxdepth)
+            maxdepth = m->stacks[i].nframes;
+        frames += m->stacks[i].nframes;
+    }
+    /* At most a node a frame: room for all at once (no copy as it grows)
+     * unless that is far more than a shared tree needs. */
+    t->cap = frames < 1024 ? 1024 : frames < (8u << 20) ? frames + 1 : 8u << 20;
     t->n = malloc(t->cap * sizeof(*t->n));
     if (!t->n)
         return -ENOMEM;
     t->n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, 0, false};
     t->len = 1;
-    for (size_t i = 0; i < m->nstacks; i++)
-        if (m->stacks[i].nframes > maxdepth)
-            maxdepth = m->stacks[i].nframes;
     order = malloc((m->nstacks + 1) * sizeof(*order));
     path = malloc((maxdepth + 1) * sizeof(*path));
     if (!order || !path)
@@ -659,6 +723,7 @@ static int build_tree(struct tree *t, const struct store_merged *m, size_t max_n
         order[i] = (struct sort_stack){root_key(&m->stacks[i], keyed), (uint32_t)i};
     qsort_r(order, m->nstacks, sizeof(*order), cmp_root_first, (void *)m);
     const struct store_merged_stack *prev = NULL;
+    uint32_t depth = 0; /* the path's nodes not yet complete */
     for (size_t k = 0; k < m->nstacks; k++) {
         const struct store_merged_stack *s = &m->stacks[order[k].i];
         uint32_t n = s->nframes, d = 0;
@@ -671,26 +736,34 @@ static int build_tree(struct tree *t, const struct store_merged *m, size_t max_n
             while (d < n && d < prev->nframes &&
                    s->frames[n - 1 - d] == prev->frames[prev->nframes - 1 - d])
                 d++;
+        for (; depth > d; depth--)
+            if ((err = finish_node(t, path, depth - 1, sort, &list, &lcap)))
+                goto out;
+        err = -ENOMEM;
         for (; d < n; d++) {
             long c = new_child(t, d ? path[d - 1] : 0, s->frames[n - 1 - d]);
             if (c < 0)
                 goto out;
             path[d] = (uint32_t)c;
         }
-        sat__acc(&t->n[n ? path[n - 1] : 0].self, v);
+        depth = n;
+        struct node *leaf = &t->n[n ? path[n - 1] : 0];
+        sat__acc(&leaf->self, v);
+        sat__acc(&leaf->total, v);
         prev = s;
     }
-    for (size_t i = 0; i < t->len; i++)
-        t->n[i].total = t->n[i].self;
-    for (size_t i = t->len; i-- > 1;)
-        sat__acc(&t->n[t->n[i].parent].total, t->n[i].total);
-    err = 0;
-    if (max_nodes && fold_smallest(t, max_nodes) < 0)
+    for (; depth > 0; depth--)
+        if ((err = finish_node(t, path, depth - 1, sort, &list, &lcap)))
+            goto out;
+    err = sort ? sort_node(t, 0, &list, &lcap) : 0;
+    if (!err && max_nodes && fold_smallest(t, max_nodes) < 0)
         err = -ENOMEM;
-    err = err ?: sort_children(t);
+    if (!err && !sort)
+        err = sort_children(t);
 out:
     free(order);
     free(path);
+    free(list);
     return err;
 }
 
