@@ -228,13 +228,14 @@ int query__write_collapsed(const struct store_merged *m, struct buf *out)
 
 /* --- the flame-graph tree --- */
 
+/* 32 bytes: the walks over a tree of a million nodes are trips through
+ * memory, so what only folding needs (a node's parent, whether it went)
+ * is kept beside it, and only when folding. */
 struct node {
-    uint32_t name; /* function index, UINT32_MAX for the root, UINT32_MAX-1 for "other" */
-    uint32_t parent;
     int64_t total, self;
+    uint32_t name; /* function index, UINT32_MAX for the root, UINT32_MAX-1 for "other" */
     uint32_t first_child, next_sibling; /* UINT32_MAX = none */
     uint32_t nchildren;
-    bool folded;
 };
 
 #define NONE UINT32_MAX
@@ -243,9 +244,18 @@ struct node {
 struct tree {
     struct node *n;
     size_t len, cap;
-    bool raw;    /* emit four int64_t a node rather than JSON text */
-    bool folded; /* some node folded: emit looks for "other" sums */
+    uint32_t *parent; /* each node's, with max_nodes only (NULL otherwise) */
+    bool *gone;       /* folded into its parent's "other", once folding ran */
+    bool raw;         /* emit four int64_t a node rather than JSON text */
+    bool folded;      /* some node folded: emit looks for "other" sums */
 };
+
+static void tree_free(struct tree *t)
+{
+    free(t->n);
+    free(t->parent);
+    free(t->gone);
+}
 
 /* A new last child of parent named name: its index, or -1 out of memory. */
 static long new_child(struct tree *t, uint32_t parent, uint32_t name)
@@ -256,11 +266,19 @@ static long new_child(struct tree *t, uint32_t parent, uint32_t name)
         if (!n)
             return -1;
         t->n = n;
+        if (t->parent) {
+            uint32_t *p = realloc(t->parent, cap * sizeof(*p));
+            if (!p)
+                return -1;
+            t->parent = p;
+        }
         t->cap = cap;
     }
     struct node *pn = &t->n[parent];
     uint32_t c = t->len++;
-    t->n[c] = (struct node){name, parent, 0, 0, NONE, pn->first_child, 0, false};
+    t->n[c] = (struct node){0, 0, name, NONE, pn->first_child, 0};
+    if (t->parent)
+        t->parent[c] = parent;
     pn->first_child = c;
     pn->nchildren++;
     return c;
@@ -271,7 +289,7 @@ static long new_child(struct tree *t, uint32_t parent, uint32_t name)
  * returns the length. The tree can have a million nodes, four numbers
  * each: no printf, no copy, and a one-digit number (most nodes' self and
  * child count) in one store. */
-static inline int put_i64(char *p, int64_t v)
+static inline __attribute__((always_inline)) int put_i64(char *p, int64_t v)
 {
     static const char pairs[] = "00010203040506070809101112131415161718192021222324"
                                 "25262728293031323334353637383940414243444546474849"
@@ -412,7 +430,7 @@ static void preorder(const struct tree *t, uint32_t *pre, uint32_t *size)
     for (size_t i = 0; i < t->len; i++)
         size[i] = 1;
     for (size_t i = t->len; i-- > 1;)
-        size[t->n[i].parent] += size[i];
+        size[t->parent[i]] += size[i];
     pre[0] = 0;
     for (size_t i = 0; i < t->len; i++) {
         uint32_t next = pre[i] + 1;
@@ -444,7 +462,8 @@ static long fold_smallest(struct tree *t, size_t max)
     vis.f = malloc((n + 1) * sizeof(*vis.f));
     gone.f = calloc(n + 1, sizeof(*gone.f));
     other_of = calloc(n, sizeof(*other_of));
-    if (!items || !pre || !size || !vis.f || !gone.f || !other_of)
+    t->gone = calloc(n, sizeof(*t->gone));
+    if (!items || !pre || !size || !vis.f || !gone.f || !other_of || !t->gone)
         goto out;
     preorder(t, pre, size);
     /* Every node visible: position i's cell covers (i - lowbit(i), i]. */
@@ -455,10 +474,10 @@ static long fold_smallest(struct tree *t, size_t max)
         items[i - 1] = (struct fold_item){t->n[i].total, (uint32_t)i};
     qsort(items, n - 1, sizeof(*items), cmp_fold);
     for (size_t k = 0; k < n - 1 && visible > max; k++) {
-        uint32_t i = items[k].node, p = t->n[i].parent;
+        uint32_t i = items[k].node, p = t->parent[i];
         if (fen_prefix(&gone, pre[i] + 1)) /* inside a folded subtree */
             continue;
-        t->n[i].folded = true;
+        t->gone[i] = true;
         t->folded = true;
         fen_add(&gone, pre[i], 1);
         fen_add(&gone, pre[i] + size[i], -1);
@@ -559,7 +578,7 @@ static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
     uint32_t kids = t->folded ? 0 : t->n[i].nchildren;
 
     for (uint32_t c = t->folded ? t->n[i].first_child : NONE; c != NONE; c = t->n[c].next_sibling) {
-        if (t->n[c].folded)
+        if (t->gone[c])
             sat__acc(&other, t->n[c].total);
         else
             kids++;
@@ -584,7 +603,7 @@ static int emit(struct tree *t, struct buf *out)
     path[depth++] = 0;
     uint32_t next = t->n[0].first_child;
     while (depth) {
-        while (t->folded && next != NONE && t->n[next].folded)
+        while (t->folded && next != NONE && t->gone[next])
             next = t->n[next].next_sibling;
         if (next != NONE) {
             if ((err = emit_node(t, next, out, false)))
@@ -603,7 +622,7 @@ static int emit(struct tree *t, struct buf *out)
         int64_t other = 0;
         for (uint32_t c = t->folded ? t->n[done].first_child : NONE; c != NONE;
              c = t->n[c].next_sibling)
-            if (t->n[c].folded)
+            if (t->gone[c])
                 sat__acc(&other, t->n[c].total);
         if (other > 0 && (err = put_node(t, out, true, 1, other, other, 0)))
             goto out;
@@ -720,7 +739,11 @@ static int build_tree(struct tree *t, const struct store_merged *m, size_t max_n
     t->n = malloc(t->cap * sizeof(*t->n));
     if (!t->n)
         return -ENOMEM;
-    t->n[0] = (struct node){NONE, NONE, 0, 0, NONE, NONE, 0, false};
+    t->n[0] = (struct node){0, 0, NONE, NONE, NONE, 0};
+    if (max_nodes && !(t->parent = malloc(t->cap * sizeof(*t->parent))))
+        return -ENOMEM;
+    if (t->parent)
+        t->parent[0] = NONE;
     t->len = 1;
     order = malloc((m->nstacks + 1) * sizeof(*order));
     path = malloc((maxdepth + 1) * sizeof(*path));
@@ -817,7 +840,7 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
         goto out;
     err = json__raw(out, "]}");
 out:
-    free(t.n);
+    tree_free(&t);
     return err;
 }
 
@@ -828,6 +851,6 @@ int query__flamegraph_nodes(const struct store_merged *m, size_t max_nodes, stru
     int err = build_tree(&t, m, max_nodes, &total, &samples);
 
     err = err ?: emit(&t, out);
-    free(t.n);
+    tree_free(&t);
     return err;
 }

@@ -285,7 +285,8 @@ static int ref_cmp(const void *a, const void *b)
  * children), children sorted, and frees it. */
 static void ref_emit(struct ref_node *n, bool root, long long *out, size_t *k)
 {
-    qsort(n->kids, n->nkids, sizeof(*n->kids), ref_cmp);
+    if (n->nkids) /* qsort wants an array, even of none */
+        qsort(n->kids, n->nkids, sizeof(*n->kids), ref_cmp);
     out[(*k)++] = root ? 0 : (long long)n->name + 2;
     out[(*k)++] = n->total;
     out[(*k)++] = n->self;
