@@ -302,7 +302,12 @@ static void ref_emit(struct ref_node *n, bool root, long long *out, size_t *k)
  * folded it keeps every total the sum of what is under it. */
 static void test_flamegraph_random_exact(void **state)
 {
-    enum { ROUNDS = 40, STACKS = 600, NFN = 9, DEPTH = 12 };
+    enum {
+        ROUNDS = 40,
+        STACKS = 3000,
+        NFN = 9,
+        DEPTH = 12
+    }; /* past 1,024 stacks: sort_stacks' counting sort */
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     uint32_t frames[DEPTH];
 
