@@ -168,6 +168,8 @@ struct store_merged {
     int64_t profiles;       /* how many stored profiles went into it */
     enum store_value value; /* the query's: what the writers (query.h) draw */
     void *mem;              /* the store's allocation behind the arrays */
+    uint32_t *frame_mem;    /* when set, every stack's frames are in it (one
+                               allocation, not one a stack) */
 };
 
 struct store_app {

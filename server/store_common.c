@@ -306,8 +306,9 @@ void store_merged__free(struct store_merged *m)
 {
     if (!m)
         return;
-    for (size_t i = 0; i < m->nstacks; i++)
+    for (size_t i = 0; !m->frame_mem && i < m->nstacks; i++)
         free(m->stacks[i].frames);
+    free(m->frame_mem);
     free(m->stacks);
     free(m->functions);
     buf__free(m->mem);
@@ -335,9 +336,16 @@ int merged_builder__init(struct merged_builder *b, enum store_value value)
 
 void merged_builder__free(struct merged_builder *b)
 {
+    /* Not finished: the stacks' frames are offsets into b->frames, freed
+     * with it (offsets are all 0, NULL, while it is). */
+    if (b->m && !b->m->frame_mem) {
+        b->m->frame_mem = b->frames;
+        b->frames = NULL;
+    }
     store_merged__free(b->m); /* and names, its mem */
     hmap__free(b->fn);
     free(b->name_off);
+    free(b->frames);
     memset(b, 0, sizeof(*b));
 }
 
@@ -358,11 +366,13 @@ int merged_builder__stack(struct merged_builder *b, int64_t samples, int64_t cpu
         m->stacks = s;
         b->cap = cap;
     }
-    m->stacks[m->nstacks++] = (struct store_merged_stack){.frames = NULL,
-                                                          .nframes = 0,
-                                                          .samples = samples,
-                                                          .cpu_ns = cpu_ns,
-                                                          .off_cpu_ns = off_cpu_ns};
+    /* Its offset in b->frames until finish: the array moves as it grows. */
+    m->stacks[m->nstacks++] =
+        (struct store_merged_stack){.frames = (uint32_t *)(uintptr_t)b->nframes,
+                                    .nframes = 0,
+                                    .samples = samples,
+                                    .cpu_ns = cpu_ns,
+                                    .off_cpu_ns = off_cpu_ns};
     return 0;
 }
 
@@ -386,15 +396,18 @@ int merged_builder__frame_of(struct merged_builder *b, uint32_t li)
         return 0;
     struct store_merged_stack *ms = &b->m->stacks[b->m->nstacks - 1];
 
-    /* Capacity doubles from 16: a power of two at or past nframes. */
-    if (ms->nframes == 0 || (ms->nframes >= 16 && !(ms->nframes & (ms->nframes - 1)))) {
-        size_t cap = ms->nframes ? ms->nframes * 2 : 16;
-        uint32_t *f = realloc(ms->frames, cap * sizeof(*f));
+    if (ms->nframes == UINT32_MAX)
+        return -E2BIG;
+    if (b->nframes == b->frames_cap) {
+        size_t cap = b->frames_cap ? b->frames_cap * 2 : 4096;
+        uint32_t *f = realloc(b->frames, cap * sizeof(*f));
         if (!f)
             return -ENOMEM;
-        ms->frames = f;
+        b->frames = f;
+        b->frames_cap = cap;
     }
-    ms->frames[ms->nframes++] = li;
+    b->frames[b->nframes++] = li;
+    ms->nframes++;
     return 0;
 }
 
@@ -446,6 +459,14 @@ int merged_builder__finish(struct merged_builder *b, int64_t profiles,
                                                   b->names->data + b->name_off[2 * i + 1]};
     m->nfunctions = nfn;
     m->profiles = profiles;
+    /* Offsets into pointers, now that the frames stay where they are
+     * (never NULL, even with no stack: it marks where they live). */
+    m->frame_mem = b->frames ? b->frames : malloc(sizeof(*b->frames));
+    if (!m->frame_mem)
+        goto out;
+    b->frames = NULL;
+    for (size_t i = 0; i < m->nstacks; i++)
+        m->stacks[i].frames = m->frame_mem + (uintptr_t)m->stacks[i].frames;
     *out = m;
     b->m = NULL;
     b->names = NULL;

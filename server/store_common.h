@@ -98,6 +98,11 @@ struct merged_builder {
     struct buf *names; /* the strings, owned by m (its mem) */
     enum store_value value;
     bool skip; /* the last stack offered was left out: its frames too */
+    /* Every kept stack's frames, one after another (a stack's frames
+     * pointer holds its offset until finish): one allocation instead of
+     * two or three a stack. */
+    uint32_t *frames;
+    size_t nframes, frames_cap;
 };
 
 /* A builder of a merge measuring value (the query's): it keeps the stacks

@@ -574,6 +574,12 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         goto fail;
     if (sqls_open_db(st->path, &st->rdb, err, errlen))
         goto fail;
+    /* Queries read the database file mapped, not copied out page by page
+     * with pread (a week's merge reads ~15 MB of blobs: ~6 % of its CPU in
+     * the kernel's copies). Reads only: writes still go through the write
+     * connection's own calls. Not fatal when refused: SQLite reads as
+     * before. */
+    sqlite3_exec(st->rdb, "PRAGMA mmap_size=4294967296", NULL, NULL, NULL);
     st->fn_ids = stack_keymap__new(CACHE_MAX);
     st->stack_ids = stack_keymap__new(STACK_CACHE_MAX);
     st->labelset_ids = hmap__new();

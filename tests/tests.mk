@@ -42,9 +42,9 @@ $(B)/tests/test_store_common: tests/unit/test_store_common.c $(UNIT_LIB_OBJS) \
 	    $(LDLIBS) -lcmocka
 
 # The server's queries: time ranges and the flame-graph tree.
-$(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,server/query.c)
+$(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,server/query.c server/query_flame.c)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query.c) \
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query.c server/query_flame.c) \
 	    $(LDLIBS) -lcmocka
 
 # The server's ingest, store and HTTP layer: a store in a temporary
@@ -52,7 +52,7 @@ $(B)/tests/test_query: tests/unit/test_query.c $(UNIT_LIB_OBJS) $(call obj,serve
 SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
     server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
     server/store_sqlite_maint.c server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c \
-    server/query.c \
+    server/query.c server/query_flame.c \
     server/debuginfod.c)
 $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
     $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
@@ -447,7 +447,7 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/store_clickhouse_frames.c server/store_clickhouse_upgrade.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
-           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/debuginfod.c \
+           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/query_flame.c server/debuginfod.c \
            server/pyroscope.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
 SAN_LIBS := -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm

@@ -249,6 +249,124 @@ static void test_flamegraph_deep_folded(void **state)
     fixture_free(&fx);
 }
 
+/* --- random stacks against a tree built the plain way --- */
+
+/* A node of the reference tree: children in a plain array, found by a
+ * linear search, every total summed as stacks go in. */
+struct ref_node {
+    uint32_t name;
+    long long total, self;
+    struct ref_node *kids;
+    size_t nkids;
+};
+
+static struct ref_node *ref_child(struct ref_node *p, uint32_t name)
+{
+    for (size_t i = 0; i < p->nkids; i++)
+        if (p->kids[i].name == name)
+            return &p->kids[i];
+    p->kids = realloc(p->kids, (p->nkids + 1) * sizeof(*p->kids));
+    assert_non_null(p->kids);
+    p->kids[p->nkids] = (struct ref_node){name, 0, 0, NULL, 0};
+    return &p->kids[p->nkids++];
+}
+
+/* Widest first; among equals the larger function index first (the order
+ * the server's tree has always given ties). */
+static int ref_cmp(const void *a, const void *b)
+{
+    const struct ref_node *x = a, *y = b;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return x->name > y->name ? -1 : x->name < y->name;
+}
+
+/* Appends n's subtree as the flame graph's nodes (name + 2, total, self,
+ * children), children sorted, and frees it. */
+static void ref_emit(struct ref_node *n, bool root, long long *out, size_t *k)
+{
+    if (n->nkids) /* qsort wants an array, even of none */
+        qsort(n->kids, n->nkids, sizeof(*n->kids), ref_cmp);
+    out[(*k)++] = root ? 0 : (long long)n->name + 2;
+    out[(*k)++] = n->total;
+    out[(*k)++] = n->self;
+    out[(*k)++] = (long long)n->nkids;
+    for (size_t i = 0; i < n->nkids; i++)
+        ref_emit(&n->kids[i], false, out, k);
+    free(n->kids);
+}
+
+/* Random stacks over few functions (shared prefixes, stacks that are
+ * prefixes of others, the same stack twice, empty stacks, zero values):
+ * the flame graph is node for node the tree built the plain way, and
+ * folded it keeps every total the sum of what is under it. */
+static void test_flamegraph_random_exact(void **state)
+{
+    enum {
+        ROUNDS = 40,
+        STACKS = 3000,
+        NFN = 9,
+        DEPTH = 12
+    }; /* past 1,024 stacks: sort_stacks' counting sort */
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    uint32_t frames[DEPTH];
+
+    (void)state;
+    for (int r = 0; r < ROUNDS; r++) {
+        struct fixture fx;
+        struct graph g;
+        struct ref_node root = {0, 0, 0, NULL, 0};
+        size_t nstacks = 1 + r * STACKS / ROUNDS;
+
+        fixture_init(&fx, NFN, nstacks);
+        for (size_t i = 0; i < nstacks; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t n = (uint32_t)(rng >> 33) % (DEPTH + 1);
+            if (i && (rng >> 20) % 8 == 0) { /* a stack seen before, or its prefix */
+                struct store_merged_stack *o = &fx.m.stacks[(rng >> 40) % i];
+                n = n < o->nframes ? n : o->nframes;
+                for (uint32_t d = 0; d < n; d++)
+                    frames[d] = o->frames[o->nframes - 1 - d];
+            } else {
+                for (uint32_t d = 0; d < n; d++) {
+                    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                    frames[d] = (uint32_t)(rng >> 35) % (d < 3 ? 2 : NFN);
+                }
+            }
+            long long cpu = (rng >> 14) % 5 == 0 ? 0 : (long long)((rng >> 24) % 1000000007);
+            fixture_stack(&fx, frames, n, cpu ? 1 : 0, cpu);
+            struct ref_node *at = &root;
+            at->total += cpu;
+            for (uint32_t d = 0; d < n; d++) {
+                at = ref_child(at, frames[d]);
+                at->total += cpu;
+            }
+            at->self += cpu;
+        }
+        /* At most a node a frame, and the root. */
+        long long *want = malloc((nstacks * DEPTH + 1) * 4 * sizeof(*want));
+        size_t k = 0;
+        assert_non_null(want);
+        ref_emit(&root, true, want, &k);
+        graph_of(&fx, 0, &g);
+        assert_int_equal(g.total, root.total);
+        assert_int_equal(g.n * 4, k);
+        for (size_t i = 0; i < k; i++)
+            assert_int_equal(g.nodes[i], want[i]);
+        free(g.nodes);
+        for (size_t max = 3; max < k / 4; max *= 3) {
+            graph_of(&fx, max, &g);
+            size_t at = 0;
+            assert_true(g.n <= max);
+            assert_int_equal(check_subtree(&g, &at), root.total);
+            assert_int_equal(at, g.n);
+            free(g.nodes);
+        }
+        free(want);
+        fixture_free(&fx);
+    }
+}
+
 /* The interpreter's frames without a name (marked by their file) are taken
  * out wherever they are, their time going to the frame below (a Python
  * function's self time); named native frames stay; a stack of nothing but
@@ -386,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_flamegraph_sums_saturate),
         cmocka_unit_test(test_flamegraph_wide_sorted),
         cmocka_unit_test(test_flamegraph_deep_folded),
+        cmocka_unit_test(test_flamegraph_random_exact),
         cmocka_unit_test(test_hide_interp),
         cmocka_unit_test(test_values),
     };
