@@ -641,6 +641,8 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
     if (!s || !s->off || !s->off_start)
         return 0;
     /* The sets' slots in a row (struct cx_off_start_set). */
+    _Static_assert(sizeof(struct cx_off_start_set) == 2 * sizeof(struct cx_off_start),
+                   "a set is its two slots, no padding");
     for (size_t i = 0; i < 2 * CX_OFF_START_WAY; i++) {
         struct cx_off_start *slot = &s->off_start[i];
         uint64_t start = __atomic_load_n(&slot->start_ns, __ATOMIC_ACQUIRE);
