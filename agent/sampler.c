@@ -255,8 +255,10 @@ static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bo
         return;
     }
     skel->rodata->off_min_ns = opts->off_min_ns;
-    if (opts->off_walks_per_sec)
-        skel->rodata->off_walks_per_sec = opts->off_walks_per_sec;
+    if (opts->off_walks_per_sec) {
+        uint64_t per = (uint64_t)opts->off_walks_per_sec * (CX_OFF_PERIOD_NS / 1000000) / 1000;
+        skel->rodata->off_walks_per_period = per < 1 ? 1 : per > UINT32_MAX ? UINT32_MAX : per;
+    }
 }
 
 /* Opens the BPF object, sets it up for opts and this kernel (off: with
@@ -331,7 +333,7 @@ static int open_load(struct sampler *s, const struct sampler_opts *opts, bool of
     if (off) {
         /* Page-rounded, as the kernel maps an array's values. */
         long page = sysconf(_SC_PAGESIZE);
-        size_t len = 2 * CX_OFF_START_WAY * sizeof(struct cx_off_start);
+        size_t len = CX_OFF_START_WAY * sizeof(struct cx_off_start_set);
         len = (len + page - 1) / page * page;
         void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
                        bpf_map__fd(s->skel->maps.off_start), 0);
@@ -507,6 +509,20 @@ int sampler__stats(struct sampler *s, uint64_t out[CX_STAT__COUNT])
         }
     }
     free(vals);
+    /* The blocks are counted in the budget (offcpu.bpf.h: no lookup of
+     * the stats map for each). */
+    if (s->off) {
+        struct cx_off_budget *b = calloc(ncpu, sizeof(*b));
+        uint32_t zero = 0;
+
+        if (!b)
+            return -ENOMEM;
+        if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.off_budget), &zero, b) == 0) {
+            for (int c = 0; c < ncpu; c++)
+                out[CX_STAT_OFF_BLOCKS] += b[c].blocks;
+        }
+        free(b);
+    }
     return 0;
 }
 
@@ -624,6 +640,9 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
 
     if (!s || !s->off || !s->off_start)
         return 0;
+    /* The sets' slots in a row (struct cx_off_start_set). */
+    _Static_assert(sizeof(struct cx_off_start_set) == 2 * sizeof(struct cx_off_start),
+                   "a set is its two slots, no padding");
     for (size_t i = 0; i < 2 * CX_OFF_START_WAY; i++) {
         struct cx_off_start *slot = &s->off_start[i];
         uint64_t start = __atomic_load_n(&slot->start_ns, __ATOMIC_ACQUIRE);

@@ -2,9 +2,12 @@
 """make bench, off-CPU part (issue 32): what recording off-CPU time costs a
 context-switch-heavy program. bench/pingpong passes a byte between two
 threads on one CPU over pipes (every round trip two blocking reads and two
-context switches) for SECONDS, under, in turn and interleaved REPS times:
+context switches) for SECONDS, under, in turn and interleaved REPS times
+(the order reversed every other round):
 
   none       nothing recording
+  hook       an empty tp_btf/sched_switch program (bench/switch_floor): what
+             the hook alone costs, the floor under any program there
   cpu        `codexray-node-agent record` of the whole machine, CPU only
   off-cpu    the same with --off-cpu
   peer       offcputime from Debian's bpfcc-tools (offcputime-bpfcc), or,
@@ -12,7 +15,8 @@ context switches) for SECONDS, under, in turn and interleaved REPS times:
              needs kernel headers and kprobes), `perf record --off-cpu -a`
 
 It reports each mode's median round trips per second and its loss against
-`none` (and off-cpu's against cpu). Figures from a machine others use at
+`none` (and off-cpu's against cpu, and against hook: the cost of the
+program itself). Figures from a machine others use at
 the same time are noisy: compare the modes of one run, not runs.
 
     python3 bench/offcpu_bench.py [--seconds S] [--reps R]
@@ -31,6 +35,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 B = os.path.join(ROOT, "build")
 AGENT = os.path.join(B, "codexray-node-agent")
 PINGPONG = os.path.join(B, "bench", "pingpong")
+FLOOR = os.path.join(B, "bench", "switch_floor")
 BCC = "/usr/sbin/offcputime-bpfcc"
 USE_BCC = False  # set by main() once offcputime-bpfcc was seen to run here
 
@@ -63,6 +68,11 @@ def start_recorder(mode, tmp):
     """The recorder of mode, once it records; None for none."""
     if mode == "none":
         return None
+    if mode == "hook":
+        p = subprocess.Popen([FLOOR, FLOOR + ".bpf.o"], stderr=subprocess.PIPE, text=True)
+        if not wait_line(p, "attached", 60):
+            raise SystemExit("hook: the empty sched_switch program did not attach")
+        return p
     if mode in ("cpu", "off-cpu"):
         args = [AGENT, "record", "--duration", "3600", "--output", os.path.join(tmp, mode + ".pb.gz")]
         if mode == "off-cpu":
@@ -122,11 +132,13 @@ def main():
     if not USE_BCC and os.access(BCC, os.X_OK):
         print("offcpu_bench: offcputime-bpfcc does not run on this kernel (no headers or "
               "kprobes): the peer is perf record --off-cpu", flush=True)
-    modes = ["none", "cpu", "off-cpu"] + (["peer"] if peer else [])
+    modes = ["none", "hook", "cpu", "off-cpu"] + (["peer"] if peer else [])
     rates = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="cx-offbench-") as tmp:
         for r in range(a.reps):
-            for m in modes:
+            # Alternating order: a drift of the machine's load over the run
+            # falls on every mode alike.
+            for m in modes if r % 2 == 0 else modes[::-1]:
                 rate = run_once(m, a.seconds, tmp)
                 rates[m].append(rate)
                 print(f"  rep {r + 1} {m:8s} {rate:12.0f} round trips/s", flush=True)
@@ -137,6 +149,12 @@ def main():
         print(f"  {m:8s} {med[m]:12.0f} round trips/s  {loss:+6.1f} % vs none")
     print(f"  off-cpu vs cpu: {100 * (1 - med['off-cpu'] / med['cpu']):+.1f} % "
           f"(the bound: 3 %)")
+    print(f"  off-cpu vs hook: {100 * (1 - med['off-cpu'] / med['hook']):+.1f} % "
+          f"(the program itself, over an empty one on the same hook)")
+    # The spread: each round's loss against the same round's none.
+    for m in modes[1:]:
+        per = sorted(100 * (1 - x / n) for x, n in zip(rates[m], rates["none"]))
+        print(f"  {m:8s} per round vs none: {per[0]:+.1f} .. {per[-1]:+.1f} %")
     return 0
 
 

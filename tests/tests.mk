@@ -554,6 +554,13 @@ $(B)/bench/many: bench/many.c
 $(B)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -pthread
+# An empty sched_switch program and its loader: the hook's own cost.
+$(B)/bench/switch_floor.bpf.o: bench/switch_floor.bpf.c $(B)/vmlinux.h | deps
+	@mkdir -p $(dir $@)
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B) -Wall -Werror -c $< -o $@
+$(B)/bench/switch_floor: bench/switch_floor.c $(B)/bench/switch_floor.bpf.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lbpf
 $(B)/bench/deep: bench/deep.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
@@ -579,7 +586,7 @@ $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agen
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
        $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
-       $(B)/bench/pingpong $(BROWSER_DEPS)
+       $(B)/bench/pingpong $(B)/bench/switch_floor $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/offcpu_bench.py
 	@python3 bench/cfi_bench.py

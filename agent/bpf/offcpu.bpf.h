@@ -11,26 +11,29 @@
  *    hashed, and sent to user space once per key (CX_REC_OFFCPU); the
  *    start time goes to off_start under its thread id.
  *
- * Cost bound: each CPU walks at most about off_walks_per_sec blocks a
- * second. Every block is walked with a probability p fixed for the CPU's
- * current period (OFF_PERIOD_NS) from the blocks it saw in the previous
- * one, and a walked block's time counts 1/p times: the sum is an unbiased
- * estimate of all blocked time (Horvitz-Thompson), p being independent of
- * how long the block lasts. In a burst, each budget's worth of walks in a
- * period halves p for the rest of it (each halving counted in
- * CX_STAT_OFF_OVER_BUDGET): still unbiased, each block weighted by its own
- * p, and the walks stay within a few budgets whatever the burst. Blocks
- * shorter than off_min_ns are not counted (CX_STAT_OFF_SHORT).
+ * Cost bound: each CPU walks at most about off_walks_per_period blocks a
+ * period (OFF_PERIOD_NS; user space works it out from the walks a second
+ * it was given). Every block is walked with a probability p fixed for the
+ * CPU's current period from the blocks it saw in the previous one, and a
+ * walked block's time counts 1/p times: the sum is an unbiased estimate of
+ * all blocked time (Horvitz-Thompson), p being independent of how long the
+ * block lasts. In a burst, each budget's worth of walks in a period halves
+ * p for the rest of it (each halving counted in CX_STAT_OFF_OVER_BUDGET):
+ * still unbiased, each block weighted by its own p, and the walks stay
+ * within a few budgets whatever the burst. Blocks shorter than off_min_ns
+ * are not counted (CX_STAT_OFF_SHORT).
  */
 #ifndef CODEXRAY_AGENT_BPF_OFFCPU_H
 #define CODEXRAY_AGENT_BPF_OFFCPU_H
 
 /* Filled by user space between open and load. */
 const volatile __u64 off_min_ns = 10000;
-const volatile __u32 off_walks_per_sec = 1000;
+/* The budget: walks per CPU per OFF_PERIOD_NS, at least 1 (worked out by
+ * user space from the walks a second: no division at each block). */
+const volatile __u32 off_walks_per_period = 100;
 
-#define OFF_PERIOD_NS 100000000ull /* 100 ms */
-#define OFF_P_ONE 65536u           /* probability 1 in 16-bit fixed point */
+#define OFF_PERIOD_NS CX_OFF_PERIOD_NS
+#define OFF_P_ONE 65536u /* probability 1 in 16-bit fixed point */
 
 #define CX_TASK_INTERRUPTIBLE 0x1
 #define CX_TASK_UNINTERRUPTIBLE 0x2
@@ -39,37 +42,50 @@ const volatile __u32 off_walks_per_sec = 1000;
  * array rather than a hash: every context switch looks its `next` up, and
  * an array lookup is a few inlined instructions where a hash's is a
  * function call and a hash (measured: 80 ns a switch with the hash, the
- * whole program). Two-way: thread tid may sit in slot tid % OFF_START_WAY
- * or the same of the second half; with both taken by other blocked threads
- * the block is not counted (CX_STAT_OFF_START_FULL), never an eviction.
- * A slot is free when its start_ns is 0. 1 entry when off-CPU is off (set
- * by user space). Mapped by user space, which moves start_ns forward at
- * each window's end (sample.h). */
+ * whole program). Two-way: thread tid may sit in either slot of set
+ * tid % OFF_START_WAY, both in one element (one lookup, one cache line);
+ * with both taken by other blocked threads the block is not counted
+ * (CX_STAT_OFF_START_FULL), never an eviction. A slot is free when its
+ * start_ns is 0. 1 set when off-CPU is off (set by user space). Mapped by
+ * user space, which moves start_ns forward at each window's end
+ * (sample.h). */
 #define OFF_START_WAY CX_OFF_START_WAY
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(map_flags, BPF_F_MMAPABLE);
-    __uint(max_entries, 2 * OFF_START_WAY);
+    __uint(max_entries, OFF_START_WAY);
     __type(key, __u32);
-    __type(value, struct cx_off_start);
+    __type(value, struct cx_off_start_set);
 } off_start SEC(".maps");
 
-/* Thread tid's slot (want_free: a free one for it, else its own), or
- * NULL. */
-static __always_inline struct cx_off_start *start_slot(__u32 tid, int want_free)
+/* Thread tid's slot in progress, or NULL. */
+static __always_inline struct cx_off_start *start_slot(__u32 tid)
 {
-    __u32 i = tid & (OFF_START_WAY - 1), j = i + OFF_START_WAY;
-    struct cx_off_start *v = bpf_map_lookup_elem(&off_start, &i);
+    __u32 i = tid & (OFF_START_WAY - 1);
+    struct cx_off_start_set *set = bpf_map_lookup_elem(&off_start, &i);
 
-    if (v && v->key.tid == tid && (want_free || v->start_ns))
-        return v;
-    if (want_free && v && !v->start_ns)
-        return v;
-    struct cx_off_start *w = bpf_map_lookup_elem(&off_start, &j);
-    if (w && w->key.tid == tid && (want_free || w->start_ns))
-        return w;
-    if (want_free && w && !w->start_ns)
-        return w;
+    if (!set)
+        return NULL;
+    if (set->way[0].key.tid == tid && set->way[0].start_ns)
+        return &set->way[0];
+    if (set->way[1].key.tid == tid && set->way[1].start_ns)
+        return &set->way[1];
+    return NULL;
+}
+
+/* A slot for thread tid's new block: its own if it has one (a switch-in
+ * missed), else a free one; NULL when both are taken. */
+static __always_inline struct cx_off_start *start_slot_free(__u32 tid)
+{
+    __u32 i = tid & (OFF_START_WAY - 1);
+    struct cx_off_start_set *set = bpf_map_lookup_elem(&off_start, &i);
+
+    if (!set)
+        return NULL;
+    if (set->way[0].key.tid == tid || !set->way[0].start_ns)
+        return &set->way[0];
+    if (set->way[1].key.tid == tid || !set->way[1].start_ns)
+        return &set->way[1];
     return NULL;
 }
 
@@ -80,22 +96,11 @@ struct {
     __type(value, struct cx_off_val);
 } off_sums SEC(".maps");
 
-struct off_budget {
-    __u64 period_start;
-    __u32 seen;       /* blocks seen since period_start */
-    __u32 walked;     /* of those, walked */
-    __u32 cur_p16;    /* the probability now, of OFF_P_ONE */
-    __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
-    __u32 next_halve; /* walked past this, cur_p16 halves */
-    __u32 pad;
-    __u64 rng; /* xorshift64 state: a random number without a helper call */
-};
-
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, struct off_budget);
+    __type(value, struct cx_off_budget);
 } off_budget SEC(".maps");
 
 /* The task's state: __state since 5.14, state before. */
@@ -248,7 +253,7 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
     st.key.id = s->off_id;
     /* The probability off_sample walked it with: the same CPU's period
      * (the walk's tail calls do not leave the CPU). */
-    struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero_idx);
+    struct cx_off_budget *b = bpf_map_lookup_elem(&off_budget, &zero_idx);
     st.p16 = b && b->dec_p16 ? b->dec_p16 : OFF_P_ONE;
     r = bpf_map_update_elem(&off_sums, &st.key, &zero, BPF_NOEXIST);
     if (r == 0) {
@@ -266,7 +271,7 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
         stat_inc(CX_STAT_OFF_SUMS_FULL);
         return;
     }
-    struct cx_off_start *slot = start_slot(tid, 1);
+    struct cx_off_start *slot = start_slot_free(tid);
     if (!slot) {
         stat_inc(CX_STAT_OFF_START_FULL);
         return;
@@ -276,23 +281,22 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
     slot->start_ns = st.start_ns; /* last: the slot is taken from here on */
 }
 
-/* Whether this block is walked: the budget's sampling rule (above). */
-static __always_inline int off_sample(__u64 *now)
+/* Whether this block is walked: the budget's sampling rule (above); b is
+ * this CPU's budget. The common answer (no) reads no clock: the clock is
+ * read every 64 blocks and for a block walked (*now). */
+static __always_inline int off_sample(struct cx_off_budget *b, __u64 *now)
 {
-    __u32 zero = 0;
-    __u64 want = (__u64)off_walks_per_sec * (OFF_PERIOD_NS / 1000000) / 1000;
-    struct off_budget *b = bpf_map_lookup_elem(&off_budget, &zero);
+    __u64 want = off_walks_per_period, t = 0;
 
-    if (!b)
-        return 0;
-    if (want == 0)
-        want = 1;
     b->seen++;
     /* The clock every 64 blocks, not at each: a new period is seen at most
      * 63 blocks late, and p is set from the rate over whatever span passed
      * (blocks per period of it), so a late look changes nothing. */
     if ((b->seen & 63) == 0 || b->period_start == 0) {
-        __u64 t = bpf_ktime_get_ns(), span = t - b->period_start;
+        __u64 span;
+
+        t = bpf_ktime_get_ns();
+        span = t - b->period_start;
         if (b->period_start == 0 || span >= OFF_PERIOD_NS) {
             __u64 per_period = b->seen * OFF_PERIOD_NS / (span ? span : 1);
             __u64 p = per_period <= want ? OFF_P_ONE : want * OFF_P_ONE / per_period;
@@ -324,7 +328,7 @@ static __always_inline int off_sample(__u64 *now)
         b->cur_p16 = p > 1 ? p >> 1 : 1;
         b->next_halve += want;
     }
-    *now = bpf_ktime_get_ns();
+    *now = t ? t : bpf_ktime_get_ns(); /* once */
     return 1;
 }
 
@@ -338,7 +342,7 @@ static __always_inline void off_switch_in(struct task_struct *next)
 
     if (!tid)
         return; /* the idle task */
-    sp = start_slot(tid, 0);
+    sp = start_slot(tid);
     if (!sp)
         return;
     /* Read and freed at once: user space may move start_ns forward at a
@@ -378,27 +382,34 @@ static __always_inline void off_switch_in(struct task_struct *next)
 /* The switch-out of the current task into a blocked state. */
 static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
 {
-    /* prev is current: its ids as bpf_get_current_pid_tgid gives them. */
-    __u32 tgid = prev->tgid, tid = prev->pid, zero = 0, nk = 0, nu = 0;
-    __u64 pc = 0, sp = 0, fp = 0, lr = 0, now;
     unsigned state = task_state(prev);
+    __u32 tgid, tid, zero = 0, nk = 0, n;
+    struct cx_off_budget *b;
     struct cx_sample *s;
     struct kstack *ks;
-    long got, nr;
-    int i, r;
+    __u64 now;
+    long nr;
 
-    if (!(state & (CX_TASK_INTERRUPTIBLE | CX_TASK_UNINTERRUPTIBLE)) || tid == 0)
+    /* Runnable (the idle task always is) or a kernel thread: one load
+     * each, no map. */
+    if (!(state & (CX_TASK_INTERRUPTIBLE | CX_TASK_UNINTERRUPTIBLE)))
         return;
     if (prev->flags & PF_KTHREAD)
         return;
-    if (target_tgid && tgid != target_tgid)
+    if (target_tgid && prev->tgid != target_tgid)
         return;
-    stat_inc(CX_STAT_OFF_BLOCKS);
+    b = bpf_map_lookup_elem(&off_budget, &zero);
+    if (!b)
+        return;
+    b->blocks++; /* CX_STAT_OFF_BLOCKS */
     /* The budget's draw before the skip list: one hash lookup fewer for
      * each block not walked (excluded processes' blocks then count in the
      * budget's rate, which only lowers p: still unbiased). */
-    if (!off_sample(&now))
+    if (!off_sample(b, &now))
         return;
+    /* prev is current: its ids as bpf_get_current_pid_tgid gives them. */
+    tgid = prev->tgid;
+    tid = prev->pid;
     if (bpf_map_lookup_elem(&skip_tgids, &tgid))
         return;
     stat_inc(CX_STAT_OFF_WALKS);
@@ -406,44 +417,13 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
     ks = bpf_map_lookup_elem(&kscratch, &zero);
     if (!s || !ks)
         return;
-    s->hdr.kind = CX_REC_OFFCPU;
-    s->hdr.tgid = tgid;
-    s->hdr.tid = tid;
-    s->hdr.cpu = bpf_get_smp_processor_id();
-    s->hdr.time_ns = now;
-    s->kernel_err = 0;
+    record_begin(s, CX_REC_OFFCPU, tgid, tid, now);
     s->off_class = off_classify(state, &nr);
     s->off_syscall = nr;
-    s->off_id = 0;
-    bpf_get_current_comm(s->comm, sizeof(s->comm));
-
-    got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
-    if (got < 0) {
-        s->kernel_err = got;
-        stat_inc(CX_STAT_KSTACK_ERR);
-    } else {
-        nk = got / sizeof(__u64);
-        for (i = 0; i < CX_MAX_KERNEL_FRAMES; i++) {
-            if (i >= nk)
-                break;
-            put_frame(s, i, ks->ip[i], CX_FRAME_KERNEL, 0);
-        }
-    }
-    if (nk > CX_MAX_KERNEL_FRAMES)
-        nk = CX_MAX_KERNEL_FRAMES;
-    r = user_regs(&pc, &sp, &fp, &lr);
-    if (r < 0) {
-        stat_inc(CX_STAT_NO_USER_REGS);
-        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
-        nu = 1;
-    } else if (r > 0 && in_execve()) {
-        put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
-        nu = 1;
-    } else if (r > 0) {
-        /* A CFI or Python walk ends in cx_off_walk_user (off_finish). */
-        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr, 1);
-    }
-    off_finish(s, nk, nk + nu, 0);
+    /* In the kernel (in schedule()): the kernel stack always. A CFI or
+     * Python walk ends in cx_off_walk_user (off_finish). */
+    n = record_stacks(ctx, s, ks, tgid, 1, &nk, 1);
+    off_finish(s, nk, n, 0);
 }
 
 /* Loaded only with off-CPU on (sampler_opts.off_cpu). */

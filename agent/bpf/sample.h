@@ -76,6 +76,32 @@ struct cx_off_start {
     __u32 p16; /* the probability it was walked with, of 65536 */
     __u32 pad;
 };
+/* One element of the map: thread tid's two slots, side by side (one
+ * lookup, one cache line). User space sees 2 * CX_OFF_START_WAY slots in a
+ * row. */
+struct cx_off_start_set {
+    struct cx_off_start way[2];
+};
+
+/* The off-CPU walk budget's period: its sampling probability is set anew
+ * each period from the blocks of the last (offcpu.bpf.h). */
+#define CX_OFF_PERIOD_NS 100000000ull /* 100 ms */
+
+/* The "off_budget" per-CPU array's one element: the walk budget's state
+ * (offcpu.bpf.h). blocks is CX_STAT_OFF_BLOCKS, kept here rather than in
+ * the stats map: the count every block pays for then costs no lookup of
+ * its own (sampler__stats adds it in). */
+struct cx_off_budget {
+    __u64 period_start;
+    __u64 blocks;     /* switch-outs into a blocked state, of threads profiled */
+    __u32 seen;       /* blocks seen since period_start */
+    __u32 walked;     /* of those, walked */
+    __u32 cur_p16;    /* the probability now, of 65536 */
+    __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
+    __u32 next_halve; /* walked past this, cur_p16 halves */
+    __u32 pad;
+    __u64 rng; /* xorshift64 state: a random number without a helper call */
+};
 
 /* Frame kinds (cx_frame.kind). */
 enum cx_frame_kind {
@@ -176,7 +202,8 @@ enum cx_stat {
     CX_STAT_VMA_LOOKUPS,     /* pcs looked up with bpf_find_vma (no entry for them) */
     CX_STAT_VMA_TABLES,      /* of those, in a file with a table (file_unwind) */
     /* Off-CPU (offcpu.bpf.h), counted only when it is on: */
-    CX_STAT_OFF_BLOCKS,       /* switch-outs into a blocked state, of threads profiled */
+    CX_STAT_OFF_BLOCKS,       /* switch-outs into a blocked state, of threads profiled
+                               * (counted in cx_off_budget.blocks) */
     CX_STAT_OFF_WALKS,        /* of those, walked (sampled within the budget) */
     CX_STAT_OFF_OVER_BUDGET,  /* blocks decided at a halved p: the period's budget walked */
     CX_STAT_OFF_SHORT,        /* walked blocks shorter than the minimum: not counted */

@@ -481,42 +481,39 @@ static __always_inline int in_execve(void)
     return BPF_CORE_READ_BITFIELD_PROBED(t, in_execve);
 }
 
-SEC("perf_event")
-int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
+/* The start of a record in this CPU's scratch: its header, no off-CPU
+ * fields (an off-CPU block sets them after). */
+static __always_inline void record_begin(struct cx_sample *s, __u32 kind, __u32 tgid, __u32 tid,
+                                         __u64 time_ns)
 {
-    __u64 id = bpf_get_current_pid_tgid();
-    __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, nu = 0;
-    __u64 pc = 0, sp = 0, fp = 0, lr = 0;
-    struct cx_sample *s;
-    struct kstack *ks;
-    long got;
-    int i, r;
-
-    if (tid == 0)
-        return 0; /* the idle task */
-    if (target_tgid && tgid != target_tgid)
-        return 0;
-    /* Before anything else: an excluded process costs one lookup. */
-    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
-        return 0;
-    stat_inc(CX_STAT_SAMPLES);
-
-    s = bpf_map_lookup_elem(&scratch, &zero);
-    ks = bpf_map_lookup_elem(&kscratch, &zero);
-    if (!s || !ks)
-        return 0;
-    s->hdr.kind = CX_REC_SAMPLE;
+    s->hdr.kind = kind;
     s->hdr.tgid = tgid;
     s->hdr.tid = tid;
     s->hdr.cpu = bpf_get_smp_processor_id();
-    s->hdr.time_ns = 0; /* unused by user space yet; a clock read per sample costs */
+    s->hdr.time_ns = time_ns;
     s->kernel_err = 0;
     s->off_class = 0;
     s->off_syscall = 0;
     s->off_id = 0;
     bpf_get_current_comm(s->comm, sizeof(s->comm));
+}
 
-    if (!cx_regs_user_mode(cx_ctx_regs(ctx))) {
+/* The stacks of the current task into s, one code for a CPU sample and an
+ * off-CPU block: the kernel stack when the task was in the kernel
+ * (in_kernel), then the user stack from its saved user registers, cut with
+ * a marker when there are none or the task is inside execve. Sets *nk to
+ * the kernel frames and returns all the frames written. A CFI or Python
+ * walk does not come back: its walker sends the record (off: through
+ * off_finish). */
+static __always_inline __u32 record_stacks(void *ctx, struct cx_sample *s, struct kstack *ks,
+                                           __u32 tgid, int in_kernel, __u32 *nk_out, const int off)
+{
+    __u64 pc = 0, sp = 0, fp = 0, lr = 0;
+    __u32 nk = 0, nu = 0;
+    long got;
+    int i, r;
+
+    if (in_kernel) {
         got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
         if (got < 0) {
             s->kernel_err = got;
@@ -532,19 +529,46 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
     }
     if (nk > CX_MAX_KERNEL_FRAMES)
         nk = CX_MAX_KERNEL_FRAMES;
-
+    *nk_out = nk;
     r = user_regs(&pc, &sp, &fp, &lr);
     if (r < 0) {
         stat_inc(CX_STAT_NO_USER_REGS);
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_NO_REGS);
         nu = 1;
-    } else if (r > 0 && !cx_regs_user_mode(cx_ctx_regs(ctx)) && in_execve()) {
+    } else if (r > 0 && in_kernel && in_execve()) {
         put_frame(s, nk, 0, CX_FRAME_TRUNCATED, CX_TRUNC_EXEC);
         nu = 1;
     } else if (r > 0) {
-        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr, 0);
+        nu = walk_user(ctx, s, tgid, nk, pc, sp, fp, lr, off);
     } /* else a kernel thread: no user stack */
-    emit(s, tgid, nk, nk + nu, 0);
+    return nk + nu;
+}
+
+SEC("perf_event")
+int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, n;
+    struct cx_sample *s;
+    struct kstack *ks;
+
+    if (tid == 0)
+        return 0; /* the idle task */
+    if (target_tgid && tgid != target_tgid)
+        return 0;
+    /* Before anything else: an excluded process costs one lookup. */
+    if (bpf_map_lookup_elem(&skip_tgids, &tgid))
+        return 0;
+    stat_inc(CX_STAT_SAMPLES);
+
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    ks = bpf_map_lookup_elem(&kscratch, &zero);
+    if (!s || !ks)
+        return 0;
+    /* No time: unused by user space yet, and a clock read per sample costs. */
+    record_begin(s, CX_REC_SAMPLE, tgid, tid, 0);
+    n = record_stacks(ctx, s, ks, tgid, !cx_regs_user_mode(cx_ctx_regs(ctx)), &nk, 0);
+    emit(s, tgid, nk, n, 0);
     return 0;
 }
 
