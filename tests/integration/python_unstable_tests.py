@@ -4,22 +4,20 @@ file system made by mmdebstrap from the host's Debian mirror, while the
 agent on the host records them. The same split, chain and lines as
 python_tests.test_python_split_chain_line asks of 3.7 to 3.13.
 
-The root is made once (~40 s; ~200 MB) and kept under CACHE: a tar, made
-again when the command making it changes, and its extracted tree beside
-it. The workload is copied into the root at the path it has on the host,
-so co_filename is the same path either side.
+The root is made once (~40 s; ~200 MB) and kept under CACHE
+(debian_root.py). The workload is copied into the root at the path it has
+on the host, so co_filename is the same path either side.
 
 Skipped, saying why, only when the root cannot be made for want of the
 tool or a mirror (no mmdebstrap, no Debian archive in the host's apt
 sources); a mirror that is there and fails is a failure."""
 import json
 import os
-import re
-import shlex
 import shutil
 import subprocess
 import time
 
+import debian_root
 import python_tests as pt
 from pprof_read import traces
 
@@ -28,66 +26,12 @@ VERSIONS = ["3.14", "3.15"]
 NAME = "sid-python"
 
 
-def host_mirror():
-    """The host's Debian archive, as tools/kernels/fetch.sh's host_mirror
-    finds it: the first apt source URI ending in /debian, or None."""
-    uris = []
-    srcdir = "/etc/apt/sources.list.d"
-    files = ["/etc/apt/sources.list"] + ([os.path.join(srcdir, f) for f in
-                                          sorted(os.listdir(srcdir))]
-                                         if os.path.isdir(srcdir) else [])
-    for path in files:
-        try:
-            text = open(path).read()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            m = re.match(r"\s*URIs:\s*(.*)", line)
-            if m:
-                uris += m.group(1).split()
-            m = re.match(r"\s*deb\s+(\[[^]]*\]\s+)?(\S+)", line)
-            if m:
-                uris.append(m.group(2))
-    for u in uris:
-        if re.search(r"/debian/?$", u):
-            return u.rstrip("/")
-    return None
-
-
 def unstable_root():
     """(path of the extracted root, None), or (None, why it cannot be made)."""
-    if not shutil.which("mmdebstrap"):
-        return None, "no mmdebstrap"
-    mirror = os.environ.get("KERNELS_MIRROR")
-    mirror = mirror + "/debian" if mirror else host_mirror()
-    if not mirror:
-        return None, "no Debian archive in the host's apt sources (set KERNELS_MIRROR=URL)"
-    # check-valid-until off: the signature is still checked; a mirror a few
-    # weeks behind is fine for a test (unstable's Release expires in 7 days).
-    cmd = ["mmdebstrap", "--variant=apt", "--quiet",
-           "--aptopt=Acquire::Check-Valid-Until \"false\"",
-           "--include=" + ",".join(f"python{v}" for v in VERSIONS), "unstable"]
-    want = shlex.join(cmd + [mirror])
-    tar = os.path.join(CACHE, NAME + ".tar")
-    stamp = tar + ".cmd"
-    tree = os.path.join(CACHE, NAME)
-    os.makedirs(CACHE, exist_ok=True)
-    if not (os.path.exists(tar) and os.path.exists(stamp) and open(stamp).read() == want):
-        # mmdebstrap takes the format from the name's end: keep it .tar.
-        tmp = tar[:-4] + ".partial.tar"
-        p = subprocess.run(cmd + [tmp, mirror], capture_output=True, text=True, timeout=900)
-        pt.check(p.returncode == 0, f"mmdebstrap exited {p.returncode}: {p.stderr[-1500:]}")
-        os.rename(tmp, tar)
-        with open(stamp, "w") as f:
-            f.write(want)
-        shutil.rmtree(tree, ignore_errors=True)
-    done = os.path.join(tree, ".extracted")
-    if not (os.path.exists(done) and os.path.getmtime(done) >= os.path.getmtime(tar)):
-        shutil.rmtree(tree, ignore_errors=True)
-        os.makedirs(tree)
-        subprocess.run(["tar", "-C", tree, "-xf", tar], check=True, timeout=300)
-        open(done, "w").close()
-    return tree, None
+    try:
+        return debian_root.root(CACHE, NAME, "unstable", [f"python{v}" for v in VERSIONS])
+    except debian_root.RootError as e:
+        raise pt.Failure(str(e))
 
 
 def start_in_root(root, exe, script, *args):
