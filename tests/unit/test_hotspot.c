@@ -109,6 +109,7 @@ static const struct fld25 fields25[] = {
     {"nmethod", "_dependencies_offset", "CodeBlob", "_relocation_size", 28, "int"},
     {"nmethod", "_scopes_pcs_offset", "nmethod", "_scopes_pcs_offset", 196, "int"},
     {"ConstMethod", "_flags", "ConstMethod", "_flags._flags", 28, "u4"},
+    {"nmethod", "_compile_id", "nmethod", "_compile_id", 212, "int"},
     {NULL, NULL, "CodeBlob", "_mutable_data_size", 48, "int"},
     {NULL, NULL, "nmethod", "_immutable_data", 96, "address"},
 };
@@ -157,6 +158,7 @@ static struct fld fields[] = {
     {"nmethod", "_metadata_offset", 0, 260},
     {"nmethod", "_scopes_pcs_offset", 0, 268},
     {"nmethod", "_dependencies_offset", 0, 272},
+    {"nmethod", "_compile_id", 0, 304},
     {"PcDesc", "_pc_offset", 0, 0},
     {"PcDesc", "_scope_decode_offset", 0, 4},
     {"Unrelated", "_field", 0, 4},
@@ -533,6 +535,24 @@ static void test_jdk25(void **state)
     assert_int_equal(n->lines[1].line, 300);
     rt_obj__put(&n->obj);
     assert_null(hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x30 << 4, tag ^ 1, &why));
+
+    /* With a cache: the nmethod's PcDescs kept while its compile id is the
+     * same; another pc reads no PcDesc again. */
+    struct hs_name_cache *c = hs_name_cache__new();
+    put32(&f.im, nm + 212, 7);
+    n = hs_name__read(&m, &vm, c, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
+    assert_int_equal(n->n, 2);
+    rt_obj__put(&n->obj);
+    put32(&f.im, imm + 24, 0x20); /* the PcDesc moved: not seen while kept */
+    n = hs_name__read(&m, &vm, c, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
+    assert_int_equal(n->n, 2);
+    rt_obj__put(&n->obj);
+    put32(&f.im, nm + 212, 8); /* another nmethod there: read again */
+    n = hs_name__read(&m, &vm, c, nm, CX_HS_COMPILED | 0x18 << 4, tag, &why);
+    assert_int_equal(n->n, 2);
+    assert_string_equal(n->lines[0].function, "com.example.Inner.hot");
+    rt_obj__put(&n->obj);
+    hs_name_cache__free(c);
     fake_free(&f);
 
     /* JDK 25's tables with a 17 release, or a release after 27: refused. */

@@ -203,11 +203,19 @@ struct meth {
 #define HS_CACHE_MAX 8192
 #define HS_CACHE_TABLE_MAX 2048
 
+/* nmethods kept at most, and the PcDescs one may have to be kept (16
+ * bytes each: 16 KiB) */
+#define HS_CACHE_NM_MAX 2048
+#define HS_CACHE_PCDESCS_MAX 1024
+#define HS_PCDESC_BYTES 16
+
+struct nmc;
+
 struct hs_name_cache {
     struct meth *b[HS_CACHE_BUCKETS];
-    unsigned n;
+    struct nmc *nb[HS_CACHE_BUCKETS]; /* nmethods */
+    unsigned n, nn;
     size_t bytes;
-    uint64_t hits, misses;
 };
 
 struct hs_name_cache *hs_name_cache__new(void)
@@ -230,11 +238,17 @@ static void cache_clear(struct hs_name_cache *c)
     c->bytes = 0;
 }
 
+static void nmc_drop(struct hs_name_cache *c, struct nmc **pp);
+
 void hs_name_cache__free(struct hs_name_cache *c)
 {
     if (!c)
         return;
     cache_clear(c);
+    for (unsigned i = 0; i < HS_CACHE_BUCKETS; i++) {
+        while (c->nb[i])
+            nmc_drop(c, &c->nb[i]);
+    }
     free(c);
 }
 
@@ -323,11 +337,8 @@ static struct meth *meth_get(const struct hs_mem *m, const struct hs_vm *vm,
             if (e->method == method)
                 break;
         }
-        if (e && e->cm == cm) {
-            c->hits++;
+        if (e && e->cm == cm)
             return e;
-        }
-        c->misses++;
         if (e) {
             /* Its Method another's now: the old entry goes. */
             *pp = e->next;
@@ -387,10 +398,6 @@ static bool method_part(const struct hs_mem *m, const struct hs_vm *vm, struct h
     return true;
 }
 
-/* The scopes at pc offset pc_off of the nmethod at nm: (Method*, bci)
- * pairs, innermost first, into methods/bcis. Returns how many, 0 when the
- * nmethod has none there (its own method is shown), -1 when it is not the
- * nmethod the sample saw (tag: its Method*'s bits). */
 /* Where an nmethod's debug information is: its PcDescs (n of them), its
  * scopes data, its metadata table (nmeta entries). False when it cannot be
  * read or is not sane. */
@@ -436,29 +443,103 @@ static bool nm_data(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm,
     return true;
 }
 
+/* An nmethod's debug information as read: kept by its address while its
+ * Method* and compile id are the same (an nmethod freed and another made
+ * there has another compile id). */
+struct nmc {
+    uint64_t nm, method;
+    int32_t compile_id;
+    struct nm_data d;
+    uint8_t *pcs; /* d.n PcDescs */
+    struct nmc *next;
+};
+
+static void nmc_drop(struct hs_name_cache *c, struct nmc **pp)
+{
+    struct nmc *e = *pp;
+
+    *pp = e->next;
+    c->nn--;
+    c->bytes -= sizeof(*e) + (size_t)e->d.n * HS_PCDESC_BYTES;
+    free(e->pcs);
+    free(e);
+}
+
+/* The PcDescs of the nmethod at nm (of method, compile id cid) and where
+ * its debug information is: from c when kept, else read (and kept when
+ * small enough). Returns the PcDescs (*tofree set when the caller frees
+ * them), or NULL. */
+static const uint8_t *nm_pcs(const struct hs_mem *m, const struct hs_vm *vm,
+                             struct hs_name_cache *c, uint64_t nm, uint64_t method, int32_t cid,
+                             struct nm_data *d, uint8_t **tofree)
+{
+    struct nmc **pp = NULL, *e = NULL;
+    uint8_t *pcs = NULL;
+
+    *tofree = NULL;
+    if (c) {
+        for (pp = &c->nb[meth_bucket(nm)]; (e = *pp); pp = &e->next) {
+            if (e->nm == nm)
+                break;
+        }
+        if (e && e->method == method && e->compile_id == cid) {
+            *d = e->d;
+            return e->pcs;
+        }
+        if (e)
+            nmc_drop(c, pp);
+    }
+    if (!nm_data(m, vm, nm, d) || d->n <= 0 || d->n > HS_MAX_PCDESCS ||
+        !(pcs = malloc((size_t)d->n * vm->pc_size)) ||
+        rd(m, d->pcs, pcs, (size_t)d->n * vm->pc_size)) {
+        free(pcs);
+        return NULL;
+    }
+    if (!c || vm->pc_size != HS_PCDESC_BYTES || d->n > HS_CACHE_PCDESCS_MAX ||
+        !(e = calloc(1, sizeof(*e)))) {
+        *tofree = pcs;
+        return pcs;
+    }
+    if (c->nn >= HS_CACHE_NM_MAX) {
+        for (unsigned i = 0; i < HS_CACHE_BUCKETS; i++) {
+            while (c->nb[i])
+                nmc_drop(c, &c->nb[i]);
+        }
+    }
+    e->nm = nm;
+    e->method = method;
+    e->compile_id = cid;
+    e->d = *d;
+    e->pcs = pcs;
+    pp = &c->nb[meth_bucket(nm)];
+    e->next = *pp;
+    *pp = e;
+    c->nn++;
+    c->bytes += sizeof(*e) + (size_t)d->n * HS_PCDESC_BYTES;
+    return pcs;
+}
+
 /* The scopes at pc offset pc_off of the nmethod at nm: (Method*, bci)
  * pairs, innermost first, into methods/bcis. Returns how many, 0 when the
  * nmethod has none there (its own method is shown), -1 when it is not the
  * nmethod the sample saw (tag: its Method*'s bits). */
-static int scopes(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm, uint32_t pc_off,
-                  uint16_t tag, uint64_t *methods, int32_t *bcis, uint64_t *own)
+static int scopes(const struct hs_mem *m, const struct hs_vm *vm, struct hs_name_cache *c,
+                  uint64_t nm, uint32_t pc_off, uint16_t tag, uint64_t *methods, int32_t *bcis,
+                  uint64_t *own)
 {
     uint64_t method;
     struct nm_data d;
-    int32_t n, lo, hi, decode = 0;
-    uint8_t *pcs = NULL;
+    int32_t n, lo, hi, decode = 0, cid = -1;
+    const uint8_t *pcs;
+    uint8_t *tofree;
 
-    if (rd(m, nm + vm->cm_method, &method, 8) || (uint16_t)(method >> 3) != tag)
+    if (rd(m, nm + vm->cm_method, &method, 8) || (uint16_t)(method >> 3) != tag ||
+        rd(m, nm + vm->nm_compile_id, &cid, 4))
         return -1;
     *own = method;
-    if (!nm_data(m, vm, nm, &d))
+    if (!(pcs = nm_pcs(m, vm, c, nm, method, cid, &d, &tofree)))
         return 0;
     n = d.n;
-    if (n <= 0 || n > HS_MAX_PCDESCS || !(pcs = malloc((size_t)n * vm->pc_size)) ||
-        rd(m, d.pcs, pcs, (size_t)n * vm->pc_size)) {
-        free(pcs);
-        return 0;
-    }
     /* The first PcDesc at or after the pc: a return address has its own,
      * any other pc is taken at the next one (they are sorted). */
     lo = 0;
@@ -473,7 +554,7 @@ static int scopes(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm, u
     }
     if (lo < n)
         memcpy(&decode, pcs + (size_t)lo * vm->pc_size + vm->pc_scope, 4);
-    free(pcs);
+    free(tofree);
     int k = 0;
     while (decode > 0 && k < HS_NAME_MAX_DEPTH) {
         uint8_t s[16];
@@ -512,7 +593,7 @@ struct hs_name *hs_name__read(const struct hs_mem *m, const struct hs_vm *vm,
             return NULL;
         break;
     case CX_HS_COMPILED:
-        n = scopes(m, vm, addr, CX_HS_PC_OFF(aux), tag, methods, bcis, &own);
+        n = scopes(m, vm, c, addr, CX_HS_PC_OFF(aux), tag, methods, bcis, &own);
         if (n < 0) {
             *why = "compiled method freed";
             return NULL;

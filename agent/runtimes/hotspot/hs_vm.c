@@ -137,6 +137,7 @@ enum {
     F_BLOB_MUTABLE_SIZE,
     F_NM_IMMUTABLE,
     F_NM_SCOPES_DATA,
+    F_NM_COMPILE_ID,
     F__N,
 };
 
@@ -186,6 +187,7 @@ static void wants_init(struct want *w)
         [F_BLOB_MUTABLE_SIZE] = {"CodeBlob", "_mutable_data_size", W_OFF, .opt = true},
         [F_NM_IMMUTABLE] = {"nmethod", "_immutable_data", W_OFF, .opt = true},
         [F_NM_SCOPES_DATA] = {"nmethod", "_scopes_data_offset", W_OFF, .opt = true},
+        [F_NM_COMPILE_ID] = {"nmethod", "_compile_id", W_OFF},
         [F_PC_PC] = {"PcDesc", "_pc_offset", W_OFF},
         [F_PC_SCOPE] = {"PcDesc", "_scope_decode_offset", W_OFF},
         /* a u2 until JDK 20, a u4 in ConstMethodFlags from 21 */
@@ -517,6 +519,7 @@ static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t
     out->blob_mutable_size = (uint32_t)w[F_BLOB_MUTABLE_SIZE].val;
     out->nm_immutable = (uint32_t)w[F_NM_IMMUTABLE].val;
     out->nm_scopes_data = (uint32_t)w[F_NM_SCOPES_DATA].val;
+    out->nm_compile_id = (uint32_t)w[F_NM_COMPILE_ID].val;
     out->bpf.flags = (__u16)((out->data_outside ? CX_HS_CODE_OFFSET : 0) |
                              (complete_w == 2 ? CX_HS_COMPLETE16 : 0));
     out->pc_pc = (uint32_t)w[F_PC_PC].val;

@@ -89,6 +89,7 @@ struct hs_vm {
     uint32_t cm_scopes; /* CompiledMethod::_scopes_data_begin */
     /* nmethod::_metadata_offset, _scopes_pcs_offset, _dependencies_offset */
     uint32_t nm_metadata, nm_pcs, nm_deps;
+    uint32_t nm_compile_id;            /* nmethod::_compile_id */
     uint32_t pc_size, pc_pc, pc_scope; /* sizeof(PcDesc), _pc_offset, _scope_decode_offset */
     /* Line numbers: the compressed table after the bytecodes. */
     uint32_t const_size;             /* sizeof(ConstMethod): the bytecodes follow */
