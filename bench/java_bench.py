@@ -8,14 +8,15 @@ side, each recorded by its own `record --pid` at the same time (which
 starts first alternates). Per pair: BPF ns per sample (the sampler's run
 time over the samples of its process, as bench/py_bench.py counts it),
 frames per sample, and the agent's CPU per sample while both ran.
+With --base-agent, a third JVM with no flag recorded at the same time by
+that agent binary (another build: the namer before a change).
 
-    python3 bench/java_bench.py [--seconds 10] [--pairs 3]
+    python3 bench/java_bench.py [--seconds 10] [--pairs 3] [--base-agent PATH]
 """
 import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,25 +25,37 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run import bpf_prog_stats, proc_cpu  # noqa: E402  (bench/run.py)
-from cfi_bench import agent_start  # noqa: E402
+import cfi_bench  # noqa: E402
 from pprof_read import traces  # noqa: E402
 import java_tests  # noqa: E402
 
 
-def pair(seconds, walk_first, tmp):
+def agent_start(agent, pid, seconds, out):
+    saved = cfi_bench.AGENT
+    cfi_bench.AGENT = agent
+    try:
+        return cfi_bench.agent_start(pid, seconds, "cfi", out)
+    finally:
+        cfi_bench.AGENT = saved
+
+
+def pair(seconds, walk_first, tmp, base_agent=None):
     span = seconds + 12
     jw = java_tests.start_java(tmp, [], span)
     jp = java_tests.start_java(tmp, ["-XX:+PreserveFramePointer"], span,
                                env=java_tests.WALK_OFF)
+    jb = java_tests.start_java(tmp, [], span) if base_agent else None
     try:
         time.sleep(4)  # compiled; the perf-map JVM old enough to be asked for its map
-        order = [("walk", jw.pid), ("perfmap", jp.pid)]
+        order = [("walk", jw.pid, cfi_bench.AGENT), ("perfmap", jp.pid, cfi_bench.AGENT)]
+        if jb:
+            order.append(("base", jb.pid, base_agent))
         if not walk_first:
             order.reverse()
         runs = {}
-        for name, pid in order:
+        for name, pid, agent in order:
             out = os.path.join(tmp, f"{name}.pb.gz")
-            a, prog, t = agent_start(pid, seconds, "cfi", out)
+            a, prog, t = agent_start(agent, pid, seconds, out)
             runs[name] = {"proc": a, "prog": prog, "start": t, "out": out}
         first = min(r["start"] for r in runs.values())
         last = max(r["start"] for r in runs.values())
@@ -67,14 +80,16 @@ def pair(seconds, walk_first, tmp):
                       "samples": samples}
         return res
     finally:
-        for w in (jw, jp):
-            java_tests.stop_java(w)
+        for w in (jw, jp, jb):
+            if w:
+                java_tests.stop_java(w)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--base-agent", help="another agent binary, recording a third JVM")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root")
@@ -86,7 +101,7 @@ def main():
     try:
         with tempfile.TemporaryDirectory(prefix="cx-java-bench-") as tmp:
             for i in range(args.pairs):
-                r = pair(args.seconds, i % 2 == 0, tmp)
+                r = pair(args.seconds, i % 2 == 0, tmp, args.base_agent)
                 rs.append(r)
                 print(f"pair {i + 1}: {r}", file=sys.stderr, flush=True)
     finally:
@@ -99,13 +114,23 @@ def main():
     print("| JitSplit, side by side | BPF µs per sample | frames per sample | agent CPU µs per "
           "sample |")
     print("|---|---|---|---|")
-    for k, label in (("walk", "no flag: Java frames walked from VMStructs"),
-                     ("perfmap", "-XX:+PreserveFramePointer, walk off: perf map")):
+    rows = [("walk", "no flag: Java frames walked from VMStructs"),
+            ("perfmap", "-XX:+PreserveFramePointer, walk off: perf map")]
+    if args.base_agent:
+        rows.append(("base", f"no flag, agent {os.path.basename(args.base_agent)}"))
+    for k, label in rows:
         print(f"| {label} | {med([r[k]['bpf_ns'] for r in rs]) / 1e3:.2f} | "
               f"{med([r[k]['frames'] for r in rs]):.1f} | "
               f"{med([r[k]['cpu_us'] for r in rs]):.1f} |")
     print(f"\nBPF time walked / perf-map path: {med(ratios):.2f} (median of {len(rs)} pairs; "
           f"{min(ratios):.2f}-{max(ratios):.2f})")
+    cpu = [r["walk"]["cpu_us"] / max(r["perfmap"]["cpu_us"], 1e-9) for r in rs]
+    print(f"agent CPU walked / perf-map path: {med(cpu):.2f} (pairs {min(cpu):.2f}-"
+          f"{max(cpu):.2f})")
+    if args.base_agent:
+        base = [r["walk"]["cpu_us"] / max(r["base"]["cpu_us"], 1e-9) for r in rs]
+        print(f"agent CPU walked / {os.path.basename(args.base_agent)}: {med(base):.2f} "
+              f"(pairs {min(base):.2f}-{max(base):.2f})")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ static __always_inline __u64 hs_u64(const __u8 *buf, __u32 off)
     return *(const __u64 *)(buf + (off & (CX_HS_BLOCK_READ - 8)));
 }
 
+static __always_inline __s16 hs_s16(const __u8 *buf, __u32 off)
+{
+    return *(const __s16 *)(buf + (off & (CX_HS_BLOCK_READ - 2)));
+}
+
 static __always_inline __s32 hs_s32(const __u8 *buf, __u32 off)
 {
     return *(const __s32 *)(buf + (off & (CX_HS_BLOCK_READ - 4)));
@@ -80,8 +85,11 @@ __noinline int cx_hs_frame(__u64 pc, __u32 exact)
         return 0;
     st->hs_pc = pc;
     st->hs_frame_size = hs_s32(st->hs_buf, st->hsp.frame_size);
-    st->hs_complete = hs_s32(st->hs_buf, st->hsp.frame_complete);
-    st->hs_code_begin = hs_u64(st->hs_buf, st->hsp.code_begin);
+    st->hs_complete = st->hsp.flags & CX_HS_COMPLETE16 ? hs_s16(st->hs_buf, st->hsp.frame_complete)
+                                                       : hs_s32(st->hs_buf, st->hsp.frame_complete);
+    st->hs_code_begin = st->hsp.flags & CX_HS_CODE_OFFSET
+                            ? block + st->hsp.blob + (__s64)hs_s32(st->hs_buf, st->hsp.code_begin)
+                            : hs_u64(st->hs_buf, st->hsp.code_begin);
     if (at >= st->hsp.interp_start && at < st->hsp.interp_end) {
         __u64 slots[(CX_HS_INTERP_METHOD_OFF - CX_HS_INTERP_BCP_OFF) / 8 + 1];
         if (bpf_probe_read_user(slots, sizeof(slots), (void *)(st->fp + CX_HS_INTERP_BCP_OFF)) ||

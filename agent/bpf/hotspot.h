@@ -55,6 +55,11 @@ enum cx_hs_frame_type {
 #define CX_HS_PC_OFF(aux) ((aux) >> 4)
 #define CX_HS_PC_OFF_MAX ((1u << 28) - 1)
 
+/* cx_hs_proc.flags: JDK 25's CodeBlob has its code at an int offset from
+ * itself (not a pointer), and _frame_complete_offset an int16_t. */
+#define CX_HS_CODE_OFFSET 1
+#define CX_HS_COMPLETE16 2
+
 struct cx_hs_heap {
     __u64 start, end; /* the heap's reserved range */
     __u64 segmap;     /* its segment map */
@@ -72,10 +77,11 @@ struct cx_hs_proc {
     __u16 used;           /* HeapBlock::Header::_used (a byte) */
     __u16 frame_size;     /* CodeBlob::_frame_size (int, words) */
     __u16 frame_complete; /* CodeBlob::_frame_complete_offset (int) */
-    __u16 code_begin;     /* CodeBlob::_code_begin */
+    __u16 code_begin;     /* CodeBlob::_code_begin (JDK 25: _code_offset) */
     __u16 name;           /* CodeBlob::_name */
-    __u16 method;         /* CompiledMethod::_method */
-    __u16 pad[3];
+    __u16 method;         /* CompiledMethod::_method (JDK 25: nmethod::_method) */
+    __u16 flags;          /* CX_HS_CODE_OFFSET, CX_HS_COMPLETE16 */
+    __u16 pad[2];
     struct cx_hs_heap heap[CX_HS_MAX_HEAPS];
 };
 

@@ -2,6 +2,8 @@
 agent/runtimes/jit/): Debian's openjdk-17 running tests/workloads/JitSplit.java
 (compiled with javac at test time), whose hotA takes twice the CPU of hotB,
 each under its own caller (callA, callB), all under JitSplit.main.
+OpenJDK 21 (trixie's) and 25 to 28 (unstable's) run the same classes in
+Debian roots made by mmdebstrap (debian_root.py) under chroot.
 
 With no flag the agent walks the JVM's Java frames in BPF from its VMStructs
 and names them from its metadata; CODEXRAY_JAVA_WALK=off in a JVM's
@@ -9,9 +11,11 @@ environment leaves it to the perf-map path (-XX:+PreserveFramePointer, the
 map written by the JVM when the agent asks)."""
 import os
 import re
+import shutil
 import subprocess
 import time
 
+import debian_root
 from pprof_read import traces
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -38,14 +42,45 @@ def record(tmp, *args, timeout=120):
     return out, p.stderr
 
 
-def start_java(tmp, flags, seconds, env=None):
+# The roots of other JDKs: (label, cache name, suite, packages, java
+# homes by major version). Kept with the other tests' roots.
+ROOTS_CACHE = "/var/cache/codexray-roots"
+ROOTS = [("trixie", "trixie-java", "trixie", ["openjdk-21-jre-headless"], [21]),
+         ("unstable", "sid-java", "unstable",
+          [f"openjdk-{v}-jre-headless" for v in (25, 26, 27, 28)], [25, 26, 27, 28])]
+# Releases the walk knows (hs_vm.c); the others in the roots are refused.
+WALKED = [21, 25, 26, 27]
+
+
+def classes_dir(tmp, workload):
+    """tests/workloads/<workload>.java compiled by the host's javac 17 (its
+    class files run on every later JVM)."""
     classes = os.path.join(tmp, "classes")
-    if not os.path.exists(os.path.join(classes, "JitSplit.class")):
+    if not os.path.exists(os.path.join(classes, workload + ".class")):
         subprocess.run([os.path.join(JAVA_HOME, "bin", "javac"), "-d", classes,
-                        os.path.join(ROOT, "tests", "workloads", "JitSplit.java")], check=True,
+                        os.path.join(ROOT, "tests", "workloads", workload + ".java")], check=True,
                        timeout=120)
-    return subprocess.Popen([os.path.join(JAVA_HOME, "bin", "java"), *flags, "-cp", classes,
-                             "JitSplit", str(seconds)], cwd=tmp, stdout=subprocess.PIPE, text=True,
+    return classes
+
+
+def start_java(tmp, flags, seconds, env=None, root=None, major=17, workload="JitSplit"):
+    """The workload under the host's JDK 17, or under JDK `major` in the
+    Debian root `root`: chroot, in a mount namespace of its own with a
+    /proc (the launcher finds libjli through /proc/self/exe); the classes
+    copied to the same path inside. The pid is the JVM's (each execs)."""
+    classes = classes_dir(tmp, workload)
+    cmd = [*flags, "-cp", classes, workload, str(seconds)]
+    if not root:
+        return subprocess.Popen([os.path.join(JAVA_HOME, "bin", "java"), *cmd], cwd=tmp,
+                                stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, **(env or {})})
+    inside = os.path.join(root, classes.lstrip("/"))
+    shutil.rmtree(inside, ignore_errors=True)
+    shutil.copytree(classes, inside)
+    java = f"/usr/lib/jvm/java-{major}-openjdk-amd64/bin/java"
+    return subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                             'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"', root, java,
+                             *cmd], cwd=tmp, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
 
 
@@ -77,19 +112,27 @@ def test_java_no_flags(tmp):
     of those samples whole down to JitSplit.main and the launcher's
     JavaMain; hotA and hotB named under their callers (inlined there by C2,
     or frames of their own) in most of them, with their source lines."""
-    w = start_java(tmp, [], 14)
+    check_no_flags(tmp, "17", None, 17)
+
+
+def check_no_flags(tmp, label, root, major):
+    """test_java_no_flags's checks on JDK `major` (in `root`, or the
+    host's)."""
+    w = start_java(tmp, [], 14, root=root, major=major)
     try:
         time.sleep(3)  # compiled by C2 by then
         out, log = record(tmp, "--duration", 6, "--pid", w.pid, "--log-level", "debug")
     finally:
         stop_java(w)
-    walked = [l for l in log.splitlines() if f"hotspot: pid={w.pid}: HotSpot 17." in l]
-    check(walked and "Java frames walked" in walked[0], f"not walked: {log[-2000:]}")
-    print(f"    {walked[0].split('info  ')[-1]}")
+    walked = [l for l in log.splitlines() if f"hotspot: pid={w.pid}: HotSpot {major}." in l]
+    check(walked and "Java frames walked" in walked[0], f"{label}: not walked: {log[-2000:]}")
+    print(f"    {label}: {walked[0].split('info  ')[-1]}")
     perfmap = [l for l in log.splitlines() if f"perfmap: pid={w.pid} " in l]
-    check(not perfmap, f"the perf-map path for a walked JVM: {perfmap}")
-    check(not os.path.exists(f"/tmp/perf-{w.pid}.map") or
-          os.stat(f"/tmp/perf-{w.pid}.map").st_mtime < time.time() - 60, "a perf map was written")
+    check(not perfmap, f"{label}: the perf-map path for a walked JVM: {perfmap}")
+    for d in ["/tmp"] + ([os.path.join(root, "tmp")] if root else []):
+        pm = os.path.join(d, f"perf-{w.pid}.map")
+        check(not os.path.exists(pm) or os.stat(pm).st_mtime < time.time() - 60,
+              f"{label}: a perf map was written")
     ts = traces(out, lines=True)
     under = {"JitSplit.callA": 0, "JitSplit.callB": 0}
     named = {k: 0 for k in JAVA_SPLIT}
@@ -113,22 +156,98 @@ def test_java_no_flags(tmp):
             want = 11 if hot.endswith("hotA") else 17
             lines_ok += t.count if any(l[0] == hot and l[2] in (want, 0) for l in t.locs) else 0
     hot_total = sum(under.values())
-    check(hot_total >= 0.7 * total, f"only {hot_total}/{total} samples under callA/callB")
+    check(hot_total >= 0.7 * total, f"{label}: only {hot_total}/{total} samples under callA/callB")
     share = under["JitSplit.callA"] / hot_total
-    print(f"    {hot_total}/{total} samples under callA or callB; callA's share {share:.3f} "
-          f"(want 0.667); {whole}/{hot_total} whole to JitSplit.main and JavaMain; hotA named "
-          f"in {named['JitSplit.hotA']}/{under['JitSplit.callA']}, hotB in "
+    print(f"    {label}: {hot_total}/{total} samples under callA or callB; callA's share "
+          f"{share:.3f} (want 0.667); {whole}/{hot_total} whole to JitSplit.main and JavaMain; "
+          f"hotA named in {named['JitSplit.hotA']}/{under['JitSplit.callA']}, hotB in "
           f"{named['JitSplit.hotB']}/{under['JitSplit.callB']}; {unreadable} with an unnamed "
           f"Java frame")
-    check(abs(share - 2 / 3) <= 0.05, f"callA's share {share:.3f}, want 0.667 +- 0.05")
-    check(whole == hot_total, f"only {whole}/{hot_total} whole to main")
+    check(abs(share - 2 / 3) <= 0.05, f"{label}: callA's share {share:.3f}, want 0.667 +- 0.05")
+    check(whole == hot_total, f"{label}: only {whole}/{hot_total} whole to main")
     # A pc between two of the nmethod's PcDescs takes the next one's scope
     # (HotSpot's own rule): without -XX:+DebugNonSafepoints part of hotA's
     # inlined loop shows as callA's (measured 59 % to 79 % named).
     for hot, caller in JAVA_CALLER.items():
-        check(named[hot] >= 0.3 * under[caller], f"{hot} named in {named[hot]}/{under[caller]}")
-    check(lines_ok == sum(named.values()), f"hot lines: {lines_ok}/{sum(named.values())}")
-    check(unreadable <= 0.01 * total, f"{unreadable}/{total} samples with unnamed Java frames")
+        check(named[hot] >= 0.3 * under[caller],
+              f"{label}: {hot} named in {named[hot]}/{under[caller]}")
+    check(lines_ok == sum(named.values()),
+          f"{label}: hot lines: {lines_ok}/{sum(named.values())}")
+    check(unreadable <= 0.01 * total,
+          f"{label}: {unreadable}/{total} samples with unnamed Java frames")
+
+
+def java_roots():
+    """[(label, root, major)] of the JDKs in the roots, or raises Failure;
+    (None, why) when no root can be made here (no mmdebstrap or mirror)."""
+    out = []
+    for name, cache_name, suite, pkgs, majors in ROOTS:
+        try:
+            root, why = debian_root.root(ROOTS_CACHE, cache_name, suite, pkgs)
+        except debian_root.RootError as e:
+            raise Failure(str(e))
+        if not root:
+            return None, why
+        for v in majors:
+            java = os.path.join(root, f"usr/lib/jvm/java-{v}-openjdk-amd64/bin/java")
+            check(os.access(java, os.X_OK), f"no {java} in the {name} root")
+            out.append((f"{name}-jdk{v}", root, v))
+    return out, None
+
+
+def test_java_versions_no_flags(tmp):
+    """OpenJDK 21 (Debian 13) and 25, 26 and 27 (Debian unstable) in their
+    roots, with no flag: test_java_no_flags's checks (the split within 5
+    points, every hot sample whole to JitSplit.main and JavaMain, hotA and
+    hotB named inline with their lines), and JavaFib's tiny calls whole.
+    21 moved ConstMethod's flags into ConstMethodFlags (a u4); 25 reshaped
+    CodeBlob (offsets for pointers, a 16-bit _frame_complete_offset) and
+    moved an nmethod's metadata and debug information out of the code
+    cache; before that 21 was refused as a ConstMethod without _flags, 25
+    to 27 as CodeBlob without _code_begin."""
+    roots, why = java_roots()
+    if roots is None:
+        print(f"    SKIPPED: the Debian roots cannot be made: {why}")
+        return
+    failures = []
+    for label, root, v in roots:
+        if v not in WALKED:
+            continue
+        try:
+            check_no_flags(tmp, label, root, v)
+            check_fib(tmp, label, root, v)
+        except Failure as e:
+            print(f"    {label}: FAIL: {e}")
+            failures.append(f"{label}: {e}")
+    check(not failures, " | ".join(failures))
+
+
+def test_java_unknown_release_refused(tmp):
+    """A HotSpot release the walk does not know (unstable's OpenJDK 28, an
+    early-access build whose CodeBlob moved again): refused once with the
+    release, the reason and the flag that still works, never walked; its
+    samples still counted."""
+    roots, why = java_roots()
+    if roots is None:
+        print(f"    SKIPPED: the Debian roots cannot be made: {why}")
+        return
+    unknown = [r for r in roots if r[2] not in WALKED]
+    check(unknown, "no release the walk does not know in the roots")
+    for label, root, v in unknown:
+        w = start_java(tmp, [], 8, root=root, major=v)
+        try:
+            time.sleep(1)
+            out, log = record(tmp, "--duration", 3, "--pid", w.pid)
+        finally:
+            stop_java(w)
+        lines = [l for l in log.splitlines() if f"hotspot: pid={w.pid}: " in l]
+        print(f"    {label}: {lines[:1]}")
+        check(len(lines) == 1 and re.search(rf"HotSpot {v}[.+-]", lines[0]) and
+              "a release the walk does not know" in lines[0] and
+              "-XX:+PreserveFramePointer" in lines[0], f"{label}: refusal lines: {lines}")
+        check(not any("Java frames walked" in l for l in lines), f"{label}: walked")
+        total = sum(t.count for t in traces(out))
+        check(total >= 50, f"{label}: only {total} samples")
 
 
 def test_java_perf_map(tmp):
@@ -225,12 +344,11 @@ def test_java_tiny_calls_whole(tmp):
     caught in a compiled frame's prologue or epilogue (the return poll, pop
     rbp, ret) step from sp: its samples whole to JavaFib.main (measured
     790/790; 580/787 before the epilogue was read)."""
-    classes = os.path.join(tmp, "fib")
-    subprocess.run([os.path.join(JAVA_HOME, "bin", "javac"), "-d", classes,
-                    os.path.join(ROOT, "tests", "workloads", "JavaFib.java")], check=True,
-                   timeout=120)
-    w = subprocess.Popen([os.path.join(JAVA_HOME, "bin", "java"), "-cp", classes, "JavaFib", "12"],
-                         cwd=tmp, stdout=subprocess.PIPE, text=True)
+    check_fib(tmp, "17", None, 17)
+
+
+def check_fib(tmp, label, root, major):
+    w = start_java(tmp, [], 12, root=root, major=major, workload="JavaFib")
     try:
         time.sleep(3)
         out, log = record(tmp, "--duration", 5, "--pid", w.pid)
@@ -242,10 +360,11 @@ def test_java_tiny_calls_whole(tmp):
         if fns and fns[0] == "JavaFib.fib":
             fib += t.count
             whole += t.count if "JavaFib.main" in fns and "JavaMain" in fns else 0
-    print(f"    {whole}/{fib} samples in JavaFib.fib whole to JavaFib.main")
-    check(fib >= 100, f"only {fib} samples in fib: {log[-1000:]}")
-    check(whole >= 0.98 * fib, f"{whole}/{fib} whole")
+    print(f"    {label}: {whole}/{fib} samples in JavaFib.fib whole to JavaFib.main")
+    check(fib >= 100, f"{label}: only {fib} samples in fib: {log[-1000:]}")
+    check(whole >= 0.98 * fib, f"{label}: {whole}/{fib} whole")
 
 
-TESTS = [test_java_no_flags, test_java_tiny_calls_whole, test_java_started_after_agent, test_java_perf_map,
-         test_java_without_frame_pointer_hint]
+TESTS = [test_java_no_flags, test_java_tiny_calls_whole, test_java_started_after_agent,
+         test_java_perf_map, test_java_without_frame_pointer_hint, test_java_versions_no_flags,
+         test_java_unknown_release_refused]

@@ -24,10 +24,13 @@ struct image {
     uint64_t top; /* bump allocator */
 };
 
+static unsigned img_reads; /* reads made, for the cache's test */
+
 static int img_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
     struct image *im = ctx;
 
+    img_reads++;
     if (addr < BASE || addr + len > BASE + SIZE || addr + len < addr)
         return -EFAULT;
     memcpy(buf, im->mem + (addr - BASE), len);
@@ -86,6 +89,34 @@ struct fld {
     uint64_t val; /* offset, or the static's address (filled later) */
 };
 
+/* JDK 25's fields where they differ from 17's (renamed, moved, retyped,
+ * new: to of NULL means 17 has none), with their C types. */
+struct fld25 {
+    const char *type, *field; /* 17's */
+    const char *to_type, *to_field;
+    uint64_t val;
+    const char *ctype;
+};
+
+static const struct fld25 fields25[] = {
+    {"CodeBlob", "_name", "CodeBlob", "_name", 8, "const char*"},
+    {"CodeBlob", "_frame_size", "CodeBlob", "_frame_size", 44, "int"},
+    {"CodeBlob", "_frame_complete_offset", "CodeBlob", "_frame_complete_offset", 54, "int16_t"},
+    {"CodeBlob", "_code_begin", "CodeBlob", "_code_offset", 36, "int"},
+    {"CompiledMethod", "_method", "nmethod", "_method", 80, "Method*"},
+    {"CompiledMethod", "_scopes_data_begin", "nmethod", "_scopes_data_offset", 200, "int"},
+    {"nmethod", "_metadata_offset", "CodeBlob", "_mutable_data", 16, "address"},
+    {"nmethod", "_dependencies_offset", "CodeBlob", "_relocation_size", 28, "int"},
+    {"nmethod", "_scopes_pcs_offset", "nmethod", "_scopes_pcs_offset", 196, "int"},
+    {"ConstMethod", "_flags", "ConstMethod", "_flags._flags", 28, "u4"},
+    {"nmethod", "_compile_id", "nmethod", "_compile_id", 212, "int"},
+    {NULL, NULL, "CodeBlob", "_mutable_data_size", 48, "int"},
+    {NULL, NULL, "nmethod", "_immutable_data", 96, "address"},
+};
+#define NFIELDS25 (sizeof(fields25) / sizeof(fields25[0]))
+/* fake_init makes JDK 25's tables */
+static bool jdk25;
+
 enum { S_HEAPS, S_LOW, S_HIGH, S_INTERP, S_RELEASE };
 
 static struct fld fields[] = {
@@ -127,6 +158,7 @@ static struct fld fields[] = {
     {"nmethod", "_metadata_offset", 0, 260},
     {"nmethod", "_scopes_pcs_offset", 0, 268},
     {"nmethod", "_dependencies_offset", 0, 272},
+    {"nmethod", "_compile_id", 0, 304},
     {"PcDesc", "_pc_offset", 0, 0},
     {"PcDesc", "_scope_decode_offset", 0, 4},
     {"Unrelated", "_field", 0, 4},
@@ -173,16 +205,27 @@ static void fake_init(struct fake *f, int skip, const char *release)
     for (int k = 0; k < 5; k++)
         fields[k].val = f->statics[k] = alloc(im, 8);
     /* gHotSpotVMStructs: 48-byte entries, a NULL type name at the end. */
-    uint64_t arr = alloc(im, 48 * (NFIELDS + 1));
+    uint64_t arr = alloc(im, 48 * (NFIELDS + NFIELDS25 + 1));
     unsigned n = 0;
-    for (unsigned i = 0; i < NFIELDS; i++) {
-        if ((int)i == skip)
+    for (unsigned i = 0; i < NFIELDS + NFIELDS25; i++) {
+        struct fld fl = i < NFIELDS ? fields[i] : (struct fld){0};
+        const char *ctype = NULL;
+        for (unsigned j = 0; jdk25 && j < NFIELDS25; j++) {
+            const struct fld25 *r = &fields25[j];
+            if (i < NFIELDS
+                    ? r->type && strcmp(r->type, fl.type) == 0 && strcmp(r->field, fl.field) == 0
+                    : !r->type && j == i - NFIELDS)
+                fl = (struct fld){r->to_type, r->to_field, 0, r->val}, ctype = r->ctype;
+        }
+        if ((int)i == skip || !fl.type)
             continue;
         uint64_t e = arr + 48 * n++;
-        put64(im, e, str(im, fields[i].type));
-        put64(im, e + 8, str(im, fields[i].field));
-        put32(im, e + 24, (uint32_t)fields[i].is_static);
-        put64(im, fields[i].is_static ? e + 40 : e + 32, fields[i].val);
+        put64(im, e, str(im, fl.type));
+        put64(im, e + 8, str(im, fl.field));
+        if (ctype)
+            put64(im, e + 16, str(im, ctype));
+        put32(im, e + 24, (uint32_t)fl.is_static);
+        put64(im, fl.is_static ? e + 40 : e + 32, fl.val);
     }
     static const struct {
         const char *name;
@@ -193,12 +236,14 @@ static void fake_init(struct fake *f, int skip, const char *release)
         put64(im, tarr + 32 * i, str(im, types[i].name));
         put64(im, tarr + 32 * i + 16, types[i].size);
     }
-    static const struct {
+    const struct {
         const char *name;
         int32_t v;
     } ints[] = {{"frame::interpreter_frame_sender_sp_offset", -1},
                 {"frame::interpreter_frame_last_sp_offset", -2},
-                {"ConstMethod::_has_linenumber_table", 1},
+                {jdk25 ? "ConstMethodFlags::_misc_has_linenumber_table"
+                       : "ConstMethod::_has_linenumber_table",
+                 1},
                 {"InvocationEntryBci", -1}};
     uint64_t iarr = alloc(im, 16 * 5);
     for (unsigned i = 0; i < 4; i++) {
@@ -207,11 +252,14 @@ static void fake_init(struct fake *f, int skip, const char *release)
     }
     /* The exported symbols: each a uint64_t in memory (bias 0). */
     const uint64_t vals[HS_SYM__N] = {
-        [HS_STRUCTS] = arr,         [HS_STRUCT_TYPE_NAME] = 0, [HS_STRUCT_FIELD_NAME] = 8,
-        [HS_STRUCT_IS_STATIC] = 24, [HS_STRUCT_OFFSET] = 32,   [HS_STRUCT_ADDRESS] = 40,
-        [HS_STRUCT_STRIDE] = 48,    [HS_TYPES] = tarr,         [HS_TYPE_TYPE_NAME] = 0,
-        [HS_TYPE_SIZE] = 16,        [HS_TYPE_STRIDE] = 32,     [HS_INTS] = iarr,
-        [HS_INT_NAME] = 0,          [HS_INT_VALUE] = 8,        [HS_INT_STRIDE] = 16,
+        [HS_STRUCTS] = arr,         [HS_STRUCT_TYPE_NAME] = 0,
+        [HS_STRUCT_FIELD_NAME] = 8, [HS_STRUCT_TYPE_STRING] = 16,
+        [HS_STRUCT_IS_STATIC] = 24, [HS_STRUCT_OFFSET] = 32,
+        [HS_STRUCT_ADDRESS] = 40,   [HS_STRUCT_STRIDE] = 48,
+        [HS_TYPES] = tarr,          [HS_TYPE_TYPE_NAME] = 0,
+        [HS_TYPE_SIZE] = 16,        [HS_TYPE_STRIDE] = 32,
+        [HS_INTS] = iarr,           [HS_INT_NAME] = 0,
+        [HS_INT_VALUE] = 8,         [HS_INT_STRIDE] = 16,
     };
     for (int k = 0; k < HS_SYM__N; k++) {
         f->syms.addr[k] = alloc(im, 8);
@@ -359,7 +407,7 @@ static void test_names(void **state)
     uint64_t cm;
     memcpy(&cm, f.im.mem + (ma + 8 - BASE), 8);
     uint32_t aux = CX_HS_INTERPRETED | (uint32_t)((cm + 48 + 41) & CX_HS_PC_OFF_MAX) << 4;
-    struct hs_name *n = hs_name__read(&m, &vm, ma, aux, 0, &why);
+    struct hs_name *n = hs_name__read(&m, &vm, NULL, ma, aux, 0, &why);
     assert_non_null(n);
     assert_int_equal(n->n, 1);
     assert_string_equal(n->lines[0].function, "com.example.Outer.run");
@@ -367,7 +415,7 @@ static void test_names(void **state)
     assert_int_equal(n->lines[0].line, 300);
     rt_obj__put(&n->obj);
     aux = CX_HS_INTERPRETED | (uint32_t)((cm + 48 + 6) & CX_HS_PC_OFF_MAX) << 4;
-    n = hs_name__read(&m, &vm, ma, aux, 0, &why);
+    n = hs_name__read(&m, &vm, NULL, ma, aux, 0, &why);
     assert_int_equal(n->lines[0].line, 12);
     rt_obj__put(&n->obj);
 
@@ -398,7 +446,7 @@ static void test_names(void **state)
     k += u5(sc + k, 41 + 1); /* bci 41 */
     put(&f.im, nm + 616, sc, sizeof(sc));
     uint16_t tag = (uint16_t)(ma >> 3);
-    n = hs_name__read(&m, &vm, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
+    n = hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
     assert_non_null(n);
     assert_int_equal(n->n, 2);
     assert_string_equal(n->lines[0].function, "com.example.Inner.hot");
@@ -407,18 +455,165 @@ static void test_names(void **state)
     assert_int_equal(n->lines[1].line, 300);
     rt_obj__put(&n->obj);
     /* At the PcDesc without scope: the nmethod's own method. */
-    n = hs_name__read(&m, &vm, nm, CX_HS_COMPILED | 0x10 << 4, tag, &why);
+    n = hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x10 << 4, tag, &why);
     assert_int_equal(n->n, 1);
     assert_string_equal(n->lines[0].function, "com.example.Outer.run");
     rt_obj__put(&n->obj);
     /* Reused for another method since the sample: refused. */
-    assert_null(hs_name__read(&m, &vm, nm, CX_HS_COMPILED | 0x30 << 4, tag ^ 1, &why));
+    assert_null(hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x30 << 4, tag ^ 1, &why));
     assert_string_equal(why, "compiled method freed");
     /* A stub, by its blob's name. */
     put64(&f.im, nm + 96, str(&f.im, "StubRoutines (1)"));
-    n = hs_name__read(&m, &vm, nm, CX_HS_STUB, 0, &why);
+    n = hs_name__read(&m, &vm, NULL, nm, CX_HS_STUB, 0, &why);
     assert_string_equal(n->lines[0].function, "[stub] StubRoutines (1)");
     rt_obj__put(&n->obj);
+    fake_free(&f);
+}
+
+/* JDK 25's tables: a CodeBlob with offsets (_code_offset, a 16-bit
+ * _frame_complete_offset), nmethod::_method, the PcDescs and scopes in the
+ * immutable data, the metadata after the relocations in the mutable data,
+ * ConstMethod's flags a u4 of ConstMethodFlags. */
+static void test_jdk25(void **state)
+{
+    static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
+    static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
+    struct fake f;
+    struct hs_vm vm = {0};
+    struct hs_mem m;
+    char why_buf[200];
+    const char *why;
+    (void)state;
+
+    jdk25 = true;
+    fake_init(&f, -1, "25.0.5+1-Debian");
+    jdk25 = false;
+    m = (struct hs_mem){img_read, &f.im};
+    assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), 1);
+    assert_true(vm.data_outside);
+    assert_int_equal(vm.bpf.flags, CX_HS_CODE_OFFSET | CX_HS_COMPLETE16);
+    assert_int_equal(vm.bpf.code_begin, 16 + 36);
+    assert_int_equal(vm.bpf.frame_complete, 16 + 54);
+    assert_int_equal(vm.bpf.frame_size, 16 + 44);
+    assert_int_equal(vm.bpf.method, 16 + 80);
+    assert_int_equal(vm.bpf.name, 16 + 8);
+    assert_int_equal(vm.cm_flags_size, 4);
+    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
+    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+
+    /* The nmethod of test_names, its data outside. */
+    uint64_t nm = f.heap_start + 4096 + 16, imm = alloc(&f.im, 256), mut = alloc(&f.im, 64);
+    put64(&f.im, nm + 80, ma);
+    put64(&f.im, nm + 96, imm);
+    put32(&f.im, nm + 196, 8);          /* PcDescs */
+    put32(&f.im, nm + 200, 8 + 2 * 16); /* scopes, after them */
+    put64(&f.im, nm + 16, mut);
+    put32(&f.im, nm + 28, 16); /* relocations, then the metadata */
+    put32(&f.im, nm + 48, 16 + 2 * 8);
+    put64(&f.im, mut + 16, ma);
+    put64(&f.im, mut + 24, mb);
+    put32(&f.im, imm + 8, 0x10);
+    put32(&f.im, imm + 24, 0x40);
+    put32(&f.im, imm + 28, 1);
+    uint8_t sc[32] = {0};
+    size_t k = 1, outer_at = 20;
+    k += u5(sc + k, (uint32_t)outer_at);
+    k += u5(sc + k, 2);     /* Inner.hot */
+    k += u5(sc + k, 3 + 1); /* bci 3 */
+    k = outer_at;
+    k += u5(sc + k, 0);
+    k += u5(sc + k, 1);      /* Outer.run */
+    k += u5(sc + k, 41 + 1); /* bci 41 */
+    put(&f.im, imm + 40, sc, sizeof(sc));
+    uint16_t tag = (uint16_t)(ma >> 3);
+    struct hs_name *n = hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
+    assert_non_null(n);
+    assert_int_equal(n->n, 2);
+    assert_string_equal(n->lines[0].function, "com.example.Inner.hot");
+    assert_int_equal(n->lines[0].line, 8);
+    assert_string_equal(n->lines[1].function, "com.example.Outer.run");
+    assert_int_equal(n->lines[1].line, 300);
+    rt_obj__put(&n->obj);
+    assert_null(hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x30 << 4, tag ^ 1, &why));
+
+    /* With a cache: the nmethod's PcDescs kept while its compile id is the
+     * same; another pc reads no PcDesc again. */
+    struct hs_name_cache *c = hs_name_cache__new();
+    put32(&f.im, nm + 212, 7);
+    n = hs_name__read(&m, &vm, c, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
+    assert_int_equal(n->n, 2);
+    rt_obj__put(&n->obj);
+    put32(&f.im, imm + 24, 0x20); /* the PcDesc moved: not seen while kept */
+    n = hs_name__read(&m, &vm, c, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
+    assert_int_equal(n->n, 2);
+    rt_obj__put(&n->obj);
+    put32(&f.im, nm + 212, 8); /* another nmethod there: read again */
+    n = hs_name__read(&m, &vm, c, nm, CX_HS_COMPILED | 0x18 << 4, tag, &why);
+    assert_int_equal(n->n, 2);
+    assert_string_equal(n->lines[0].function, "com.example.Inner.hot");
+    rt_obj__put(&n->obj);
+    hs_name_cache__free(c);
+    fake_free(&f);
+
+    /* JDK 25's tables with a 17 release, or a release after 27: refused. */
+    jdk25 = true;
+    fake_init(&f, -1, "28-ea");
+    jdk25 = false;
+    m = (struct hs_mem){img_read, &f.im};
+    memset(&vm, 0, sizeof(vm));
+    assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), -1);
+    assert_non_null(strstr(why_buf, "a release the walk does not know"));
+    fake_free(&f);
+}
+
+/* The method cache: a method's second frame (another bytecode) reads one
+ * word; a Method whose ConstMethod changed (freed, its memory another
+ * method's) is read again. */
+static void test_method_cache(void **state)
+{
+    static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
+    static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
+    struct fake f;
+    struct hs_vm vm = {0};
+    struct hs_mem m;
+    char why_buf[200];
+    const char *why;
+    (void)state;
+
+    fake_init(&f, -1, "21.0.9");
+    m = (struct hs_mem){img_read, &f.im};
+    assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), 1);
+    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
+    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+    uint64_t cma, cmb;
+    memcpy(&cma, f.im.mem + (ma + 8 - BASE), 8);
+    memcpy(&cmb, f.im.mem + (mb + 8 - BASE), 8);
+    struct hs_name_cache *c = hs_name_cache__new();
+    assert_non_null(c);
+    unsigned r0 = img_reads;
+    uint32_t aux = CX_HS_INTERPRETED | (uint32_t)((cma + 48 + 41) & CX_HS_PC_OFF_MAX) << 4;
+    struct hs_name *n = hs_name__read(&m, &vm, c, ma, aux, 0, &why);
+    assert_int_equal(n->lines[0].line, 300);
+    rt_obj__put(&n->obj);
+    unsigned first = img_reads - r0;
+    assert_true(hs_name_cache__bytes(c) > 0);
+    r0 = img_reads;
+    aux = CX_HS_INTERPRETED | (uint32_t)((cma + 48 + 6) & CX_HS_PC_OFF_MAX) << 4;
+    n = hs_name__read(&m, &vm, c, ma, aux, 0, &why);
+    assert_string_equal(n->lines[0].function, "com.example.Outer.run");
+    assert_int_equal(n->lines[0].line, 12);
+    rt_obj__put(&n->obj);
+    assert_int_equal(img_reads - r0, 1);
+    assert_true(first >= 10);
+    /* ma's memory now a Method of Inner.hot's ConstMethod. */
+    put64(&f.im, ma + 8, cmb);
+    aux = CX_HS_INTERPRETED | (uint32_t)((cmb + 48 + 3) & CX_HS_PC_OFF_MAX) << 4;
+    n = hs_name__read(&m, &vm, c, ma, aux, 0, &why);
+    assert_string_equal(n->lines[0].function, "com.example.Inner.hot");
+    assert_int_equal(n->lines[0].line, 8);
+    rt_obj__put(&n->obj);
+    hs_name_cache__free(c);
+    hs_name_cache__free(NULL);
     fake_free(&f);
 }
 
@@ -443,7 +638,7 @@ static void test_random_memory(void **state)
     for (int i = 0; i < 20000; i++) {
         uint64_t addr = BASE + (uint64_t)(rand() % SIZE);
         uint32_t aux = (uint32_t)rand();
-        struct hs_name *n = hs_name__read(&m, &vm, addr, aux, (uint16_t)rand(), &why);
+        struct hs_name *n = hs_name__read(&m, &vm, NULL, addr, aux, (uint16_t)rand(), &why);
         if (n) {
             assert_true(n->n >= 1 && n->n <= HS_NAME_MAX_DEPTH);
             rt_obj__put(&n->obj);
@@ -458,8 +653,8 @@ static void test_random_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vm_read),
-        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_vm_read),       cmocka_unit_test(test_names),
+        cmocka_unit_test(test_jdk25),         cmocka_unit_test(test_method_cache),
         cmocka_unit_test(test_random_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

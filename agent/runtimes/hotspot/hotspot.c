@@ -75,7 +75,9 @@ struct hs_proc {
     struct hs_vm vm;
     struct name_entry **names; /* NAME_BUCKETS chains, made on first use */
     unsigned nnames;
-    size_t name_bytes;
+    size_t name_bytes;             /* names and the cache's entries */
+    struct hs_name_cache *methods; /* made on first use */
+    size_t methods_bytes;          /* its part of name_bytes */
     struct hs_proc *next;
 };
 
@@ -144,6 +146,9 @@ static void names_clear(struct hs_tracker *t, struct hs_proc *hp)
         }
         hp->names[b] = NULL;
     }
+    hs_name_cache__free(hp->methods);
+    hp->methods = NULL;
+    hp->methods_bytes = 0;
     hp->nnames = 0;
     t->name_bytes -= hp->name_bytes;
     hp->name_bytes = 0;
@@ -330,7 +335,9 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
         e->addr = f->addr;
         e->aux = f->aux;
         e->tag = f->tag;
-        e->n = hs_name__read(&m, &hp->vm, f->addr, f->aux, f->tag, &why);
+        if (!hp->methods)
+            hp->methods = hs_name_cache__new(); /* NULL: names read without */
+        e->n = hs_name__read(&m, &hp->vm, hp->methods, f->addr, f->aux, f->tag, &why);
         if (!e->n && !why) {
             free(e);
             return -ENOMEM;
@@ -340,7 +347,9 @@ static int hs_frame(void *tp, const struct proc *p, const struct cx_frame *f,
         e->next = hp->names[b];
         hp->names[b] = e;
         hp->nnames++;
-        size_t bytes = sizeof(*e) + (e->n ? e->n->bytes : 0);
+        size_t mb = hs_name_cache__bytes(hp->methods);
+        size_t bytes = sizeof(*e) + (e->n ? e->n->bytes : 0) + mb - hp->methods_bytes;
+        hp->methods_bytes = mb;
         hp->name_bytes += bytes;
         t->name_bytes += bytes;
     }

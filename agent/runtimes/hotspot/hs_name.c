@@ -113,38 +113,25 @@ static bool read_s5(const uint8_t *buf, size_t len, size_t *at, int32_t *v)
     return true;
 }
 
-/* The line of bytecode index bci in the method whose ConstMethod is cm
- * (HotSpot's rule: the entry for bci, else the closest below it); 0 when
- * not known. */
-static int64_t line_of(const struct hs_mem *m, const struct hs_vm *vm, uint64_t cm, int32_t bci)
+/* The line of bytecode index bci in line number table t (len bytes,
+ * HotSpot's rule: the entry for bci, else the closest below it); 0 when
+ * not known. *end: the bytes the table takes, its terminator included (0
+ * when it runs past len). */
+static int64_t line_in(const uint8_t *t, size_t len, int32_t bci, size_t *end)
 {
-    uint16_t flags, code_size;
-    uint8_t *t;
-    size_t at = 0, len = 4096;
+    size_t at = 0;
     int32_t b = 0, l = 0, best_bci = 0;
     int64_t best = 0;
+    bool found = false;
 
-    if (bci < 0 || rd(m, cm + vm->cm_flags, &flags, 2) || !(flags & vm->has_lines_flag) ||
-        rd(m, cm + vm->cm_code_size, &code_size, 2) || bci >= code_size)
-        return 0;
-    uint64_t table = cm + vm->const_size + code_size;
-    /* Read in pages: the table may end near the end of a mapping. */
-    t = malloc(HS_MAX_LINE_TABLE);
-    if (!t)
-        return 0;
-    len = 4096 - (table & 4095);
-    if (rd(m, table, t, len)) {
-        free(t);
-        return 0;
-    }
+    *end = 0;
     for (;;) {
-        if (at + 11 > len && len < HS_MAX_LINE_TABLE) {
-            size_t more = HS_MAX_LINE_TABLE - len < 4096 ? HS_MAX_LINE_TABLE - len : 4096;
-            if (rd(m, table + len, t + len, more) == 0)
-                len += more;
-        }
-        if (at >= len || t[at] == 0)
+        if (at >= len)
             break;
+        if (t[at] == 0) {
+            *end = at + 1;
+            break;
+        }
         uint8_t next = t[at++];
         if (next == 0xff) {
             int32_t db, dl;
@@ -156,86 +143,403 @@ static int64_t line_of(const struct hs_mem *m, const struct hs_vm *vm, uint64_t 
             b += next >> 3;
             l += next & 7;
         }
+        if (found)
+            continue; /* on to the end, for *end */
         if (b == bci) {
             best = l;
-            break;
-        }
-        if (b < bci && b >= best_bci) {
+            found = true;
+        } else if (b < bci && b >= best_bci) {
             best_bci = b;
             best = l;
         }
     }
-    free(t);
     return best > 0 ? best : 0;
 }
 
-/* Method's class and name (and, with bci >= 0, line) into p. */
-static bool method_part(const struct hs_mem *m, const struct hs_vm *vm, uint64_t method,
-                        int32_t bci, struct part *p)
+/* The line number table of the ConstMethod at cm (code_size bytes of
+ * code), read in pages up to its end or HS_MAX_LINE_TABLE bytes: a new
+ * buffer and *len, or NULL. */
+static uint8_t *line_table(const struct hs_mem *m, const struct hs_vm *vm, uint64_t cm,
+                           uint16_t code_size, size_t *len)
 {
-    static char klass[HS_NAME_MAX_SYMBOL], name[HS_NAME_MAX_SYMBOL];
-    uint64_t cm, cp, holder, ksym;
-    uint16_t name_idx, src_idx;
-    int32_t cp_len;
+    uint64_t table = cm + vm->const_size + code_size;
+    uint8_t *t = malloc(HS_MAX_LINE_TABLE);
+    size_t end;
 
-    if (rd(m, method + vm->method_const, &cm, 8) || rd(m, cm + vm->cm_constants, &cp, 8) ||
-        rd(m, cm + vm->cm_name, &name_idx, 2) || rd(m, cp + vm->cp_length, &cp_len, 4) ||
-        rd(m, cp + vm->cp_holder, &holder, 8) || rd(m, holder + vm->klass_name, &ksym, 8))
-        return false;
+    if (!t)
+        return NULL;
+    /* The table may end near the end of a mapping. */
+    *len = 4096 - (table & 4095);
+    if (rd(m, table, t, *len)) {
+        free(t);
+        return NULL;
+    }
+    while (line_in(t, *len, INT32_MAX, &end), end == 0 && *len < HS_MAX_LINE_TABLE) {
+        size_t more = HS_MAX_LINE_TABLE - *len < 4096 ? HS_MAX_LINE_TABLE - *len : 4096;
+        if (rd(m, table + *len, t + *len, more))
+            break;
+        *len += more;
+    }
+    if (end)
+        *len = end;
+    return t;
+}
+
+/* A method's name as read once: kept per Method* while the Method still
+ * points at the same ConstMethod (a Method freed and its memory reused
+ * for another has another). */
+struct meth {
+    uint64_t method, cm;
+    uint16_t code_size;
+    bool lines;       /* it has a line number table */
+    uint8_t *table;   /* the table, when at most HS_CACHE_TABLE_MAX bytes */
+    size_t table_len; /* else read at each use */
+    char *fn, *file;
+    struct meth *next;
+};
+
+#define HS_CACHE_BUCKETS 1024
+/* Methods kept per process at most; past it the cache starts over. */
+#define HS_CACHE_MAX 8192
+#define HS_CACHE_TABLE_MAX 2048
+
+/* nmethods kept at most, and the PcDescs one may have to be kept (16
+ * bytes each: 16 KiB) */
+#define HS_CACHE_NM_MAX 2048
+#define HS_CACHE_PCDESCS_MAX 1024
+#define HS_PCDESC_BYTES 16
+
+struct nmc;
+
+struct hs_name_cache {
+    struct meth *b[HS_CACHE_BUCKETS];
+    struct nmc *nb[HS_CACHE_BUCKETS]; /* nmethods */
+    unsigned n, nn;
+    size_t bytes;
+};
+
+struct hs_name_cache *hs_name_cache__new(void)
+{
+    return calloc(1, sizeof(struct hs_name_cache));
+}
+
+static void cache_clear(struct hs_name_cache *c)
+{
+    for (unsigned i = 0; i < HS_CACHE_BUCKETS; i++) {
+        struct meth *e, *en;
+        for (e = c->b[i]; e; e = en) {
+            en = e->next;
+            free(e->table);
+            free(e);
+        }
+        c->b[i] = NULL;
+    }
+    c->n = 0;
+    c->bytes = 0;
+}
+
+static void nmc_drop(struct hs_name_cache *c, struct nmc **pp);
+
+void hs_name_cache__free(struct hs_name_cache *c)
+{
+    if (!c)
+        return;
+    cache_clear(c);
+    for (unsigned i = 0; i < HS_CACHE_BUCKETS; i++) {
+        while (c->nb[i])
+            nmc_drop(c, &c->nb[i]);
+    }
+    free(c);
+}
+
+size_t hs_name_cache__bytes(const struct hs_name_cache *c)
+{
+    return c ? c->bytes : 0;
+}
+
+static unsigned meth_bucket(uint64_t method)
+{
+    return (unsigned)((method >> 3) * 0x9E3779B97F4A7C15ull >> 40) % HS_CACHE_BUCKETS;
+}
+
+/* Method's name, class and file read from its metadata (no line): a new
+ * cache entry, not linked, or NULL. */
+static struct meth *meth_read(const struct hs_mem *m, const struct hs_vm *vm, uint64_t method,
+                              uint64_t cm)
+{
+    static char klass[HS_NAME_MAX_SYMBOL], name[HS_NAME_MAX_SYMBOL], file[HS_NAME_MAX_SYMBOL];
+    uint64_t cp, holder, ksym;
+    uint16_t name_idx, src_idx;
+    uint32_t flags = 0;
+    int32_t cp_len;
+    struct meth *e;
+
+    if (rd(m, cm + vm->cm_constants, &cp, 8) || rd(m, cm + vm->cm_name, &name_idx, 2) ||
+        rd(m, cp + vm->cp_length, &cp_len, 4) || rd(m, cp + vm->cp_holder, &holder, 8) ||
+        rd(m, holder + vm->klass_name, &ksym, 8))
+        return NULL;
     if (cp_len <= 0 || cp_len > 65536 || !cp_symbol(m, vm, cp, cp_len, name_idx, name) ||
         !symbol(m, vm, ksym, klass))
-        return false;
+        return NULL;
     /* The class as Java writes it: java/util/HashMap -> java.util.HashMap. */
     for (char *c = klass; *c; c++) {
         if (*c == '/')
             *c = '.';
     }
-    p->file[0] = '\0';
+    file[0] = '\0';
     if (rd(m, cp + vm->cp_source, &src_idx, 2) == 0 && src_idx)
-        cp_symbol(m, vm, cp, cp_len, src_idx, p->file);
-    snprintf(p->fn, sizeof(p->fn), "%s.%s", klass, name);
-    p->line = line_of(m, vm, cm, bci);
+        cp_symbol(m, vm, cp, cp_len, src_idx, file);
+    size_t lk = strlen(klass), ln = strlen(name), lf = strlen(file);
+    e = calloc(1, sizeof(*e) + lk + ln + lf + 3);
+    if (!e)
+        return NULL;
+    e->method = method;
+    e->cm = cm;
+    e->fn = (char *)(e + 1);
+    memcpy(e->fn, klass, lk);
+    e->fn[lk] = '.';
+    memcpy(e->fn + lk + 1, name, ln + 1);
+    e->file = e->fn + lk + ln + 2;
+    memcpy(e->file, file, lf + 1);
+    if (rd(m, cm + vm->cm_code_size, &e->code_size, 2) == 0 &&
+        rd(m, cm + vm->cm_flags, &flags, vm->cm_flags_size) == 0)
+        e->lines = (flags & vm->has_lines_flag) != 0;
+    if (e->lines) {
+        size_t len;
+        uint8_t *t = line_table(m, vm, cm, e->code_size, &len);
+        if (t && len <= HS_CACHE_TABLE_MAX) {
+            e->table = realloc(t, len);
+            e->table_len = len;
+            if (!e->table) {
+                e->table = t;
+            }
+        } else {
+            free(t);
+        }
+    }
+    return e;
+}
+
+/* Method's entry: from c while its ConstMethod is the same (one read of
+ * the process's memory), else read and kept; NULL when it cannot be read.
+ * Without c (NULL) the entry is the caller's to free (*own). */
+static struct meth *meth_get(const struct hs_mem *m, const struct hs_vm *vm,
+                             struct hs_name_cache *c, uint64_t method, bool *own)
+{
+    uint64_t cm;
+    struct meth **pp = NULL, *e = NULL, *ne;
+
+    *own = false;
+    if (rd(m, method + vm->method_const, &cm, 8) || !cm)
+        return NULL;
+    if (c) {
+        for (pp = &c->b[meth_bucket(method)]; (e = *pp); pp = &e->next) {
+            if (e->method == method)
+                break;
+        }
+        if (e && e->cm == cm)
+            return e;
+        if (e) {
+            /* Its Method another's now: the old entry goes. */
+            *pp = e->next;
+            c->n--;
+            c->bytes -= sizeof(*e) + strlen(e->fn) + strlen(e->file) + 3 + e->table_len;
+            free(e->table);
+            free(e);
+        }
+    }
+    ne = meth_read(m, vm, method, cm);
+    if (!ne || !c) {
+        *own = ne != NULL;
+        return ne;
+    }
+    if (c->n >= HS_CACHE_MAX)
+        cache_clear(c);
+    pp = &c->b[meth_bucket(method)];
+    ne->next = *pp;
+    *pp = ne;
+    c->n++;
+    c->bytes += sizeof(*ne) + strlen(ne->fn) + strlen(ne->file) + 3 + ne->table_len;
+    return ne;
+}
+
+/* Method's class and name (and line, of bytecode index bci, or of the
+ * interpreted frame's bcp's low 28 bits when bcp28) into p. */
+static bool method_part(const struct hs_mem *m, const struct hs_vm *vm, struct hs_name_cache *c,
+                        uint64_t method, int32_t bci, uint32_t bcp28, struct part *p)
+{
+    bool own;
+    struct meth *e = meth_get(m, vm, c, method, &own);
+
+    if (!e)
+        return false;
+    snprintf(p->fn, sizeof(p->fn), "%s", e->fn);
+    snprintf(p->file, sizeof(p->file), "%s", e->file);
+    if (bcp28) {
+        uint32_t b = (bcp28 - (uint32_t)(e->cm + vm->const_size)) & CX_HS_PC_OFF_MAX;
+        bci = b < e->code_size ? (int32_t)b : -1;
+    }
+    p->line = 0;
+    if (e->lines && bci >= 0 && bci < e->code_size) {
+        size_t end, len;
+        if (e->table) {
+            p->line = line_in(e->table, e->table_len, bci, &end);
+        } else {
+            uint8_t *t = line_table(m, vm, e->cm, e->code_size, &len);
+            if (t)
+                p->line = line_in(t, len, bci, &end);
+            free(t);
+        }
+    }
+    if (own) {
+        free(e->table);
+        free(e);
+    }
     return true;
 }
 
-/* The bytecode index of an interpreted frame's bcp (its low 28 bits), or
- * -1. */
-static int32_t interp_bci(const struct hs_mem *m, const struct hs_vm *vm, uint64_t method,
-                          uint32_t bcp28)
-{
-    uint64_t cm;
-    uint16_t code_size;
+/* Where an nmethod's debug information is: its PcDescs (n of them), its
+ * scopes data, its metadata table (nmeta entries). False when it cannot be
+ * read or is not sane. */
+struct nm_data {
+    uint64_t pcs, scopes, meta;
+    int32_t n;
+    uint64_t nmeta;
+};
 
-    if (!bcp28 || rd(m, method + vm->method_const, &cm, 8) ||
-        rd(m, cm + vm->cm_code_size, &code_size, 2))
-        return -1;
-    uint32_t bci = (bcp28 - (uint32_t)(cm + vm->const_size)) & CX_HS_PC_OFF_MAX;
-    return bci < code_size ? (int32_t)bci : -1;
+static bool nm_data(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm, struct nm_data *d)
+{
+    int32_t pcs_off, a, b;
+
+    if (rd(m, nm + vm->nm_pcs, &pcs_off, 4) || pcs_off <= 0)
+        return false;
+    if (vm->data_outside) {
+        /* JDK 25: PcDescs then scopes in the immutable data, the metadata
+         * after the relocations in the mutable data. */
+        uint64_t imm, mut;
+        int32_t scopes_off;
+        if (rd(m, nm + vm->nm_immutable, &imm, 8) ||
+            rd(m, nm + vm->nm_scopes_data, &scopes_off, 4) ||
+            rd(m, nm + vm->blob_mutable, &mut, 8) || rd(m, nm + vm->blob_reloc_size, &a, 4) ||
+            rd(m, nm + vm->blob_mutable_size, &b, 4) || !imm || !mut || scopes_off < pcs_off ||
+            a < 0 || b < a)
+            return false;
+        d->pcs = imm + (uint64_t)pcs_off;
+        d->n = (scopes_off - pcs_off) / (int32_t)vm->pc_size;
+        d->scopes = imm + (uint64_t)scopes_off;
+        d->meta = mut + (uint64_t)a;
+        d->nmeta = (uint64_t)(b - a) / 8;
+        return true;
+    }
+    /* Before: offsets from the nmethod, scopes at CompiledMethod's pointer
+     * (just after the metadata). */
+    if (rd(m, nm + vm->cm_scopes, &d->scopes, 8) || rd(m, nm + vm->nm_metadata, &a, 4) ||
+        rd(m, nm + vm->nm_deps, &b, 4) || a <= 0 || d->scopes < nm + (uint64_t)a)
+        return false;
+    d->pcs = nm + (uint64_t)pcs_off;
+    d->n = (b - pcs_off) / (int32_t)vm->pc_size;
+    d->meta = nm + (uint64_t)a;
+    d->nmeta = (d->scopes - d->meta) / 8;
+    return true;
+}
+
+/* An nmethod's debug information as read: kept by its address while its
+ * Method* and compile id are the same (an nmethod freed and another made
+ * there has another compile id). */
+struct nmc {
+    uint64_t nm, method;
+    int32_t compile_id;
+    struct nm_data d;
+    uint8_t *pcs; /* d.n PcDescs */
+    struct nmc *next;
+};
+
+static void nmc_drop(struct hs_name_cache *c, struct nmc **pp)
+{
+    struct nmc *e = *pp;
+
+    *pp = e->next;
+    c->nn--;
+    c->bytes -= sizeof(*e) + (size_t)e->d.n * HS_PCDESC_BYTES;
+    free(e->pcs);
+    free(e);
+}
+
+/* The PcDescs of the nmethod at nm (of method, compile id cid) and where
+ * its debug information is: from c when kept, else read (and kept when
+ * small enough). Returns the PcDescs (*tofree set when the caller frees
+ * them), or NULL. */
+static const uint8_t *nm_pcs(const struct hs_mem *m, const struct hs_vm *vm,
+                             struct hs_name_cache *c, uint64_t nm, uint64_t method, int32_t cid,
+                             struct nm_data *d, uint8_t **tofree)
+{
+    struct nmc **pp = NULL, *e = NULL;
+    uint8_t *pcs = NULL;
+
+    *tofree = NULL;
+    if (c) {
+        for (pp = &c->nb[meth_bucket(nm)]; (e = *pp); pp = &e->next) {
+            if (e->nm == nm)
+                break;
+        }
+        if (e && e->method == method && e->compile_id == cid) {
+            *d = e->d;
+            return e->pcs;
+        }
+        if (e)
+            nmc_drop(c, pp);
+    }
+    if (!nm_data(m, vm, nm, d) || d->n <= 0 || d->n > HS_MAX_PCDESCS ||
+        !(pcs = malloc((size_t)d->n * vm->pc_size)) ||
+        rd(m, d->pcs, pcs, (size_t)d->n * vm->pc_size)) {
+        free(pcs);
+        return NULL;
+    }
+    if (!c || vm->pc_size != HS_PCDESC_BYTES || d->n > HS_CACHE_PCDESCS_MAX ||
+        !(e = calloc(1, sizeof(*e)))) {
+        *tofree = pcs;
+        return pcs;
+    }
+    if (c->nn >= HS_CACHE_NM_MAX) {
+        for (unsigned i = 0; i < HS_CACHE_BUCKETS; i++) {
+            while (c->nb[i])
+                nmc_drop(c, &c->nb[i]);
+        }
+    }
+    e->nm = nm;
+    e->method = method;
+    e->compile_id = cid;
+    e->d = *d;
+    e->pcs = pcs;
+    pp = &c->nb[meth_bucket(nm)];
+    e->next = *pp;
+    *pp = e;
+    c->nn++;
+    c->bytes += sizeof(*e) + (size_t)d->n * HS_PCDESC_BYTES;
+    return pcs;
 }
 
 /* The scopes at pc offset pc_off of the nmethod at nm: (Method*, bci)
  * pairs, innermost first, into methods/bcis. Returns how many, 0 when the
  * nmethod has none there (its own method is shown), -1 when it is not the
  * nmethod the sample saw (tag: its Method*'s bits). */
-static int scopes(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm, uint32_t pc_off,
-                  uint16_t tag, uint64_t *methods, int32_t *bcis, uint64_t *own)
+static int scopes(const struct hs_mem *m, const struct hs_vm *vm, struct hs_name_cache *c,
+                  uint64_t nm, uint32_t pc_off, uint16_t tag, uint64_t *methods, int32_t *bcis,
+                  uint64_t *own)
 {
-    uint64_t method, scopes_begin;
-    int32_t meta_off, pcs_off, deps_off, n, lo, hi, decode = 0;
-    uint8_t *pcs = NULL;
+    uint64_t method;
+    struct nm_data d;
+    int32_t n, lo, hi, decode = 0, cid = -1;
+    const uint8_t *pcs;
+    uint8_t *tofree;
 
     if (rd(m, nm + vm->cm_method, &method, 8) || (uint16_t)(method >> 3) != tag ||
-        rd(m, nm + vm->cm_scopes, &scopes_begin, 8) || rd(m, nm + vm->nm_metadata, &meta_off, 4) ||
-        rd(m, nm + vm->nm_pcs, &pcs_off, 4) || rd(m, nm + vm->nm_deps, &deps_off, 4))
+        rd(m, nm + vm->nm_compile_id, &cid, 4))
         return -1;
     *own = method;
-    n = (deps_off - pcs_off) / (int32_t)vm->pc_size;
-    if (pcs_off <= 0 || n <= 0 || n > HS_MAX_PCDESCS || meta_off <= 0 ||
-        scopes_begin < nm + (uint64_t)meta_off || !(pcs = malloc((size_t)n * vm->pc_size)) ||
-        rd(m, nm + (uint64_t)pcs_off, pcs, (size_t)n * vm->pc_size)) {
-        free(pcs);
+    if (!(pcs = nm_pcs(m, vm, c, nm, method, cid, &d, &tofree)))
         return 0;
-    }
+    n = d.n;
     /* The first PcDesc at or after the pc: a return address has its own,
      * any other pc is taken at the next one (they are sorted). */
     lo = 0;
@@ -250,18 +554,17 @@ static int scopes(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm, u
     }
     if (lo < n)
         memcpy(&decode, pcs + (size_t)lo * vm->pc_size + vm->pc_scope, 4);
-    free(pcs);
-    uint64_t nmeta = (scopes_begin - (nm + (uint64_t)meta_off)) / 8;
+    free(tofree);
     int k = 0;
     while (decode > 0 && k < HS_NAME_MAX_DEPTH) {
         uint8_t s[16];
         size_t at = 0;
         uint32_t sender, midx, bci;
         uint64_t mp;
-        if (rd(m, scopes_begin + (uint64_t)decode, s, sizeof(s)) ||
+        if (rd(m, d.scopes + (uint64_t)decode, s, sizeof(s)) ||
             !read_u5(s, sizeof(s), &at, &sender) || !read_u5(s, sizeof(s), &at, &midx) ||
-            !read_u5(s, sizeof(s), &at, &bci) || midx == 0 || midx > nmeta ||
-            rd(m, nm + (uint64_t)meta_off + 8 * (uint64_t)(midx - 1), &mp, 8) || !mp)
+            !read_u5(s, sizeof(s), &at, &bci) || midx == 0 || midx > d.nmeta ||
+            rd(m, d.meta + 8 * (uint64_t)(midx - 1), &mp, 8) || !mp)
             break;
         methods[k] = mp;
         bcis[k] = (int32_t)bci - 1; /* InvocationEntryBci is -1 */
@@ -273,8 +576,9 @@ static int scopes(const struct hs_mem *m, const struct hs_vm *vm, uint64_t nm, u
     return k;
 }
 
-struct hs_name *hs_name__read(const struct hs_mem *m, const struct hs_vm *vm, uint64_t addr,
-                              uint32_t aux, uint16_t tag, const char **why)
+struct hs_name *hs_name__read(const struct hs_mem *m, const struct hs_vm *vm,
+                              struct hs_name_cache *c, uint64_t addr, uint32_t aux, uint16_t tag,
+                              const char **why)
 {
     static struct part parts[HS_NAME_MAX_DEPTH];
     uint64_t methods[HS_NAME_MAX_DEPTH], own = 0, p;
@@ -285,20 +589,20 @@ struct hs_name *hs_name__read(const struct hs_mem *m, const struct hs_vm *vm, ui
     switch (CX_HS_TYPE(aux)) {
     case CX_HS_INTERPRETED:
         *why = "method unreadable";
-        if (!method_part(m, vm, addr, interp_bci(m, vm, addr, CX_HS_PC_OFF(aux)), &parts[0]))
+        if (!method_part(m, vm, c, addr, -1, CX_HS_PC_OFF(aux), &parts[0]))
             return NULL;
         break;
     case CX_HS_COMPILED:
-        n = scopes(m, vm, addr, CX_HS_PC_OFF(aux), tag, methods, bcis, &own);
+        n = scopes(m, vm, c, addr, CX_HS_PC_OFF(aux), tag, methods, bcis, &own);
         if (n < 0) {
             *why = "compiled method freed";
             return NULL;
         }
         *why = "method unreadable";
         if (n == 0)
-            return method_part(m, vm, own, -1, &parts[0]) ? name_new(parts, 1) : NULL;
+            return method_part(m, vm, c, own, -1, 0, &parts[0]) ? name_new(parts, 1) : NULL;
         for (int i = 0; i < n; i++) {
-            if (!method_part(m, vm, methods[i], bcis[i], &parts[i]))
+            if (!method_part(m, vm, c, methods[i], bcis[i], 0, &parts[i]))
                 return NULL;
         }
         *why = NULL;

@@ -33,11 +33,29 @@ struct hs_name {
     char data[];
 };
 
+/* One process's methods as read (class, name, file, line number table),
+ * by Method*, checked at each use against the Method's ConstMethod: a
+ * compiled method's frame at another pc, or an interpreted one at another
+ * bytecode, reads one word of the process's memory per method instead of
+ * ~10 and the line table. Bounded (HS_CACHE_MAX methods, tables of at
+ * most 2 KiB kept). */
+struct hs_name_cache;
+
+/* A new empty cache, or NULL when out of memory. */
+struct hs_name_cache *hs_name_cache__new(void);
+
+/* Frees c and what it holds; NULL is fine. */
+void hs_name_cache__free(struct hs_name_cache *c);
+
+/* The bytes c holds (its entries). */
+size_t hs_name_cache__bytes(const struct hs_name_cache *c);
+
 /* The name of the Java frame f's addr, aux and tag (CX_FRAME_JAVA,
- * hotspot.h), read through m with vm's offsets. A new reference, or NULL
- * when it cannot be read (*why: a short reason) or memory ran out (*why
- * NULL). */
-struct hs_name *hs_name__read(const struct hs_mem *m, const struct hs_vm *vm, uint64_t addr,
-                              uint32_t aux, uint16_t tag, const char **why);
+ * hotspot.h), read through m with vm's offsets, its methods through c
+ * (NULL: none kept). A new reference, or NULL when it cannot be read (*why:
+ * a short reason) or memory ran out (*why NULL). */
+struct hs_name *hs_name__read(const struct hs_mem *m, const struct hs_vm *vm,
+                              struct hs_name_cache *c, uint64_t addr, uint32_t aux, uint16_t tag,
+                              const char **why);
 
 #endif

@@ -17,6 +17,7 @@ static const char *const sym_names[HS_SYM__N] = {
     [HS_STRUCTS] = "gHotSpotVMStructs",
     [HS_STRUCT_TYPE_NAME] = "gHotSpotVMStructEntryTypeNameOffset",
     [HS_STRUCT_FIELD_NAME] = "gHotSpotVMStructEntryFieldNameOffset",
+    [HS_STRUCT_TYPE_STRING] = "gHotSpotVMStructEntryTypeStringOffset",
     [HS_STRUCT_IS_STATIC] = "gHotSpotVMStructEntryIsStaticOffset",
     [HS_STRUCT_OFFSET] = "gHotSpotVMStructEntryOffsetOffset",
     [HS_STRUCT_ADDRESS] = "gHotSpotVMStructEntryAddressOffset",
@@ -76,11 +77,16 @@ int hs_vm__syms(int fd, struct hs_syms *out)
 
 enum want_kind { W_OFF, W_STATIC };
 
+/* W_OPT: needed by one layout only (read_tables checks the set). */
 struct want {
     const char *type, *field;
     enum want_kind kind;
+    /* The field's name in another release, or NULL (alt_have: found so) */
+    const char *alt_type, *alt;
+    bool opt;
     uint64_t val;
-    bool have;
+    bool have, alt_have;
+    char ctype[16]; /* its C type ("int", "int16_t"), "" when not read */
 };
 
 /* The fields read, by index. */
@@ -125,6 +131,13 @@ enum {
     F_PC_SCOPE,
     F_CONST_FLAGS,
     F_CONST_CODE_SIZE,
+    F_BLOB_CODE_OFFSET,
+    F_BLOB_MUTABLE,
+    F_BLOB_RELOC_SIZE,
+    F_BLOB_MUTABLE_SIZE,
+    F_NM_IMMUTABLE,
+    F_NM_SCOPES_DATA,
+    F_NM_COMPILE_ID,
     F__N,
 };
 
@@ -150,8 +163,8 @@ static void wants_init(struct want *w)
         [F_BLOB_NAME] = {"CodeBlob", "_name", W_OFF},
         [F_BLOB_FRAME_SIZE] = {"CodeBlob", "_frame_size", W_OFF},
         [F_BLOB_COMPLETE] = {"CodeBlob", "_frame_complete_offset", W_OFF},
-        [F_BLOB_CODE_BEGIN] = {"CodeBlob", "_code_begin", W_OFF},
-        [F_CM_METHOD] = {"CompiledMethod", "_method", W_OFF},
+        [F_BLOB_CODE_BEGIN] = {"CodeBlob", "_code_begin", W_OFF, .opt = true},
+        [F_CM_METHOD] = {"CompiledMethod", "_method", W_OFF, "nmethod", "_method"},
         [F_METHOD_CONST] = {"Method", "_constMethod", W_OFF},
         [F_CONST_CONSTANTS] = {"ConstMethod", "_constants", W_OFF},
         [F_CONST_NAME] = {"ConstMethod", "_name_index", W_OFF},
@@ -163,13 +176,22 @@ static void wants_init(struct want *w)
         [F_SYM_LENGTH] = {"Symbol", "_length", W_OFF},
         [F_SYM_BODY] = {"Symbol", "_body", W_OFF},
         [F_RELEASE] = {"Abstract_VM_Version", "_s_vm_release", W_STATIC},
-        [F_NM_METADATA] = {"nmethod", "_metadata_offset", W_OFF},
+        [F_NM_METADATA] = {"nmethod", "_metadata_offset", W_OFF, .opt = true},
         [F_NM_PCS] = {"nmethod", "_scopes_pcs_offset", W_OFF},
-        [F_NM_DEPS] = {"nmethod", "_dependencies_offset", W_OFF},
-        [F_CM_SCOPES] = {"CompiledMethod", "_scopes_data_begin", W_OFF},
+        [F_NM_DEPS] = {"nmethod", "_dependencies_offset", W_OFF, .opt = true},
+        [F_CM_SCOPES] = {"CompiledMethod", "_scopes_data_begin", W_OFF, .opt = true},
+        /* JDK 25 on */
+        [F_BLOB_CODE_OFFSET] = {"CodeBlob", "_code_offset", W_OFF, .opt = true},
+        [F_BLOB_MUTABLE] = {"CodeBlob", "_mutable_data", W_OFF, .opt = true},
+        [F_BLOB_RELOC_SIZE] = {"CodeBlob", "_relocation_size", W_OFF, .opt = true},
+        [F_BLOB_MUTABLE_SIZE] = {"CodeBlob", "_mutable_data_size", W_OFF, .opt = true},
+        [F_NM_IMMUTABLE] = {"nmethod", "_immutable_data", W_OFF, .opt = true},
+        [F_NM_SCOPES_DATA] = {"nmethod", "_scopes_data_offset", W_OFF, .opt = true},
+        [F_NM_COMPILE_ID] = {"nmethod", "_compile_id", W_OFF},
         [F_PC_PC] = {"PcDesc", "_pc_offset", W_OFF},
         [F_PC_SCOPE] = {"PcDesc", "_scope_decode_offset", W_OFF},
-        [F_CONST_FLAGS] = {"ConstMethod", "_flags", W_OFF},
+        /* a u2 until JDK 20, a u4 in ConstMethodFlags from 21 */
+        [F_CONST_FLAGS] = {"ConstMethod", "_flags", W_OFF, "ConstMethod", "_flags._flags"},
         [F_CONST_CODE_SIZE] = {"ConstMethod", "_code_size", W_OFF},
     };
     memcpy(w, init, sizeof(init));
@@ -215,7 +237,7 @@ static int sym_val(const struct hs_mem *m, const struct hs_syms *s, uint64_t bia
 static int read_structs(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias,
                         struct want *w, char *why, size_t whylen)
 {
-    uint64_t arr, o_type, o_field, o_static, o_off, o_addr, stride;
+    uint64_t arr, o_type, o_field, o_ctype, o_static, o_off, o_addr, stride;
     uint8_t e[HS_MAX_STRIDE];
     char tname[HS_NAME_MAX], fname[HS_NAME_MAX];
     uint64_t last_tp = 0;
@@ -224,6 +246,7 @@ static int read_structs(const struct hs_mem *m, const struct hs_syms *s, uint64_
     if (sym_val(m, s, bias, HS_STRUCTS, &arr) ||
         sym_val(m, s, bias, HS_STRUCT_TYPE_NAME, &o_type) ||
         sym_val(m, s, bias, HS_STRUCT_FIELD_NAME, &o_field) ||
+        sym_val(m, s, bias, HS_STRUCT_TYPE_STRING, &o_ctype) ||
         sym_val(m, s, bias, HS_STRUCT_IS_STATIC, &o_static) ||
         sym_val(m, s, bias, HS_STRUCT_OFFSET, &o_off) ||
         sym_val(m, s, bias, HS_STRUCT_ADDRESS, &o_addr) ||
@@ -234,13 +257,14 @@ static int read_structs(const struct hs_mem *m, const struct hs_syms *s, uint64_
     if (!arr || stride == 0)
         return 0; /* not initialised yet */
     if (stride > HS_MAX_STRIDE || o_type + 8 > stride || o_field + 8 > stride ||
-        o_static + 4 > stride || o_off + 8 > stride || o_addr + 8 > stride) {
+        o_ctype + 8 > stride || o_static + 4 > stride || o_off + 8 > stride ||
+        o_addr + 8 > stride) {
         snprintf(why, whylen, "VMStructs entries of a layout not known (stride %llu)",
                  (unsigned long long)stride);
         return -1;
     }
     for (unsigned i = 0; i < HS_MAX_ENTRIES; i++) {
-        uint64_t tp, fp, off, addr;
+        uint64_t tp, fp, cp, off, addr;
         uint32_t st;
         if (m->read(m->ctx, arr + i * stride, e, stride)) {
             snprintf(why, whylen, "VMStructs entry %u unreadable", i);
@@ -258,18 +282,25 @@ static int read_structs(const struct hs_mem *m, const struct hs_syms *s, uint64_
             rd_str(m, tp, tname, sizeof(tname));
             last_match = false;
             for (int k = 0; k < F__N; k++)
-                last_match |= strcmp(tname, w[k].type) == 0;
+                last_match |= strcmp(tname, w[k].type) == 0 ||
+                              (w[k].alt_type && strcmp(tname, w[k].alt_type) == 0);
         }
         if (!last_match)
             continue;
         rd_str(m, fp, fname, sizeof(fname));
         for (int k = 0; k < F__N; k++) {
-            if (w[k].have || strcmp(tname, w[k].type) != 0 || strcmp(fname, w[k].field) != 0)
+            bool alt =
+                w[k].alt && strcmp(tname, w[k].alt_type) == 0 && strcmp(fname, w[k].alt) == 0;
+            if (w[k].have ||
+                ((strcmp(tname, w[k].type) != 0 || strcmp(fname, w[k].field) != 0) && !alt))
                 continue;
             if ((w[k].kind == W_STATIC) != (st != 0))
                 continue;
             w[k].val = st ? addr : off;
             w[k].have = true;
+            w[k].alt_have = alt;
+            memcpy(&cp, e + o_ctype, 8);
+            rd_str(m, cp, w[k].ctype, sizeof(w[k].ctype));
         }
     }
     snprintf(why, whylen, "VMStructs without an end in %u entries", HS_MAX_ENTRIES);
@@ -371,6 +402,24 @@ static int read_heaps(const struct hs_mem *m, struct hs_vm *out, char *why, size
 
 _Static_assert(F__N <= HS_VM_FIELDS, "hs_vm.field too small");
 
+/* The bytes of an integer field by its C type: 4 or 2, 0 for another
+ * (a table without types, as a test's: 4). */
+static int int_width(const struct want *w)
+{
+    static const char *const four[] = {"", "int", "int32_t", "jint", "uint32_t", "u4"};
+    static const char *const two[] = {"int16_t", "short", "jshort", "uint16_t", "u2"};
+
+    for (size_t i = 0; i < sizeof(four) / sizeof(four[0]); i++) {
+        if (strcmp(w->ctype, four[i]) == 0)
+            return 4;
+    }
+    for (size_t i = 0; i < sizeof(two) / sizeof(two[0]); i++) {
+        if (strcmp(w->ctype, two[i]) == 0)
+            return 2;
+    }
+    return 0;
+}
+
 /* The tables: what the JVM's build is, read once. Returns 1, 0 when they
  * are not there yet, -1 when they cannot be used. */
 static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t bias,
@@ -386,8 +435,20 @@ static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t
     r = read_structs(m, s, bias, w, why, whylen);
     if (r <= 0)
         return r;
+    /* JDK 25's CodeBlob: _code_offset for _code_begin, an nmethod's data
+     * outside it. Which fields the optional ones are needed with: */
+    out->data_outside = w[F_BLOB_CODE_OFFSET].have && !w[F_BLOB_CODE_BEGIN].have;
+    static const int old_set[] = {F_BLOB_CODE_BEGIN, F_NM_METADATA, F_NM_DEPS, F_CM_SCOPES};
+    static const int new_set[] = {F_BLOB_CODE_OFFSET,  F_BLOB_MUTABLE, F_BLOB_RELOC_SIZE,
+                                  F_BLOB_MUTABLE_SIZE, F_NM_IMMUTABLE, F_NM_SCOPES_DATA};
+    const int *set = out->data_outside ? new_set : old_set;
+    size_t nset = out->data_outside ? sizeof(new_set) / sizeof(new_set[0])
+                                    : sizeof(old_set) / sizeof(old_set[0]);
     for (int k = 0; k < F__N; k++) {
-        if (!w[k].have) {
+        bool need = !w[k].opt;
+        for (size_t i = 0; i < nset; i++)
+            need |= set[i] == k;
+        if (need && !w[k].have) {
             snprintf(why, whylen, "VMStructs without %s::%s", w[k].type, w[k].field);
             return -1;
         }
@@ -397,10 +458,27 @@ static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t
     rd_str(m, rel, out->release, sizeof(out->release));
     out->major = (unsigned)strtoul(out->release, NULL, 10);
     /* The frame layouts the BPF walk assumes (hotspot.h) are those of JDK
-     * 11 to 21 on x86_64; JDK 22 on reshaped CodeBlob. */
-    if (out->major < 11 || out->major > 21) {
-        snprintf(why, whylen, "HotSpot %s: a release the walk does not know (11 to 21)",
+     * 11 to 21 and 25 to 27 on x86_64, each with its CodeBlob: 22 to 24
+     * had others, untested; 28's is not known yet. */
+    if (out->major < 11 || (out->major > 21 && out->major < 25) || out->major > 27 ||
+        out->data_outside != (out->major >= 25)) {
+        snprintf(why, whylen, "HotSpot %s: a release the walk does not know (11 to 21, 25 to 27)",
                  out->release[0] ? out->release : "of no version");
+        return -1;
+    }
+    /* The int fields read: 4 bytes, but for _frame_complete_offset (an
+     * int16_t from JDK 25). */
+    int complete_w = int_width(&w[F_BLOB_COMPLETE]);
+    for (int k = 0; k < F__N; k++) {
+        static const int ints[] = {F_BLOB_FRAME_SIZE,   F_BLOB_CODE_OFFSET, F_BLOB_RELOC_SIZE,
+                                   F_BLOB_MUTABLE_SIZE, F_NM_SCOPES_DATA,   F_NM_PCS};
+        for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+            if (ints[i] == k && w[k].have && int_width(&w[k]) != 4)
+                complete_w = 0;
+        }
+    }
+    if (complete_w == 0) {
+        snprintf(why, whylen, "CodeBlob or nmethod fields of a type not known");
         return -1;
     }
     if (!int_const(m, s, bias, "frame::interpreter_frame_sender_sp_offset", &sender_sp) ||
@@ -418,9 +496,14 @@ static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t
         snprintf(why, whylen, "no size for HeapBlock, ConstantPool, PcDesc or ConstMethod");
         return -1;
     }
-    if (!int_const(m, s, bias, "ConstMethod::_has_linenumber_table", &lnt) ||
-        !int_const(m, s, bias, "InvocationEntryBci", &entry_bci) || lnt <= 0 || entry_bci != -1) {
-        snprintf(why, whylen, "no ConstMethod::_has_linenumber_table or InvocationEntryBci");
+    /* The flag moved to ConstMethodFlags with the field (JDK 21). */
+    if (!int_const(m, s, bias,
+                   w[F_CONST_FLAGS].alt_have ? "ConstMethodFlags::_misc_has_linenumber_table"
+                                             : "ConstMethod::_has_linenumber_table",
+                   &lnt) ||
+        !int_const(m, s, bias, "InvocationEntryBci", &entry_bci) || lnt <= 0 || entry_bci != -1 ||
+        (!w[F_CONST_FLAGS].alt_have && lnt > 0xffff)) {
+        snprintf(why, whylen, "no has_linenumber_table flag or InvocationEntryBci");
         return -1;
     }
     out->has_lines_flag = (uint32_t)lnt;
@@ -431,16 +514,25 @@ static int read_tables(const struct hs_mem *m, const struct hs_syms *s, uint64_t
     out->nm_deps = (uint32_t)w[F_NM_DEPS].val;
     out->cm_scopes = (uint32_t)w[F_CM_SCOPES].val;
     out->cm_method = (uint32_t)w[F_CM_METHOD].val;
-    out->blob_code_begin = (uint32_t)w[F_BLOB_CODE_BEGIN].val;
+    out->blob_mutable = (uint32_t)w[F_BLOB_MUTABLE].val;
+    out->blob_reloc_size = (uint32_t)w[F_BLOB_RELOC_SIZE].val;
+    out->blob_mutable_size = (uint32_t)w[F_BLOB_MUTABLE_SIZE].val;
+    out->nm_immutable = (uint32_t)w[F_NM_IMMUTABLE].val;
+    out->nm_scopes_data = (uint32_t)w[F_NM_SCOPES_DATA].val;
+    out->nm_compile_id = (uint32_t)w[F_NM_COMPILE_ID].val;
+    out->bpf.flags = (__u16)((out->data_outside ? CX_HS_CODE_OFFSET : 0) |
+                             (complete_w == 2 ? CX_HS_COMPLETE16 : 0));
     out->pc_pc = (uint32_t)w[F_PC_PC].val;
     out->pc_scope = (uint32_t)w[F_PC_SCOPE].val;
     out->cm_flags = (uint32_t)w[F_CONST_FLAGS].val;
+    out->cm_flags_size = w[F_CONST_FLAGS].alt_have ? 4 : 2;
     out->cm_code_size = (uint32_t)w[F_CONST_CODE_SIZE].val;
     out->bpf.blob = (__u16)hdr;
     if (!block_off(0, w[F_HB_HEADER].val + w[F_HB_USED].val, 1, &out->bpf.used) ||
         !block_off(hdr, w[F_BLOB_FRAME_SIZE].val, 4, &out->bpf.frame_size) ||
-        !block_off(hdr, w[F_BLOB_COMPLETE].val, 4, &out->bpf.frame_complete) ||
-        !block_off(hdr, w[F_BLOB_CODE_BEGIN].val, 8, &out->bpf.code_begin) ||
+        !block_off(hdr, w[F_BLOB_COMPLETE].val, (unsigned)complete_w, &out->bpf.frame_complete) ||
+        !(out->data_outside ? block_off(hdr, w[F_BLOB_CODE_OFFSET].val, 4, &out->bpf.code_begin)
+                            : block_off(hdr, w[F_BLOB_CODE_BEGIN].val, 8, &out->bpf.code_begin)) ||
         !block_off(hdr, w[F_BLOB_NAME].val, 8, &out->bpf.name) ||
         !block_off(hdr, w[F_CM_METHOD].val, 8, &out->bpf.method)) {
         snprintf(why, whylen, "CodeBlob fields beyond the %d bytes the walk reads",

@@ -30,6 +30,7 @@ enum hs_sym {
     HS_STRUCTS,
     HS_STRUCT_TYPE_NAME,
     HS_STRUCT_FIELD_NAME,
+    HS_STRUCT_TYPE_STRING,
     HS_STRUCT_IS_STATIC,
     HS_STRUCT_OFFSET,
     HS_STRUCT_ADDRESS,
@@ -74,17 +75,26 @@ struct hs_vm {
     uint32_t klass_name; /* Klass::_name */
     uint32_t sym_length, sym_body; /* Symbol::_length, _body */
     uint32_t blob_name;            /* CodeBlob::_name */
-    uint32_t blob_code_begin;      /* CodeBlob::_code_begin */
+    /* JDK 25 and later: a CodeBlob holds offsets, not pointers, and an
+     * nmethod's metadata and debug information are outside the code cache
+     * (mutable and immutable data); earlier, CompiledMethod's pointers and
+     * nmethod's offsets from itself. */
+    bool data_outside;
+    uint32_t blob_mutable, blob_reloc_size; /* CodeBlob::_mutable_data, _relocation_size */
+    uint32_t blob_mutable_size;             /* CodeBlob::_mutable_data_size */
+    uint32_t nm_immutable, nm_scopes_data;  /* nmethod::_immutable_data, _scopes_data_offset */
     /* Compiled frames' inlined methods (hs_name.c): the nmethod's PcDescs
      * and scope descriptors. */
-    uint32_t cm_method; /* CompiledMethod::_method */
+    uint32_t cm_method; /* CompiledMethod::_method (JDK 25: nmethod::_method) */
     uint32_t cm_scopes; /* CompiledMethod::_scopes_data_begin */
     /* nmethod::_metadata_offset, _scopes_pcs_offset, _dependencies_offset */
     uint32_t nm_metadata, nm_pcs, nm_deps;
+    uint32_t nm_compile_id;            /* nmethod::_compile_id */
     uint32_t pc_size, pc_pc, pc_scope; /* sizeof(PcDesc), _pc_offset, _scope_decode_offset */
     /* Line numbers: the compressed table after the bytecodes. */
     uint32_t const_size;             /* sizeof(ConstMethod): the bytecodes follow */
     uint32_t cm_flags, cm_code_size; /* ConstMethod::_flags, _code_size */
+    uint32_t cm_flags_size;          /* _flags' bytes: 2, or 4 from JDK 21 */
     uint32_t has_lines_flag;         /* ConstMethod::_has_linenumber_table */
 };
 
