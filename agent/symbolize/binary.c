@@ -19,6 +19,9 @@
 #include "../../common/hmap.h"
 #include "../procs/maps.h"
 
+/* binary__drop_pages: smaller ranges are left as they are. */
+#define DROP_MIN_BYTES (1u << 20)
+
 /* Build ids longer than this are not real build ids; ELF notes are capped. */
 #define NOTE_SCAN_MAX (64 << 10)
 
@@ -466,4 +469,43 @@ bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start,
         }
     }
     return false;
+}
+
+/* Whether addr is in a mapping of a file (its inode in /proc/self/maps is
+ * not 0): libelf maps a file when it can and reads it into the heap when it
+ * cannot, and only the first may be handed back. */
+static bool file_backed(uintptr_t addr)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    bool yes = false;
+
+    if (!f)
+        return false;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi, ino;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 && addr >= lo &&
+            addr < hi) {
+            yes = ino != 0;
+            break;
+        }
+    }
+    fclose(f);
+    return yes;
+}
+
+void binary__drop_pages(Elf *e, const void *p, size_t n)
+{
+    size_t size = 0;
+    const char *base = e ? elf_rawfile(e, &size) : NULL;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    long pg = sysconf(_SC_PAGESIZE);
+
+    if (!base || !p || pg <= 0 || lo < (uintptr_t)base || hi > (uintptr_t)base + size || hi < lo)
+        return;
+    lo = (lo + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    hi &= ~((uintptr_t)pg - 1);
+    /* Small ranges are not worth a read of the agent's maps. */
+    if (hi >= lo + DROP_MIN_BYTES && file_backed(lo))
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <libelf.h>
 #include <sys/types.h>
 
 /* A mapping as procs/maps.h reads it: only pointed to here, so this header
@@ -101,5 +102,15 @@ unsigned binary__exec_segments(int fd, struct binary_seg *out, unsigned max);
  * down. */
 bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start, uint64_t offset,
                       uint64_t *bias);
+
+/* Hands back the resident pages of [p, p + n), a section read once and not
+ * needed again (a big .rela.dyn scanned for a few PLT slots), when it lies
+ * in e's mapped file image: the whole pages inside the range only, so a
+ * neighbour's bytes stay. They are page-cache pages the agent only read, so
+ * they come back from the file if touched again; but mapped, each one
+ * counts in the agent's RSS and its cgroup's memory until the Elf is ended
+ * (chromium's .rela.dyn is 25 MiB). Nothing when e is not mapped (read
+ * into memory) or p is outside its image. */
+void binary__drop_pages(Elf *e, const void *p, size_t n);
 
 #endif
