@@ -20,7 +20,7 @@
 #include "../procs/maps.h"
 
 /* binary__drop_pages: smaller ranges are left as they are. */
-#define DROP_MIN_BYTES (1u << 20)
+#define DROP_MIN_BYTES (256u << 10)
 
 /* Build ids longer than this are not real build ids; ELF notes are capped. */
 #define NOTE_SCAN_MAX (64 << 10)
@@ -471,27 +471,34 @@ bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start,
     return false;
 }
 
-/* Whether addr is in a mapping of a file (its inode in /proc/self/maps is
- * not 0): libelf maps a file when it can and reads it into the heap when it
- * cannot, and only the first may be handed back. */
-static bool file_backed(uintptr_t addr)
+/* Hands back the pages [lo, hi) that pagemap shows mapped from the file
+ * (bit 61: a file page, or shared anonymous memory, which libelf never
+ * maps; bit 63: present), one madvise a run. A private page written to
+ * since (copy on write: anonymous now) and any heap page are left as they
+ * are: MADV_DONTNEED would lose what was written. */
+static void drop_file_pages(int pm, uintptr_t lo, uintptr_t hi, uintptr_t pg)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
-    char line[512];
-    bool yes = false;
+    uint64_t e[512];
+    uintptr_t run = 0;
 
-    if (!f)
-        return false;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi, ino;
-        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 && addr >= lo &&
-            addr < hi) {
-            yes = ino != 0;
+    for (uintptr_t a = lo; a < hi;) {
+        size_t n = (hi - a) / pg < 512 ? (hi - a) / pg : 512;
+        ssize_t got = pread(pm, e, n * 8, (off_t)(a / pg * 8));
+        if (got < 8)
             break;
+        n = (size_t)got / 8;
+        for (size_t i = 0; i < n; i++, a += pg) {
+            bool file = (e[i] >> 61 & 1) && !(e[i] >> 62 & 1); /* not swapped */
+            if (file && !run)
+                run = a;
+            if (!file && run) {
+                madvise((void *)run, a - run, MADV_DONTNEED);
+                run = 0;
+            }
         }
     }
-    fclose(f);
-    return yes;
+    if (run)
+        madvise((void *)run, hi - run, MADV_DONTNEED);
 }
 
 void binary__drop_pages(Elf *e, const void *p, size_t n)
@@ -505,7 +512,20 @@ void binary__drop_pages(Elf *e, const void *p, size_t n)
         return;
     lo = (lo + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
     hi &= ~((uintptr_t)pg - 1);
-    /* Small ranges are not worth a read of the agent's maps. */
-    if (hi >= lo + DROP_MIN_BYTES && file_backed(lo))
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    /* Small ranges are not worth a read of pagemap. */
+    if (hi < lo + DROP_MIN_BYTES)
+        return;
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm < 0)
+        return; /* kept: no way to tell file pages from written ones */
+    drop_file_pages(pm, lo, hi, (uintptr_t)pg);
+    close(pm);
+}
+
+void binary__drop_image(Elf *e)
+{
+    size_t size = 0;
+    const char *base = e ? elf_rawfile(e, &size) : NULL;
+
+    binary__drop_pages(e, base, size);
 }

@@ -103,14 +103,17 @@ unsigned binary__exec_segments(int fd, struct binary_seg *out, unsigned max);
 bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start, uint64_t offset,
                       uint64_t *bias);
 
-/* Hands back the resident pages of [p, p + n), a section read once and not
- * needed again (a big .rela.dyn scanned for a few PLT slots), when it lies
- * in e's mapped file image: the whole pages inside the range only, so a
- * neighbour's bytes stay. They are page-cache pages the agent only read, so
- * they come back from the file if touched again; but mapped, each one
- * counts in the agent's RSS and its cgroup's memory until the Elf is ended
- * (chromium's .rela.dyn is 25 MiB). Nothing when e is not mapped (read
- * into memory) or p is outside its image. */
+/* Hands back the pages of [p, p + n) that e's mapped file image holds
+ * from the file: whole pages inside the range only, so a neighbour's bytes
+ * stay, and only those pagemap shows as file pages (not one written to
+ * since, copy on write, nor a file libelf read into the heap). They come
+ * back from the page cache if touched again; left mapped, each one counts
+ * in the agent's RSS and its cgroup's memory for as long as the Elf is open
+ * (chromium's .rela.dyn is 25 MiB; a C++ library's .dynstr, its DWARF).
+ * Nothing when p is outside e's image or the range is under 256 KiB. */
 void binary__drop_pages(Elf *e, const void *p, size_t n);
+
+/* binary__drop_pages over e's whole file image. */
+void binary__drop_image(Elf *e);
 
 #endif
