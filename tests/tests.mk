@@ -580,6 +580,7 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
        $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
        $(B)/bench/pingpong $(BROWSER_DEPS)
 	@python3 bench/run.py
+	@python3 bench/startup_bench.py
 	@python3 bench/offcpu_bench.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/py_bench.py
