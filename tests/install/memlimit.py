@@ -22,21 +22,26 @@ THREADS = 5000
 WINDOWS = 3
 INTERVAL = 5
 
-# 5,000 threads that wake every 50 ms and work a little: the agent sees them
-# in its samples and in /proc/PID/task, not only as a count.
+# 5,000 threads that wake every second, out of step, and work a little: the agent sees them in its samples and in /proc/PID/task, not only
+# as a count.
 THREADS_PY = """
-import sys, threading, time
+import random, sys, threading, time
 n, seconds = int(sys.argv[1]), float(sys.argv[2])
-end = time.monotonic() + seconds
+go, stop = threading.Event(), threading.Event()
 def spin():
-    while time.monotonic() < end:
-        sum(range(300))
-        time.sleep(0.05)
+    go.wait()  # all started first: 5,000 starts beside running threads take a minute
+    stop.wait(random.random())  # out of step: in step they thrash over the GIL
+    while not stop.is_set():
+        sum(range(100))
+        stop.wait(1.0)
 threading.stack_size(256 * 1024)
 ts = [threading.Thread(target=spin, daemon=True) for _ in range(n)]
 for t in ts:
     t.start()
+go.set()
 print("started", flush=True)
+time.sleep(seconds)
+stop.set()
 for t in ts:
     t.join()
 """
