@@ -59,10 +59,11 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         sync_skip(c, p);
         if (p && p->disabled)
             c->skipped_samples++; /* in flight before the skip map had it */
-        else if (p)
+        else if (p) {
             agg_window__add(c->win, c->procs, p, s, now,
                             &(struct agg_frame_hook){runtimes__frame, c->runtimes});
-        else
+            unwinder__sampled(c->unwinder, h->tgid, s->frames + s->n_kernel, s->n_user);
+        } else
             c->win->dropped_oom++;
         break;
     }

@@ -9,6 +9,7 @@
  * is written before exit.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,26 @@
 /* How long the daemon waits, at start, for the CFI tables of the processes
  * already running before it counts samples. */
 #define STARTUP_TABLES_MS 5000
+/* The sampling at start that picks which of those tables to build. */
+#define STARTUP_WARMUP_MS 1000
+
+/* The heap's shape, before any thread (issue 36: peak RSS 87-145 MiB with
+ * 500 processes where the target is 64). glibc gives every thread that
+ * allocates an arena of its own (up to 8 a core); the main loop, the
+ * worker, the table builder and the shipper each kept what they had freed.
+ * Two arenas share it out. A fixed mmap threshold keeps every block over
+ * 128 KiB (a table's rows, a section read in, a window's buffers) out of
+ * the arenas, handed back when freed: left dynamic, glibc raises it to the
+ * largest block freed so far (up to 32 MiB), and those blocks stay in an
+ * arena's top after a window. */
+static void heap_setup(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 512 * 1024);
+#endif
+}
 
 static int run_agent(int argc, char **argv)
 {
@@ -86,20 +107,36 @@ static int run_agent(int argc, char **argv)
         goto out;
     }
     cli__install_signals();
+    /* The processes already running: their binaries' tables are built
+     * when a sample of them comes (issue 36: on a busy node the scan
+     * queued 207 tables, 18.8 MB of BPF memory, most never sampled), over
+     * a warm-up of sampling whose window is dropped; then what those
+     * samples asked for is built, as record's tables are, and the first
+     * window starts with them loaded. What samples later in a cold
+     * mapping is walked by frame pointers until its table is loaded. */
+    unwinder__set_lazy(col.unwinder, true);
     unsigned nprocs = collector__scan(&col, 0);
-    /* The first window's stacks are walked with the tables of the processes
-     * already running, as record's are: their tables are built first (a
-     * node's worth takes 1-3 s), and what was sampled meanwhile (walked by
-     * frame pointers, or lost while the ring was not read) is dropped. */
+    unwinder__set_lazy(col.unwinder, false);
     if (col.unwinder) {
-        uint64_t t0 = clock__mono_ns();
-        if (!unwinder__settle(col.unwinder, STARTUP_TABLES_MS, t0))
+        uint64_t t0 = clock__mono_ns(), warm_end = t0 + STARTUP_WARMUP_MS * 1000000ull;
+        while (!cli__stopping() && clock__mono_ns() < warm_end) {
+            int r = collector__poll(&col, 50);
+            if (r < 0 && r != -EINTR) {
+                log_error("sampler: ring buffer poll failed: %s", strerror(-r));
+                goto out;
+            }
+        }
+        if (!unwinder__settle(col.unwinder, STARTUP_TABLES_MS, clock__mono_ns()))
             log_warn("unwind: CFI tables still building after %d s: until they are loaded, the "
                      "processes waiting for them are walked by frame pointers",
                      STARTUP_TABLES_MS / 1000);
         agg_window__free(collector__rotate(&col));
-        log_debug("unwind: tables of the running processes built in %llu ms",
-                  (unsigned long long)((clock__mono_ns() - t0) / 1000000));
+        struct unwinder_stats us;
+        unwinder__stats(col.unwinder, &us);
+        log_info("unwind: start-up: %u tables built for what was sampled in %d ms, %u left "
+                 "until sampled; ready in %llu ms",
+                 us.tables, STARTUP_WARMUP_MS, us.cold,
+                 (unsigned long long)((clock__mono_ns() - t0) / 1000000));
     }
 
     struct worker_opts wo = {dir, sh, host, dither__sample_ns(so.sample_rate_hz), kstacks, dbg};
@@ -150,6 +187,7 @@ out:
 
 int main(int argc, char **argv)
 {
+    heap_setup();
     if (argc > 1 && strcmp(argv[1], "record") == 0)
         return record__main(argc - 2, argv + 2);
     switch (config__wants_help_or_version(argc, argv)) {

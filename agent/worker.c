@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,12 @@ static void process(struct worker *wk, struct agg_window *w)
     agg_window__free(w);
     symbolizer__trim(wk->sym);
     rt_namers__sweep(wk->rt, ctx.now_ns);
+#ifdef __GLIBC__
+    /* A window's naming and encoding freed most of what it took (a
+     * thousand profiles' tables): given back now, not at the next window's
+     * peak. */
+    malloc_trim(0);
+#endif
 }
 
 static void *run(void *arg)

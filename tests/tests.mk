@@ -152,8 +152,11 @@ $(B)/tests/test_cfi_table $(B)/tests/test_cfi_table_xcheck $(B)/tests/test_cfi_t
     tests/unit/cfi_table_helpers.h
 PLT_FIXTURES := $(B)/fixtures/plt_c $(B)/fixtures/plt_ibt $(B)/fixtures/plt_a64 \
                 $(B)/fixtures/plt_a64_bti $(B)/fixtures/plt_a64_pac
-$(B)/tests/test_plt: $(PLT_FIXTURES)
-FIXTURES += $(PLT_FIXTURES)
+$(B)/tests/test_plt: $(PLT_FIXTURES) $(B)/fixtures/plt_bigrela
+FIXTURES += $(PLT_FIXTURES) $(B)/fixtures/plt_bigrela
+$(B)/fixtures/plt_bigrela: tests/unit/fixtures/plt_bigrela.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -pie -fPIE -o $@ $<
 # gcc's defaults (a PIE, lazy .plt and a .plt.got stub), and IBT stubs in
 # .plt.sec as Ubuntu's and Fedora's defaults build them.
 $(B)/fixtures/plt_c: tests/unit/fixtures/plt.c
@@ -588,6 +591,7 @@ bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/benc
        $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
        $(B)/bench/pingpong $(B)/bench/switch_floor $(BROWSER_DEPS)
 	@python3 bench/run.py
+	@python3 bench/startup_bench.py
 	@python3 bench/offcpu_bench.py
 	@python3 bench/cfi_bench.py
 	@python3 bench/py_bench.py

@@ -19,6 +19,9 @@
 #include "../../common/hmap.h"
 #include "../procs/maps.h"
 
+/* binary__drop_pages: smaller ranges are left as they are. */
+#define DROP_MIN_BYTES (256u << 10)
+
 /* Build ids longer than this are not real build ids; ELF notes are capped. */
 #define NOTE_SCAN_MAX (64 << 10)
 
@@ -466,4 +469,63 @@ bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start,
         }
     }
     return false;
+}
+
+/* Hands back the pages [lo, hi) that pagemap shows mapped from the file
+ * (bit 61: a file page, or shared anonymous memory, which libelf never
+ * maps; bit 63: present), one madvise a run. A private page written to
+ * since (copy on write: anonymous now) and any heap page are left as they
+ * are: MADV_DONTNEED would lose what was written. */
+static void drop_file_pages(int pm, uintptr_t lo, uintptr_t hi, uintptr_t pg)
+{
+    uint64_t e[512];
+    uintptr_t run = 0;
+
+    for (uintptr_t a = lo; a < hi;) {
+        size_t n = (hi - a) / pg < 512 ? (hi - a) / pg : 512;
+        ssize_t got = pread(pm, e, n * 8, (off_t)(a / pg * 8));
+        if (got < 8)
+            break;
+        n = (size_t)got / 8;
+        for (size_t i = 0; i < n; i++, a += pg) {
+            bool file = (e[i] >> 61 & 1) && !(e[i] >> 62 & 1); /* not swapped */
+            if (file && !run)
+                run = a;
+            if (!file && run) {
+                madvise((void *)run, a - run, MADV_DONTNEED);
+                run = 0;
+            }
+        }
+    }
+    if (run)
+        madvise((void *)run, hi - run, MADV_DONTNEED);
+}
+
+void binary__drop_pages(Elf *e, const void *p, size_t n)
+{
+    size_t size = 0;
+    const char *base = e ? elf_rawfile(e, &size) : NULL;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    long pg = sysconf(_SC_PAGESIZE);
+
+    if (!base || !p || pg <= 0 || lo < (uintptr_t)base || hi > (uintptr_t)base + size || hi < lo)
+        return;
+    lo = (lo + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    hi &= ~((uintptr_t)pg - 1);
+    /* Small ranges are not worth a read of pagemap. */
+    if (hi < lo + DROP_MIN_BYTES)
+        return;
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm < 0)
+        return; /* kept: no way to tell file pages from written ones */
+    drop_file_pages(pm, lo, hi, (uintptr_t)pg);
+    close(pm);
+}
+
+void binary__drop_image(Elf *e)
+{
+    size_t size = 0;
+    const char *base = e ? elf_rawfile(e, &size) : NULL;
+
+    binary__drop_pages(e, base, size);
 }

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <libelf.h>
 #include <sys/types.h>
 
 /* A mapping as procs/maps.h reads it: only pointed to here, so this header
@@ -101,5 +102,18 @@ unsigned binary__exec_segments(int fd, struct binary_seg *out, unsigned max);
  * down. */
 bool binary__map_bias(const struct binary_seg *segs, unsigned n, uint64_t start, uint64_t offset,
                       uint64_t *bias);
+
+/* Hands back the pages of [p, p + n) that e's mapped file image holds
+ * from the file: whole pages inside the range only, so a neighbour's bytes
+ * stay, and only those pagemap shows as file pages (not one written to
+ * since, copy on write, nor a file libelf read into the heap). They come
+ * back from the page cache if touched again; left mapped, each one counts
+ * in the agent's RSS and its cgroup's memory for as long as the Elf is open
+ * (chromium's .rela.dyn is 25 MiB; a C++ library's .dynstr, its DWARF).
+ * Nothing when p is outside e's image or the range is under 256 KiB. */
+void binary__drop_pages(Elf *e, const void *p, size_t n);
+
+/* binary__drop_pages over e's whole file image. */
+void binary__drop_image(Elf *e);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binary.h"
+
 /* A hostile or huge file cannot make the table grow without bound. */
 #define PLT_MAX_STUBS (1u << 20)
 #define PLT_MAX_SLOTS (1u << 21)
@@ -168,6 +170,10 @@ static int read_relocs(struct gather *g, const struct plt_arch *a, Elf *e, Elf_S
         }
         g->slots[g->nslots++] = (struct slot){r.r_offset, name};
     }
+    /* Read once: a C++ program's .rela.dyn is mostly R_*_RELATIVE, tens of
+     * MiB that would stay in the agent's RSS while the binary's symbols are
+     * kept. */
+    binary__drop_pages(e, rd->d_buf, rd->d_size);
     return 0;
 }
 

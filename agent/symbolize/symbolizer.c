@@ -251,6 +251,22 @@ static void load(struct binsyms *bs, struct binary *b)
               bs->go ? gopclntab__version(bs->go) : (is_go ? "unreadable" : "none"));
 }
 
+/* Hands back the file pages bs's ELF and debug file images hold: building
+ * its tables read all of .symtab/.dynsym and their names, a C++ library's
+ * tens of MiB, of which a window's lookups need a few pages (faulted in
+ * again from the page cache). */
+static void drop_images(struct binsyms *bs)
+{
+    Dwarf_Addr b;
+    Dwarf *dw;
+
+    if (!bs->mod || bs->broken)
+        return;
+    binary__drop_image(dwfl_module_getelf(bs->mod, &b));
+    if ((dw = dwfl_module_getdwarf(bs->mod, &b)))
+        binary__drop_image(dwarf_getelf(dw));
+}
+
 /* Empties bs for a fresh load, keeping what survives one (its place in the
  * symbolizer's list, the debuginfod state and fetched file). Out of memory,
  * bs is left without tables: its frames go unnamed. */
@@ -298,6 +314,7 @@ static void load_guarded(struct symbolizer *s, struct binsyms *bs, struct binary
             log_info("symbols: %s build_id=%s: named from the debug file debuginfod fetched (%s)",
                      b->path, b->build_id, bs->why[0] ? bs->why : "symbols and DWARF");
         }
+        drop_images(bs);
     } else {
         give_up(bs, b);
     }
@@ -318,8 +335,10 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
             load_guarded(s, bs, b);
         }
     }
-    if (bs)
+    if (bs) {
+        bs->touched = true;
         return bs;
+    }
     bs = calloc(1, sizeof(*bs));
     if (!bs)
         return NULL;
@@ -735,6 +754,11 @@ void symbolizer__trim(struct symbolizer *s)
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
         bs->unnamed_window = 0;
+        /* What the window's lookups touched (DWARF of the CUs it named,
+         * the names it read) is not needed until the next one. */
+        if (bs->touched)
+            drop_images(bs);
+        bs->touched = false;
         if (hmap__len(bs->cache) < CACHE_MAX_ENTRIES)
             continue;
         struct hmap *c = hmap__new(), *st = hmap__new();

@@ -15,6 +15,7 @@
 
 #include "../../common/clock.h"
 #include "../../common/log.h"
+#include "../bpf/sample.h"
 #include "../bpf/unwind.h"
 #include "../procs/procs.h"
 #include "cfi_table.h"
@@ -104,27 +105,14 @@ static unsigned bin_bucket(const struct binary *b)
     return (unsigned)(((uintptr_t)b >> 4) * 0x9E3779B1u) % NBUCKETS;
 }
 
-/* The table of b, made (and queued) on first sight; NULL when out of memory. */
-static struct table *table_get(struct unwinder *u, struct binary *b)
+/* Hands t to the builder: first after start-up (a process just started or
+ * was just sampled: its samples are coming now, before any of the queue's),
+ * else in the order asked. */
+static void table_queue(struct unwinder *u, struct table *t)
 {
-    struct table **pp = &u->tables[bin_bucket(b)], *t;
-
-    for (t = *pp; t; t = t->hnext)
-        if (t->bin == b)
-            return t;
-    t = calloc(1, sizeof(*t));
-    if (!t)
-        return NULL;
-    t->bin = binary__get(b);
-    t->slot = -1;
-    t->map_fd = -1;
     t->state = T_QUEUED;
-    t->hnext = *pp;
-    *pp = t;
     pthread_mutex_lock(&u->mu);
     if (u->settled && u->queue) {
-        /* After start-up a binary is asked for because a process just
-         * started: its samples are coming now, before any of the queue's. */
         t->qnext = u->queue;
         u->queue = t;
     } else {
@@ -135,6 +123,40 @@ static struct table *table_get(struct unwinder *u, struct binary *b)
     u->unbuilt++;
     pthread_cond_signal(&u->cv_work);
     pthread_mutex_unlock(&u->mu);
+}
+
+/* The table of b, made on first sight: queued, or T_COLD while the
+ * unwinder is lazy; a cold one is queued when a new process (`fresh`)
+ * maps it outside the lazy scan: its samples cannot wait for its first one
+ * to be read. A process of the scan whose maps are read again (a pc in JIT
+ * code) leaves its cold tables cold. NULL when out of memory. */
+static struct table *table_get(struct unwinder *u, struct binary *b, bool fresh)
+{
+    struct table **pp = &u->tables[bin_bucket(b)], *t;
+
+    for (t = *pp; t; t = t->hnext) {
+        if (t->bin != b)
+            continue;
+        if (t->state == T_COLD && !u->lazy && fresh) {
+            u->ncold_tables--;
+            table_queue(u, t);
+        }
+        return t;
+    }
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->bin = binary__get(b);
+    t->slot = -1;
+    t->map_fd = -1;
+    t->hnext = *pp;
+    *pp = t;
+    if (u->lazy) {
+        t->state = T_COLD;
+        u->ncold_tables++;
+    } else {
+        table_queue(u, t);
+    }
     return t;
 }
 
@@ -178,12 +200,14 @@ static void uproc_sync(struct unwinder *u, struct uproc *up)
 
     memset(v, 0, sizeof(*v));
     up->waiting = false;
+    up->ncold = 0;
     unsigned left_out = 0;
     for (unsigned i = 0; i < up->n; i++) {
         struct umap *m = &up->m[i];
         uint64_t bias;
         if (m->t->state == T_QUEUED)
             up->waiting = true;
+        up->ncold += m->t->state == T_COLD;
         if (m->t->state != T_LOADED || !map_bias(m, &bias))
             continue;
         if (v->n == CX_UNWIND_MAX_MAPS) {
@@ -221,6 +245,22 @@ static void uproc_sync(struct unwinder *u, struct uproc *up)
     up->in_bpf = true;
 }
 
+/* A cold table was queued: the processes that map it wait for it (their
+ * entries are written again once it is loaded, by unwinder__poll). */
+static void uproc_sync_cold(struct unwinder *u)
+{
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct uproc *up = u->procs[b]; up; up = up->next)
+            if (up->ncold) {
+                unsigned cold = 0;
+                for (unsigned i = 0; i < up->n; i++) {
+                    cold += up->m[i].t->state == T_COLD;
+                    up->waiting |= up->m[i].t->state == T_QUEUED;
+                }
+                up->ncold = cold;
+            }
+}
+
 void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_ns)
 {
     struct uproc **pp, *up;
@@ -231,6 +271,7 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
         return;
     pp = uproc_slot(u, p->tgid);
     up = *pp;
+    bool fresh = !up;
     if (!up) {
         up = calloc(1, sizeof(*up));
         if (!up)
@@ -247,7 +288,7 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
         struct table *t;
         if (!bin && u->vdso && pm->name && strcmp(pm->name, "[vdso]") == 0)
             bin = u->vdso;
-        if (!bin || !(t = table_get(u, bin)))
+        if (!bin || !(t = table_get(u, bin, fresh)))
             continue;
         if (p->maps.e[i].inode) {
             const struct maps_entry *e = &p->maps.e[i];
@@ -389,11 +430,13 @@ void unwinder__sweep(struct unwinder *u, uint64_t now_ns)
     for (unsigned b = 0; b < NBUCKETS; b++) {
         struct table **pp = &u->tables[b];
         while ((t = *pp)) {
-            bool idle = t->state == T_LOADED || t->state == T_NONE;
+            bool idle = t->state == T_LOADED || t->state == T_NONE || t->state == T_COLD;
             if (idle && t->users == 0 && now_ns - t->unused_since_ns > UNUSED_GRACE_NS) {
                 *pp = t->hnext;
                 if (t->state == T_NONE)
                     u->without--;
+                if (t->state == T_COLD)
+                    u->ncold_tables--;
                 table_free(u, t);
             } else {
                 pp = &t->hnext;
@@ -433,6 +476,60 @@ bool unwinder__settle(struct unwinder *u, int timeout_ms, uint64_t now_ns)
     }
 }
 
+void unwinder__set_lazy(struct unwinder *u, bool lazy)
+{
+    if (!u)
+        return;
+    if (u->lazy && !lazy) {
+        /* The libraries most processes map (libc, ld.so, libstdc++) are
+         * built now: small, and every process started from here on maps
+         * them, whose first samples must not wait for a build. */
+        for (unsigned b = 0; b < NBUCKETS; b++)
+            for (struct table *t = u->tables[b]; t; t = t->hnext)
+                if (t->state == T_COLD && t->users >= SHARED_USERS) {
+                    u->ncold_tables--;
+                    table_queue(u, t);
+                }
+        for (unsigned b = 0; b < NBUCKETS; b++)
+            for (struct uproc *up = u->procs[b]; up; up = up->next)
+                uproc_sync(u, up);
+    }
+    u->lazy = lazy;
+}
+
+void unwinder__sampled(struct unwinder *u, uint32_t tgid, const struct cx_frame *f, unsigned n)
+{
+    struct uproc *up;
+
+    if (!u || !u->ncold_tables || !(up = *uproc_slot(u, tgid)) || !up->ncold)
+        return;
+    bool queued = false;
+    for (unsigned i = 0; i < n; i++) {
+        if (f[i].kind != CX_FRAME_NATIVE)
+            continue;
+        /* The mappings are in address order, as /proc lists them. */
+        unsigned lo = 0, hi = up->n;
+        while (lo < hi) {
+            unsigned mid = lo + (hi - lo) / 2;
+            if (f[i].addr < up->m[mid].start)
+                hi = mid;
+            else if (f[i].addr >= up->m[mid].end)
+                lo = mid + 1;
+            else {
+                struct table *t = up->m[mid].t;
+                if (t->state == T_COLD) {
+                    u->ncold_tables--;
+                    table_queue(u, t);
+                    queued = true;
+                }
+                break;
+            }
+        }
+    }
+    if (queued)
+        uproc_sync_cold(u);
+}
+
 void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -446,6 +543,7 @@ void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out)
     out->unsupported = u->unsupported;
     pthread_mutex_lock((pthread_mutex_t *)&u->mu);
     out->pending = u->pending;
+    out->cold = u->ncold_tables;
     out->build_ms = u->build_ns / 1000000;
     pthread_mutex_unlock((pthread_mutex_t *)&u->mu);
 }

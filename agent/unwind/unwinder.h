@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cx_frame; /* agent/bpf/sample.h */
+
 struct proc;
 
 struct unwinder_opts {
@@ -28,6 +30,7 @@ struct unwinder_stats {
     uint64_t bytes;       /* their rows, in bytes */
     uint64_t rows;        /* their rows */
     unsigned pending;     /* queued or being built */
+    unsigned cold;        /* not built: mapped at start, not sampled since (lazy) */
     unsigned without;     /* binaries with no table: no CFI, refused, or over a cap */
     unsigned procs;       /* processes with an entry in BPF */
     uint64_t unsupported; /* rows with rules the walk cannot follow, loaded tables */
@@ -76,5 +79,20 @@ void unwinder__sweep(struct unwinder *u, uint64_t now_ns);
 bool unwinder__settle(struct unwinder *u, int timeout_ms, uint64_t now_ns);
 
 void unwinder__stats(const struct unwinder *u, struct unwinder_stats *out);
+
+/* While lazy, a binary first seen in a process's maps gets no table yet
+ * (cold): the daemon's scan of the processes that ran before it, most of
+ * whose binaries are never sampled (issue 36: 207 tables, 18.8 MB of BPF
+ * memory built at start on a busy node). Not lazy (the default, and after
+ * start-up), new binaries are queued at once, and so is a cold one that
+ * a process maps again (a new process cannot wait for its first sample). */
+void unwinder__set_lazy(struct unwinder *u, bool lazy);
+
+/* A sample of tgid with its frames: the cold tables of the mappings its
+ * native frames fall in are queued (first, after start-up). Its frames in
+ * a cold mapping were walked by frame pointers, so a caller the walk
+ * could not reach is queued by a later sample. Returns at once when
+ * nothing is cold. */
+void unwinder__sampled(struct unwinder *u, uint32_t tgid, const struct cx_frame *f, unsigned n);
 
 #endif

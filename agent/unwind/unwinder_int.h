@@ -26,6 +26,9 @@
 /* Rows per batch update: one syscall per 64k rows, not one per row. */
 #define LOAD_CHUNK 65536
 #define COMMIT_MAX 64 /* tables put in cfi_tables in one batch */
+/* A binary mapped by this many processes at the lazy scan gets its table
+ * built at start all the same (unwinder__set_lazy). */
+#define SHARED_USERS 16
 /* Tables built since the heap was last trimmed before it is trimmed again. */
 #define TRIM_AFTER_BYTES (1u << 20)
 
@@ -35,6 +38,9 @@ enum table_state {
     T_QUEUED, /* with the builder (queued, being built, or done and not polled yet) */
     T_LOADED, /* in cfi_tables[slot] */
     T_NONE,   /* no table: why[] says why */
+    /* Mapped only by processes that ran before the agent, none of them
+     * sampled in it yet (unwinder__set_lazy): not built until one is. */
+    T_COLD,
 };
 
 /* One binary's table. The builder thread writes only `built`, `segs`,
@@ -76,12 +82,15 @@ struct uproc {
     bool in_bpf;      /* has an entry in proc_unwind */
     bool waiting;     /* some of its tables are not loaded yet */
     bool over_logged; /* said once that it maps more binaries with tables than fit */
+    unsigned ncold;   /* of its mappings, those whose table is T_COLD */
     struct uproc *next;
 };
 
 struct unwinder {
     int tables_fd, procs_fd, files_fd;
     bool settled; /* the start-up's tables are built: new ones go first */
+    bool lazy;    /* tables first seen now stay T_COLD until sampled */
+    unsigned ncold_tables;
     bool files_full_logged;
     struct unwinder_opts o;
     struct table *tables[NBUCKETS];

@@ -4,7 +4,8 @@ on this machine: Docker (dockerd of Debian's docker.io, started here),
 Podman, systemd (systemd-nspawn booting a Debian machine: the Debian
 packages of `make deb` installed with apt, and deploy/install.sh), and the
 Kubernetes manifest (typed against the API's models; its agent container run
-on Docker). Everything started is torn down. Root, and the packages of
+on Docker; the agent under its memory limit, in a memory cgroup, beside
+5,000 threads). Everything started is torn down. Root, and the packages of
 `make deps`.
 
     /usr/bin/python3 tests/install/run.py [TEST_NAME ...]
@@ -17,12 +18,13 @@ sys.path[:0] = [HERE, os.path.join(HERE, ".."), os.path.join(HERE, "..", "integr
 
 import engines  # noqa: E402
 import kube  # noqa: E402
+import memlimit  # noqa: E402
 import nspawn  # noqa: E402
 import runner  # noqa: E402
 from common import BUILD, Failure  # noqa: E402
 
-TESTS = [kube.test_kubernetes_manifest_typed, engines.test_docker, engines.test_podman,
-         nspawn.test_systemd_packages, nspawn.test_systemd_machine]
+TESTS = [kube.test_kubernetes_manifest_typed, memlimit.test_agent_memory_limit, engines.test_docker,
+         engines.test_podman, nspawn.test_systemd_packages, nspawn.test_systemd_machine]
 
 
 def main():

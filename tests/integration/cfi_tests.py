@@ -446,7 +446,67 @@ def test_cfi_new_processes_whole(tmp):
           f"{sorted(all_examples.items(), key=lambda x: -x[1])[:5]}")
 
 
+def test_cfi_startup_tables_sampled(tmp):
+    """The daemon started beside processes already running (issue 36): the
+    table of a binary they run but never sample (an idle copy of `sleep`)
+    is not built at start; that of the one sampled (cfi_split, without frame
+    pointers) is, and its first window's stacks are whole (>= 97 %, as
+    record's). Before, every mapped binary's table was built at start."""
+    idle_bin = os.path.join(tmp, "idle-sleeper")
+    # A binary only this process maps: without its build id (which a copy
+    # would share with every `sleep` running) the agent keys it by file.
+    subprocess.run(["objcopy", "--remove-section=.note.gnu.build-id", "/usr/bin/sleep",
+                    idle_bin], check=True)
+    idle = subprocess.Popen([idle_bin, "60"])
+    w = start("cfi_split", 20, 2)
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+    agent = None
+    try:
+        time.sleep(0.5)
+        agent = subprocess.Popen([AGENT, "--interval", "3", "--output-dir", out,
+                                  "--log-level", "debug"], stderr=subprocess.PIPE, text=True)
+        log = []
+        for line in agent.stderr:
+            log.append(line)
+            if " window: processes=" in line:
+                break
+        agent.terminate()
+        log += agent.stderr.readlines()
+        agent.wait(timeout=60)
+    finally:
+        if agent and agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        stop(w)
+        stop(idle)
+    text = "".join(log)
+    before = text.split(" window: processes=")[0]
+    for line in log:
+        if "unwind: start-up:" in line:
+            print("   ", line.split("info  ")[-1].strip())
+    check(f"unwind: {idle_bin}:" not in before,
+          f"the idle binary's table was built at start: {text[-1500:]}")
+    check(re.search(r"unwind: \S*/cfi_split: ", before),
+          f"cfi_split's table was not built before the first window: {text[-1500:]}")
+    files = sorted(f for f in os.listdir(out) if f".{w.pid}." in f)
+    check(files, f"no profile of cfi_split: {os.listdir(out)}")
+    ts = traces(os.path.join(out, files[0]))
+    whole = total = 0
+    for t in ts:
+        fr = names(t)
+        if fr[0] not in C_SPLIT:
+            continue
+        total += t.count
+        if fr[1:3] == ["dispatch", "run"] and len(fr) > 3 and \
+                fr[3] in ("main", "thread_main") and not any(f.startswith(TRUNC) for f in fr):
+            whole += t.count
+    print(f"    first window whole: {whole}/{total}")
+    check(total >= 50, f"only {total} hot samples in the first window")
+    check(whole / total >= 0.97, f"only {whole}/{total} whole in the first window: {ts[:4]}")
+
+
 TESTS = [test_cfi_c_split_without_frame_pointers, test_cfi_through_libc_qsort,
          test_cfi_signal_handler, test_cfi_vdso, test_cfi_cxx_split, test_cfi_rust_split,
          test_jit_perf_map_only,
-         test_cfi_new_processes_whole]
+         test_cfi_new_processes_whole, test_cfi_startup_tables_sampled]

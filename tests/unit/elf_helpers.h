@@ -35,8 +35,9 @@ static inline Dwfl_Module *elf_dwfl_module(const char *path, int fd, Dwfl **dwfl
     return m;
 }
 
-/* Finds symbol `name` in path's .symtab: its ELF address, size and the
- * file offset of that address. Returns 0 or -1. */
+/* Finds symbol `name` in path's .symtab (or, where it has none, as in a
+ * distribution's libc, its .dynsym): its ELF address, size and the file
+ * offset of that address. Returns 0 or -1. */
 static inline int elf_symbol(const char *path, const char *name, uint64_t *vaddr, uint64_t *size,
                              uint64_t *file_offset)
 {
@@ -47,9 +48,14 @@ static inline int elf_symbol(const char *path, const char *name, uint64_t *vaddr
         return -1;
     elf_version(EV_CURRENT);
     e = elf_begin(fd, ELF_C_READ, NULL);
+    bool has_symtab = false;
+    for (Elf_Scn *s = NULL; e && (s = elf_nextscn(e, s));) {
+        GElf_Shdr sh;
+        has_symtab |= gelf_getshdr(s, &sh) && sh.sh_type == SHT_SYMTAB;
+    }
     for (Elf_Scn *s = NULL; e && ret && (s = elf_nextscn(e, s));) {
         GElf_Shdr sh;
-        if (!gelf_getshdr(s, &sh) || sh.sh_type != SHT_SYMTAB)
+        if (!gelf_getshdr(s, &sh) || sh.sh_type != (has_symtab ? SHT_SYMTAB : SHT_DYNSYM))
             continue;
         Elf_Data *d = elf_getdata(s, NULL);
         for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
