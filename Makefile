@@ -197,7 +197,7 @@ $(B)/codexray-node-agent: $(call obj,$(COMMON_SRC) $(AGENT_SRC) $(AGENT_MAIN)) $
 # --- the web UI, embedded in the server (tools/embed_ui.sh) ---
 UI_JS := app.js router.js api.js dom.js widgets.js page_apps.js page_app.js table.js \
          flamegraph.js classify.js colors.js tree.js layout.js search.js diff.js sandwich.js breakdown.js breakdown_view.js format.js range.js render.js \
-         value_type.js fn_timeline.js fn_timeline_view.js
+         value_type.js fn_timeline.js fn_timeline_view.js graft.js
 UI_FILES := server/ui/index.html $(addprefix server/ui/,$(UI_JS)) server/ui/style.css server/ui/favicon.svg
 UI_OBJ := $(B)/obj/gen/ui_assets.o
 $(B)/gen/ui_assets.c: $(UI_FILES) tools/embed_ui.sh | deps
