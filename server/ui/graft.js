@@ -15,13 +15,20 @@ import { parseTree, resolvePath } from './tree.js';
 export function focusTarget(t, z, path) {
     if (!t.n || z < 0) return -1;
     if (t.name[z] === 1) z = t.parent[z];
-    const depthShort = t.depth[z] < path.length;
-    for (let i = z + 1; i < t.end[z]; i++) {
-        if (t.name[i] !== 1) continue;
-        // Only the folded child of z itself counts for a path that stops short.
-        if (depthShort && t.parent[i] !== z) continue;
-        return z > 0 ? z : -1;
+    if (z <= 0) return -1;
+    // Folded frames before each node, counted once a tree: a zoom then
+    // asks in O(1) whether its subtree holds one.
+    if (!t.foldedBefore) {
+        const fb = new Int32Array(t.n + 1);
+        for (let i = 0; i < t.n; i++) fb[i + 1] = fb[i] + (t.name[i] === 1 ? 1 : 0);
+        t.foldedBefore = fb;
     }
+    const fb = t.foldedBefore;
+    if (fb[t.end[z]] - fb[z + 1] === 0) return -1;
+    if (t.depth[z] >= path.length) return z;
+    // A path that stops short at z: only a folded child of z itself could
+    // hold the rest of it.
+    for (let c = z + 1; c < t.end[z]; c = t.end[c]) if (t.name[c] === 1) return z;
     return -1;
 }
 
