@@ -211,6 +211,9 @@ def test_browser_folded(tmp):
     try:
         st, body = srv.post("/api/v1/profiles?service=foldapp", deep_profile("foldapp", FOLDED_STACKS))
         check(st == 202, f"ingest: {st} {body}")
+        # A path with an empty name is refused, saying what focus= takes.
+        st, body = srv.get("/api/v1/profile?app=foldapp&from=now-1h&format=flamegraph&focus=main;;serve")
+        check(st == 400 and b"focus: function names joined by" in body, f"bad focus: {st} {body}")
         want = {"root": sum(ns for _, ns in FOLDED_STACKS),
                 "serve": sum(ns for s, ns in FOLDED_STACKS if "serve" in s),
                 "tiny": sum(ns for s, ns in FOLDED_STACKS if "tiny_handler" in s),
