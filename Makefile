@@ -102,7 +102,7 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_frames.c server/store_clickhouse_warm.c \
               server/store_clickhouse_upgrade.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
-              server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c \
+              server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c server/query_focus.c \
               server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
               server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c server/pyroscope.c server/text.c \
               server/budget.c server/pprof_ids.c server/debuginfod.c \
@@ -197,7 +197,7 @@ $(B)/codexray-node-agent: $(call obj,$(COMMON_SRC) $(AGENT_SRC) $(AGENT_MAIN)) $
 # --- the web UI, embedded in the server (tools/embed_ui.sh) ---
 UI_JS := app.js router.js api.js dom.js widgets.js page_apps.js page_app.js table.js \
          flamegraph.js classify.js colors.js tree.js layout.js search.js diff.js sandwich.js breakdown.js breakdown_view.js format.js range.js render.js \
-         value_type.js fn_timeline.js fn_timeline_view.js
+         value_type.js fn_timeline.js fn_timeline_view.js graft.js
 UI_FILES := server/ui/index.html $(addprefix server/ui/,$(UI_JS)) server/ui/style.css server/ui/favicon.svg
 UI_OBJ := $(B)/obj/gen/ui_assets.o
 $(B)/gen/ui_assets.c: $(UI_FILES) tools/embed_ui.sh | deps

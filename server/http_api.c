@@ -14,6 +14,7 @@
 #include "debuginfod.h"
 #include "http_int.h"
 #include "query.h"
+#include "query_focus.h"
 
 static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large", "not_found",
                                            "internal"};
@@ -252,7 +253,7 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     struct buf b;
     int err;
     const char *format = http_arg(c, "format"), *mn = http_arg(c, "max_nodes");
-    const char *interp = http_arg(c, "interp");
+    const char *interp = http_arg(c, "interp"), *focus = http_arg(c, "focus");
     size_t max_nodes = 0;
 
     if (query_of(c, &q, lm, msg, sizeof(msg)))
@@ -270,6 +271,12 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     }
     if (interp && strcmp(interp, "hidden") && strcmp(interp, "shown"))
         return http_respond_error(h, c, 400, "interp: hidden or shown");
+    struct store_merged none = {0}; /* focus= checked before any work */
+    if (focus && (strlen(focus) > QUERY_FOCUS_MAX_BYTES || query__focus(&none, focus) < 0))
+        return http_respond_error(
+            h, c, 400,
+            "focus: function names joined by ';', none empty, at most " QUERY_FOCUS_MAX_DEPTH_S
+            " of them, " QUERY_FOCUS_MAX_BYTES_S " bytes");
     int64_t t0 = (int64_t)clock__mono_ns();
     if ((err = store__merge(h->st, &q, &m)))
         return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
@@ -278,6 +285,9 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
         store_merged__free(m);
         return http_respond_error(h, c, 500, strerror(ENOMEM));
     }
+    /* Only the stacks under one frame: a subtree the UI zooms into. */
+    if (focus)
+        query__focus(m, focus); /* checked above: cannot fail */
     buf__init(&b, 1u << 30);
     const char *type;
     if (strcmp(format, "pprof") == 0) {

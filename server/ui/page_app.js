@@ -21,6 +21,7 @@ import {
     FlameGraph, alignDiff, collapseRecursion, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare,
     hasDirectRecursion, parseTree, pathOf, resolvePath, sandwich,
 } from './flamegraph.js';
+import { focusTarget, graftSubtree } from './graft.js';
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
 import { IDENTITY_FILTERS } from './breakdown.js';
 import { breakdownPanel } from './breakdown_view.js';
@@ -34,13 +35,24 @@ import { cpuChart, rangePicker, typePicker } from './widgets.js';
 const MAX_NODES = 100000;
 const cache = new Map(); // query string -> parsed tree (the last few)
 
+// A relative time (now-1h, now) as Unix seconds at now, so that the
+// subtrees fetched later (focus=, graft.js) are of the very same range.
+function absTime(s, now) {
+    const v = toUnix(s, now);
+    return Number.isFinite(v) ? v.toFixed(3) : s;
+}
+
 async function loadTree(params) {
     const key = JSON.stringify(params);
     if (cache.has(key)) return cache.get(key);
-    const text = await api('/api/v1/profile', { ...params, format: 'flamegraph', max_nodes: MAX_NODES }, true);
+    const now = Date.now() / 1000;
+    const range = { from: absTime(params.from, now), to: absTime(params.to, now) };
+    const text = await api('/api/v1/profile', { ...params, ...range, format: 'flamegraph', max_nodes: MAX_NODES }, true);
     performance.mark('cx-data');
     const tree = parseTree(JSON.parse(text));
     performance.mark('cx-parsed');
+    tree.query = { ...params, ...range };
+    tree.cacheKey = key;
     cache.set(key, tree);
     if (cache.size > 4) cache.delete(cache.keys().next().value);
     return tree;
@@ -268,7 +280,7 @@ async function loadGraph(st, q, p) {
 function afterFirstFrame(st, tree, btree) {
     const ui = st.ui;
     cx.firstFrameMs = performance.measure('cx-first-frame', 'cx-data').duration;
-    st.stats = functionStats(tree);
+    st.stats = functionStats(st.tree);
     if (btree) {
         st.diffRows = diffTable(tree, btree);
         if (!btree.n || !btree.total[0]) {
@@ -321,6 +333,8 @@ function applyView(st, p) {
     // A path from the full graph, collapsed: gc;gc;gc;f is gc;f there.
     if (collapse) zoomPath = zoomPath.filter((nm, k) => k === 0 || nm !== zoomPath[k - 1]);
     const z = resolvePath(t, zoomPath);
+    // Part of the zoom folded by the server: its stacks fetched whole.
+    if (!base && !collapse) fetchFolded(st, t, z, zoomPath);
     fg.setZoom(z);
     const match = applySearch(fg, t, p.get('q') || '', ui);
     const crumbs = crumbsOf(t, z);
@@ -340,6 +354,41 @@ function applyView(st, p) {
         st.tableKey = tableKey;
         renderTable(st, p);
     }
+}
+
+// Zoomed where the server folded frames into "other" (max_nodes): the
+// stacks under the zoomed frame fetched (focus=) and put in place of its
+// trimmed subtree (graft.js), then the view applied again; once a frame.
+// A diff and a collapsed view show what the first answer had.
+function fetchFolded(st, t, z, zoomPath) {
+    const f = focusTarget(t, z, zoomPath);
+    if (f < 0 || !t.query) return;
+    const path = pathOf(t, f), key = path.join(';');
+    st.focused = st.focused || new Set();
+    if (st.focused.has(key)) return;
+    st.focused.add(key);
+    cx.focusing = (cx.focusing || 0) + 1;
+    api('/api/v1/profile', { ...t.query, format: 'flamegraph', max_nodes: MAX_NODES, focus: key }, true)
+        .then((text) => {
+            if (page !== st || st.tree !== t) return;
+            const g = graftSubtree(t, f, path, parseTree(JSON.parse(text)));
+            if (!g) {
+                st.ui.notes.append(message('warn', `The frames under ${path[path.length - 1]} changed since the page was loaded.`,
+                    'Reload the page to see them: the range has new profiles.'));
+                return;
+            }
+            g.query = t.query;
+            g.cacheKey = t.cacheKey;
+            cache.set(t.cacheKey, g);
+            st.tree = g;
+            cx.tree = g;
+            st.collapsed = null;
+            if (st.stats) { st.stats = functionStats(g); if (st.tableKey !== 'later') st.tableKey = null; }
+            cx.grafts = (cx.grafts || 0) + 1;
+            st.apply(parseHash().p);
+        })
+        .catch((e) => { st.ui.notes.append(message('error', 'Could not load the folded frames', e.message)); })
+        .finally(() => { cx.focusing--; });
 }
 
 // The sandwich of the function named nm in the tree shown (t), or none:

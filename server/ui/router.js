@@ -24,14 +24,17 @@ export function hashOf(parts, p) {
     return '#/' + parts.map(encodeURIComponent).join('/') + (qs ? '?' + qs : '');
 }
 
-// Changes the URL; replace = no new history entry (typing in a box).
+// Changes the URL; replace = no new history entry (typing in a box). The
+// view follows at once, in the caller's task: through the history API,
+// not location.hash, which would wait for a hashchange task and first
+// scroll to the fragment (a layout of the page) on every zoom. Back and
+// forward still come as hashchange events (app.js).
 export function navigate(parts, p, replace) {
     const url = hashOf(parts, p);
     if (url === location.hash) return;
-    if (replace) {
-        history.replaceState(null, '', url);
-        routeHandler();
-    } else location.hash = url;
+    if (replace) history.replaceState(null, '', url);
+    else history.pushState(null, '', url);
+    routeHandler();
 }
 
 // Changes some parameters of the current view; null or '' removes one.

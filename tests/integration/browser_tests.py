@@ -94,13 +94,14 @@ DEEP_STACKS = [
 ]
 
 
-def deep_profile(service):
-    """A pprof profile of DEEP_STACKS (built here: the known answer)."""
-    funcs = sorted({f for stack, _ in DEEP_STACKS for f in stack})
+def deep_profile(service, stacks=DEEP_STACKS):
+    """A pprof profile of stacks, [(frames root first, ns)] (DEEP_STACKS by
+    default; built here: the known answer)."""
+    funcs = sorted({f for stack, _ in stacks for f in stack})
     strings = ["", "samples", "count", "cpu", "nanoseconds", "service", service] + funcs
     fid = {f: i + 1 for i, f in enumerate(funcs)}
     samples = [([fid[f] for f in reversed(stack)], [ns // 10_000_000, ns], [(5, 6)])
-               for stack, ns in DEEP_STACKS]
+               for stack, ns in stacks]
     return server_tests.profile(strings, [(1, 2), (3, 4)], samples,
                                 locations=[(i, i) for i in fid.values()],
                                 functions=[(i, 7 + i - 1) for i in fid.values()])
@@ -188,6 +189,44 @@ def test_browser_offcpu(tmp):
         srv.stop()
 
 
+# A profile the page's max_nodes (lowered to FOLDED_MAX_NODES by the test,
+# so a small profile is trimmed) folds: tiny_handler and small_handler go
+# into serve's "other" frame.
+FOLDED_STACKS = [
+    (["main", "serve", "parse", "lex"], 5_000_000_000),
+    (["main", "serve", "tiny_handler"], 10_000_000),
+    (["main", "serve", "small_handler"], 20_000_000),
+    (["main", "idle"], 4_000_000_000),
+    (["main", "gc", "mark"], 3_000_000_000),
+]
+FOLDED_MAX_NODES = 9
+
+
+def test_browser_folded(tmp):
+    """No frame out of reach: with the server trimming the tree (max_nodes),
+    a zoom into serve fetches its stacks (focus=) and shows tiny_handler
+    with its exact time, which a click or a URL then zooms into and the
+    search finds (tests/browser/ui_folded.mjs)."""
+    srv = Server(tmp)
+    try:
+        st, body = srv.post("/api/v1/profiles?service=foldapp", deep_profile("foldapp", FOLDED_STACKS))
+        check(st == 202, f"ingest: {st} {body}")
+        # A path with an empty name is refused, saying what focus= takes.
+        st, body = srv.get("/api/v1/profile?app=foldapp&from=now-1h&format=flamegraph&focus=main;;serve")
+        check(st == 400 and b"focus: function names joined by" in body, f"bad focus: {st} {body}")
+        want = {"root": sum(ns for _, ns in FOLDED_STACKS),
+                "serve": sum(ns for s, ns in FOLDED_STACKS if "serve" in s),
+                "tiny": sum(ns for s, ns in FOLDED_STACKS if "tiny_handler" in s),
+                "maxNodes": FOLDED_MAX_NODES}
+        p = subprocess.run(["node", os.path.join(BROWSER, "ui_folded.mjs"), srv.url, OUT, "foldapp",
+                            json.dumps(want)], capture_output=True, text=True, timeout=120)
+        print(p.stdout, end="")
+        check(p.returncode == 0, f"browser folded-frames test failed (screenshots in {OUT}):\n"
+              f"{p.stderr[-3000:]}")
+    finally:
+        srv.stop()
+
+
 def test_browser_fn_timeline(tmp):
     """A function over time: three hours of one-minute profiles in which
     parse costs 13 ms a minute, 33 from minute 100 (a deploy); the timeline
@@ -243,4 +282,5 @@ def test_browser_offcpu_agent(tmp):
 
 
 TESTS = [test_browser_ui, test_browser_read_key, test_browser_deep, test_browser_sandwich,
-         test_browser_offcpu, test_browser_fn_timeline, test_browser_offcpu_agent]
+         test_browser_offcpu, test_browser_fn_timeline, test_browser_offcpu_agent,
+         test_browser_folded]
