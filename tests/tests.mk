@@ -58,7 +58,7 @@ $(B)/tests/test_query_focus: tests/unit/test_query_focus.c $(UNIT_LIB_OBJS) $(ca
 SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
     server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
     server/store_sqlite_maint.c server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c \
-    server/query.c server/query_flame.c \
+    server/query.c server/query_flame.c server/query_focus.c \
     server/debuginfod.c)
 $(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
     $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
