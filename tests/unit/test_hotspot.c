@@ -386,6 +386,38 @@ static void test_vm_read(void **state)
     fake_free(&f);
 }
 
+/* An nmethod of Outer.run (ma) with Inner.hot (mb) inlined at bci 4 in a
+ * JDK 17 fake: PcDescs at 0x10 (no scope) and 0x40 (Inner.hot bci 3 <-
+ * Outer.run bci 41). Returns its address. */
+static uint64_t nmethod17(struct fake *f, uint64_t ma, uint64_t mb)
+{
+    uint64_t block = f->heap_start + 4096, nm = block + 16;
+    put(&f->im, f->segmap + 64, "\0\1\2\3", 4);
+    f->im.mem[block + 8 - BASE] = 1;
+    put64(&f->im, nm + 112, ma);
+    put32(&f->im, nm + 268, 512);              /* PcDescs */
+    put32(&f->im, nm + 272, 512 + 2 * 16);     /* their end */
+    put32(&f->im, nm + 260, 600);              /* metadata */
+    put64(&f->im, nm + 120, nm + 600 + 2 * 8); /* scopes data, after 2 Method* */
+    put64(&f->im, nm + 600, ma);
+    put64(&f->im, nm + 608, mb);
+    put32(&f->im, nm + 512, 0x10);
+    put32(&f->im, nm + 528, 0x40);
+    put32(&f->im, nm + 532, 1);
+    uint8_t sc[32];
+    size_t k = 1; /* offset 0 is the null scope */
+    size_t outer_at = 20;
+    k += u5(sc + k, (uint32_t)outer_at); /* the inner scope's sender */
+    k += u5(sc + k, 2);                  /* Inner.hot */
+    k += u5(sc + k, 3 + 1);              /* bci 3 */
+    k = outer_at;
+    k += u5(sc + k, 0);
+    k += u5(sc + k, 1);      /* Outer.run */
+    k += u5(sc + k, 41 + 1); /* bci 41 */
+    put(&f->im, nm + 616, sc, sizeof(sc));
+    return nm;
+}
+
 static void test_names(void **state)
 {
     static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
@@ -419,32 +451,7 @@ static void test_names(void **state)
     assert_int_equal(n->lines[0].line, 12);
     rt_obj__put(&n->obj);
 
-    /* An nmethod of Outer.run with Inner.hot inlined at bci 4: PcDescs at
-     * 0x10 (no scope) and 0x40 (Inner.hot bci 3 <- Outer.run bci 41). */
-    uint64_t block = f.heap_start + 4096, nm = block + 16;
-    put(&f.im, f.segmap + 64, "\0\1\2\3", 4);
-    f.im.mem[block + 8 - BASE] = 1;
-    put64(&f.im, nm + 112, ma);
-    put32(&f.im, nm + 268, 512);              /* PcDescs */
-    put32(&f.im, nm + 272, 512 + 2 * 16);     /* their end */
-    put32(&f.im, nm + 260, 600);              /* metadata */
-    put64(&f.im, nm + 120, nm + 600 + 2 * 8); /* scopes data, after 2 Method* */
-    put64(&f.im, nm + 600, ma);
-    put64(&f.im, nm + 608, mb);
-    put32(&f.im, nm + 512, 0x10);
-    put32(&f.im, nm + 528, 0x40);
-    put32(&f.im, nm + 532, 1);
-    uint8_t sc[32];
-    size_t k = 1; /* offset 0 is the null scope */
-    size_t outer_at = 20;
-    k += u5(sc + k, (uint32_t)outer_at); /* the inner scope's sender */
-    k += u5(sc + k, 2);                  /* Inner.hot */
-    k += u5(sc + k, 3 + 1);              /* bci 3 */
-    k = outer_at;
-    k += u5(sc + k, 0);
-    k += u5(sc + k, 1);      /* Outer.run */
-    k += u5(sc + k, 41 + 1); /* bci 41 */
-    put(&f.im, nm + 616, sc, sizeof(sc));
+    uint64_t nm = nmethod17(&f, ma, mb);
     uint16_t tag = (uint16_t)(ma >> 3);
     n = hs_name__read(&m, &vm, NULL, nm, CX_HS_COMPILED | 0x30 << 4, tag, &why);
     assert_non_null(n);
@@ -617,6 +624,75 @@ static void test_method_cache(void **state)
     fake_free(&f);
 }
 
+/* The cache's byte count when its methods start over (past 8,192) while
+ * an nmethod is kept: the nmethod's bytes still counted, so that dropping
+ * it later (another compile id at its address) leaves the count true, as
+ * a fresh cache holding the same entries counts it (it wrapped below 0
+ * when the clear zeroed the count, and the agent's 64 MiB cap with it). */
+static void test_cache_bytes(void **state)
+{
+    static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
+    static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
+    enum { FILL = 8191 }; /* with ma and mb: the cache's 8,192 methods, and one */
+    struct fake f;
+    struct hs_vm vm = {0};
+    struct hs_mem m;
+    char why_buf[200];
+    const char *why;
+    (void)state;
+
+    fake_init(&f, -1, "17.0.15");
+    m = (struct hs_mem){img_read, &f.im};
+    assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), 1);
+    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
+    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+    uint64_t nm = nmethod17(&f, ma, mb), cm;
+    uint16_t tag = (uint16_t)(ma >> 3);
+    uint32_t compiled = CX_HS_COMPILED | 0x30 << 4;
+    memcpy(&cm, f.im.mem + (ma + 8 - BASE), 8);
+    uint32_t interp = CX_HS_INTERPRETED | (uint32_t)((cm + 48 + 6) & CX_HS_PC_OFF_MAX) << 4;
+    /* FILL distinct Method*s of Outer.run's ConstMethod: a Method is read
+     * by its word at +8 alone, so they overlap, 8 bytes apart. */
+    uint64_t fill = alloc(&f.im, 8 * (FILL + 1));
+    for (unsigned i = 1; i <= FILL; i++)
+        put64(&f.im, fill + 8 * i, cm);
+
+    struct hs_name_cache *c = hs_name_cache__new();
+    assert_non_null(c);
+    put32(&f.im, nm + 304, 7);
+    struct hs_name *n = hs_name__read(&m, &vm, c, nm, compiled, tag, &why);
+    assert_non_null(n);
+    assert_int_equal(n->n, 2);
+    rt_obj__put(&n->obj);
+    /* The nmethod and 2 methods kept; FILL more methods: the last one
+     * starts the methods over (alone kept), the nmethod stays. */
+    for (unsigned i = 0; i < FILL; i++) {
+        n = hs_name__read(&m, &vm, c, fill + 8 * i, interp, 0, &why);
+        assert_non_null(n);
+        rt_obj__put(&n->obj);
+    }
+    /* Another nmethod at nm's address: the kept one dropped, read again. */
+    put32(&f.im, nm + 304, 8);
+    n = hs_name__read(&m, &vm, c, nm, compiled, tag, &why);
+    assert_non_null(n);
+    assert_int_equal(n->n, 2);
+    rt_obj__put(&n->obj);
+
+    /* What c holds now (the last fill method, the new nmethod, ma and mb)
+     * read into a fresh cache. */
+    struct hs_name_cache *c2 = hs_name_cache__new();
+    assert_non_null(c2);
+    n = hs_name__read(&m, &vm, c2, fill + 8 * (FILL - 1), interp, 0, &why);
+    rt_obj__put(&n->obj);
+    n = hs_name__read(&m, &vm, c2, nm, compiled, tag, &why);
+    rt_obj__put(&n->obj);
+    assert_true(hs_name_cache__bytes(c2) > 0);
+    assert_int_equal(hs_name_cache__bytes(c), hs_name_cache__bytes(c2));
+    hs_name_cache__free(c2);
+    hs_name_cache__free(c);
+    fake_free(&f);
+}
+
 /* Random memory: every read bounded, nothing read out of bounds (the
  * image's reader refuses), no crash. */
 static void test_random_memory(void **state)
@@ -653,9 +729,9 @@ static void test_random_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vm_read),       cmocka_unit_test(test_names),
-        cmocka_unit_test(test_jdk25),         cmocka_unit_test(test_method_cache),
-        cmocka_unit_test(test_random_memory),
+        cmocka_unit_test(test_vm_read),     cmocka_unit_test(test_names),
+        cmocka_unit_test(test_jdk25),       cmocka_unit_test(test_method_cache),
+        cmocka_unit_test(test_cache_bytes), cmocka_unit_test(test_random_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

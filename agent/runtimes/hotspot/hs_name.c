@@ -223,19 +223,28 @@ struct hs_name_cache *hs_name_cache__new(void)
     return calloc(1, sizeof(struct hs_name_cache));
 }
 
+/* The bytes a method entry holds, counted in c->bytes. */
+static size_t meth_bytes(const struct meth *e)
+{
+    return sizeof(*e) + strlen(e->fn) + strlen(e->file) + 3 + e->table_len;
+}
+
+/* Drops the method entries; the nmethods stay, and their bytes in
+ * c->bytes with them (zeroing the count here made it wrap below 0 when
+ * one was dropped later). */
 static void cache_clear(struct hs_name_cache *c)
 {
     for (unsigned i = 0; i < HS_CACHE_BUCKETS; i++) {
         struct meth *e, *en;
         for (e = c->b[i]; e; e = en) {
             en = e->next;
+            c->bytes -= meth_bytes(e);
             free(e->table);
             free(e);
         }
         c->b[i] = NULL;
     }
     c->n = 0;
-    c->bytes = 0;
 }
 
 static void nmc_drop(struct hs_name_cache *c, struct nmc **pp);
@@ -343,7 +352,7 @@ static struct meth *meth_get(const struct hs_mem *m, const struct hs_vm *vm,
             /* Its Method another's now: the old entry goes. */
             *pp = e->next;
             c->n--;
-            c->bytes -= sizeof(*e) + strlen(e->fn) + strlen(e->file) + 3 + e->table_len;
+            c->bytes -= meth_bytes(e);
             free(e->table);
             free(e);
         }
@@ -359,7 +368,7 @@ static struct meth *meth_get(const struct hs_mem *m, const struct hs_vm *vm,
     ne->next = *pp;
     *pp = ne;
     c->n++;
-    c->bytes += sizeof(*ne) + strlen(ne->fn) + strlen(ne->file) + 3 + ne->table_len;
+    c->bytes += meth_bytes(ne);
     return ne;
 }
 
@@ -454,13 +463,19 @@ struct nmc {
     struct nmc *next;
 };
 
+/* The bytes an nmethod entry of n PcDescs holds, counted in c->bytes. */
+static size_t nmc_bytes(int32_t n)
+{
+    return sizeof(struct nmc) + (size_t)n * HS_PCDESC_BYTES;
+}
+
 static void nmc_drop(struct hs_name_cache *c, struct nmc **pp)
 {
     struct nmc *e = *pp;
 
     *pp = e->next;
     c->nn--;
-    c->bytes -= sizeof(*e) + (size_t)e->d.n * HS_PCDESC_BYTES;
+    c->bytes -= nmc_bytes(e->d.n);
     free(e->pcs);
     free(e);
 }
@@ -515,7 +530,7 @@ static const uint8_t *nm_pcs(const struct hs_mem *m, const struct hs_vm *vm,
     e->next = *pp;
     *pp = e;
     c->nn++;
-    c->bytes += sizeof(*e) + (size_t)d->n * HS_PCDESC_BYTES;
+    c->bytes += nmc_bytes(d->n);
     return pcs;
 }
 
