@@ -99,7 +99,7 @@ def test_ch_two_servers(tmp):
         status, body_a = a_srv.get(f"/api/v1/profile?app=cpu_split&pid={w.pid}&from=now-10m"
                                    "&format=collapsed")
         check(collapsed_split(body_a.decode()) == per, "the two servers disagree")
-        rows = shard_rows(db_of(a_srv), "samples")
+        rows = shard_rows(db_of(a_srv), "psamples")
         print(f"    sample rows per shard {rows}")
         check(all(r > 0 for r in rows), f"rows not on both shards: {rows}")
         la = open(os.path.join(tmp, f"server-{a_srv.port}.log")).read()
@@ -229,8 +229,8 @@ def test_ch_retention(tmp):
         def day_rows(table, where):
             return sum(int(n.query(f"SELECT count() FROM {db}.{table}_local WHERE {where}").strip())
                        for n in clickhouse_cluster.cluster())
-        for table in ("stacks", "functions", "samples"):
-            check(day_rows(table, f"day <= {old_day}" if table != "samples" else
+        for table in ("stacks", "functions", "psamples"):
+            check(day_rows(table, f"day <= {old_day}" if table != "psamples" else
                            f"intDiv(time_ns, 86400000000000) <= {old_day}") == 0,
                   f"{table} of the dropped day left")
             check(day_rows(table, "1") > 0, f"{table} of the kept day gone")
@@ -353,8 +353,8 @@ def test_ch_rollups_read(tmp):
         check(st.stacks_of(srv, q + "&pid=7") == {"rolled": 27}, "raw, before")
         db = db_of(srv)
         for n in clickhouse_cluster.cluster():
-            n.query(f"TRUNCATE TABLE {db}.samples_local")
-        check(sum(shard_rows(db, "samples")) == 0, "samples left")
+            n.query(f"TRUNCATE TABLE {db}.psamples_local")
+        check(sum(shard_rows(db, "psamples")) == 0, "samples left")
         check(st.stacks_of(srv, q) == {"rolled": 27}, f"from rollups: {st.stacks_of(srv, q)}")
         check(st.stacks_of(srv, q + "&pid=7") == {}, "raw, after: a pid filter reads raw")
     finally:
@@ -457,7 +457,8 @@ def test_ch_batch_inserts(tmp):
         check(a["statuses"] == [202] * 40, f"batch: {a['statuses']}")
         d = delta(inserts(db), b0)
         print(f"    INSERTs (statements, rows) of a batch of 40: {d}")
-        check(d == {"functions": (1, 421), "stacks": (1, 420), "samples": (1, 1200),
+        # psamples: a row a profile (its 30 stacks as arrays).
+        check(d == {"functions": (1, 421), "stacks": (1, 420), "psamples": (1, 40),
                     "profiles": (1, 40)}, f"not one INSERT per table, each key once: {d}")
         check(st.stacks_of(srv, q) == want, "the batch's sums")
         # The agent's retry: counted once, no stack or function row sent.
@@ -465,7 +466,7 @@ def test_ch_batch_inserts(tmp):
         a = batch_tests.post_batch(srv, body, 40)
         check(a["statuses"] == [202] * 40, f"resent batch: {a['statuses']}")
         d = delta(inserts(db), b1)
-        check(d == {"samples": (1, 1200), "profiles": (1, 40)},
+        check(d == {"psamples": (1, 40), "profiles": (1, 40)},
               f"known stacks or functions sent again: {d}")
         check(st.stacks_of(srv, q) == want, "a resent batch counted twice")
         # A shard down: all 503; back: the batch resent is stored once.
