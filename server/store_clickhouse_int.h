@@ -31,9 +31,13 @@
 
 #define CH_DAY_NS 86400000000000ll
 
-/* After "FROM db.psamples [FINAL]": a row a stack (stack_a, stack_b,
- * samples, cpu_ns, off_cpu_ns), the WHERE on the profile's columns after. */
-#define CH_SAMPLES_JOIN " ARRAY JOIN stack_a, stack_b, samples, cpu_ns, off_cpu_ns"
+/* psamples' arrays, and what turns them into a row a stack (stack_a,
+ * stack_b, samples, cpu_ns, off_cpu_ns): "FROM (SELECT " CH_SAMPLES_COLS
+ * " FROM db.psamples [FINAL] WHERE ...)" CH_SAMPLES_JOIN, the WHERE inside
+ * so that only the query's profiles are expanded (a granule of the table
+ * holds thousands of other profiles). */
+#define CH_SAMPLES_COLS "stack_a, stack_b, samples, cpu_ns, off_cpu_ns"
+#define CH_SAMPLES_JOIN " ARRAY JOIN " CH_SAMPLES_COLS
 
 /* The largest answer read from ClickHouse, and the largest statement sent. */
 #define CH_MAX_ANSWER (1u << 30)

@@ -507,10 +507,12 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
     } else {
         for (int k = 0; k < 2 && !err; k++)
             if (!(err = ch_sql__appendf(k ? &keys : &rows,
-                                        "SELECT stack_a, stack_b, samples, cpu_ns, off_cpu_ns "
-                                        "FROM %s.psamples%s" CH_SAMPLES_JOIN,
-                                        d, k ? "" : " FINAL")))
-                err = where(k ? &keys : &rows, q);
+                                        "SELECT " CH_SAMPLES_COLS " FROM (SELECT " CH_SAMPLES_COLS
+                                        " FROM %s.psamples%s",
+                                        d, k ? "" : " FINAL")) &&
+                !(err = where(k ? &keys : &rows, q)))
+                err = buf__append(k ? &keys : &rows, ")" CH_SAMPLES_JOIN,
+                                  strlen(")" CH_SAMPLES_JOIN));
         if (err ||
             (err = ch_sql__appendf(&count, "SELECT toUInt64(count()) AS c FROM %s.profiles FINAL",
                                    d)) ||
