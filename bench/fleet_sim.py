@@ -383,7 +383,7 @@ def main():
             nodes[0].query("SYSTEM FLUSH LOGS")
             inserts = int(nodes[0].query(
                 "SELECT count() FROM system.query_log WHERE type = 2 AND is_initial_query AND "
-                f"query LIKE 'INSERT INTO {db}.samples %'").strip())
+                f"query LIKE 'INSERT INTO {db}.psamples %'").strip())
         for nd in nodes:
             disk += int(nd.query("SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND "
                                  f"database = '{db}'").strip() or 0)
@@ -405,7 +405,7 @@ def main():
            f"- CPU a profile: servers {cpu / max(n, 1) * 1000:.2f} ms"
            + (f", ClickHouse (both nodes) {kcpu / max(n, 1) * 1000:.2f} ms" if nodes else "")
            + f"; this load generator {gcpu / max(n, 1) * 1000:.2f} ms (on the same 2 cores)",
-           (f"- INSERTs into samples: {inserts}, {st['requests'] / max(inserts, 1):.1f} requests "
+           (f"- INSERTs into psamples: {inserts}, {st['requests'] / max(inserts, 1):.1f} requests "
             "an INSERT\n" if nodes else "")
            + (f"- ClickHouse on disk (both nodes, all tables, parts as merged so far): "
             f"{disk / 2**20:.0f} MiB, {disk / max(n, 1) / 1024:.1f} KiB a profile\n" if nodes else "")

@@ -24,8 +24,9 @@ Ingest: one client, zstd bodies as the agent ships them; wall profiles/s,
 the server's CPU per profile, and ClickHouse's (both processes) for the
 ClickHouse store. Queries: median wall and server CPU of --reps runs.
 Then the ClickHouse server is restarted on the same database: the hour's
-first flame graph against the same query warm, for this build's server
-and, with --other-server, that one's.
+first flame graph against the same query warm. With --other-server, that
+build's ClickHouse run too (ingest, queries, restart), on its own
+database (a server of another schema version may refuse this one's).
 """
 import argparse
 import concurrent.futures
@@ -65,9 +66,15 @@ def stack_table_bytes(args):
     return rows, nbytes
 
 
-def run_store(tmp, name, args, bodies, zbodies, start, hours, reps, other=None, minutes=60):
+def run_store(tmp, name, args, bodies, zbodies, start, hours, reps, binary=None, minutes=60):
+    """One store's run, by binary (None: this build's server)."""
+    binary = binary or server_tests.SERVER
     os.makedirs(os.path.join(tmp, name))
-    srv = Server(os.path.join(tmp, name), *args)
+    old, server_tests.SERVER = server_tests.SERVER, binary
+    try:
+        srv = Server(os.path.join(tmp, name), *args)
+    finally:
+        server_tests.SERVER = old
     is_ch = "--clickhouse" in args
     try:
         url = srv.url + "/api/v1/profiles"
@@ -104,7 +111,7 @@ def run_store(tmp, name, args, bodies, zbodies, start, hours, reps, other=None, 
                          "&format=flamegraph", reps)
         size = metric(srv, "codexray_store_bytes")
         keys = stack_table_bytes(args) if is_ch else None
-        firsts = restarts(tmp, name, args, srv, hour_q, reps, other) if is_ch else {}
+        firsts = restarts(tmp, name, args, srv, hour_q, reps, binary) if is_ch else {}
         return dict(keys=keys, rate=n / wall, cpu_ms=cpu / n * 1000, ch_ms=kcpu / n * 1000,
                     rest_rate=n * (hours - 1) / rest if hours > 1 else float("nan"),
                     hour=hour, day=day, bytes=size / (n * hours), rollup_wait=rollup_wait,
@@ -113,14 +120,14 @@ def run_store(tmp, name, args, bodies, zbodies, start, hours, reps, other=None, 
         srv.stop()
 
 
-def restarts(tmp, name, args, srv, hour_q, reps, other):
+def restarts(tmp, name, args, srv, hour_q, reps, binary):
     """The hour's first flame graph after a server's start, against the
-    same query warm (median of reps): this build's server (once it logged
-    its caches warmed, at most 60 s) and, with other, that one's, on the
-    same database. {label: (first wall s, warm wall s)}."""
+    same query warm (median of reps): binary's server started again on the
+    database it made (once it logged its caches warmed, at most 60 s, if
+    it warms them). {label: (first wall s, warm wall s)}."""
     srv.stop()
     out = {}
-    for label, binary in ([("other", other)] if other else []) + [("this", server_tests.SERVER)]:
+    for label in ("this",):
         old, server_tests.SERVER = server_tests.SERVER, binary
         try:
             s2 = Server(os.path.join(tmp, name), *args)
@@ -129,8 +136,7 @@ def restarts(tmp, name, args, srv, hour_q, reps, other):
         try:
             log = os.path.join(tmp, name, f"server-{s2.port}.log")
             t0 = time.time()
-            while label == "this" and time.time() - t0 < 60 and \
-                    "caches warmed" not in open(log).read():
+            while time.time() - t0 < 60 and "caches warmed" not in open(log).read():
                 time.sleep(0.2)
             first = timed(s2, hour_q, 1)[0]
             out[label] = (first, timed(s2, hour_q, reps)[0])
@@ -279,7 +285,13 @@ def main():
                                   stdout=subprocess.PIPE, check=True).stdout for b in bodies]
         r = {"SQLite": run_store(tmp, "sqlite", [], bodies, zbodies, start, a.hours, a.reps),
              "ClickHouse, 2 shards": run_store(tmp, "ch", clickhouse_cluster.server_args(), bodies,
-                                               zbodies, start, a.hours, a.reps, a.other_server)}
+                                               zbodies, start, a.hours, a.reps)}
+        if a.other_server:
+            # Its own database: a server of another schema version may
+            # refuse this build's.
+            r["ClickHouse, " + a.other_label] = run_store(
+                tmp, "ch-other", clickhouse_cluster.server_args(), bodies, zbodies, start, a.hours,
+                a.reps, os.path.abspath(a.other_server))
     n = len(bodies)
     rows = [("ingest, one client (profiles/s wall)", lambda x: f"{x['rate']:.0f}"),
             ("server CPU per profile", lambda x: f"{x['cpu_ms']:.2f} ms"),
@@ -297,11 +309,11 @@ def main():
            "| measure | " + " | ".join(r) + " |", "|---|" + "---|" * len(r)]
     for label, f in rows:
         out.append(f"| {label} | " + " | ".join(f(x) for x in r.values()) + " |")
-    for label, (first, warm) in r["ClickHouse, 2 shards"]["firsts"].items():
-        who = "this build" if label == "this" else a.other_label
-        out += ["", f"ClickHouse, {who}'s server restarted: the hour's first flame graph "
-                f"{first * 1000:.0f} ms, then {warm * 1000:.0f} ms warm (median of {a.reps}; "
-                f"{first / warm:.1f}x)"]
+    for who, x in r.items():
+        for first, warm in x["firsts"].values():
+            out += ["", f"{who}, its server restarted: the hour's first flame graph "
+                    f"{first * 1000:.0f} ms, then {warm * 1000:.0f} ms warm (median of {a.reps}; "
+                    f"{first / warm:.1f}x)"]
     k = r["ClickHouse, 2 shards"]["keys"]
     if k:
         out += ["", f"ClickHouse stacks and functions (one day's keys, both shards): {k[0]} rows, "

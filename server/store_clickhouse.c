@@ -22,11 +22,14 @@
  * samples; the cost is a key stored once a day it is used, not once.
  *   profiles(app, time_ns, host, pid, duration_ns, period_ns, samples, cpu_ns,
  *            bytes_in, labels, off_cpu_ns)         sharded by app
- *   samples(app, time_ns, host, pid, labels, stack_a, stack_b, labelset,
- *           samples, cpu_ns, off_cpu_ns)           sharded by profile (app, host,
- *                                                  pid, time_ns): one upload's rows
- *                                                  make a part on one shard, not
- *                                                  on all; a retry lands on the
+ *   psamples(app, time_ns, host, pid, labels, labelset, stack_a[], stack_b[],
+ *            samples[], cpu_ns[], off_cpu_ns[])  a row a profile and label set,
+ *                                                  its stacks as arrays (a stack
+ *                                                  a row cost ClickHouse 3x the
+ *                                                  CPU); sharded by profile (app,
+ *                                                  host, pid, time_ns): one upload's
+ *                                                  rows make a part on one shard,
+ *                                                  not on all; a retry lands on the
  *                                                  same shard, where it collapses
  * where labels are the identity labels ("\x1fk=v\x1f", store_identity__text), then
  * the profile's other labels (store_profile__labels_text),
@@ -35,7 +38,7 @@
  * twice, and a retried upload (the same app, host, pid and start time: one
  * process's minute), collapse into one row; queries read with FINAL, so a
  * retry is never counted twice even before ClickHouse merges the parts.
- * profiles and samples are partitioned by day, so retention drops whole
+ * profiles and psamples are partitioned by day, so retention drops whole
  * partitions (days wholly before the cutoff).
  *
  * A put inserts new functions, new stacks, the samples and the profile row
@@ -401,7 +404,7 @@ static int ch_retain(struct store *s, int64_t older_than_ns, int64_t *deleted)
         if ((err = ch_sql__appendf(&sql,
                                    "SELECT DISTINCT table, partition FROM %s WHERE "
                                    "active AND database = '%s' AND table IN ('profiles%s', "
-                                   "'samples%s', 'rollups%s', 'rollup_buckets%s', 'stacks%s', "
+                                   "'psamples%s', 'rollups%s', 'rollup_buckets%s', 'stacks%s', "
                                    "'functions%s') FORMAT TabSeparated",
                                    parts, st->db, loc, loc, loc, loc, loc, loc)) ||
             (err = chs_exec(st, node, &sql, &ans)))

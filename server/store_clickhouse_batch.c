@@ -12,7 +12,7 @@
 static const char *const table_of[CH_N_INSERTS] = {
     "functions (day, key_a, key_b, name, file)",
     "stacks (day, key_a, key_b, fa, fb)",
-    "samples (app, time_ns, host, pid, labels, stack_a, stack_b, labelset, samples, cpu_ns, "
+    "psamples (app, time_ns, host, pid, labels, labelset, stack_a, stack_b, samples, cpu_ns, "
     "off_cpu_ns)",
     "profiles (app, time_ns, host, pid, labels, duration_ns, period_ns, samples, cpu_ns, "
     "bytes_in, off_cpu_ns)",

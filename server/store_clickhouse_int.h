@@ -31,6 +31,14 @@
 
 #define CH_DAY_NS 86400000000000ll
 
+/* psamples' arrays, and what turns them into a row a stack (stack_a,
+ * stack_b, samples, cpu_ns, off_cpu_ns): "FROM (SELECT " CH_SAMPLES_COLS
+ * " FROM db.psamples [FINAL] WHERE ...)" CH_SAMPLES_JOIN, the WHERE inside
+ * so that only the query's profiles are expanded (a granule of the table
+ * holds thousands of other profiles). */
+#define CH_SAMPLES_COLS "stack_a, stack_b, samples, cpu_ns, off_cpu_ns"
+#define CH_SAMPLES_JOIN " ARRAY JOIN " CH_SAMPLES_COLS
+
 /* The largest answer read from ClickHouse, and the largest statement sent. */
 #define CH_MAX_ANSWER (1u << 30)
 #define CH_MAX_STATEMENT (1u << 30)
@@ -69,14 +77,18 @@ struct ch_store {
  * column of type in table (its name without _local) is one an upgrade
  * adds; count: how many it adds to table. run: adds the columns the
  * upgrade adds wherever they lack, on every node (ON CLUSTER through the
- * one URL of a cluster), logging each; safe to run again, and beside
- * another server doing the same; 0, or -EAGAIN with why filled. forget:
- * deletes the version rows other than version, on every node (a
- * mutation, done in the background; a failure is logged only). */
+ * one URL of a cluster), logging each, then copies version 3's samples
+ * into psamples unless copied (the version row of 4 is stored: a copy was
+ * whole); safe to run again, and beside another server doing the same; 0,
+ * or -EAGAIN with why filled. forget: deletes the version rows other than
+ * version, on every node (a mutation, done in the background; a failure
+ * is logged only). drop: drops version 3's samples tables on every node
+ * (a failure is logged: the next start drops them). */
 bool chs_upgrade__added(const char *table, const char *column, const char *type);
 int chs_upgrade__count(const char *table);
-int chs_upgrade__run(struct ch_store *st, char *why, size_t whylen);
+int chs_upgrade__run(struct ch_store *st, bool copied, char *why, size_t whylen);
 void chs_upgrade__forget(struct ch_store *st, int version);
+void chs_upgrade__drop(struct ch_store *st);
 
 /* A function's key as merges carry it: its a and b lanes, 8 bytes each. */
 #define CH_FN_KEY_LEN 16

@@ -48,12 +48,13 @@ static int build(struct ch_store *st, const char *app, int level, int64_t bucket
              "INSERT INTO %s.rollups (app, level, bucket_ns, stack_a, stack_b, "
              "samples, cpu_ns, off_cpu_ns, version) SELECT app, %d, %lld, stack_a, "
              "stack_b, " CH_SAT_SUM("samples") ", " CH_SAT_SUM("cpu_ns") ", " CH_SAT_SUM(
-                 "off_cpu_ns") ", %lld FROM %s.samples FINAL WHERE app = ",
+                 "off_cpu_ns") ", %lld FROM (SELECT app, " CH_SAMPLES_COLS
+                               " FROM %s.psamples FINAL WHERE app = ",
              st->db, level, (long long)bucket, (long long)version, st->db)) ||
         (err = ch_sql__quote(sql, app, strlen(app))) ||
         (err = ch_sql__appendf(sql,
-                               " AND time_ns >= %lld AND time_ns < %lld GROUP BY app, "
-                               "stack_a, stack_b",
+                               " AND time_ns >= %lld AND time_ns < %lld)" CH_SAMPLES_JOIN
+                               " GROUP BY app, stack_a, stack_b",
                                (long long)bucket, (long long)(bucket + level_ns[level]))) ||
         (err = run(st, sql, NULL)))
         return err;
@@ -264,16 +265,17 @@ int chs_rollup__rows(struct ch_store *st, const struct store_query *q, struct bu
                  "WHERE app = %s AND (level, bucket_ns) IN (%s)%s",
                  d, fin, app.data, in.data, first_raw ? "" : " UNION ALL ")))
             break;
-        if (!first_raw && (err = ch_sql__appendf(o,
-                                                 "SELECT stack_a, stack_b, samples, cpu_ns, "
-                                                 "off_cpu_ns FROM %s.samples%s WHERE app = %s "
-                                                 "AND (%s)",
-                                                 d, fin, app.data, raw.data)))
+        if (!first_raw &&
+            (err = ch_sql__appendf(o,
+                                   "SELECT " CH_SAMPLES_COLS " FROM (SELECT " CH_SAMPLES_COLS
+                                   " FROM %s.psamples%s WHERE app = %s "
+                                   "AND (%s))" CH_SAMPLES_JOIN,
+                                   d, fin, app.data, raw.data)))
             break;
         if (first_in && first_raw) /* an empty range */
             err = ch_sql__appendf(o,
                                   "SELECT stack_a, stack_b, samples, cpu_ns, off_cpu_ns FROM "
-                                  "%s.samples WHERE 0",
+                                  "%s.psamples" CH_SAMPLES_JOIN " WHERE 0",
                                   d);
     }
     if (!err && !first_raw)

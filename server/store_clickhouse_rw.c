@@ -62,25 +62,58 @@ static int put_keys(const struct store_profile *p, const bool *want_fn, const bo
     return err;
 }
 
-/* The samples rows and the profile's row, into rows[CH_SAMPLES] and
- * rows[CH_PROFILES]; ids holds the first columns of both, lsq the label
- * sets (lsq[ls_off[i]..ls_off[i + 1]), the last one empty). */
+/* The psamples rows (one a label set the stacks use: the stacks as arrays)
+ * and the profile's row, into rows[CH_SAMPLES] and rows[CH_PROFILES]; ids
+ * holds the first columns of both, lsq the label sets (lsq[ls_off[i]..
+ * ls_off[i + 1]), the last one empty); order (p->nstacks) and first
+ * (p->nlabelsets + 2) are room for the stacks ordered by label set. */
 static int put_rows(const struct store_profile *p, const struct buf *ids, const struct buf *lsq,
-                    const size_t *ls_off, struct buf *rows)
+                    const size_t *ls_off, size_t *order, size_t *first, struct buf *rows)
 {
     struct buf *r = &rows[CH_SAMPLES];
     int64_t total_samples = 0, total_cpu = 0, total_off = 0;
+    size_t nls = p->nlabelsets + 1;
     int err = 0;
 
-    for (size_t i = 0; !err && i < p->nstacks; i++) {
+    /* The stacks by label set (a counting sort): those of set i are
+     * order[first[i]..first[i + 1]). */
+    memset(first, 0, (nls + 1) * sizeof(*first));
+    for (size_t i = 0; i < p->nstacks; i++) {
+        uint32_t ls = p->stacks[i].labelset;
+        first[(ls == STORE_NO_LABELS ? p->nlabelsets : ls) + 1]++;
+    }
+    for (size_t i = 0; i < nls; i++)
+        first[i + 1] += first[i];
+    for (size_t i = 0; i < p->nstacks; i++) {
+        uint32_t ls = p->stacks[i].labelset;
+        order[first[ls == STORE_NO_LABELS ? p->nlabelsets : ls]++] = i;
+    }
+    memmove(first + 1, first, nls * sizeof(*first));
+    first[0] = 0;
+    for (size_t ls = 0; ls < nls && !err; ls++) {
+        size_t n = first[ls + 1] - first[ls];
+        const size_t *o = order + first[ls];
+        if (!n)
+            continue;
+        if ((err = buf__append(r, ids->data, ids->len)) ||
+            (err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])))
+            break;
+        /* stack_a, stack_b, samples, cpu_ns, off_cpu_ns: an array each. */
+        for (int col = 0; col < 5 && !err; col++) {
+            err = ch_rb__varint(r, n);
+            for (size_t j = 0; j < n && !err; j++) {
+                const struct store_stack *k = &p->stacks[o[j]];
+                uint64_t v = col == 0   ? k->key.a
+                             : col == 1 ? k->key.b
+                             : col == 2 ? (uint64_t)k->samples
+                             : col == 3 ? (uint64_t)k->cpu_ns
+                                        : (uint64_t)k->off_cpu_ns;
+                err = ch_rb__u64(r, v);
+            }
+        }
+    }
+    for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
-        size_t ls = k->labelset == STORE_NO_LABELS ? p->nlabelsets : k->labelset;
-        if (!(err = buf__append(r, ids->data, ids->len)) && !(err = ch_rb__u64(r, k->key.a)) &&
-            !(err = ch_rb__u64(r, k->key.b)) &&
-            !(err = buf__append(r, lsq->data + ls_off[ls], ls_off[ls + 1] - ls_off[ls])) &&
-            !(err = ch_rb__u64(r, (uint64_t)k->samples)) &&
-            !(err = ch_rb__u64(r, (uint64_t)k->cpu_ns)))
-            err = ch_rb__u64(r, (uint64_t)k->off_cpu_ns);
         sat__acc(&total_samples, k->samples);
         sat__acc(&total_cpu, k->cpu_ns);
         sat__acc(&total_off, k->off_cpu_ns);
@@ -101,6 +134,8 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     struct ch_group *g = chs_group__current(st);
     struct buf rows[CH_N_INSERTS], ids, lsq, text;
     size_t *ls_off = malloc((p->nlabelsets + 2) * sizeof(*ls_off));
+    size_t *first = malloc((p->nlabelsets + 2) * sizeof(*first));
+    size_t *order = malloc((p->nstacks + 1) * sizeof(*order));
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
     bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
     bool submitted = false;
@@ -119,7 +154,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     buf__init(&ids, 1 << 20);
     buf__init(&lsq, 256u << 20);
     buf__init(&text, 1 << 20);
-    if (!ls_off || !want_fn || !want_st) {
+    if (!ls_off || !first || !order || !want_fn || !want_st) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
@@ -162,7 +197,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     }
     pthread_mutex_unlock(&st->mu);
     if ((ret = put_keys(p, want_fn, want_st, rows)) ||
-        (ret = put_rows(p, &ids, &lsq, ls_off, rows)))
+        (ret = put_rows(p, &ids, &lsq, ls_off, order, first, rows)))
         goto too_big;
     if (g) {
         /* Written, and its keys remembered, at the group's end. */
@@ -197,6 +232,8 @@ out:
     if (!submitted)
         chs_batch__leave(st);
     free(ls_off);
+    free(first);
+    free(order);
     free(want_fn);
     free(want_st);
     for (int i = 0; i < CH_N_INSERTS; i++)
@@ -470,10 +507,12 @@ int chs_merge(struct store *s, const struct store_query *q, struct store_merged 
     } else {
         for (int k = 0; k < 2 && !err; k++)
             if (!(err = ch_sql__appendf(k ? &keys : &rows,
-                                        "SELECT stack_a, stack_b, samples, cpu_ns, off_cpu_ns "
-                                        "FROM %s.samples%s",
-                                        d, k ? "" : " FINAL")))
-                err = where(k ? &keys : &rows, q);
+                                        "SELECT " CH_SAMPLES_COLS " FROM (SELECT " CH_SAMPLES_COLS
+                                        " FROM %s.psamples%s",
+                                        d, k ? "" : " FINAL")) &&
+                !(err = where(k ? &keys : &rows, q)))
+                err = buf__append(k ? &keys : &rows, ")" CH_SAMPLES_JOIN,
+                                  strlen(")" CH_SAMPLES_JOIN));
         if (err ||
             (err = ch_sql__appendf(&count, "SELECT toUInt64(count()) AS c FROM %s.profiles FINAL",
                                    d)) ||

@@ -20,6 +20,13 @@
  *      version reads versions 2 and 3 together as an upgrade to finish
  *      (run again: it does only what is left), an older server refuses
  *      them (several versions) as it refuses 3 alone (newer).
+ *   4  psamples, a row a profile and label set with its stacks as arrays,
+ *      in place of samples (a row a stack); a version 3 (or 2) database
+ *      is upgraded in place at start (store_clickhouse_upgrade.c): samples
+ *      copied into psamples, the row of version 4 stored, the older rows
+ *      deleted, then samples dropped. A database that still has samples
+ *      (an upgrade cut short after its version row) is upgraded again:
+ *      with the row of version 4 there, only the drop is left.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +36,7 @@
 #include "../common/log.h"
 #include "store_clickhouse_int.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 /* The oldest version this server upgrades in place. */
 #define UPGRADE_FROM 2
 
@@ -47,11 +54,20 @@ static const struct {
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
      "ORDER BY (app, time_ns, host, pid)",
      "cityHash64(app)"},
-    {"samples",
-     "app String, time_ns Int64, host String, pid Int64, labels String, stack_a UInt64, "
-     "stack_b UInt64, labelset String, samples Int64, cpu_ns Int64, off_cpu_ns Int64",
+    /* A row a profile and label set: its stacks and their values as
+     * arrays (read with CH_SAMPLES_JOIN). Version 3's samples table had a
+     * row a stack; the upgrade copies it here (store_clickhouse_upgrade.c).
+     * A mark every 32 rows, not 8192: a row is a whole profile (~80 KiB of
+     * arrays for 2,000 stacks), and with 8192 a query read every profile of
+     * a part (6 hours of them) and FINAL merged them in 65536-row blocks:
+     * the hour's raw edges took a shard 95 ms, 5 ms with 32. Still fewer
+     * marks than version 3's 8192 rows of single stacks. */
+    {"psamples",
+     "app String, time_ns Int64, host String, pid Int64, labels String, labelset String, "
+     "stack_a Array(UInt64), stack_b Array(UInt64), samples Array(Int64), "
+     "cpu_ns Array(Int64), off_cpu_ns Array(Int64)",
      "ReplacingMergeTree PARTITION BY intDiv(time_ns, 86400000000000) "
-     "ORDER BY (app, time_ns, host, pid, stack_a, stack_b, labelset)",
+     "ORDER BY (app, time_ns, host, pid, labels, labelset) SETTINGS index_granularity = 32",
      "cityHash64(app, host, pid, time_ns)"},
     /* store_clickhouse_rollup.c */
     {"rollups",
@@ -109,12 +125,14 @@ static int table_of(const struct ch_store *st, const char *name, bool *local)
 /* What the database holds on node: *ours, how many of our tables; *same,
  * whether each has this schema's columns; *older, whether each has them
  * or the previous schema's (some columns an upgrade adds lacking);
- * *version, the version row (0: none; UPGRADE_FROM when rows of it and of
- * this version are both there: an upgrade not finished). Returns 0, or
- * -EAGAIN with why filled (ClickHouse failed), or -EBADMSG when the
+ * *legacy, whether version 3's samples table is there; *version, the
+ * version row (0: none; the oldest when rows of versions from UPGRADE_FROM
+ * up are there: an upgrade not finished), *newest the newest. Returns 0,
+ * or -EAGAIN with why filled (ClickHouse failed), or -EBADMSG when the
  * database holds several versions otherwise. */
 static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same, bool *older,
-                         uint64_t *version, char *why, size_t whylen)
+                         bool *legacy, uint64_t *version, uint64_t *newest, char *why,
+                         size_t whylen)
 {
     int seen[N_TABLES][2] = {{0}}, news[N_TABLES][2] = {{0}};
     struct buf sql, ans;
@@ -123,7 +141,8 @@ static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same
     *ours = 0;
     *same = true;
     *older = true;
-    *version = 0;
+    *version = *newest = 0;
+    *legacy = false;
     buf__init(&sql, 1 << 16);
     buf__init(&ans, 1 << 24);
     if ((err = ch_sql__appendf(&sql,
@@ -139,6 +158,8 @@ static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same
     while ((n = ch_tsv__row(&t, f, 3)) == 3) {
         bool local;
         int i = table_of(st, f[0], &local);
+        if (!strcmp(f[0], "samples") || !strcmp(f[0], "samples_local"))
+            *legacy = true;
         if (i < 0)
             continue; /* not ours */
         seen[i][local]++;
@@ -186,14 +207,15 @@ static int schema_survey(struct ch_store *st, size_t node, int *ours, bool *same
             err = -EAGAIN;
             goto out;
         }
-        /* Ordered: an upgrade's old row, then its new one (until
-         * ClickHouse has deleted the old one). */
-        if (rows && !(rows == 1 && *version == UPGRADE_FROM && v == SCHEMA_VERSION)) {
+        /* Ordered: an upgrade's old rows, then its new one (until
+         * ClickHouse has deleted the old ones). */
+        if (rows && !(*version >= UPGRADE_FROM && v <= SCHEMA_VERSION)) {
             err = -EBADMSG;
             goto out;
         }
         if (!rows)
             *version = v;
+        *newest = v;
     }
 out:
     buf__free(&sql);
@@ -242,16 +264,16 @@ out:
 /* Whether node's database can be taken as it is or upgraded (*upgrade
  * set): 0; or -1 with err filled saying why not and what to do. *version
  * gets the version row found, if any. */
-static int check_node(struct ch_store *st, size_t i, uint64_t *version, bool *upgrade, char *err,
-                      size_t errlen)
+static int check_node(struct ch_store *st, size_t i, uint64_t *version, bool *upgrade, bool *copied,
+                      char *err, size_t errlen)
 {
     const char *url = st->nodes[i];
     char why[600] = "";
     int ours, e;
-    bool same, older;
-    uint64_t v;
+    bool same, older, legacy;
+    uint64_t v, newest;
 
-    if ((e = schema_survey(st, i, &ours, &same, &older, &v, why, sizeof(why)))) {
+    if ((e = schema_survey(st, i, &ours, &same, &older, &legacy, &v, &newest, why, sizeof(why)))) {
         if (e == -EBADMSG)
             snprintf(err, errlen,
                      "clickhouse: database %s at %s holds several schema versions: it was "
@@ -279,9 +301,11 @@ static int check_node(struct ch_store *st, size_t i, uint64_t *version, bool *up
                  st->db, url, (unsigned long long)v, SCHEMA_VERSION);
         return -1;
     }
-    /* Version 2, or made before versions were kept (version 2 or 1): the
-     * upgrade adds the columns it lacks, if its tables are version 2's. */
-    if ((v == UPGRADE_FROM || (!v && ours)) && !same && !older) {
+    /* Version 2 or 3, or made before versions were kept (version 2 or 1):
+     * the upgrade adds the columns it lacks, if its tables are version
+     * 2's, and copies the samples. */
+    bool old = v >= UPGRADE_FROM && v < SCHEMA_VERSION;
+    if ((old || (!v && ours)) && !same && !older) {
         if (v)
             snprintf(err, errlen,
                      "clickhouse: database %s at %s holds schema version %llu, but its tables "
@@ -299,8 +323,11 @@ static int check_node(struct ch_store *st, size_t i, uint64_t *version, bool *up
                      st->db, url, SCHEMA_VERSION);
         return -1;
     }
-    if (v == UPGRADE_FROM || (!v && ours && !same))
+    if (old || (!v && ours && !same) || legacy)
         *upgrade = true;
+    /* The row of this version is stored once the copy is whole. */
+    if (newest == SCHEMA_VERSION)
+        *copied = true;
     if (v)
         *version = v;
     return 0;
@@ -310,7 +337,7 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
 {
     size_t nodes = st->on_cluster ? 1 : st->nnodes;
     uint64_t version = 0;
-    bool upgrade = false;
+    bool upgrade = false, copied = false;
     char why[600] = "";
     struct buf sql;
     int rc = -1;
@@ -318,7 +345,7 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
     buf__init(&sql, 4096);
     /* Every node is looked at before anything is made or changed on any. */
     for (size_t i = 0; i < nodes; i++)
-        if (check_node(st, i, &version, &upgrade, err, errlen))
+        if (check_node(st, i, &version, &upgrade, &copied, err, errlen))
             goto out;
     for (size_t i = 0; i < nodes; i++)
         if (create_schema(st, i, why, sizeof(why))) {
@@ -337,7 +364,7 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
     if (upgrade) {
         log_info("store: clickhouse database %s: upgrading schema version %llu to %d in place",
                  st->db, (unsigned long long)(version ? version : UPGRADE_FROM), SCHEMA_VERSION);
-        if (chs_upgrade__run(st, why, sizeof(why))) {
+        if (chs_upgrade__run(st, copied, why, sizeof(why))) {
             snprintf(err, errlen,
                      "clickhouse: cannot upgrade database %s to schema version %d: %s (nothing "
                      "is lost: a server started again finishes the upgrade)",
@@ -358,6 +385,8 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen)
     }
     if (upgrade && version)
         chs_upgrade__forget(st, SCHEMA_VERSION);
+    if (upgrade)
+        chs_upgrade__drop(st);
     log_info("store: clickhouse database %s, schema version %d%s", st->db, SCHEMA_VERSION,
              upgrade   ? " (upgraded now)"
              : version ? ""

@@ -1,6 +1,9 @@
-/* The ClickHouse store's schema upgrade in place: a database of schema
- * version 2 brought to version 3 (off_cpu_ns in profiles, samples and
- * rollups) on every node, so a server upgrade keeps the profiles stored.
+/* The ClickHouse store's schema upgrades in place, so a server upgrade
+ * keeps the profiles stored:
+ *   2 -> 3  off_cpu_ns added to profiles, samples and rollups on every node;
+ *   3 -> 4  version 3's samples (a row a stack) copied into psamples (a row
+ *           a profile and label set, the stacks as arrays), then dropped.
+ * A version 2 database takes both, in that order.
  *
  * ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: each table's columns
  * are read first (system.columns, on each node; through the one URL of a
@@ -9,11 +12,22 @@
  * read again: another server starting at once added it, or, ON CLUSTER,
  * some nodes had it from an upgrade interrupted half-way (those nodes fail
  * the statement, the others run it). Rows stored before read the column as
- * its DEFAULT 0: no off-CPU time. The version row is the schema's business
- * (store_clickhouse_schema.c); the old one is deleted here.
+ * its DEFAULT 0: no off-CPU time.
+ *
+ * The copy is an INSERT ... SELECT a day at a time through the first node
+ * (on a cluster, Distributed to Distributed: psamples is sharded by the
+ * same key as samples, so every row stays on its shard). Copied twice
+ * (two servers starting at once, or a start cut short and run again) it
+ * collapses: psamples is a ReplacingMergeTree by the profile's identity.
+ * samples is dropped only once the version row of 4 is stored, so a copy
+ * cut short is made again whole; a copy that fails because another server
+ * dropped samples meanwhile is taken as done (that server had copied it).
+ * The version row is the schema's business (store_clickhouse_schema.c);
+ * the old one is deleted here.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
@@ -142,14 +156,136 @@ out:
     return err;
 }
 
-int chs_upgrade__run(struct ch_store *st, char *why, size_t whylen)
+/* Whether node has version 3's samples table (the Distributed one on a
+ * cluster, or both: the copy reads it): into *yes. 0, or -EAGAIN with why
+ * filled. */
+static int legacy_at(struct ch_store *st, size_t node, bool *yes, char *why, size_t whylen)
+{
+    struct buf sql, ans;
+    int64_t n = 0;
+    int err;
+
+    buf__init(&sql, 1 << 12);
+    buf__init(&ans, 1 << 12);
+    if (!(err = ch_sql__appendf(&sql,
+                                "SELECT count() FROM system.tables WHERE database = '%s' AND "
+                                "name IN ('samples', 'samples_local') FORMAT TabSeparated",
+                                st->db)) &&
+        !(err = chs_exec_why(st, node, NULL, &sql, &ans, why, whylen))) {
+        struct ch_tsv t;
+        char *f[1];
+        ch_tsv__init(&t, ans.data, ans.len);
+        if (ch_tsv__row(&t, f, 1) != 1 || ch_tsv__i64(f[0], &n)) {
+            snprintf(why, whylen, "a garbled answer listing the tables");
+            err = -EAGAIN;
+        }
+    }
+    *yes = n > 0;
+    buf__free(&sql);
+    buf__free(&ans);
+    return err;
+}
+
+/* Copies samples into psamples, a day at a time, through the first node.
+ * 0, or -EAGAIN with why filled. */
+static int copy_samples(struct ch_store *st, char *why, size_t whylen)
+{
+    struct buf sql, ans;
+    int64_t *days = NULL;
+    size_t ndays = 0;
+    int err;
+
+    buf__init(&sql, 1 << 12);
+    buf__init(&ans, 1 << 20);
+    if ((err = ch_sql__appendf(&sql,
+                               "SELECT DISTINCT intDiv(time_ns, %lld) AS d FROM %s.samples "
+                               "ORDER BY d FORMAT TabSeparated",
+                               CH_DAY_NS, st->db)) ||
+        (err = chs_exec_why(st, 0, NULL, &sql, &ans, why, whylen)))
+        goto out;
+    struct ch_tsv t;
+    char *f[1];
+    int n;
+    ch_tsv__init(&t, ans.data, ans.len);
+    while ((n = ch_tsv__row(&t, f, 1)) == 1) {
+        int64_t *more = realloc(days, (ndays + 1) * sizeof(*days));
+        if (!more) {
+            snprintf(why, whylen, "out of memory");
+            err = -EAGAIN;
+            goto out;
+        }
+        days = more;
+        if (ch_tsv__i64(f[0], &days[ndays++]))
+            n = -1;
+        if (n < 0)
+            break;
+    }
+    if (n != 0) {
+        snprintf(why, whylen, "a garbled answer listing the days of samples");
+        err = -EAGAIN;
+        goto out;
+    }
+    for (size_t i = 0; i < ndays && !err; i++) {
+        buf__reset(&sql);
+        if (!(err = ch_sql__appendf(
+                  &sql,
+                  "INSERT INTO %s.psamples (app, time_ns, host, pid, labels, labelset, stack_a, "
+                  "stack_b, samples, cpu_ns, off_cpu_ns) SELECT app, time_ns, host, pid, labels, "
+                  "labelset, groupArray(stack_a), groupArray(stack_b), groupArray(samples), "
+                  "groupArray(cpu_ns), groupArray(off_cpu_ns) FROM %s.samples FINAL WHERE "
+                  "intDiv(time_ns, %lld) = %lld GROUP BY app, time_ns, host, pid, labels, labelset",
+                  st->db, st->db, CH_DAY_NS, (long long)days[i])))
+            err = chs_exec_why(st, 0, NULL, &sql, NULL, why, whylen);
+    }
+    if (!err)
+        log_info("store: clickhouse database %s: samples of %zu days copied into psamples at %s",
+                 st->db, ndays, st->nodes[0]);
+out:
+    free(days);
+    buf__free(&sql);
+    buf__free(&ans);
+    return err;
+}
+
+/* Whether version 4's row is stored: another server's copy is whole. */
+static bool copied_by_another(struct ch_store *st)
+{
+    struct buf sql, ans;
+    char why[600];
+    int64_t n = 0;
+
+    buf__init(&sql, 1 << 12);
+    buf__init(&ans, 1 << 12);
+    if (!ch_sql__appendf(&sql,
+                         "SELECT count() FROM %s.meta WHERE k = 'schema_version' AND v = 4 "
+                         "FORMAT TabSeparated",
+                         st->db) &&
+        !chs_exec_why(st, 0, NULL, &sql, &ans, why, sizeof(why))) {
+        struct ch_tsv t;
+        char *f[1];
+        ch_tsv__init(&t, ans.data, ans.len);
+        if (ch_tsv__row(&t, f, 1) != 1 || ch_tsv__i64(f[0], &n))
+            n = 0;
+    }
+    buf__free(&sql);
+    buf__free(&ans);
+    return n > 0;
+}
+
+int chs_upgrade__run(struct ch_store *st, bool copied, char *why, size_t whylen)
 {
     size_t nodes = st->on_cluster ? 1 : st->nnodes;
     char table[80];
+    bool legacy;
     int err = 0;
 
-    for (size_t node = 0; node < nodes; node++)
+    for (size_t node = 0; node < nodes; node++) {
+        if ((err = legacy_at(st, node, &legacy, why, whylen)))
+            return err;
         for (size_t a = 0; a < N_ADDED; a++) {
+            /* Version 3's samples, where there still is one to copy. */
+            if (!strcmp(added[a].table, "samples") && (!legacy || copied))
+                continue;
             /* The shards' tables before the Distributed one over them, so
              * it never lists a column they lack. */
             snprintf(table, sizeof(table), "%s%s", added[a].table, st->cluster[0] ? "_local" : "");
@@ -158,7 +294,41 @@ int chs_upgrade__run(struct ch_store *st, char *why, size_t whylen)
             if (st->cluster[0] && (err = add_column(st, node, a, added[a].table, why, whylen)))
                 return err;
         }
-    return 0;
+    }
+    if ((err = legacy_at(st, 0, &legacy, why, whylen)) || !legacy || copied)
+        return err;
+    if (!(err = copy_samples(st, why, whylen)))
+        return 0;
+    /* samples dropped meanwhile by a server that had copied it: it stores
+     * version 4's row first. */
+    if (copied_by_another(st)) {
+        log_info("store: clickhouse database %s: samples copied by another server", st->db);
+        return 0;
+    }
+    return err;
+}
+
+void chs_upgrade__drop(struct ch_store *st)
+{
+    size_t nodes = st->on_cluster ? 1 : st->nnodes;
+    char oc[100] = "", why[600] = "";
+    struct buf sql;
+
+    buf__init(&sql, 1 << 12);
+    if (st->on_cluster)
+        snprintf(oc, sizeof(oc), " ON CLUSTER %s", st->cluster);
+    /* The Distributed table first: it never outlives the shards' tables. */
+    for (size_t node = 0; node < nodes; node++)
+        for (int local = 0; local < (st->cluster[0] ? 2 : 1); local++) {
+            buf__reset(&sql);
+            if (ch_sql__appendf(&sql, "DROP TABLE IF EXISTS %s.samples%s%s", st->db,
+                                local ? "_local" : "", oc) ||
+                chs_ddl(st, node, &sql, why, sizeof(why)))
+                log_error("store: clickhouse database %s at %s: version 3's samples%s not "
+                          "dropped (%s); the next start drops it",
+                          st->db, st->nodes[node], local ? "_local" : "", why);
+        }
+    buf__free(&sql);
 }
 
 void chs_upgrade__forget(struct ch_store *st, int version)

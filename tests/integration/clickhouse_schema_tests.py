@@ -13,7 +13,7 @@ import server_tests as st
 from clickhouse_tests import shard_rows
 from server_tests import Server, check, good_profile
 
-TABLES = ("meta", "functions", "stacks", "profiles", "samples", "rollups", "rollup_buckets")
+TABLES = ("meta", "functions", "stacks", "profiles", "psamples", "rollups", "rollup_buckets")
 _dbs = 0
 
 
@@ -89,7 +89,7 @@ def test_ch_on_cluster(tmp):
         for i, n in enumerate(nodes):
             got = tables_on(n, db)
             check(got == want, f"node {i}: tables {sorted(got)}")
-        check(version_of(nodes[1], db) == ["3"], f"version {version_of(nodes[1], db)}")
+        check(version_of(nodes[1], db) == ["4"], f"version {version_of(nodes[1], db)}")
         # Profiles of 16 processes (samples are sharded by profile), and 8 of
         # three days ago, each of its own app and function.
         for pid in range(100, 116):
@@ -116,7 +116,7 @@ def test_ch_on_cluster(tmp):
                 break
         print(f"    bytes per node {by_node}, the server's codexray_store_bytes {size:.0f}")
         check(all(by_node) and size == sum(by_node), f"size {size}, nodes {by_node}")
-        rows = shard_rows(db, "samples")
+        rows = shard_rows(db, "psamples")
         print(f"    sample rows per shard {rows}")
         check(all(r > 0 for r in rows), f"rows not on both shards: {rows}")
         old_day = old // (86400 * 10**9)
@@ -125,7 +125,7 @@ def test_ch_on_cluster(tmp):
             return sum(int(n.query(f"SELECT count() FROM {db}.{t}_local WHERE {w}").strip())
                        for t, w in (("stacks", f"day = {old_day}"),
                                     ("functions", f"day = {old_day}"),
-                                    ("samples", f"intDiv(time_ns, 86400000000000) = {old_day}"),
+                                    ("psamples", f"intDiv(time_ns, 86400000000000) = {old_day}"),
                                     ("profiles", f"intDiv(time_ns, 86400000000000) = {old_day}")))
         before = [old_rows(n) for n in nodes]
         check(all(before), f"the old day's rows not on both nodes: {before}")
@@ -210,9 +210,9 @@ def test_ch_schema_version(tmp):
     check([tables_on(n, db1) for n in nodes] == before, "tables changed in the refused database")
     # A newer schema's version row; version 2's row over tables that are
     # not version 2's (the first schema's): not upgraded.
-    for v, tabs, text in ((4, V1[:1], "holds schema version 4, newer than this server's 3"),
+    for v, tabs, text in ((5, V1[:1], "holds schema version 5, newer than this server's 4"),
                           (2, V1, "holds schema version 2, but its tables are neither that "
-                           "version's nor this server's (3), so it cannot be upgraded")):
+                           "version's nor this server's (4), so it cannot be upgraded")):
         db3 = new_db(f"v{v}")
         make_tables(db3, tabs)
         before = [tables_on(n, db3) for n in nodes]
@@ -222,11 +222,11 @@ def test_ch_schema_version(tmp):
         check(f"database {db3} at {nodes[0].url} {text}" in log and "--clickhouse-database" in log,
               f"the refusal: {log[-800:]}")
         check([tables_on(n, db3) for n in nodes] == before, "tables made in a refused database")
-    # A new database: version 3 stored, and taken again at the next start.
-    db2 = new_db("v3")
+    # A new database: version 4 stored, and taken again at the next start.
+    db2 = new_db("v4")
     srv = Server(tmp, *args(db2))
     try:
-        check(version_of(nodes[0], db2) == ["3"], f"version {version_of(nodes[0], db2)}")
+        check(version_of(nodes[0], db2) == ["4"], f"version {version_of(nodes[0], db2)}")
         check(srv.post("/api/v1/profiles", good_profile("ver"))[0] == 202, "post")
         srv.stop()
         # Made before versions were kept: the same tables, no version row.
@@ -237,44 +237,56 @@ def test_ch_schema_version(tmp):
             time.sleep(0.2)
         check(version_of(nodes[0], db2) == [], "the version row not deleted")
         srv.start()
-        check(version_of(nodes[0], db2) == ["3"], "the version not stored in the old database")
+        check(version_of(nodes[0], db2) == ["4"], "the version not stored in the old database")
         check(st.stacks_of(srv, "app=ver&from=now-10m") == {"work": 5}, "its profile")
         log = open(os.path.join(tmp, f"server-{srv.port}.log")).read()
-        check(log.count("schema version 3 (stored now)") == 2, f"log: {log[-600:]}")
+        check(log.count("schema version 4 (stored now)") == 2, f"log: {log[-600:]}")
     finally:
         srv.stop()
 
 
-# The last commit whose server makes schema version 2 (before off-CPU time).
+# The last commit whose server makes schema version 2 (before off-CPU
+# time), and one that makes version 3 (a samples row a stack).
 V2_COMMIT = "eb3d955"
+V3_COMMIT = "00a427b"
 
 
-def v2_server(tmp):
-    """codexray-server of schema version 2, built from git V2_COMMIT in a
-    temporary clone of this repository, once: kept in build/."""
-    out = os.path.join(st.ROOT, "build", f"server-{V2_COMMIT}", "codexray-server")
+def old_server(tmp, commit):
+    """codexray-server of git commit, built in a temporary clone of this
+    repository, once: kept in build/."""
+    out = os.path.join(st.ROOT, "build", f"server-{commit}", "codexray-server")
     if os.path.exists(out):
         return out
-    src = os.path.join(tmp, f"src-{V2_COMMIT}")
+    src = os.path.join(tmp, f"src-{commit}")
     t = time.monotonic()
     subprocess.run(["git", "clone", "-q", "--no-checkout", st.ROOT, src], check=True)
-    subprocess.run(["git", "-C", src, "checkout", "-q", V2_COMMIT], check=True)
+    subprocess.run(["git", "-C", src, "checkout", "-q", commit], check=True)
     r = subprocess.run(["make", "-C", src, "-j2", "build/codexray-server"], capture_output=True,
                        text=True)
-    check(r.returncode == 0, f"building the {V2_COMMIT} server: {r.stderr[-800:]}")
+    check(r.returncode == 0, f"building the {commit} server: {r.stderr[-800:]}")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     shutil.copy(os.path.join(src, "build", "codexray-server"), out + ".tmp")
     os.rename(out + ".tmp", out)
     shutil.rmtree(src)
-    print(f"    the {V2_COMMIT} server built in {time.monotonic() - t:.0f} s")
+    print(f"    the {commit} server built in {time.monotonic() - t:.0f} s")
     return out
+
+
+def v2_server(tmp):
+    return old_server(tmp, V2_COMMIT)
 
 
 class V2Server(SlowServer):
     binary = None  # set by the test: v2_server()
 
 
-UPGRADED = ("profiles", "samples", "rollups")
+class V3Server(SlowServer):
+    binary = None  # set by the test: old_server(tmp, V3_COMMIT)
+
+
+# Version 2's tables that hold off_cpu_ns Int64 after the upgrade (samples
+# is copied into psamples, whose off_cpu_ns is an array, and dropped).
+UPGRADED = ("profiles", "rollups")
 
 
 def versions_of(node, db):
@@ -312,13 +324,15 @@ def start_together(mk, n=2):
     return out
 
 
-def upgrade_case(tmp, nodes, db, urls, half):
-    """A version 2 database made by the V2_COMMIT server through urls,
+def upgrade_case(tmp, nodes, db, urls, half, old_cls=V2Server, from_version=2):
+    """A version 2 database made by the V2_COMMIT server (from_version 3:
+    version 3's, old_cls V3Server) through urls,
     holding profiles; half(db) alters some tables by hand (an upgrade
     interrupted half-way); two servers of this build started at once
-    upgrade it: off_cpu_ns on every node's tables, version 3 alone in
-    meta once ClickHouse has run the deletion, the old profiles read
-    (off-CPU 0), new off-CPU profiles stored, and the V2_COMMIT server
+    upgrade it: off_cpu_ns on every node's tables, the samples copied
+    into psamples (rows on both shards) and samples dropped, version 4
+    alone in meta once ClickHouse has run the deletion, the old profiles
+    read (off-CPU 0), new off-CPU profiles stored, and the V2_COMMIT server
     refuses the database as newer."""
     import offcpu_server_tests as oc
 
@@ -327,7 +341,7 @@ def upgrade_case(tmp, nodes, db, urls, half):
                 "--clickhouse-database", db]
     for d in ("v2", "new0", "new1"):
         os.makedirs(os.path.join(tmp, d), exist_ok=True)
-    old = V2Server(os.path.join(tmp, "v2"), *args(urls))
+    old = old_cls(os.path.join(tmp, "v2"), *args(urls))
     try:
         for pid in range(100, 108):
             r = old.post(f"/api/v1/profiles?pid={pid}", good_profile("upg", fn=f"old_{pid % 2}"))
@@ -336,8 +350,10 @@ def upgrade_case(tmp, nodes, db, urls, half):
         check(st.stacks_of(old, "app=upg&from=now-10m") == want_old, "the v2 server's profile")
     finally:
         old.stop()
-    check(versions_of(nodes[0], db) == ["2"], f"v2 version {versions_of(nodes[0], db)}")
-    check(not any(off_cpu_on(n, db) for n in nodes), "off_cpu_ns in a v2 database")
+    check(versions_of(nodes[0], db) == [str(from_version)],
+          f"old version {versions_of(nodes[0], db)}")
+    check(from_version == 3 or not any(off_cpu_on(n, db) for n in nodes),
+          "off_cpu_ns in a v2 database")
     half(db)
     before = [off_cpu_on(n, db) for n in nodes]
     print(f"    off_cpu_ns before the upgrade: {[sorted(b) for b in before]}")
@@ -349,18 +365,23 @@ def upgrade_case(tmp, nodes, db, urls, half):
         for i, n in enumerate(nodes):
             check(off_cpu_on(n, db) == want, f"node {i}: off_cpu_ns on {sorted(off_cpu_on(n, db))}")
         for i, n in enumerate(nodes):
-            check(int(n.query(f"SELECT count() FROM {db}.samples_local")) > 0, f"node {i} empty")
+            check(int(n.query(f"SELECT count() FROM {db}.psamples_local")) > 0, f"node {i} empty")
+            left = n.query(f"SELECT name FROM system.tables WHERE database = '{db}' AND "
+                           "name IN ('samples', 'samples_local')").split()
+            check(not left, f"node {i}: version 3's samples not dropped: {left}")
         deadline = time.time() + 30
-        while versions_of(nodes[0], db) != ["3"] and time.time() < deadline:
+        while versions_of(nodes[0], db) != ["4"] and time.time() < deadline:
             time.sleep(0.2)
-        check(versions_of(nodes[0], db) == ["3"], f"versions {versions_of(nodes[0], db)}")
+        check(versions_of(nodes[0], db) == ["4"], f"versions {versions_of(nodes[0], db)}")
         logs = "".join(open(os.path.join(d, f"server-{s.port}.log")).read()
                        for d, s in zip(dirs, srvs))
         added = [l.split(" store: ", 1)[1] for l in logs.splitlines()
                  if " store: " in l and "column off_cpu_ns " in l]
         for l in added:
             print("    ", l[:200])
-        check(added and "(upgraded now)" in logs, f"the upgrade not logged: {logs[-1500:]}")
+        check((added or from_version == 3) and "(upgraded now)" in logs and
+              "copied into psamples" in logs,
+              f"the upgrade not logged: {logs[-1500:]}")
         for s in srvs:
             check(st.stacks_of(s, "app=upg&from=now-10m") == want_old, "the old profiles")
             check(st.stacks_of(s, "app=upg&from=now-10m&type=off_cpu") == {},
@@ -373,13 +394,14 @@ def upgrade_case(tmp, nodes, db, urls, half):
     finally:
         for s in srvs:
             s.stop()
-    rc, log = refused(tmp, *args(urls), binary=V2Server.binary)
-    check(rc not in (0, None) and "holds schema version 3, newer than this server's 2" in log,
+    rc, log = refused(tmp, *args(urls), binary=old_cls.binary)
+    check(rc not in (0, None) and
+          f"holds schema version 4, newer than this server's {from_version}" in log,
           f"the v2 server on the upgraded database: {rc} {log[-600:]}")
 
 
 def test_ch_schema_upgrade(tmp):
-    """Version 2 to 3 in place (issue 32): through every node's URL, and
+    """Version 2 to 4 in place (issues 32 and 34): through every node's URL, and
     through one URL ON CLUSTER; each with an upgrade interrupted half-way
     and two servers starting at once (upgrade_case)."""
     V2Server.binary = v2_server(tmp)
@@ -402,4 +424,20 @@ def test_ch_schema_upgrade(tmp):
                  node0_profiles_and_row)
 
 
-TESTS = [test_ch_on_cluster, test_ch_schema_version, test_ch_schema_upgrade]
+def test_ch_schema_upgrade_v3(tmp):
+    """Version 3 to 4 in place (issue 34): version 3's samples (a row a
+    stack, made by the V3_COMMIT server) copied into psamples and
+    dropped, by two servers starting at once, through every node's URL and
+    through one URL ON CLUSTER; the old profiles read the same."""
+    V3Server.binary = old_server(tmp, V3_COMMIT)
+    nodes = clickhouse_cluster.cluster(ddl=True)
+    urls = ",".join(n.url for n in nodes)
+    print("    every node's URL:")
+    upgrade_case(tmp, nodes, new_db("upg3"), urls, lambda db: None, V3Server, 3)
+    print("    one URL, ON CLUSTER:")
+    upgrade_case(os.path.join(tmp, "oc"), nodes, new_db("upg3oc"), nodes[0].url,
+                 lambda db: None, V3Server, 3)
+
+
+TESTS = [test_ch_on_cluster, test_ch_schema_version, test_ch_schema_upgrade,
+         test_ch_schema_upgrade_v3]
