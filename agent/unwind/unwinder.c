@@ -280,6 +280,12 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
         up->tgid = p->tgid;
         *pp = up;
     }
+    /* Whether its image predates the scan: not what its first maps read
+     * says, made at its exec before ld.so maps its libraries. */
+    if (fresh || up->generation != p->generation) {
+        up->generation = p->generation;
+        up->from_scan = u->lazy;
+    }
     m = calloc(p->maps.n ? p->maps.n : 1, sizeof(*m));
     if (!m)
         return;
@@ -289,7 +295,7 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
         struct table *t;
         if (!bin && u->vdso && pm->name && strcmp(pm->name, "[vdso]") == 0)
             bin = u->vdso;
-        if (!bin || !(t = table_get(u, bin, fresh, &queued)))
+        if (!bin || !(t = table_get(u, bin, !up->from_scan, &queued)))
             continue;
         if (p->maps.e[i].inode) {
             const struct maps_entry *e = &p->maps.e[i];
