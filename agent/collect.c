@@ -78,8 +78,12 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         /* Read now, while it lives: its sums are named at the window's end. */
         p = procs__get(c->procs, h->tgid, s->comm, now);
         sync_skip(c, p);
-        if (p && !p->disabled)
+        if (p && !p->disabled) {
             offcpu__put(c->off, s, now); /* refused: counted there, its sums unknown */
+            /* Its stack was walked as a CPU sample's: a cold table it
+             * fell in is wanted as much. */
+            unwinder__sampled(c->unwinder, h->tgid, s->frames + s->n_kernel, s->n_user);
+        }
         break;
     }
     case CX_REC_EXEC: {

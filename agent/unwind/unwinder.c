@@ -126,20 +126,21 @@ static void table_queue(struct unwinder *u, struct table *t)
 }
 
 /* The table of b, made on first sight: queued, or T_COLD while the
- * unwinder is lazy; a cold one is queued when a new process (`fresh`)
- * maps it outside the lazy scan: its samples cannot wait for its first one
- * to be read. A process of the scan whose maps are read again (a pc in JIT
- * code) leaves its cold tables cold. NULL when out of memory. */
-static struct table *table_get(struct unwinder *u, struct binary *b, bool fresh)
+ * unwinder is lazy; a cold one is queued (and *queued set) when `wake`: a
+ * process not of the lazy scan maps it, whose samples cannot wait for its
+ * first one to be read. A process of the scan whose maps are read again (a
+ * pc in JIT code) leaves its cold tables cold. NULL when out of memory. */
+static struct table *table_get(struct unwinder *u, struct binary *b, bool wake, bool *queued)
 {
     struct table **pp = &u->tables[bin_bucket(b)], *t;
 
     for (t = *pp; t; t = t->hnext) {
         if (t->bin != b)
             continue;
-        if (t->state == T_COLD && !u->lazy && fresh) {
+        if (t->state == T_COLD && !u->lazy && wake) {
             u->ncold_tables--;
             table_queue(u, t);
+            *queued = true;
         }
         return t;
     }
@@ -271,13 +272,19 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
         return;
     pp = uproc_slot(u, p->tgid);
     up = *pp;
-    bool fresh = !up;
+    bool fresh = !up, queued = false;
     if (!up) {
         up = calloc(1, sizeof(*up));
         if (!up)
             return;
         up->tgid = p->tgid;
         *pp = up;
+    }
+    /* Whether its image predates the scan: not what its first maps read
+     * says, made at its exec before ld.so maps its libraries. */
+    if (fresh || up->generation != p->generation) {
+        up->generation = p->generation;
+        up->from_scan = u->lazy;
     }
     m = calloc(p->maps.n ? p->maps.n : 1, sizeof(*m));
     if (!m)
@@ -288,7 +295,7 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
         struct table *t;
         if (!bin && u->vdso && pm->name && strcmp(pm->name, "[vdso]") == 0)
             bin = u->vdso;
-        if (!bin || !(t = table_get(u, bin, fresh)))
+        if (!bin || !(t = table_get(u, bin, !up->from_scan, &queued)))
             continue;
         if (p->maps.e[i].inode) {
             const struct maps_entry *e = &p->maps.e[i];
@@ -302,6 +309,10 @@ void unwinder__proc_maps(struct unwinder *u, const struct proc *p, uint64_t now_
     up->m = m;
     up->n = n;
     uproc_sync(u, up);
+    /* The other processes that map what was queued wait for it too, or
+     * their entries would never get it. */
+    if (queued)
+        uproc_sync_cold(u);
 }
 
 void unwinder__proc_gone(struct unwinder *u, uint32_t tgid, uint64_t now_ns)

@@ -83,6 +83,11 @@ struct uproc {
     bool waiting;     /* some of its tables are not loaded yet */
     bool over_logged; /* said once that it maps more binaries with tables than fit */
     unsigned ncold;   /* of its mappings, those whose table is T_COLD */
+    /* Its image was mapped before the lazy start-up scan read it: its
+     * cold tables wait for a sample. Cleared when its image changes
+     * (exec: the proc's generation), as for a process started later. */
+    bool from_scan;
+    unsigned generation; /* the proc's, when last read */
     struct uproc *next;
 };
 

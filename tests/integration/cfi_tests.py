@@ -451,20 +451,30 @@ def test_cfi_startup_tables_sampled(tmp):
     table of a binary they run but never sample (an idle copy of `sleep`)
     is not built at start; that of the one sampled (cfi_split, without frame
     pointers) is, and its first window's stacks are whole (>= 97 %, as
-    record's). Before, every mapped binary's table was built at start."""
+    record's); so is that of one seen only waiting (off-CPU). Before, every
+    mapped binary's table was built at start."""
     idle_bin = os.path.join(tmp, "idle-sleeper")
     # A binary only this process maps: without its build id (which a copy
     # would share with every `sleep` running) the agent keys it by file.
     subprocess.run(["objcopy", "--remove-section=.note.gnu.build-id", "/usr/bin/sleep",
                     idle_bin], check=True)
     idle = subprocess.Popen([idle_bin, "60"])
+    # One seen only waiting (off-CPU records, next to no CPU): a copy of
+    # bash, keyed by file as above, blocking 50 ms at a time in `read -t`.
+    waiter_bin = os.path.join(tmp, "waiter-bash")
+    subprocess.run(["objcopy", "--remove-section=.note.gnu.build-id", "/usr/bin/bash",
+                    waiter_bin], check=True)
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    waiter = subprocess.Popen([waiter_bin, "-c",
+                               f"exec 3<>{fifo}; while :; do read -t 0.05 -u 3; done"])
     w = start("cfi_split", 20, 2)
     out = os.path.join(tmp, "out")
     os.mkdir(out)
     agent = None
     try:
         time.sleep(0.5)
-        agent = subprocess.Popen([AGENT, "--interval", "3", "--output-dir", out,
+        agent = subprocess.Popen([AGENT, "--interval", "3", "--output-dir", out, "--off-cpu",
                                   "--log-level", "debug"], stderr=subprocess.PIPE, text=True)
         log = []
         for line in agent.stderr:
@@ -480,6 +490,7 @@ def test_cfi_startup_tables_sampled(tmp):
             agent.wait()
         stop(w)
         stop(idle)
+        stop(waiter)
     text = "".join(log)
     before = text.split(" window: processes=")[0]
     for line in log:
@@ -487,6 +498,8 @@ def test_cfi_startup_tables_sampled(tmp):
             print("   ", line.split("info  ")[-1].strip())
     check(f"unwind: {idle_bin}:" not in before,
           f"the idle binary's table was built at start: {text[-1500:]}")
+    check(f"unwind: {waiter_bin}:" in text,
+          f"the waiting binary's table was not built from its off-CPU records: {text[-1500:]}")
     check(re.search(r"unwind: \S*/cfi_split: ", before),
           f"cfi_split's table was not built before the first window: {text[-1500:]}")
     files = sorted(f for f in os.listdir(out) if f".{w.pid}." in f)
