@@ -456,7 +456,7 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/store_clickhouse_frames.c server/store_clickhouse_upgrade.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
-           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/query_flame.c server/debuginfod.c \
+           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/query_flame.c server/query_focus.c server/debuginfod.c \
            server/pyroscope.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
 SAN_LIBS := -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
