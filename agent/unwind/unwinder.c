@@ -125,6 +125,14 @@ static void table_queue(struct unwinder *u, struct table *t)
     pthread_mutex_unlock(&u->mu);
 }
 
+/* A cold table wanted now (sampled, or mapped by a process that cannot
+ * wait): to the builder. */
+static void table_warm(struct unwinder *u, struct table *t)
+{
+    u->ncold_tables--;
+    table_queue(u, t);
+}
+
 /* The table of b, made on first sight: queued, or T_COLD while the
  * unwinder is lazy; a cold one is queued (and *queued set) when `wake`: a
  * process not of the lazy scan maps it, whose samples cannot wait for its
@@ -138,8 +146,7 @@ static struct table *table_get(struct unwinder *u, struct binary *b, bool wake, 
         if (t->bin != b)
             continue;
         if (t->state == T_COLD && !u->lazy && wake) {
-            u->ncold_tables--;
-            table_queue(u, t);
+            table_warm(u, t);
             *queued = true;
         }
         return t;
@@ -497,15 +504,31 @@ void unwinder__set_lazy(struct unwinder *u, bool lazy)
          * them, whose first samples must not wait for a build. */
         for (unsigned b = 0; b < NBUCKETS; b++)
             for (struct table *t = u->tables[b]; t; t = t->hnext)
-                if (t->state == T_COLD && t->users >= SHARED_USERS) {
-                    u->ncold_tables--;
-                    table_queue(u, t);
-                }
+                if (t->state == T_COLD && t->users >= SHARED_USERS)
+                    table_warm(u, t);
         for (unsigned b = 0; b < NBUCKETS; b++)
             for (struct uproc *up = u->procs[b]; up; up = up->next)
                 uproc_sync(u, up);
     }
     u->lazy = lazy;
+}
+
+/* up's mapping holding addr, or NULL: the mappings are in address order,
+ * as /proc lists them. */
+static const struct umap *umap_at(const struct uproc *up, uint64_t addr)
+{
+    unsigned lo = 0, hi = up->n;
+
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (addr < up->m[mid].start)
+            hi = mid;
+        else if (addr >= up->m[mid].end)
+            lo = mid + 1;
+        else
+            return &up->m[mid];
+    }
+    return NULL;
 }
 
 void unwinder__sampled(struct unwinder *u, uint32_t tgid, const struct cx_frame *f, unsigned n)
@@ -516,25 +539,10 @@ void unwinder__sampled(struct unwinder *u, uint32_t tgid, const struct cx_frame 
         return;
     bool queued = false;
     for (unsigned i = 0; i < n; i++) {
-        if (f[i].kind != CX_FRAME_NATIVE)
-            continue;
-        /* The mappings are in address order, as /proc lists them. */
-        unsigned lo = 0, hi = up->n;
-        while (lo < hi) {
-            unsigned mid = lo + (hi - lo) / 2;
-            if (f[i].addr < up->m[mid].start)
-                hi = mid;
-            else if (f[i].addr >= up->m[mid].end)
-                lo = mid + 1;
-            else {
-                struct table *t = up->m[mid].t;
-                if (t->state == T_COLD) {
-                    u->ncold_tables--;
-                    table_queue(u, t);
-                    queued = true;
-                }
-                break;
-            }
+        const struct umap *m = f[i].kind == CX_FRAME_NATIVE ? umap_at(up, f[i].addr) : NULL;
+        if (m && m->t->state == T_COLD) {
+            table_warm(u, m->t);
+            queued = true;
         }
     }
     if (queued)
