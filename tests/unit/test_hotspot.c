@@ -418,10 +418,20 @@ static uint64_t nmethod17(struct fake *f, uint64_t ma, uint64_t mb)
     return nm;
 }
 
-static void test_names(void **state)
+/* The two methods the naming tests read: com.example.Outer.run (lines 10,
+ * 12 and 300 from bci 0, 5 and 40) and com.example.Inner.hot (7, 8 from
+ * bci 0, 3). */
+static void outer_inner(struct image *im, uint64_t *ma, uint64_t *mb)
 {
     static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
     static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
+
+    *ma = method(im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
+    *mb = method(im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+}
+
+static void test_names(void **state)
+{
     struct fake f;
     struct hs_vm vm = {0};
     struct hs_mem m;
@@ -432,8 +442,8 @@ static void test_names(void **state)
     fake_init(&f, -1, "17.0.15");
     m = (struct hs_mem){img_read, &f.im};
     assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), 1);
-    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
-    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+    uint64_t ma, mb;
+    outer_inner(&f.im, &ma, &mb);
 
     /* Interpreted, bcp at bci 41: line 300 (escaped pair); bci 6: 12. */
     uint64_t cm;
@@ -483,8 +493,6 @@ static void test_names(void **state)
  * ConstMethod's flags a u4 of ConstMethodFlags. */
 static void test_jdk25(void **state)
 {
-    static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
-    static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
     struct fake f;
     struct hs_vm vm = {0};
     struct hs_mem m;
@@ -505,8 +513,8 @@ static void test_jdk25(void **state)
     assert_int_equal(vm.bpf.method, 16 + 80);
     assert_int_equal(vm.bpf.name, 16 + 8);
     assert_int_equal(vm.cm_flags_size, 4);
-    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
-    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+    uint64_t ma, mb;
+    outer_inner(&f.im, &ma, &mb);
 
     /* The nmethod of test_names, its data outside. */
     uint64_t nm = f.heap_start + 4096 + 16, imm = alloc(&f.im, 256), mut = alloc(&f.im, 64);
@@ -578,8 +586,6 @@ static void test_jdk25(void **state)
  * method's) is read again. */
 static void test_method_cache(void **state)
 {
-    static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
-    static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
     struct fake f;
     struct hs_vm vm = {0};
     struct hs_mem m;
@@ -590,8 +596,8 @@ static void test_method_cache(void **state)
     fake_init(&f, -1, "21.0.9");
     m = (struct hs_mem){img_read, &f.im};
     assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), 1);
-    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
-    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+    uint64_t ma, mb;
+    outer_inner(&f.im, &ma, &mb);
     uint64_t cma, cmb;
     memcpy(&cma, f.im.mem + (ma + 8 - BASE), 8);
     memcpy(&cmb, f.im.mem + (mb + 8 - BASE), 8);
@@ -631,8 +637,6 @@ static void test_method_cache(void **state)
  * when the clear zeroed the count, and the agent's 64 MiB cap with it). */
 static void test_cache_bytes(void **state)
 {
-    static const int32_t lines_a[][2] = {{0, 10}, {5, 12}, {40, 300}};
-    static const int32_t lines_b[][2] = {{0, 7}, {3, 8}};
     enum { FILL = 8191 }; /* with ma and mb: the cache's 8,192 methods, and one */
     struct fake f;
     struct hs_vm vm = {0};
@@ -644,8 +648,8 @@ static void test_cache_bytes(void **state)
     fake_init(&f, -1, "17.0.15");
     m = (struct hs_mem){img_read, &f.im};
     assert_int_equal(hs_vm__read(&m, &f.syms, 0, &vm, why_buf, sizeof(why_buf)), 1);
-    uint64_t ma = method(&f.im, "com/example/Outer", "run", "Outer.java", lines_a, 3);
-    uint64_t mb = method(&f.im, "com/example/Inner", "hot", "Inner.java", lines_b, 2);
+    uint64_t ma, mb;
+    outer_inner(&f.im, &ma, &mb);
     uint64_t nm = nmethod17(&f, ma, mb), cm;
     uint16_t tag = (uint16_t)(ma >> 3);
     uint32_t compiled = CX_HS_COMPILED | 0x30 << 4;
