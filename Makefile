@@ -125,7 +125,7 @@ $(call obj,agent/main.c server/main.c): $(B)/version.stamp
 FORCE:
 
 .PHONY: all deps run test unit sanitize fuzz fuzz-check integration deploy-check docs-check test-install \
-        test-kernels test-arm64 bench bench-ui bench-fleet format format-check clean
+        test-runtimes test-kernels test-arm64 bench bench-ui bench-fleet format format-check clean
 all: deps $(B)/codexray-node-agent $(B)/codexray-server
 
 # The packages come before anything that needs their tools or headers:

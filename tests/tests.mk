@@ -429,6 +429,11 @@ $(PYRO_DEPS): tests/pyroscope/package.json tests/pyroscope/package-lock.json
 integration: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(BROWSER_DEPS) $(PYRO_DEPS)
 	@python3 tests/integration/run.py
 
+# The runtimes tested from mmdebstrap roots (tests/integration/run.py's
+# RUNTIME_TESTS); .ci/run runs them after `make test`.
+test-runtimes: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS)
+	@python3 tests/integration/run.py --runtimes
+
 # deploy/ checked without systemd, Docker or Kubernetes (tests/deploy/check_deploy.py).
 # Debian's python3, which has yaml.
 deploy-check: deps $(B)/codexray-node-agent $(B)/codexray-server
