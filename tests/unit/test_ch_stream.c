@@ -111,35 +111,25 @@ static void fake_end(struct fake *fk)
     free(fk->body);
 }
 
-static const char HEAD[] = "INSERT INTO db.t (a) FORMAT RowBinary\n";
-
-/* The fake server in mode, a store with it as its one node (as open
- * leaves it for requests), and a stream opened on it. */
-struct run {
-    struct fake fk;
-    struct ch_store st;
-    const char *node;
-};
-
-static struct ch_stream *run_open(struct run *r, enum mode mode)
+/* A store with the one node, as open leaves it for requests. */
+static void store_for(struct ch_store *st, const char **node, const char *url)
 {
-    struct ch_stream *s;
-
-    fake_start(&r->fk, mode);
-    memset(&r->st, 0, sizeof(r->st));
-    r->node = r->fk.url;
-    r->st.nodes = &r->node;
-    r->st.nnodes = 1;
-    r->st.timeout_ms = 10000;
-    assert_int_equal(chs_stream__open(&r->st, HEAD, &s), 0);
-    return s;
+    memset(st, 0, sizeof(*st));
+    *node = url;
+    st->nodes = node;
+    st->nnodes = 1;
+    st->timeout_ms = 10000;
 }
+
+static const char HEAD[] = "INSERT INTO db.t (a) FORMAT RowBinary\n";
 
 static void test_stream_whole(void **state)
 {
     (void)state;
-    struct run r;
+    struct fake fk;
+    struct ch_store st;
     struct ch_stream *s;
+    const char *node;
     /* 3 MiB in uneven writes: past the 1 MiB ring, so the writer waits. */
     size_t total = 3u << 20, at = 0;
     char *rows = malloc(total);
@@ -147,81 +137,97 @@ static void test_stream_whole(void **state)
     assert_non_null(rows);
     for (size_t i = 0; i < total; i++)
         rows[i] = (char)(i * 131 + i / 4099);
-    s = run_open(&r, ANSWER_200);
+    fake_start(&fk, ANSWER_200);
+    store_for(&st, &node, fk.url);
+    assert_int_equal(chs_stream__open(&st, HEAD, &s), 0);
     for (size_t n = 1; at < total; n = n * 3 + 7) {
         size_t k = n < total - at ? n : total - at;
         assert_int_equal(chs_stream__write(s, rows + at, k), 0);
         at += k;
     }
     assert_int_equal(chs_stream__close(s, true), 0);
-    pthread_join(r.fk.th, NULL);
-    assert_true(r.fk.chunked && r.fk.whole);
-    assert_int_equal(r.fk.len, strlen(HEAD) + total);
-    assert_memory_equal(r.fk.body + strlen(HEAD), rows, total);
-    close(r.fk.lfd);
-    free(r.fk.body);
+    pthread_join(fk.th, NULL);
+    assert_true(fk.chunked && fk.whole);
+    assert_int_equal(fk.len, strlen(HEAD) + total);
+    assert_memory_equal(fk.body + strlen(HEAD), rows, total);
+    close(fk.lfd);
+    free(fk.body);
     free(rows);
 }
 
 static void test_stream_body_compared(void **state)
 {
     (void)state;
-    struct run r;
+    struct fake fk;
+    struct ch_store st;
     struct ch_stream *s;
+    const char *node;
     char rows[5000];
 
     for (size_t i = 0; i < sizeof(rows); i++)
         rows[i] = (char)(i % 251);
-    s = run_open(&r, ANSWER_200);
+    fake_start(&fk, ANSWER_200);
+    store_for(&st, &node, fk.url);
+    assert_int_equal(chs_stream__open(&st, HEAD, &s), 0);
     assert_int_equal(chs_stream__write(s, rows, 17), 0);
     assert_int_equal(chs_stream__write(s, rows + 17, sizeof(rows) - 17), 0);
     assert_int_equal(chs_stream__close(s, true), 0);
-    pthread_join(r.fk.th, NULL);
-    assert_true(r.fk.chunked && r.fk.whole);
-    assert_int_equal(r.fk.len, strlen(HEAD) + sizeof(rows));
-    assert_memory_equal(r.fk.body, HEAD, strlen(HEAD));
-    assert_memory_equal(r.fk.body + strlen(HEAD), rows, sizeof(rows));
-    close(r.fk.lfd);
-    free(r.fk.body);
+    pthread_join(fk.th, NULL);
+    assert_true(fk.chunked && fk.whole);
+    assert_int_equal(fk.len, strlen(HEAD) + sizeof(rows));
+    assert_memory_equal(fk.body, HEAD, strlen(HEAD));
+    assert_memory_equal(fk.body + strlen(HEAD), rows, sizeof(rows));
+    close(fk.lfd);
+    free(fk.body);
 }
 
 static void test_stream_cut_short(void **state)
 {
     (void)state;
-    struct run r;
+    struct fake fk;
+    struct ch_store st;
     struct ch_stream *s;
+    const char *node;
 
-    s = run_open(&r, ANSWER_200);
+    fake_start(&fk, ANSWER_200);
+    store_for(&st, &node, fk.url);
+    assert_int_equal(chs_stream__open(&st, HEAD, &s), 0);
     assert_int_equal(chs_stream__write(s, "rows", 4), 0);
     /* Without commit: the body never ends, so nothing of it is stored. */
     assert_int_equal(chs_stream__close(s, false), -EAGAIN);
-    pthread_join(r.fk.th, NULL);
-    assert_false(r.fk.whole);
-    close(r.fk.lfd);
-    free(r.fk.body);
+    pthread_join(fk.th, NULL);
+    assert_false(fk.whole);
+    close(fk.lfd);
+    free(fk.body);
 }
 
 static void test_stream_errors(void **state)
 {
     (void)state;
-    struct run r;
+    struct fake fk;
+    struct ch_store st;
     struct ch_stream *s;
+    const char *node;
     static char big[4u << 20];
 
     /* An error answer once the body is read: the close says so. */
-    s = run_open(&r, ANSWER_500);
+    fake_start(&fk, ANSWER_500);
+    store_for(&st, &node, fk.url);
+    assert_int_equal(chs_stream__open(&st, HEAD, &s), 0);
     assert_int_equal(chs_stream__write(s, "rows", 4), 0);
     assert_int_equal(chs_stream__close(s, true), -EAGAIN);
-    fake_end(&r.fk);
+    fake_end(&fk);
     /* An answer before the body, the connection closed: a write past
      * what the socket and the ring take fails, and so does the close. */
-    s = run_open(&r, ANSWER_EARLY);
+    fake_start(&fk, ANSWER_EARLY);
+    store_for(&st, &node, fk.url);
+    assert_int_equal(chs_stream__open(&st, HEAD, &s), 0);
     int w = 0;
     for (int i = 0; i < 8 && !w; i++)
         w = chs_stream__write(s, big, sizeof(big));
     assert_int_equal(w, -EAGAIN);
     assert_int_equal(chs_stream__close(s, true), -EAGAIN);
-    fake_end(&r.fk);
+    fake_end(&fk);
 }
 
 int main(void)
