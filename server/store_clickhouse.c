@@ -88,16 +88,12 @@ static void fail(const struct ch_store *st, size_t node, char *why, size_t whyle
         snprintf(why, whylen, "%s", text);
 }
 
-/* chs_exec_why, the body either sql or, with read, what read gives
- * (sent chunked as it comes: a streamed INSERT, chs_exec_read). */
-static int exec(struct ch_store *st, size_t node, const char *params, const struct buf *sql,
-                curl_read_callback read, void *read_ctx, struct buf *answer, char *why,
-                size_t whylen)
+int chs_exec_why(struct ch_store *st, size_t node, const char *params, const struct buf *sql,
+                 struct buf *answer, char *why, size_t whylen)
 {
     struct buf scratch;
     struct buf *out = answer ? answer : &scratch;
     char url[CH_MAX_URL + 400];
-    struct curl_slist *hdr = NULL;
     long status = 0;
     int err = -EAGAIN;
 
@@ -114,22 +110,8 @@ static int exec(struct ch_store *st, size_t node, const char *params, const stru
              params ? params : "");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
-    if (read) {
-        /* Chunked, and no "Expect: 100-continue" round trip first. */
-        hdr = curl_slist_append(NULL, "Transfer-Encoding: chunked");
-        struct curl_slist *h2 = hdr ? curl_slist_append(hdr, "Expect:") : NULL;
-        if (!h2) {
-            fail(st, node, why, whylen, "out of memory");
-            goto out;
-        }
-        hdr = h2;
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, read);
-        curl_easy_setopt(c, CURLOPT_READDATA, read_ctx);
-    } else {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql->data ? sql->data : "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sql->len);
-    }
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql->data ? sql->data : "");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sql->len);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, st->timeout_ms);
@@ -159,21 +141,8 @@ static int exec(struct ch_store *st, size_t node, const char *params, const stru
     err = 0;
 out:
     curl_easy_cleanup(c);
-    curl_slist_free_all(hdr);
     buf__free(&scratch);
     return err;
-}
-
-int chs_exec_why(struct ch_store *st, size_t node, const char *params, const struct buf *sql,
-                 struct buf *answer, char *why, size_t whylen)
-{
-    return exec(st, node, params, sql, NULL, NULL, answer, why, whylen);
-}
-
-int chs_exec_read(struct ch_store *st, size_t node, size_t (*read)(char *, size_t, size_t, void *),
-                  void *ctx)
-{
-    return exec(st, node, NULL, NULL, read, ctx, NULL, NULL, 0);
 }
 
 int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf *answer)

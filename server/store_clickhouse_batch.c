@@ -9,7 +9,7 @@
 #include "../common/log.h"
 #include "store_clickhouse_int.h"
 
-const char *const chs_insert_table[CH_N_INSERTS] = {
+static const char *const table_of[CH_N_INSERTS] = {
     "functions (day, key_a, key_b, name, file)",
     "stacks (day, key_a, key_b, fa, fb)",
     "psamples (app, time_ns, host, pid, labels, labelset, stack_a, stack_b, samples, cpu_ns, "
@@ -61,7 +61,7 @@ static int batch_add(struct ch_store *st, struct ch_batch *b, const struct buf r
         /* The statement's text, then its rows as bytes (RowBinary). */
         if (!b->sql[i].len)
             err = ch_sql__appendf(&b->sql[i], "INSERT INTO %s.%s FORMAT RowBinary\n", st->db,
-                                  chs_insert_table[i]);
+                                  table_of[i]);
         if (!err)
             err = buf__append(&b->sql[i], rows[i].data, rows[i].len);
     }

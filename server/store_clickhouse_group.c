@@ -1,14 +1,8 @@
-/* Groups for the ClickHouse store (store__group_begin/end): one INSERT per
- * table for a whole batch upload instead of one per table per profile
- * (ClickHouse wants few large inserts; each costs it parts on every shard).
- * A group open alone streams the rows of functions, stacks and samples
- * into their INSERTs as its puts make them (store_clickhouse_stream.c), so
- * ClickHouse reads them while the next profiles are decoded; its end
- * closes them, and once ClickHouse acknowledged all three hands the
- * profiles' rows to the batch writer (store_clickhouse_batch.c): a
- * profile's row never lands before its samples. A group opened while
- * another is open holds all its rows and hands them to the batch writer
- * at its end, to share INSERTs with the other uploads. */
+/* Groups for the ClickHouse store (store__group_begin/end): the puts of a
+ * group, one thread's, make rows into the group alone, and its end hands
+ * them to the batch writer (store_clickhouse_batch.c) at once: one INSERT
+ * per table for a whole batch upload instead of one per table per profile
+ * (ClickHouse wants few large inserts; each costs it parts on every shard). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +18,8 @@ struct pending {
 
 struct ch_group {
     struct ch_store *st;
-    /* Streaming: the INSERTs of functions, stacks and samples under way
-     * (NULL until the first row of their table); the profiles' rows are
-     * held. Not streaming (another group streams meanwhile), every
-     * table's rows are held, for an INSERT shared with the others. */
-    bool streaming;
-    struct ch_stream *stream[CH_PROFILES];
-    struct buf rows[CH_N_INSERTS]; /* RowBinary rows held */
-    size_t bytes;                  /* streamed and held */
+    struct buf rows[CH_N_INSERTS]; /* RowBinary rows of the puts so far */
+    size_t bytes;
     /* Keys (day + 1) whose rows the group holds, so a later put of it
      * does not send them again; remembered in the store's caches only
      * once ClickHouse acknowledged them. */
@@ -52,8 +40,6 @@ static void group_free(struct ch_group *g)
 {
     if (!g)
         return;
-    for (int i = 0; i < CH_PROFILES; i++)
-        chs_stream__close(g->stream[i], false);
     for (int i = 0; i < CH_N_INSERTS; i++)
         buf__free(&g->rows[i]);
     stack_keymap__free(g->fns);
@@ -86,13 +72,6 @@ int chs_group__begin(struct store *s, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    /* A lone upload streams: the client waits for its answer, and there
-     * is no other group to share INSERTs with. Concurrent ones hold their
-     * rows and share (ClickHouse's CPU: fewer, larger INSERTs). */
-    pthread_mutex_lock(&g->st->bmu);
-    g->streaming = g->st->groups == 0;
-    g->st->groups++;
-    pthread_mutex_unlock(&g->st->bmu);
     chs_batch__arrive(g->st);
     g->arrived = true;
     current = g;
@@ -109,22 +88,13 @@ bool chs_group__has(const struct ch_group *g, bool stack, struct stack_key key, 
     return stack_keymap__get(stack ? g->stacks : g->fns, key) == day + 1;
 }
 
-/* Ends the group's streamed INSERTs, then writes its profiles' rows, and
- * on success remembers its keys in the store's caches. The group is then
- * empty (also on failure, recorded). */
+/* Writes the group's rows, and on success remembers its keys in the
+ * store's caches. The group is then empty (also on failure, recorded). */
 static int group_flush(struct ch_group *g)
 {
     struct ch_store *st = g->st;
     int err = 0;
 
-    for (int i = 0; i < CH_PROFILES; i++) /* all ended, then their answers */
-        chs_stream__end(g->stream[i], !g->failed);
-    for (int i = 0; i < CH_PROFILES; i++) {
-        int e = chs_stream__close(g->stream[i], !g->failed);
-        if (e && !g->failed)
-            g->failed = e;
-        g->stream[i] = NULL;
-    }
     if (g->failed)
         return g->failed;
     if (g->bytes) {
@@ -167,29 +137,11 @@ static int hold(struct stack_keymap *m, struct buf *pend, struct stack_key key, 
     return err;
 }
 
-/* Sends rows (table i's) into the group's INSERT of it, started on the
- * first. Returns 0 or -EAGAIN/-ENOMEM. */
-static int stream_rows(struct ch_group *g, int i, const struct buf *rows)
-{
-    char head[512];
-    int err;
-
-    if (!rows->len)
-        return 0;
-    if (!g->stream[i]) {
-        snprintf(head, sizeof(head), "INSERT INTO %s.%s FORMAT RowBinary\n", g->st->db,
-                 chs_insert_table[i]);
-        if ((err = chs_stream__open(g->st, head, &g->stream[i])))
-            return err;
-    }
-    return chs_stream__write(g->stream[i], rows->data, rows->len);
-}
-
 int chs_group__add(struct ch_group *g, const struct buf rows[CH_N_INSERTS],
                    const struct store_profile *p, const bool *want_fn, const bool *want_st)
 {
     int64_t day = p->time_ns / CH_DAY_NS;
-    size_t n = 0, ofn = g->pend_fns.len, ost = g->pend_stacks.len;
+    size_t n = 0, old[CH_N_INSERTS], ofn = g->pend_fns.len, ost = g->pend_stacks.len;
     int err = 0;
 
     if (g->failed)
@@ -204,18 +156,21 @@ int chs_group__add(struct ch_group *g, const struct buf rows[CH_N_INSERTS],
         chs_batch__arrive(g->st); /* the rest of the group is on its way */
         g->arrived = true;
     }
+    for (int i = 0; i < CH_N_INSERTS; i++)
+        old[i] = g->rows[i].len;
+    for (int i = 0; i < CH_N_INSERTS && !err; i++)
+        err = buf__append(&g->rows[i], rows[i].data, rows[i].len);
     for (size_t i = 0; i < p->nfunctions && !err; i++)
         if (want_fn[i])
             err = hold(g->fns, &g->pend_fns, p->functions[i].key, day);
     for (size_t i = 0; i < p->nstacks && !err; i++)
         if (want_st[i])
             err = hold(g->stacks, &g->pend_stacks, p->stacks[i].key, day);
-    if (!err)
-        for (int i = g->streaming ? CH_PROFILES : 0; i < CH_N_INSERTS && !err; i++)
-            err = buf__reserve(&g->rows[i], rows[i].len);
     if (err) {
         /* Nothing of this put stays; its keys held are forgotten (the
          * group's keymaps then miss a few keys: only rows sent again). */
+        for (int i = 0; i < CH_N_INSERTS; i++)
+            g->rows[i].len = old[i];
         const struct pending *f = (const void *)g->pend_fns.data;
         for (size_t i = ofn / sizeof(*f); i < g->pend_fns.len / sizeof(*f); i++)
             stack_keymap__del(g->fns, f[i].key);
@@ -225,15 +180,6 @@ int chs_group__add(struct ch_group *g, const struct buf rows[CH_N_INSERTS],
         g->pend_fns.len = ofn;
         g->pend_stacks.len = ost;
         return err;
-    }
-    /* The rows streamed can no longer be taken back: a failure from here
-     * on fails the group as a whole. */
-    for (int i = 0; i < CH_N_INSERTS && !err; i++)
-        err = g->streaming && i < CH_PROFILES ? stream_rows(g, i, &rows[i])
-                                              : buf__append(&g->rows[i], rows[i].data, rows[i].len);
-    if (err) {
-        g->failed = err == -ENOMEM ? -ENOMEM : -EAGAIN;
-        return g->failed;
     }
     g->bytes += n;
     return 0;
@@ -250,9 +196,6 @@ int chs_group__end(struct store *s, char *err, size_t errlen)
     }
     current = NULL;
     ret = group_flush(g);
-    pthread_mutex_lock(&g->st->bmu);
-    g->st->groups--;
-    pthread_mutex_unlock(&g->st->bmu);
     if (g->arrived) /* nothing submitted since: no longer on its way */
         chs_batch__leave(g->st);
     if (ret)

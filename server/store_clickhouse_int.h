@@ -68,7 +68,6 @@ struct ch_store {
     struct ch_batch *open; /* rows waiting for the next write; NULL when none */
     bool writing;          /* a batch is being written */
     int arriving;          /* puts decoding, not yet in a batch (chs_batch__arrive) */
-    int groups;            /* groups open (a lone one streams its rows) */
     pthread_t warm;        /* warming the caches at open (store_clickhouse_warm.c) */
     bool warming;          /* warm is to be joined */
     atomic_bool closing;   /* close waits for warm: it stops between statements */
@@ -170,13 +169,6 @@ int chs_exec(struct ch_store *st, size_t node, const struct buf *sql, struct buf
 int chs_exec_why(struct ch_store *st, size_t node, const char *params, const struct buf *sql,
                  struct buf *answer, char *why, size_t whylen);
 
-/* chs_exec of an INSERT whose body read gives as it comes (curl's read
- * callback: bytes, 0 at the end, CURL_READFUNC_ABORT to cut it short, so
- * that ClickHouse stores none of it), sent chunked to node. Returns 0 once
- * ClickHouse acknowledged it, or -EAGAIN (logged). */
-int chs_exec_read(struct ch_store *st, size_t node, size_t (*read)(char *, size_t, size_t, void *),
-                  void *ctx);
-
 /* Runs a DDL statement (no answer) on node; with st->on_cluster, sql says
  * ON CLUSTER and this returns once every node of the cluster ran it: a
  * node that failed or did not answer within the request's timeout fails
@@ -194,9 +186,6 @@ int chs_schema__open(struct ch_store *st, char *err, size_t errlen);
 /* The inserts of a put, in the order they run: a stack's functions are
  * stored before it, and its samples before the profile's row. */
 enum { CH_FUNCTIONS, CH_STACKS, CH_SAMPLES, CH_PROFILES, CH_N_INSERTS };
-
-/* "table (columns)" of each insert, for "INSERT INTO db." it. */
-extern const char *const chs_insert_table[CH_N_INSERTS];
 
 /* A batch of puts' rows, written by one set of INSERTs (group commit). */
 struct ch_batch;
@@ -216,25 +205,6 @@ void chs_batch__arrive(struct ch_store *st);
 void chs_batch__leave(struct ch_store *st);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
-
-/* store_clickhouse_stream.c: one INSERT whose rows are sent while they
- * are made (a group's, as its profiles are decoded), through a bounded
- * ring and a thread of its own. open starts it on the first node with
- * head (the statement's text, "INSERT ... FORMAT RowBinary\n"): 0, or
- * -ENOMEM/-EAGAIN (*out NULL). write adds rows, waiting while the ring is
- * full: 0, or -EAGAIN once the request has ended (ClickHouse refused it,
- * went away or timed out; logged). close ends the body and waits for
- * ClickHouse's answer: 0 once it acknowledged the whole INSERT, else
- * -EAGAIN; without commit, the body is cut short so that nothing of it is
- * stored, and -EAGAIN returned. close frees s; NULL is 0. end does
- * close's first half alone (several streams ended at once, then each
- * closed: their answers are waited for together); close then keeps what
- * end chose. */
-struct ch_stream;
-int chs_stream__open(struct ch_store *st, const char *head, struct ch_stream **out);
-int chs_stream__write(struct ch_stream *s, const void *p, size_t n);
-void chs_stream__end(struct ch_stream *s, bool commit);
-int chs_stream__close(struct ch_stream *s, bool commit);
 
 /* store_clickhouse_group.c. The most rows (bytes) a group holds before
  * it writes them and goes on (so a group's memory is bounded, whatever
