@@ -93,15 +93,17 @@ def zat_time(body, time_ns):
 def batches_of(raws, queries, max_bytes=4 << 20, max_profiles=1000):
     """Raw pprof bodies framed as the agent frames them (common/batch.h): a
     batch stops at 4 MiB of profiles or 1,000 of them, and is compressed
-    whole as one zstd stream (level 3). Returns (the bodies, profiles in
-    each)."""
+    whole as one zstd stream (level 3) that declares its size, as the
+    agent's ZSTD_compressCCtx does (the server then inflates into one
+    buffer of that size). Returns (the bodies, profiles in each)."""
     out, counts, cur, size = [], [], [], 0
 
     def flush():
         body = bytearray(b"codexray-batch 1\n")
         for q, d in cur:
             body += q.encode() + b"\n" + str(len(d)).encode() + b"\n" + d
-        out.append(subprocess.run(["zstd", "-q", "-3", "-c"], input=bytes(body),
+        out.append(subprocess.run(["zstd", "-q", "-3", "-c", f"--stream-size={len(body)}"],
+                                  input=bytes(body),
                                   stdout=subprocess.PIPE, check=True).stdout)
         counts.append(len(cur))
 
