@@ -100,7 +100,10 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
     }
     case CX_REC_MAPS: {
         const struct cx_proc_event *e = (const void *)h;
-        procs__hint_maps(c->procs, h->tgid, h->time_ns, size >= sizeof(*e) ? e->addr : 0, now);
+        struct procs_hint hint = {0, 0, 0};
+        if (size >= sizeof(*e))
+            hint = (struct procs_hint){e->addr, e->ino, e->dev};
+        procs__hint_maps(c->procs, h->tgid, h->time_ns, &hint, now);
         break;
     }
     case CX_REC_EXIT: {

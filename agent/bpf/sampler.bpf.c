@@ -139,7 +139,9 @@ static __always_inline __u32 cx_task_ns_tid(struct task_struct *task)
     return up.nr;
 }
 
-static __always_inline void proc_event(__u32 kind, __u64 addr)
+/* An exec, exit or maps hint (CX_REC_MAPS: the mapping that ran starts at
+ * addr, of file ino on dev; 0 in the other kinds). */
+static __always_inline void proc_event(__u32 kind, __u64 addr, __u64 ino, __u32 dev)
 {
     __u64 id = bpf_get_current_pid_tgid();
     struct cx_proc_event *e;
@@ -159,6 +161,17 @@ static __always_inline void proc_event(__u32 kind, __u64 addr)
     bpf_get_current_comm(e->comm, sizeof(e->comm));
     e->cgroup_id = bpf_get_current_cgroup_id();
     e->addr = addr;
+    e->ino = ino;
+    e->dev = dev;
+    e->pad = 0;
+    e->start_ns = 0;
+    if (kind == CX_REC_EXEC) {
+        /* The leader's, as /proc/PID/stat gives it (de_thread has made
+         * this thread the leader by now, with the old leader's start). */
+        struct task_struct *task = bpf_get_current_task_btf();
+        if (bpf_core_field_exists(task->start_boottime))
+            e->start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+    }
     /* Woken at once: a short-lived process's maps must be read while it
      * still exists. Not for an exit, which nothing waits on: it is read
      * with the next poll's records (at most 100 ms on), in order. On a
@@ -589,7 +602,7 @@ SEC("tp_btf/sched_process_exec")
 int cx_on_exec(void *ctx)
 {
     drop_walk_entries(bpf_get_current_pid_tgid() >> 32);
-    proc_event(CX_REC_EXEC, 0);
+    proc_event(CX_REC_EXEC, 0, 0, 0);
     return 0;
 }
 
@@ -605,7 +618,7 @@ int cx_on_exec_vma(void *ctx)
     struct vma_found found = {};
 
     drop_walk_entries(tgid);
-    proc_event(CX_REC_EXEC, 0);
+    proc_event(CX_REC_EXEC, 0, 0, 0);
     /* Start over for the new image, and open the window in which
      * cx_on_fault learns the libraries it runs. */
     struct cx_vma_learned *l = learned_entry(tgid);
@@ -664,7 +677,7 @@ int BPF_PROG(cx_on_fault, unsigned long address, struct pt_regs *regs, unsigned 
          * first return address into a library. Now, while the process runs
          * a library's first code (every library is mapped by then), is when
          * to read them. */
-        proc_event(CX_REC_MAPS, found.start);
+        proc_event(CX_REC_MAPS, found.start, found.ino, found.dev);
     }
     return 0;
 }
@@ -703,7 +716,7 @@ int cx_on_exit(void *ctx)
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     drop_walk_entries(tgid);
     bpf_map_delete_elem(&vma_learned, &tgid);
-    proc_event(CX_REC_EXIT, 0);
+    proc_event(CX_REC_EXIT, 0, 0, 0);
     return 0;
 }
 

@@ -253,6 +253,8 @@ __noinline int cx_find_map(__u32 tgid, __u64 pc)
 struct vma_found {
     __u64 start, end, bias;
     __u32 table, blocks;
+    __u64 ino; /* its file's (0: anonymous), for the CX_REC_MAPS hint */
+    __u32 dev;
 };
 
 /* The callback of bpf_find_vma: the mapping's range, and its table from
@@ -274,6 +276,8 @@ static long cx_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
         return 0;
     key.ino = BPF_CORE_READ(f, f_inode, i_ino);
     key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+    out->ino = key.ino;
+    out->dev = key.dev;
     fu = bpf_map_lookup_elem(&file_unwind, &key);
     if (!fu)
         return 0;
@@ -400,7 +404,7 @@ __noinline int cx_find_vma(__u32 tgid, __u64 pc)
      * code's page came in with another fault): user space may still lack
      * it too, so it is told to read the maps (see cx_on_fault). */
     if (learn(tgid, &m) && found.blocks)
-        proc_event(CX_REC_MAPS, found.start);
+        proc_event(CX_REC_MAPS, found.start, found.ino, found.dev);
     return 1;
 }
 

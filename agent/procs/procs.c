@@ -424,7 +424,20 @@ void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
     pid_dir_done(ps);
 }
 
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+/* Whether maps m hold the mapping hint h tells of: one starting at its
+ * address, of its file. A mapping at the address is not enough: after a
+ * dlclose and a dlopen of another library the new one can lie where the
+ * old one did, and the maps read before would name its code with the old
+ * one's symbols until the next read. */
+static bool maps_hold(const struct maps *m, const struct procs_hint *h)
+{
+    const struct maps_entry *e = h->addr ? maps__find(m, h->addr) : NULL;
+
+    return e && e->start == h->addr && e->inode == h->ino && e->dev_major == h->dev >> 20 &&
+           e->dev_minor == (h->dev & 0xfffff);
+}
+
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const struct procs_hint *h,
                       uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
@@ -437,7 +450,7 @@ void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_
      * compiler's dozen libraries were a dozen reads of its maps, and on a
      * build node a third of the agent's CPU. ld.so's own hint, its first
      * code, finds it in the maps read at exec. */
-    if (p && !p->exited && p->maps_read_ns <= hint_ns && !(addr && maps__find(&p->maps, addr)))
+    if (p && !p->exited && p->maps_read_ns <= hint_ns && !maps_hold(&p->maps, h))
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }

@@ -85,11 +85,19 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
                          uint64_t now_ns);
 
-/* A hint from the walk (CX_REC_MAPS, taken at hint_ns on the monotonic
- * clock) that process tgid runs code at addr (0: somewhere) in a mapping
- * it may have mapped since: its maps are read again now unless they were
- * read after the hint, already hold addr, or it has exited. */
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+/* What the walk's hint (CX_REC_MAPS) says ran: the mapping starting at
+ * addr (0: not said), of the file with inode ino on device dev (the
+ * kernel's dev_t, major << 20 | minor). */
+struct procs_hint {
+    uint64_t addr, ino;
+    uint32_t dev;
+};
+
+/* A hint from the walk (taken at hint_ns on the monotonic clock) that
+ * process tgid runs code in a mapping it may have mapped since: its maps
+ * are read again now unless they were read after the hint, already hold
+ * that mapping of that file, or it has exited. */
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const struct procs_hint *h,
                       uint64_t now_ns);
 
 /* Reads the maps of process tgid again now, if it is in the table and has

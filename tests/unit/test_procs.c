@@ -112,11 +112,13 @@ static void test_maps_kept_when_gone(void **state)
 
 /* The walk's hint (a young process ran a library's first code): maps read
  * before it are read again, so libc is known; a hint older than the last
- * read, or for a mapping the maps hold, costs nothing. */
+ * read, or for a mapping the maps hold, costs nothing; one for another file
+ * at an address the maps hold (dlclose, then dlopen) reads them. */
 static void test_hint_reads_maps(void **state)
 {
     (void)state;
     char root[] = "/tmp/cx-procs-XXXXXX";
+    const uint32_t dev = 8 << 20 | 1; /* 08:01 as the kernel's dev_t */
 
     fake_proc(root);
     /* At exec: the program and ld.so only. */
@@ -129,10 +131,10 @@ static void test_hint_reads_maps(void **state)
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
     /* A hint from before the read: nothing read. */
-    procs__hint_maps(ps, PID, 9 * MS, 0, 11 * MS);
+    procs__hint_maps(ps, PID, 9 * MS, &(struct procs_hint){0, 0, 0}, 11 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 12 * MS));
     /* A hint from after it: read now, libc found. */
-    procs__hint_maps(ps, PID, 13 * MS, 0x7f0000000000, 14 * MS);
+    procs__hint_maps(ps, PID, 13 * MS, &(struct procs_hint){0x7f0000000000, 1234, dev}, 14 * MS);
     const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 15 * MS);
     assert_non_null(m);
     assert_int_equal(m->start, 0x7f0000000000);
@@ -143,13 +145,35 @@ static void test_hint_reads_maps(void **state)
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000020000-7f0000030000 r-xp 00000000 08:01 1236 /nonexistent/libz.so.1\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
-    procs__hint_maps(ps, PID, 16 * MS, 0x7f0000000000, 17 * MS);
+    procs__hint_maps(ps, PID, 16 * MS, &(struct procs_hint){0x7f0000000000, 1234, dev}, 17 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000021000, false, 18 * MS));
     /* One for a mapping they lack (a dlopen): read. */
-    procs__hint_maps(ps, PID, 19 * MS, 0x7f0000020000, 20 * MS);
+    procs__hint_maps(ps, PID, 19 * MS, &(struct procs_hint){0x7f0000020000, 1236, dev}, 20 * MS);
     m = procs__find_map(ps, p, 0x7f0000021000, false, 21 * MS);
     assert_non_null(m);
     assert_int_equal(m->start, 0x7f0000020000);
+    assert_string_equal(m->name, "/nonexistent/libz.so.1");
+
+    /* libz closed and another library opened where it was: a hint of the
+     * new file reads the maps, and its code is named by it, not by libz. */
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000020000-7f0000030000 r-xp 00000000 08:01 1237 /nonexistent/libbz2.so.1\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 22 * MS, &(struct procs_hint){0x7f0000020000, 1237, dev}, 23 * MS);
+    m = procs__find_map(ps, p, 0x7f0000021000, false, 24 * MS);
+    assert_non_null(m);
+    assert_string_equal(m->name, "/nonexistent/libbz2.so.1");
+    /* The same inode on another device is another file too. */
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000020000-7f0000030000 r-xp 00000000 08:02 1237 /nonexistent/libbz2-other.so.1\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 25 * MS, &(struct procs_hint){0x7f0000020000, 1237, 8 << 20 | 2},
+                     26 * MS);
+    m = procs__find_map(ps, p, 0x7f0000021000, false, 27 * MS);
+    assert_non_null(m);
+    assert_string_equal(m->name, "/nonexistent/libbz2-other.so.1");
 
     table_close(ps, bc, root);
 }
