@@ -90,7 +90,7 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         const struct cx_proc_event *e = (const void *)h;
         bool whole = size >= sizeof(*e);
         sync_skip(c, procs__exec(c->procs, h->tgid, whole ? e->comm : NULL,
-                                 whole ? e->cgroup_id : 0, now));
+                                 whole ? e->cgroup_id : 0, whole ? e->start_ns : 0, now));
         if (c->exec_n < COLLECT_EXEC_PENDING) {
             unsigned at = (c->exec_head + c->exec_n++) % COLLECT_EXEC_PENDING;
             c->exec_tgid[at] = h->tgid;
@@ -245,16 +245,17 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
     return n;
 }
 
-/* Reads again the maps of processes exec'd EXEC_REREAD_NS ago: their
- * libraries' tables are then queued (first, see unwinder.h) and found by
- * file by the walk, for this process and every later one. */
+/* Reads again the maps of processes exec'd EXEC_REREAD_NS ago, unless a
+ * hint has had them read since: their libraries' tables are then queued
+ * (first, see unwinder.h) and found by file by the walk, for this process
+ * and every later one. */
 static void reread_execs(struct collector *c, uint64_t now)
 {
     while (c->exec_n && c->exec_due[c->exec_head] <= now) {
         uint32_t tgid = c->exec_tgid[c->exec_head];
         c->exec_head = (c->exec_head + 1) % COLLECT_EXEC_PENDING;
         c->exec_n--;
-        procs__reread(c->procs, tgid, now);
+        procs__reread_exec(c->procs, tgid, now);
     }
 }
 

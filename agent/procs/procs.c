@@ -266,16 +266,21 @@ static void read_service(struct procs *ps, struct proc *p)
               cgroup == by_id ? " (exited by then: its cgroup found by the exec's cgroup id)" : "");
 }
 
-static void read_identity(struct procs *ps, struct proc *p)
+/* The identity read anew; with `given`, p's start time and comm are the
+ * exec event's (BPF read them from the task as /proc would give them), and
+ * /proc is not asked for them: two reads fewer at every exec. */
+static void read_identity(struct procs *ps, struct proc *p, bool given)
 {
     char target[4096];
     int dfd;
     ssize_t n;
 
     ps->identity_reads++;
-    p->start_time = read_start_time(ps, p->tgid);
     p->generation++;
-    read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
+    if (!given) {
+        p->start_time = read_start_time(ps, p->tgid);
+        read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
+    }
     dfd = pid_dir(ps, p->tgid);
     n = dfd < 0 ? -1 : readlinkat(dfd, "exe", target, sizeof(target) - 1);
     if (n > 0) {
@@ -354,7 +359,9 @@ static struct proc **slot(struct procs *ps, uint32_t tgid)
     return pp;
 }
 
-static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
+/* As procs__get; `given`: see read_identity. */
+static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, bool given,
+                        uint64_t now_ns)
 {
     struct proc **pp = slot(ps, tgid), *p = *pp;
 
@@ -368,7 +375,7 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
         }
         if (p->maps_stale) {
             p->seen_ns = now_ns;
-            read_identity(ps, p);
+            read_identity(ps, p, given);
             read_maps(ps, p, now_ns);
         }
         return p;
@@ -380,7 +387,7 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     if (comm)
         str__copy(p->comm, sizeof(p->comm), comm);
     p->seen_ns = now_ns;
-    read_identity(ps, p);
+    read_identity(ps, p, false);
     read_maps(ps, p, now_ns);
     *pp = p;
     ps->count++;
@@ -389,7 +396,7 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
 
 struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
 {
-    struct proc *p = get(ps, tgid, comm, now_ns);
+    struct proc *p = get(ps, tgid, comm, false, now_ns);
 
     pid_dir_done(ps);
     return p;
@@ -415,11 +422,13 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
     return e ? &p->map[e - p->maps.e] : NULL;
 }
 
-void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
 
-    if (p && !p->exited)
+    /* A read since the exec's own (a hint's: ld.so had mapped every
+     * library by the time it ran code in one) already found the libraries. */
+    if (p && !p->exited && p->maps_read_ns <= p->seen_ns)
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }
@@ -455,10 +464,20 @@ void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const s
     pid_dir_done(ps);
 }
 
+/* Clock ticks since boot (/proc/PID/stat's unit) of a time in ns since
+ * boot, as the kernel's nsec_to_clock_t; 0 when unknown. */
+static uint64_t boot_ns_to_ticks(uint64_t ns)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+
+    return hz > 0 && hz <= 1000000000 ? ns / (1000000000ull / (uint64_t)hz) : 0;
+}
+
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
-                         uint64_t now_ns)
+                         uint64_t start_ns, uint64_t now_ns)
 {
     struct proc **pp = slot(ps, tgid), *p = *pp;
+    uint64_t start_ticks = comm && start_ns ? boot_ns_to_ticks(start_ns) : 0;
 
     if (!p) {
         /* New: made here rather than in procs__get, whose first read must
@@ -475,7 +494,11 @@ struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint
     p->cgroup_id = cgroup_id;
     p->maps_stale = true;
     p->exited = false; /* a reused pid */
-    return procs__get(ps, tgid, NULL, now_ns);
+    if (start_ticks)
+        p->start_time = start_ticks;
+    p = get(ps, tgid, NULL, start_ticks != 0, now_ns);
+    pid_dir_done(ps);
+    return p;
 }
 
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)

@@ -81,9 +81,11 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
  * first read as procs__get does. cgroup_id is the cgroup v2 it exec'd in
  * (bpf_get_current_cgroup_id, 0 when not known): when /proc/PID/cgroup is
  * gone by the time the event is handled (a short process, a busy agent),
- * the cgroup's path still gives its identity. Returns as procs__get. */
+ * the cgroup's path still gives its identity. start_ns is its start in ns
+ * since boot (task_struct.start_boottime, 0 when not known): with comm,
+ * its stat and comm are not read from /proc. Returns as procs__get. */
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
-                         uint64_t now_ns);
+                         uint64_t start_ns, uint64_t now_ns);
 
 /* What the walk's hint (CX_REC_MAPS) says ran: the mapping starting at
  * addr (0: not said), of the file with inode ino on device dev (the
@@ -100,9 +102,11 @@ struct procs_hint {
 void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const struct procs_hint *h,
                       uint64_t now_ns);
 
-/* Reads the maps of process tgid again now, if it is in the table and has
- * not exited: the listener hears of it as of any read. */
-void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+/* Reads the maps of process tgid again now (once ld.so has mapped the
+ * libraries of the program it exec'd), if it is in the table, has not
+ * exited, and they were not read since its exec's read: the listener
+ * hears of it as of any read. */
+void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
 /* Exit: forgotten by procs__sweep once it has been gone for a while.
  * Returns the process (valid until the next sweep), or NULL if unknown. */
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);

@@ -104,7 +104,7 @@ static void test_maps_kept_when_gone(void **state)
 
     /* After an exec the old image's maps are not kept. */
     put(root, "maps", "");
-    p = procs__exec(ps, PID, "qsort_cb", 0, 400 * MS);
+    p = procs__exec(ps, PID, "qsort_cb", 0, 0, 400 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 402 * MS));
 
     table_close(ps, bc, root);
@@ -174,6 +174,64 @@ static void test_hint_reads_maps(void **state)
     m = procs__find_map(ps, p, 0x7f0000021000, false, 27 * MS);
     assert_non_null(m);
     assert_string_equal(m->name, "/nonexistent/libbz2-other.so.1");
+
+    table_close(ps, bc, root);
+}
+
+/* An exec event that carries the process's start and comm (BPF's): the
+ * table takes them and does not read /proc/PID/stat or comm for them; one
+ * without (an old kernel) reads both. */
+static void test_exec_start_from_event(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX";
+    long hz = sysconf(_SC_CLK_TCK);
+
+    fake_proc(root); /* stat says 777 ticks, comm qsort_cb */
+    put(root, "maps", "");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    assert_true(hz > 0);
+    uint64_t start_ns = 5000ull * (1000000000ull / (uint64_t)hz) + 123;
+    struct proc *p = procs__exec(ps, PID, "fromevent", 0, start_ns, 1 * MS);
+    assert_non_null(p);
+    assert_int_equal(p->start_time, 5000);
+    assert_string_equal(p->comm, "fromevent");
+    p = procs__exec(ps, PID, "fromevent", 0, 0, 2 * MS);
+    assert_int_equal(p->start_time, 777);
+    assert_string_equal(p->comm, "qsort_cb");
+
+    table_close(ps, bc, root);
+}
+
+/* The read 10 ms after an exec (collect.c) is skipped when a hint had the
+ * maps read since the exec's own read, and made when none did. */
+static void test_exec_reread_after_hint(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX";
+    uint64_t maps0, maps1, ids;
+
+    fake_proc(root);
+    put(root, "maps", "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    assert_non_null(procs__exec(ps, PID, "qsort_cb", 0, 0, 1 * MS));
+    procs__reads(ps, &maps0, &ids);
+    procs__reread_exec(ps, PID, 11 * MS); /* no hint: read */
+    procs__reads(ps, &maps1, &ids);
+    assert_int_equal(maps1, maps0 + 1);
+
+    assert_non_null(procs__exec(ps, PID, "qsort_cb", 0, 0, 20 * MS));
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 22 * MS, &(struct procs_hint){0x7f0000000000, 1234, 8 << 20 | 1},
+                     23 * MS);
+    procs__reads(ps, &maps0, &ids);
+    procs__reread_exec(ps, PID, 30 * MS); /* the hint's read found the libraries */
+    procs__reads(ps, &maps1, &ids);
+    assert_int_equal(maps1, maps0);
 
     table_close(ps, bc, root);
 }
@@ -248,12 +306,12 @@ static void test_interpreter_named_by_script(void **state)
     assert_string_equal(p->id.service, "pylint");
     /* An exec into inline code: the executable's name. */
     put_bytes(root, "cmdline", inline_code, sizeof(inline_code) - 1);
-    p = procs__exec(ps, PID, "python3", 0, 3 * MS);
+    p = procs__exec(ps, PID, "python3", 0, 0, 3 * MS);
     assert_string_equal(p->id.service, "python3.11");
     /* A unit's process: the unit's name, whatever it runs. */
     put_bytes(root, "cmdline", pylint, sizeof(pylint) - 1);
     put(root, "cgroup", "0::/system.slice/lint.service\n");
-    p = procs__exec(ps, PID, "pylint", 0, 4 * MS);
+    p = procs__exec(ps, PID, "pylint", 0, 0, 4 * MS);
     assert_string_equal(p->id.service, "lint");
     table_close(ps, bc, root);
 }
@@ -301,17 +359,17 @@ static void test_exec_named_by_cgroup_id(void **state)
     put(root, "maps", "");
     struct binary_cache *bc;
     struct procs *ps = table_open(root, &bc);
-    struct proc *p = procs__exec(ps, PID, "cpu_split", 0, 1 * MS);
+    struct proc *p = procs__exec(ps, PID, "cpu_split", 0, 0, 1 * MS);
     assert_non_null(p);
     assert_string_equal(p->id.service, "qsort_cb");
-    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 2 * MS);
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 2 * MS);
     char want[64];
     snprintf(want, sizeof(want), "cxunit-web-%d", (int)getpid());
     assert_string_equal(p->id.service, want);
     assert_string_equal(strstr(unit, want), p->id.systemd_unit);
     /* An id of no cgroup (removed since): named by its executable again. */
     assert_int_equal(rmdir(unit), 0);
-    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 3 * MS);
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 3 * MS);
     assert_string_equal(p->id.service, "qsort_cb");
 
     table_close(ps, bc, root);
@@ -361,6 +419,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_kept_when_gone),
         cmocka_unit_test(test_hint_reads_maps),
+        cmocka_unit_test(test_exec_start_from_event),
+        cmocka_unit_test(test_exec_reread_after_hint),
         cmocka_unit_test(test_sweep_asks_proc_when_told),
         cmocka_unit_test(test_interpreter_named_by_script),
         cmocka_unit_test(test_exec_named_by_cgroup_id),
