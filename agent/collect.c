@@ -184,6 +184,8 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
         goto fail;
     }
     procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_gone, c});
+    /* Where BPF wakes this thread at a new program's first sample. */
+    procs__lazy_exec(c->procs, sampler__vma_fallback(c->sampler));
     c->win->start_ns = clock__real_ns();
     return 0;
 fail:

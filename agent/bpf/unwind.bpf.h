@@ -116,7 +116,9 @@ struct walk_state {
     __u64 m_start, m_end, m_bias;
     __u32 m_table, m_blocks;
     __u32 vma_lookups; /* bpf_find_vma calls in this walk (one can succeed) */
-    __u32 vma_pad;
+    /* The record wakes user space at once: the process's first sample
+     * since its exec (first_sample). Set by cx_on_cpu_clock before the walk. */
+    __u32 wake;
     /* The Python walk: the frames of one invocation of the evaluation
      * function are shown while py_pending, in place of its native frame
      * (py_eval_pc). */

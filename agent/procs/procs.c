@@ -51,6 +51,7 @@ struct procs {
     int dir_fd;
     uint32_t dir_tgid;
     uint64_t maps_reads, identity_reads; /* procs__reads */
+    bool lazy_exec;                      /* procs__lazy_exec */
     struct procs_listener listener;
 };
 
@@ -359,9 +360,7 @@ static struct proc **slot(struct procs *ps, uint32_t tgid)
     return pp;
 }
 
-/* As procs__get; `given`: see read_identity. */
-static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, bool given,
-                        uint64_t now_ns)
+static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
 {
     struct proc **pp = slot(ps, tgid), *p = *pp;
 
@@ -375,7 +374,8 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, bool 
         }
         if (p->maps_stale) {
             p->seen_ns = now_ns;
-            read_identity(ps, p, given);
+            read_identity(ps, p, p->start_given);
+            p->start_given = false;
             read_maps(ps, p, now_ns);
         }
         return p;
@@ -396,7 +396,7 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, bool 
 
 struct proc *procs__get(struct procs *ps, uint32_t tgid, const char *comm, uint64_t now_ns)
 {
-    struct proc *p = get(ps, tgid, comm, false, now_ns);
+    struct proc *p = get(ps, tgid, comm, now_ns);
 
     pid_dir_done(ps);
     return p;
@@ -428,7 +428,7 @@ void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
 
     /* A read since the exec's own (a hint's: ld.so had mapped every
      * library by the time it ran code in one) already found the libraries. */
-    if (p && !p->exited && p->maps_read_ns <= p->seen_ns)
+    if (p && !p->exited && !p->maps_stale && p->maps_read_ns <= p->seen_ns)
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }
@@ -459,7 +459,7 @@ void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const s
      * compiler's dozen libraries were a dozen reads of its maps, and on a
      * build node a third of the agent's CPU. ld.so's own hint, its first
      * code, finds it in the maps read at exec. */
-    if (p && !p->exited && p->maps_read_ns <= hint_ns && !maps_hold(&p->maps, h))
+    if (p && !p->exited && !p->maps_stale && p->maps_read_ns <= hint_ns && !maps_hold(&p->maps, h))
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }
@@ -494,11 +494,22 @@ struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint
     p->cgroup_id = cgroup_id;
     p->maps_stale = true;
     p->exited = false; /* a reused pid */
+    p->start_given = start_ticks != 0;
     if (start_ticks)
         p->start_time = start_ticks;
-    p = get(ps, tgid, NULL, start_ticks != 0, now_ns);
+    /* Lazy: read at its first sample (most of a build's processes have
+     * none). Not a process excluded before the exec, which BPF does not
+     * sample: its new environment decides now. */
+    if (ps->lazy_exec && !p->skipped)
+        return p;
+    p = get(ps, tgid, NULL, now_ns);
     pid_dir_done(ps);
     return p;
+}
+
+void procs__lazy_exec(struct procs *ps, bool on)
+{
+    ps->lazy_exec = on;
 }
 
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)

@@ -33,6 +33,7 @@ struct proc {
     bool disabled;       /* CODEXRAY_PROFILING=disabled in its environment */
     bool skipped;        /* in the sampler's skip map (collect.c keeps it) */
     bool maps_stale;     /* exec'd since the maps were read */
+    bool start_given;    /* start_time and comm are the exec event's (procs__exec) */
     bool exited;
     int maps_err; /* errno when the maps could not be read */
     uint64_t exited_ns;
@@ -86,6 +87,15 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
  * its stat and comm are not read from /proc. Returns as procs__get. */
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
                          uint64_t start_ns, uint64_t now_ns);
+
+/* With on, procs__exec reads nothing of /proc: the process is read at its
+ * first procs__get (its first sample), and hints and procs__reread_exec
+ * pass it by until then. Only where BPF wakes user space at a new
+ * program's first sample (the sampler's fresh_tgids, with use_vma): most
+ * of a build node's processes end unsampled, and their reads were most of
+ * the agent's cost there. A process excluded (skipped) before its exec is
+ * still read at once: BPF does not sample it. */
+void procs__lazy_exec(struct procs *ps, bool on);
 
 /* What the walk's hint (CX_REC_MAPS) says ran: the mapping starting at
  * addr (0: not said), of the file with inode ino on device dev (the

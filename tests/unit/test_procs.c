@@ -236,6 +236,60 @@ static void test_exec_reread_after_hint(void **state)
     table_close(ps, bc, root);
 }
 
+/* Lazy exec (procs__lazy_exec, where BPF wakes the agent at a new
+ * program's first sample): the exec reads nothing, nor do hints or the
+ * read 10 ms on; the first procs__get reads identity and maps, with the
+ * event's start time. */
+static void test_exec_lazy(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX";
+    uint64_t maps0, ids0, maps1, ids1;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    fake_proc(root);
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    procs__lazy_exec(ps, true);
+    assert_true(hz > 0);
+    uint64_t start_ns = 6000ull * (1000000000ull / (uint64_t)hz);
+    procs__reads(ps, &maps0, &ids0);
+    struct proc *p = procs__exec(ps, PID, "cc1", 0, start_ns, 1 * MS);
+    assert_non_null(p);
+    assert_true(p->maps_stale);
+    procs__hint_maps(ps, PID, 2 * MS, &(struct procs_hint){0x7f0000000000, 1234, 8 << 20 | 1},
+                     3 * MS);
+    procs__reread_exec(ps, PID, 11 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_int_equal(maps1, maps0);
+    assert_int_equal(ids1, ids0);
+    /* Its first sample. */
+    p = procs__get(ps, PID, "cc1", 20 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_int_equal(maps1, maps0 + 1);
+    assert_int_equal(ids1, ids0 + 1);
+    assert_false(p->maps_stale);
+    assert_int_equal(p->start_time, 6000);
+    assert_string_equal(p->comm, "cc1");
+    const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 21 * MS);
+    assert_non_null(m);
+    assert_string_equal(m->name, "/nonexistent/libc.so.6");
+
+    /* Excluded before its exec (BPF skips it, no sample will come): read
+     * at once, its new environment decides. */
+    p->skipped = true;
+    procs__reads(ps, &maps0, &ids0);
+    p = procs__exec(ps, PID, "cc1", 0, start_ns, 30 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_int_equal(ids1, ids0 + 1);
+    assert_false(p->maps_stale);
+
+    table_close(ps, bc, root);
+}
+
 /* A process whose exit event was lost: only a sweep that asks /proc sees
  * it gone (taken as exited then, forgotten at a later sweep); a sweep that
  * does not ask costs no read of /proc and keeps it. A pid reused (another
@@ -421,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_hint_reads_maps),
         cmocka_unit_test(test_exec_start_from_event),
         cmocka_unit_test(test_exec_reread_after_hint),
+        cmocka_unit_test(test_exec_lazy),
         cmocka_unit_test(test_sweep_asks_proc_when_told),
         cmocka_unit_test(test_interpreter_named_by_script),
         cmocka_unit_test(test_exec_named_by_cgroup_id),
