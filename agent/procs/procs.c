@@ -371,6 +371,7 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
             p->exited = false;
             p->maps_stale = true;
             p->cgroup_id = 0;
+            p->start_given = false; /* an exec's, of the one before */
         }
         if (p->maps_stale) {
             p->seen_ns = now_ns;
@@ -500,8 +501,13 @@ struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint
     /* Lazy: read at its first sample (most of a build's processes have
      * none). Not a process excluded before the exec, which BPF does not
      * sample: its new environment decides now. */
-    if (ps->lazy_exec && !p->skipped)
+    if (ps->lazy_exec && !p->skipped) {
+        /* What an earlier process with the pid said of its environment
+         * (its exit took it out of the skip map) would keep this one out
+         * of BPF's samples, and so unread, for good. */
+        p->disabled = false;
         return p;
+    }
     p = get(ps, tgid, NULL, now_ns);
     pid_dir_done(ps);
     return p;

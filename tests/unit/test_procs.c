@@ -287,6 +287,22 @@ static void test_exec_lazy(void **state)
     assert_int_equal(ids1, ids0 + 1);
     assert_false(p->maps_stale);
 
+    /* An earlier process with the pid was excluded (its exit took it out
+     * of the skip map): a new program is not taken for excluded unread,
+     * which would keep it out of BPF's samples and so unread for good. */
+    p->skipped = false;
+    p->disabled = true;
+    p = procs__exec(ps, PID, "cc1", 0, start_ns, 40 * MS);
+    assert_true(p->maps_stale);
+    assert_false(p->disabled);
+    /* It exits unsampled; its pid goes to a process that never execs (a
+     * fork): read as a new process, its start time from /proc, not the
+     * exec event's of the one before. */
+    procs__exit(ps, PID, 50 * MS);
+    p = procs__get(ps, PID, NULL, 400 * MS);
+    assert_false(p->maps_stale);
+    assert_int_equal(p->start_time, 777);
+
     table_close(ps, bc, root);
 }
 
