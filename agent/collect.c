@@ -95,6 +95,10 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
             unsigned at = (c->exec_head + c->exec_n++) % COLLECT_EXEC_PENDING;
             c->exec_tgid[at] = h->tgid;
             c->exec_due[at] = now + EXEC_REREAD_NS;
+            /* When ld.so was done by (the exec's own time, BPF's clock is
+             * this one): a read after it needs no other. */
+            c->exec_mapped[at] =
+                (h->time_ns && h->time_ns < now ? h->time_ns : now) + EXEC_REREAD_NS;
         }
         break;
     }
@@ -248,16 +252,18 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
 }
 
 /* Reads again the maps of processes exec'd EXEC_REREAD_NS ago, unless a
- * hint has had them read since: their libraries' tables are then queued
- * (first, see unwinder.h) and found by file by the walk, for this process
- * and every later one. */
+ * hint has had them read since, or they were first read that long after
+ * the exec (a process read at its first sample): their libraries' tables
+ * are then queued (first, see unwinder.h) and found by file by the walk,
+ * for this process and every later one. */
 static void reread_execs(struct collector *c, uint64_t now)
 {
     while (c->exec_n && c->exec_due[c->exec_head] <= now) {
         uint32_t tgid = c->exec_tgid[c->exec_head];
+        uint64_t mapped = c->exec_mapped[c->exec_head];
         c->exec_head = (c->exec_head + 1) % COLLECT_EXEC_PENDING;
         c->exec_n--;
-        procs__reread_exec(c->procs, tgid, now);
+        procs__reread_exec(c->procs, tgid, mapped, now);
     }
 }
 

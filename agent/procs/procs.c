@@ -423,13 +423,16 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
     return e ? &p->map[e - p->maps.e] : NULL;
 }
 
-void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t mapped_ns, uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
 
     /* A read since the exec's own (a hint's: ld.so had mapped every
-     * library by the time it ran code in one) already found the libraries. */
-    if (p && !p->exited && !p->maps_stale && p->maps_read_ns <= p->seen_ns)
+     * library by the time it ran code in one) already found the libraries,
+     * and so did a first read made after mapped_ns (lazy: at the process's
+     * first sample, often long after its exec). */
+    if (p && !p->exited && !p->maps_stale && p->maps_read_ns <= p->seen_ns &&
+        p->maps_read_ns < mapped_ns)
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }

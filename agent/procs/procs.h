@@ -113,10 +113,11 @@ void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const s
                       uint64_t now_ns);
 
 /* Reads the maps of process tgid again now (once ld.so has mapped the
- * libraries of the program it exec'd), if it is in the table, has not
- * exited, and they were not read since its exec's read: the listener
- * hears of it as of any read. */
-void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+ * libraries of the program it exec'd, by mapped_ns), if it is in the
+ * table, has not exited, and they were neither read since its exec's read
+ * nor first read at or after mapped_ns: the listener hears of it as of
+ * any read. */
+void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t mapped_ns, uint64_t now_ns);
 /* Exit: forgotten by procs__sweep once it has been gone for a while.
  * Returns the process (valid until the next sweep), or NULL if unknown. */
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);

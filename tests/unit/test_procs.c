@@ -218,7 +218,7 @@ static void test_exec_reread_after_hint(void **state)
     struct procs *ps = table_open(root, &bc);
     assert_non_null(procs__exec(ps, PID, "qsort_cb", 0, 0, 1 * MS));
     procs__reads(ps, &maps0, &ids);
-    procs__reread_exec(ps, PID, 11 * MS); /* no hint: read */
+    procs__reread_exec(ps, PID, 11 * MS, 11 * MS); /* no hint: read */
     procs__reads(ps, &maps1, &ids);
     assert_int_equal(maps1, maps0 + 1);
 
@@ -229,7 +229,7 @@ static void test_exec_reread_after_hint(void **state)
     procs__hint_maps(ps, PID, 22 * MS, &(struct procs_hint){0x7f0000000000, 1234, 8 << 20 | 1},
                      23 * MS);
     procs__reads(ps, &maps0, &ids);
-    procs__reread_exec(ps, PID, 30 * MS); /* the hint's read found the libraries */
+    procs__reread_exec(ps, PID, 30 * MS, 30 * MS); /* the hint's read found the libraries */
     procs__reads(ps, &maps1, &ids);
     assert_int_equal(maps1, maps0);
 
@@ -262,7 +262,7 @@ static void test_exec_lazy(void **state)
     assert_true(p->maps_stale);
     procs__hint_maps(ps, PID, 2 * MS, &(struct procs_hint){0x7f0000000000, 1234, 8 << 20 | 1},
                      3 * MS);
-    procs__reread_exec(ps, PID, 11 * MS);
+    procs__reread_exec(ps, PID, 11 * MS, 11 * MS);
     procs__reads(ps, &maps1, &ids1);
     assert_int_equal(maps1, maps0);
     assert_int_equal(ids1, ids0);
@@ -277,6 +277,10 @@ static void test_exec_lazy(void **state)
     const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 21 * MS);
     assert_non_null(m);
     assert_string_equal(m->name, "/nonexistent/libc.so.6");
+    /* Read 19 ms after its exec: the read due 10 ms after it is not made. */
+    procs__reread_exec(ps, PID, 11 * MS, 30 * MS);
+    procs__reads(ps, &maps0, &ids0);
+    assert_int_equal(maps0, maps1);
 
     /* Excluded before its exec (BPF skips it, no sample will come): read
      * at once, its new environment decides. */
