@@ -189,7 +189,8 @@ static __always_inline void proc_event(__u32 kind, __u64 addr, __u64 ino, __u32 
     if (kind == CX_REC_EXEC) {
         /* The leader's, as /proc/PID/stat gives it (de_thread has made
          * this thread the leader by now, with the old leader's start). */
-        struct task_struct *task = bpf_get_current_task_btf();
+        /* Not bpf_get_current_task_btf (5.11): cx_on_exec runs on 5.10. */
+        struct task_struct *task = (struct task_struct *)bpf_get_current_task();
         if (bpf_core_field_exists(task->start_boottime))
             e->start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
     }
