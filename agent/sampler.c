@@ -293,6 +293,7 @@ static int open_load(struct sampler *s, const struct sampler_opts *opts, bool of
     if (!s->vma) {
         bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
         bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
+        bpf_map__set_max_entries(s->skel->maps.fresh_tgids, 1);
     }
 #if defined(__aarch64__)
     /* Return addresses signed by PAC are stripped with the kernel's mask. */

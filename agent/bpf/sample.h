@@ -176,10 +176,20 @@ struct cx_proc_event {
      * of cgroup v1 only). User space names a process gone before the event
      * is handled by it (procs/cgroup_id.h). */
     __u64 cgroup_id;
-    /* CX_REC_MAPS: where the code that ran is (the start of its mapping):
-     * user space reads the maps only when those it has lack it. 0 in the
-     * other kinds. */
+    /* CX_REC_MAPS: where the code that ran is (the start of its mapping)
+     * and its file (inode, and device as the kernel's dev_t: major << 20 |
+     * minor): user space reads the maps only when those it has lack that
+     * mapping of that file (after a dlclose another file can be mapped at
+     * the same address). 0 in the other kinds. */
     __u64 addr;
+    __u64 ino;
+    /* CX_REC_EXEC: the process's start (task_struct.start_boottime, ns
+     * since boot, as /proc/PID/stat's field 22 before its division into
+     * clock ticks): with comm, what user space would read from /proc at
+     * every exec. 0 when the kernel has no such field. */
+    __u64 start_ns;
+    __u32 dev;
+    __u32 pad;
 };
 
 /* Per-CPU counters (the "stats" array map), summed by user space. */

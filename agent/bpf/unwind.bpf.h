@@ -116,7 +116,9 @@ struct walk_state {
     __u64 m_start, m_end, m_bias;
     __u32 m_table, m_blocks;
     __u32 vma_lookups; /* bpf_find_vma calls in this walk (one can succeed) */
-    __u32 vma_pad;
+    /* The record wakes user space at once: the process's first sample
+     * since its exec (first_sample). Set by cx_on_cpu_clock before the walk. */
+    __u32 wake;
     /* The Python walk: the frames of one invocation of the evaluation
      * function are shown while py_pending, in place of its native frame
      * (py_eval_pc). */
@@ -253,6 +255,8 @@ __noinline int cx_find_map(__u32 tgid, __u64 pc)
 struct vma_found {
     __u64 start, end, bias;
     __u32 table, blocks;
+    __u64 ino; /* its file's (0: anonymous), for the CX_REC_MAPS hint */
+    __u32 dev;
 };
 
 /* The callback of bpf_find_vma: the mapping's range, and its table from
@@ -274,6 +278,8 @@ static long cx_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
         return 0;
     key.ino = BPF_CORE_READ(f, f_inode, i_ino);
     key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+    out->ino = key.ino;
+    out->dev = key.dev;
     fu = bpf_map_lookup_elem(&file_unwind, &key);
     if (!fu)
         return 0;
@@ -400,7 +406,7 @@ __noinline int cx_find_vma(__u32 tgid, __u64 pc)
      * code's page came in with another fault): user space may still lack
      * it too, so it is told to read the maps (see cx_on_fault). */
     if (learn(tgid, &m) && found.blocks)
-        proc_event(CX_REC_MAPS, found.start);
+        proc_event(CX_REC_MAPS, found.start, found.ino, found.dev);
     return 1;
 }
 
