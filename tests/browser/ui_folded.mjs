@@ -9,23 +9,13 @@
 // serve's stacks (focus=) and show tiny_handler with its exact time
 // (WANT.tiny ns), reachable by a click, by a URL and by the search, every
 // total kept. Exits 1 with what failed; screenshots in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, wantJson] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ctx = await openPage({ out, viewport: { width: 1500, height: 1000 } });
+const { page, shot, ready, hash } = ctx;
 // Every profile request, with the page's cap lowered so this small profile is trimmed.
 const calls = [];
 await page.route('**/api/v1/profile?*', (r) => {
@@ -65,11 +55,10 @@ const clickFrame = async (p) => {
     return at;
 };
 
-let failed = false;
-try {
+await runChecks(ctx, 'folded-failure', async () => {
     const base = `${url}/#/app/${encodeURIComponent(app)}?from=now-1h`;
     await page.goto(base);
-    await page.waitForFunction(() => window.__cx && window.__cx.ready, null, { timeout: 20000 });
+    await ready();
     let s = await state();
     // 1. Trimmed: the handlers folded into serve's "other", totals exact.
     check(s.nodes[''] === want.root, `root ${s.nodes['']}, want ${want.root}`);
@@ -124,13 +113,4 @@ try {
     check(s.zoom === 'main;serve;tiny_handler' && s.nodes['main;serve;tiny_handler'] === want.tiny, `URL load: zoom ${s.zoom}`);
     log('a URL to tiny_handler opens zoomed into it');
     await shot('folded-4-url');
-    check(problems.length === 0, problems.join('\n'));
-} catch (e) {
-    failed = true;
-    console.error(e.stack || String(e));
-    if (problems.length) console.error(problems.join('\n'));
-    await shot('folded-failure').catch(() => {});
-} finally {
-    await browser.close();
-}
-process.exit(failed ? 1 : 0);
+});
