@@ -8,7 +8,10 @@
 // handlers into an "other" frame under serve. A zoom into serve must fetch
 // serve's stacks (focus=) and show tiny_handler with its exact time
 // (WANT.tiny ns), reachable by a click, by a URL and by the search, every
-// total kept. Exits 1 with what failed; screenshots in OUTDIR.
+// total kept. A search for a frame still folded asks the server for it
+// (search=) and shows it with its exact time and share, highlighted.
+// Exits 1 with what failed; screenshots in OUTDIR.
+import { fmtPct } from '../../server/ui/format.js';
 import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, wantJson] = process.argv.slice(2);
@@ -113,4 +116,39 @@ await runChecks(ctx, 'folded-failure', async () => {
     check(s.zoom === 'main;serve;tiny_handler' && s.nodes['main;serve;tiny_handler'] === want.tiny, `URL load: zoom ${s.zoom}`);
     log('a URL to tiny_handler opens zoomed into it');
     await shot('folded-4-url');
+
+    // 6. A search for a frame still folded (a fresh page, the search in its
+    // URL): the server searched (search=), no zoom, no focus; the frame
+    // merged into the tree with its exact time, highlighted, its share exact.
+    calls.length = 0;
+    await page.goto('about:blank');
+    await page.goto(`${base}&q=small_handler`);
+    await page.waitForFunction(() => (window.__cx.searchGrafts || 0) >= 1 && /1 function match/.test(window.__cx.search || ''),
+        null, { timeout: 10000 });
+    s = await state();
+    const searched = calls.filter((c) => c.get('search'));
+    check(searched.length === 1 && searched[0].get('search') === 'small_handler' && !calls.some((c) => c.get('focus')) &&
+        searched[0].get('from') === calls[0].get('from'), `search requests: ${calls.map(String)}`);
+    check(s.zoom === '', `zoomed to ${s.zoom}`);
+    check(s.nodes['main;serve;small_handler'] === want.small, `small_handler ${s.nodes['main;serve;small_handler']}, want ${want.small}`);
+    check(s.nodes['main;serve;other'] === want.tiny, `serve's other ${s.nodes['main;serve;other']}, want tiny_handler's ${want.tiny}`);
+    check(s.nodes[''] === want.root && s.nodes['main;serve'] === want.serve, `totals changed: ${JSON.stringify(s.nodes)}`);
+    check(s.search.includes(fmtPct(want.small / want.root)), `search: ${s.search}, want ${fmtPct(want.small / want.root)}`);
+    const lit = await page.evaluate(() => {
+        const fg = window.__cx.fg, t = fg.tree;
+        return [...t.name].filter((nm, i) => i > 0 && fg.match && fg.match[nm]).map((nm) => t.names[nm]);
+    });
+    check(lit.length === 1 && lit[0] === 'small_handler', `highlighted: ${lit}`);
+    await shot('folded-5-search');
+    log(`search for the folded small_handler: ${s.search}, drawn with ${want.small / 1e6} ms, serve's other now ${want.tiny / 1e6} ms`);
+
+    // 7. Typed: the other folded frame searched too; nothing of serve folded now.
+    await page.fill('input.search', 'tiny_handler');
+    await page.waitForFunction(() => (window.__cx.searchGrafts || 0) >= 2 && /1 function match/.test(window.__cx.search || ''),
+        null, { timeout: 10000 });
+    s = await state();
+    check(s.nodes['main;serve;tiny_handler'] === want.tiny && s.nodes['main;serve;other'] === undefined,
+        `after tiny_handler's search: ${JSON.stringify(s.nodes)}`);
+    check(s.search.includes(fmtPct(want.tiny / want.root)), `search: ${s.search}`);
+    log(`typed tiny_handler: ${s.search}`);
 });
