@@ -102,7 +102,7 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_frames.c server/store_clickhouse_warm.c \
               server/store_clickhouse_upgrade.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
-              server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c server/query_focus.c \
+              server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c server/query_focus.c server/query_search.c \
               server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
               server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c server/pyroscope.c server/text.c \
               server/budget.c server/pprof_ids.c server/debuginfod.c \
