@@ -440,15 +440,16 @@ __noinline int cx_find_vma(__u32 tgid, __u64 pc)
 
 /* Reads `words` (1 or 2) 8-byte words of the walked thread's memory at addr
  * into this CPU's walk state (rd[]). The walk reads a word or two a frame,
- * moving up the stack: each read went to bpf_probe_read_user, whose fixed
- * cost was most of a frame's. Here a read is served from the copy of the
- * stack made earlier in the same walk (the thread is stopped meanwhile:
- * the same bytes), else copies the window anew from addr, up to
- * CX_UWIN_WORDS words and the end of addr's 4 KiB page. A read that is
- * not 8-aligned or crosses that page's end is a plain one. Returns 0, or
- * bpf_probe_read_user's error (the copy failing means addr's page cannot
- * be read: the plain read would fail too). A global function: the
- * verifier checks it once, not at every read of every frame. */
+ * moving up the stack: each read was a call of bpf_probe_read_user, whose
+ * fixed cost is well above copying a few words (20-30 ns of a frame's
+ * 100-130 went with it, docs/benchmarks.md). Here a read is served from
+ * the copy of the stack made earlier in the same walk (the thread is
+ * stopped meanwhile: the same bytes), else copies the window anew from
+ * addr, up to CX_UWIN_WORDS words and the end of addr's 4 KiB page. A
+ * read that is not 8-aligned or crosses that page's end is a plain one.
+ * Returns 0, or bpf_probe_read_user's error (the copy failing means addr's
+ * page cannot be read: the plain read would fail too). A global function:
+ * the verifier checks it once, not at every read of every frame. */
 __noinline int cx_uread(__u64 addr, __u32 words)
 {
     struct walk_state *st;
