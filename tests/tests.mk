@@ -584,6 +584,11 @@ $(B)/bench/switch_floor: bench/switch_floor.c $(B)/bench/switch_floor.bpf.o
 $(B)/bench/deep: bench/deep.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
+# The same built as distributions build (no frame pointers): bench/bpf_ab.py's
+# cfi workload, walked by CFI rows alone.
+$(B)/bench/deep_nofp: bench/deep.c
+	@mkdir -p $(dir $@)
+	$(CLANG) -O2 -g -fomit-frame-pointer -fno-optimize-sibling-calls -pthread -o $@ $<
 $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread

@@ -106,6 +106,13 @@ static __always_inline void stat_inc(__u32 which)
         *v += 1; /* per-CPU slot: no atomics needed */
 }
 
+static __always_inline void stat_add(__u32 which, __u64 n)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &which);
+    if (v)
+        *v += n;
+}
+
 static __always_inline void count_lost(__u32 tgid)
 {
     __u64 one = 1, *v;
@@ -345,7 +352,10 @@ static __always_inline int walk_body(void *ctx, const int vma, const int off)
             walk_stop(s, st, reason);
             break;
         }
-        stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
+        if (cfi)
+            st->cfi_frames++;
+        else
+            st->fp_frames++;
         if (st->hs && cx_hs_frame(st->pc, st->exact)) {
             put_frame_tag(s, st->n, st->hs_addr, CX_FRAME_JAVA, st->hs_aux, st->hs_tag);
             st->n++;
@@ -366,6 +376,8 @@ static __always_inline int walk_body(void *ctx, const int vma, const int off)
         stat_inc(CX_STAT_TRUNC_DEPTH);
         walk_stop(s, st, CX_TRUNC_DEPTH);
     }
+    stat_add(CX_STAT_CFI_FRAMES, st->cfi_frames);
+    stat_add(CX_STAT_FP_FRAMES, st->fp_frames);
     if (off)
         off_finish(s, st->nk, st->n, st->py_new == 2);
     else
@@ -438,6 +450,9 @@ static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgi
     st->done = 0;
     st->m_start = st->m_end = 0;
     st->vma_lookups = 0;
+    st->cfi_frames = st->fp_frames = 0;
+    st->win_len = 0; /* the stack is copied anew for each walk (cx_uread) */
+    st->row_hi = 0;  /* and rows found anew: tables may have changed since */
     st->py_state = PY_NONE;
     st->py_pending = 0;
     st->py_new = 0;
