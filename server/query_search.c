@@ -63,6 +63,134 @@ static void matcher_free(struct matcher *mt)
     mt->has_rx = false;
 }
 
+/* The most copies of an atom an expression may compile to (rx_cost):
+ * glibc's regcomp writes out every bounded repeat ("a{1,1000}" is a
+ * thousand nested copies, 10 MB; "(a{1,32767})" took over 3 GB), so an
+ * unchecked one is a way to exhaust the server's memory with one GET. */
+#define RX_MAX_COST 1000
+#define RX_MAX_NEST 64
+
+/* The end of the bracket expression that starts at p ('['): past its
+ * ']', or the string's end (regcomp then refuses it). */
+static const char *rx_bracket_end(const char *p)
+{
+    p++;
+    if (*p == '^')
+        p++;
+    if (*p == ']')
+        p++; /* a ']' first is one of the set */
+    for (; *p && *p != ']'; p++)
+        if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+            const char *e = strchr(p + 2, p[1]);
+            while (e && e[1] != ']')
+                e = strchr(e + 1, p[1]);
+            if (!e)
+                return p + strlen(p);
+            p = e + 1;
+        }
+    return *p ? p + 1 : p;
+}
+
+/* How many times a repeat at p ('{', '+') copies its atom as glibc
+ * compiles it (an upper bound), with *end past it; 0 when p is no repeat
+ * (a '{' not followed by a count is taken as a character). */
+static size_t rx_repeat(const char *p, const char **end)
+{
+    char *e;
+    unsigned long m, n;
+
+    if (*p == '+') {
+        *end = p + 1;
+        return 2; /* x x* */
+    }
+    if (p[1] < '0' || p[1] > '9')
+        return 0;
+    m = strtoul(p + 1, &e, 10);
+    n = m;
+    if (*e == ',') {
+        n = e[1] == '}' ? m + 1 : strtoul(e + 1, &e, 10); /* {m,}: m copies, then x* */
+        if (e[0] == ',')
+            e++;
+    }
+    if (*e != '}')
+        return 0;
+    *end = e + 1;
+    n = n > m ? n : m;
+    return n > 32768 ? 32768 : n ? n : 1;
+}
+
+/* Whether RE (len bytes) compiles to at most RX_MAX_COST copies of its
+ * atoms and has no backreference. Returns 0, or -1 with why in msg. */
+static int rx_cost(const char *re, size_t len, char *msg, size_t n)
+{
+    /* Per open group: its size so far, and the size of its last atom (what
+     * a repeat after it copies). */
+    size_t total[RX_MAX_NEST + 1] = {0}, last[RX_MAX_NEST + 1] = {0}, d = 0, k;
+    const char *p = re, *stop = re + len, *next;
+
+    while (p < stop) {
+        size_t atom = 1;
+        next = p + 1;
+        switch (*p) {
+        case '\\':
+            if (p[1] >= '1' && p[1] <= '9') {
+                snprintf(msg, n, "search: /RE/ with a backreference (\\%c) is not taken", p[1]);
+                return -1;
+            }
+            next = p[1] ? p + 2 : p + 1;
+            break;
+        case '[':
+            next = rx_bracket_end(p);
+            break;
+        case '(':
+            if (d == RX_MAX_NEST) {
+                snprintf(msg, n, "search: /RE/ nests more than %d groups", RX_MAX_NEST);
+                return -1;
+            }
+            d++;
+            total[d] = last[d] = 0;
+            p = next;
+            continue;
+        case ')':
+            if (!d)
+                break; /* a character (glibc) */
+            atom = total[d] ? total[d] : 1;
+            d--;
+            break;
+        case '|':
+            last[d] = 0; /* an alternative: the sizes add up */
+            p = next;
+            continue;
+        case '*':
+        case '?':
+            p = next;
+            continue;
+        case '+':
+        case '{':
+            k = rx_repeat(p, &next);
+            if (!k)
+                break;
+            total[d] += last[d] * (k - 1);
+            last[d] *= k;
+            p = next;
+            goto check;
+        default:
+            break;
+        }
+        total[d] += atom;
+        last[d] = atom;
+        p = next < stop ? next : stop;
+    check:
+        if (total[d] > RX_MAX_COST || last[d] > RX_MAX_COST) {
+            snprintf(msg, n,
+                     "search: /RE/ too large compiled (its repeats make more than %d copies)",
+                     RX_MAX_COST);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* As the UI's search box reads it (search.js): "/RE/FLAGS" with RE not
  * empty and FLAGS lowercase letters is an expression, anything else a
  * substring. Returns 0, or -1 with msg. */
@@ -91,6 +219,8 @@ static int matcher_init(struct matcher *mt, const char *term, char *msg, size_t 
     }
     char pat[QUERY_SEARCH_MAX_BYTES + 1];
     snprintf(pat, sizeof(pat), "%.*s", (int)(slash - term - 1), term + 1);
+    if (rx_cost(pat, strlen(pat), msg, n))
+        return -1;
     int rc = regcomp(&mt->rx, pat, REG_EXTENDED | REG_NOSUB | (icase ? REG_ICASE : 0));
     if (rc) {
         char why[128];

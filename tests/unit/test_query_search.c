@@ -278,6 +278,33 @@ static void test_search_caps_depth(void **state)
     free(frames);
 }
 
+/* An expression whose compiled form would be huge is refused before
+ * regcomp builds it: glibc expands every bounded repeat into copies, and
+ * "(a{1,32767})" alone took over 3 GB (a{1,1000}: 10 MB; a nest of repeats
+ * multiplies), from one GET. Backreferences (glibc's extension, whose
+ * matching can take exponential time) are refused too; ordinary
+ * expressions, repeats included, are still taken. */
+static void test_search_refuses_costly_expressions(void **state)
+{
+    char msg[256];
+
+    (void)state;
+    /* 65025 copies (156 MB in regcomp, taken before the cap). */
+    assert_int_equal(query__search_check("/(a{1,255}){1,255}/", msg, sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "too large"));
+    assert_int_equal(query__search_check("/x(y(a{1,50}|b){1,50})/i", msg, sizeof(msg)), -1);
+    assert_int_equal(query__search_check("/[a-z]+{1,300}{1,300}/", msg, sizeof(msg)), -1);
+    assert_int_equal(query__search_check("/(a+)+\\1/", msg, sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "backreference"));
+    /* Taken: the UI's usual searches, a bracket holding what would
+     * otherwise be syntax, a repeat within the cap. */
+    assert_int_equal(query__search_check("/^(hot_a|hot_b)$/", msg, sizeof(msg)), 0);
+    assert_int_equal(query__search_check("/[{(]a{2}[)}]\\{9/", msg, sizeof(msg)), 0);
+    assert_int_equal(query__search_check("/[]{]x{1,100}/", msg, sizeof(msg)), 0);
+    assert_int_equal(query__search_check("/(ab|cd)[0-9]{1,100}/", msg, sizeof(msg)), 0);
+    assert_int_equal(query__search_check("/a\\.b\\\\1/", msg, sizeof(msg)), 0);
+}
+
 static void test_search_refuses_bad_terms(void **state)
 {
     struct store_merged m;
@@ -315,9 +342,12 @@ static void test_search_refuses_bad_terms(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_search_paths_exact),       cmocka_unit_test(test_search_regex),
-        cmocka_unit_test(test_search_caps_paths),        cmocka_unit_test(test_search_caps_depth),
+        cmocka_unit_test(test_search_paths_exact),
+        cmocka_unit_test(test_search_regex),
+        cmocka_unit_test(test_search_caps_paths),
+        cmocka_unit_test(test_search_caps_depth),
         cmocka_unit_test(test_search_refuses_bad_terms),
+        cmocka_unit_test(test_search_refuses_costly_expressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
