@@ -7,8 +7,8 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
               test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
-              test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql test_store_common \
-              test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
+              test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
+              test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
               test_debuginfod test_offcpu test_fn_timeline test_v8 test_hotspot
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
@@ -66,7 +66,7 @@ SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack
     server/store_sqlite_maint.c server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c \
     server/query.c server/query_flame.c server/query_focus.c server/query_search.c \
     server/debuginfod.c)
-$(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
+$(B)/tests/test_ingest $(B)/tests/test_store $(B)/tests/test_store_levels: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
     $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
@@ -410,7 +410,7 @@ else
 # this machine's 6.18 kernel (a two-line program does too).
 UNIT_CROSS_SKIP := test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_cfi_table \
                    test_cfi_table_xcheck test_go_table test_plt test_debugfile test_py_layout \
-                   test_py_lines test_http test_jvm test_py_code test_store
+                   test_py_lines test_http test_jvm test_py_code test_store test_store_levels
 UNIT_CROSS_BINS := $(addprefix $(B)/tests/,$(filter-out $(UNIT_CROSS_SKIP),$(UNIT_TESTS)))
 unit: deps $(UNIT_CROSS_BINS)
 	@UNIT_RUNNER="timeout 600 $(RUN_TARGET)" tests/run_unit.sh $(UNIT_CROSS_BINS)
@@ -479,7 +479,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
 SAN_TESTS := test_query test_query_search test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql \
+             test_varint test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
              test_store_common test_batch \
              test_list test_fn_timeline
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
