@@ -652,14 +652,19 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
         /* Read before the swap: if the slot changed hands since the load,
          * its start_ns changed too and the swap fails. */
         struct cx_off_key k = slot->key;
-        uint32_t p16 = slot->p16;
+        uint32_t p16 = slot->p16, tag = slot->tag;
         /* A thread that ended without its switch-in (none should): freed,
          * so that it is not counted again at every window. */
         uint64_t to = thread_gone(k.tgid, k.tid) ? 0 : now_ns;
         if (!__atomic_compare_exchange_n(&slot->start_ns, &start, to, false, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE) ||
-            !to)
+                                         __ATOMIC_ACQUIRE))
             continue;
+        if (!to) {
+            /* Freed: its count in the switch-ins' filter goes too. */
+            __atomic_fetch_sub(&s->skel->bss->off_pending[tag >> (32 - CX_OFF_PEND_BITS)], 1,
+                               __ATOMIC_ACQ_REL);
+            continue;
+        }
         /* Weighted as the switch-in weighs the rest (offcpu.bpf.h); blocks
          * 0: the block is counted once, at its end. */
         uint64_t dt = now_ns - start, p = p16 ? p16 : 1;

@@ -3,7 +3,8 @@
  *
  * One tp_btf/sched_switch program runs at every context switch:
  *  - switch-in of `next`: if its last block was walked, the time since is
- *    added to that block's stack in off_sums (weighted, below);
+ *    added to that block's stack in off_sums (weighted, below); most
+ *    switch-ins stop at one load (off_pending: no block of theirs walked);
  *  - switch-out of `prev` into a blocked state (not preempted, state
  *    TASK_INTERRUPTIBLE or TASK_UNINTERRUPTIBLE): the stack is walked now,
  *    while prev is still `current` (its user memory is the one
@@ -39,14 +40,14 @@ const volatile __u32 off_walks_per_period = 100;
 #define CX_TASK_UNINTERRUPTIBLE 0x2
 
 /* The walked blocks in progress, by thread id (the kernel's pid), in an
- * array rather than a hash: every context switch looks its `next` up, and
- * an array lookup is a few inlined instructions where a hash's is a
- * function call and a hash (measured: 80 ns a switch with the hash, the
- * whole program). Two-way: thread tid may sit in either slot of set
- * tid % OFF_START_WAY, both in one element (one lookup, one cache line);
- * with both taken by other blocked threads the block is not counted
- * (CX_STAT_OFF_START_FULL), never an eviction. A slot is free when its
- * start_ns is 0. 1 set when off-CPU is off (set by user space). Mapped by
+ * array rather than a hash: a hash lookup is a function call and a hash
+ * (measured: 80 ns a switch with the hash, the whole program). Two-way:
+ * thread tid may sit in either slot of set tid % OFF_START_WAY, both in one
+ * element (one lookup, one cache line); with both taken by other blocked
+ * threads the block is not counted (CX_STAT_OFF_START_FULL), never an
+ * eviction. A slot is free when its start_ns is 0; its tag is its task's
+ * (task_tag), checked with the tid, so a later thread of the same id is
+ * never given it. 1 set when off-CPU is off (set by user space). Mapped by
  * user space, which moves start_ns forward at each window's end
  * (sample.h). */
 #define OFF_START_WAY CX_OFF_START_WAY
@@ -58,17 +59,47 @@ struct {
     __type(value, struct cx_off_start_set);
 } off_start SEC(".maps");
 
-/* Thread tid's slot in progress, or NULL. */
-static __always_inline struct cx_off_start *start_slot(__u32 tid)
+/* The filter every switch-in reads, and the only thing most read: the
+ * slots taken, counted by their tag's bucket (the tag's top
+ * CX_OFF_PEND_BITS bits). A switch-in whose bucket counts 0 has no slot and
+ * returns after one load from these 16 KiB, without reading the task (its
+ * pid's line is often cold) or off_start (2 MiB, one line a set). A slot
+ * taken adds 1 (off_finish), one freed takes 1 (off_switch_in, user space's
+ * sampler__credit_blocked for a thread gone), with atomic adds: buckets are
+ * shared across CPUs. A count is never below its bucket's slots (a slot
+ * lost to the two-CPU race below leaves its 1 behind: its bucket's
+ * switch-ins then look at off_start for nothing, only slower). Global data,
+ * not a map lookup: its address is an instruction's constant. */
+__u32 off_pending[1 << CX_OFF_PEND_BITS];
+
+/* The task's tag: a multiplicative hash of its address (never read through:
+ * no load, whatever line the task's fields are on). The address enters as
+ * its distance from off_pending's, the one arithmetic the verifier allows on
+ * a task pointer (pointer minus pointer, privileged), the same constant on
+ * both sides. */
+static __always_inline __u32 task_tag(struct task_struct *t)
+{
+    __u64 d = (__u64)((char *)t - (char *)off_pending);
+
+    return (__u32)((d >> 6) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+static __always_inline __u32 *pending_count(__u32 tag)
+{
+    return &off_pending[tag >> (32 - CX_OFF_PEND_BITS)];
+}
+
+/* Thread tid's (task tag's) slot in progress, or NULL. */
+static __always_inline struct cx_off_start *start_slot(__u32 tid, __u32 tag)
 {
     __u32 i = tid & (OFF_START_WAY - 1);
     struct cx_off_start_set *set = bpf_map_lookup_elem(&off_start, &i);
 
     if (!set)
         return NULL;
-    if (set->way[0].key.tid == tid && set->way[0].start_ns)
+    if (set->way[0].key.tid == tid && set->way[0].tag == tag && set->way[0].start_ns)
         return &set->way[0];
-    if (set->way[1].key.tid == tid && set->way[1].start_ns)
+    if (set->way[1].key.tid == tid && set->way[1].tag == tag && set->way[1].start_ns)
         return &set->way[1];
     return NULL;
 }
@@ -276,47 +307,52 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
         stat_inc(CX_STAT_OFF_START_FULL);
         return;
     }
+    __u32 tag = b ? b->tag : 0;
+    /* Counted once a slot: the thread's own slot still held (its switch-in
+     * missed) is counted already. */
+    if (!slot->start_ns || slot->tag != tag)
+        __sync_fetch_and_add(pending_count(tag), 1);
     slot->key = st.key;
     slot->p16 = st.p16;
+    slot->tag = tag;
     slot->start_ns = st.start_ns; /* last: the slot is taken from here on */
 }
 
 /* Whether this block is walked: the budget's sampling rule (above); b is
  * this CPU's budget. The common answer (no) reads no clock: the clock is
- * read every 64 blocks and for a block walked (*now). */
+ * read every 64 blocks and for a block walked (*now). Until the first
+ * clock read p is 1 (cur_p16 0). */
 static __always_inline int off_sample(struct cx_off_budget *b, __u64 *now)
 {
     __u64 want = off_walks_per_period, t = 0;
 
-    b->seen++;
     /* The clock every 64 blocks, not at each: a new period is seen at most
      * 63 blocks late, and p is set from the rate over whatever span passed
      * (blocks per period of it), so a late look changes nothing. */
-    if ((b->seen & 63) == 0 || b->period_start == 0) {
-        __u64 span;
+    if ((++b->blocks & 63) == 0) {
+        __u64 span, seen = b->blocks - b->period_blocks;
 
         t = bpf_ktime_get_ns();
         span = t - b->period_start;
         if (b->period_start == 0 || span >= OFF_PERIOD_NS) {
-            __u64 per_period = b->seen * OFF_PERIOD_NS / (span ? span : 1);
+            __u64 per_period = seen * OFF_PERIOD_NS / (span ? span : 1);
             __u64 p = per_period <= want ? OFF_P_ONE : want * OFF_P_ONE / per_period;
+            if (b->period_start == 0) /* seeded once, off the common path */
+                b->rng = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32();
             b->cur_p16 = b->period_start == 0 || p >= OFF_P_ONE ? OFF_P_ONE : p ? p : 1;
             b->period_start = t;
-            b->seen = 0;
+            b->period_blocks = b->blocks;
             b->walked = 0;
             b->next_halve = want;
         }
     }
     __u32 p = b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
     if (p < OFF_P_ONE) {
-        __u64 x = b->rng;
-        if (!x)
-            x = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32() | 1;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        /* A 64-bit linear congruential step (Knuth's MMIX constants): its
+         * top bits are the draw, a multiply and an add a block. */
+        __u64 x = b->rng * 6364136223846793005ull + 1442695040888963407ull;
         b->rng = x;
-        if (((x >> 24) & (OFF_P_ONE - 1)) >= p)
+        if ((x >> 48) >= p)
             return 0;
     }
     /* The weight is the p it was walked with, whatever happens next. */
@@ -332,17 +368,18 @@ static __always_inline int off_sample(struct cx_off_budget *b, __u64 *now)
     return 1;
 }
 
-/* The switch-in of a thread whose block was walked. */
-static __always_inline void off_switch_in(struct task_struct *next)
+/* The switch-in of a thread whose block was walked; tag is task_tag(next).
+ * The common case, no slot taken in the tag's bucket, is one load. */
+static __always_inline void off_switch_in(struct task_struct *next, __u32 tag)
 {
-    __u32 tid = next->pid;
+    __u32 *pend = pending_count(tag);
     struct cx_off_start *sp, st;
     struct cx_off_val *v, add;
     __u64 now;
 
-    if (!tid)
-        return; /* the idle task */
-    sp = start_slot(tid);
+    if (!*pend)
+        return;
+    sp = start_slot(next->pid, tag);
     if (!sp)
         return;
     /* Read and freed at once: user space may move start_ns forward at a
@@ -351,6 +388,7 @@ static __always_inline void off_switch_in(struct task_struct *next)
      * same span (no atomic exchange before 5.12). */
     st.start_ns = sp->start_ns;
     sp->start_ns = 0; /* free */
+    __sync_fetch_and_add(pend, -1);
     st.key = sp->key;
     st.p16 = sp->p16;
     now = bpf_ktime_get_ns();
@@ -401,12 +439,12 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
     b = bpf_map_lookup_elem(&off_budget, &zero);
     if (!b)
         return;
-    b->blocks++; /* CX_STAT_OFF_BLOCKS */
-    /* The budget's draw before the skip list: one hash lookup fewer for
-     * each block not walked (excluded processes' blocks then count in the
-     * budget's rate, which only lowers p: still unbiased). */
+    /* The budget's draw (it counts the block: CX_STAT_OFF_BLOCKS) before the skip list: one hash
+     * lookup fewer for each block not walked (excluded processes' blocks then count in the budget's
+     * rate, which only lowers p: still unbiased). */
     if (!off_sample(b, &now))
         return;
+    b->tag = task_tag(prev); /* for off_finish, maybe in the walker */
     /* prev is current: its ids as bpf_get_current_pid_tgid gives them. */
     tgid = prev->tgid;
     tid = prev->pid;
@@ -430,7 +468,7 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(cx_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    off_switch_in(next);
+    off_switch_in(next, task_tag(next));
     /* Preempted: still runnable, waiting for a CPU, not blocked. */
     if (!preempt)
         off_switch_out(ctx, prev);

@@ -74,8 +74,11 @@ struct cx_off_start {
     __u64 start_ns; /* CLOCK_MONOTONIC: the switch-out, or the last window end */
     struct cx_off_key key;
     __u32 p16; /* the probability it was walked with, of 65536 */
-    __u32 pad;
+    __u32 tag; /* its task's tag (offcpu.bpf.h task_tag): checked with key.tid */
 };
+/* The slots taken are counted by the top CX_OFF_PEND_BITS bits of their tag
+ * (off_pending, offcpu.bpf.h): what a switch-in looks at first. */
+#define CX_OFF_PEND_BITS 12
 /* One element of the map: thread tid's two slots, side by side (one
  * lookup, one cache line). User space sees 2 * CX_OFF_START_WAY slots in a
  * row. */
@@ -93,14 +96,15 @@ struct cx_off_start_set {
  * its own (sampler__stats adds it in). */
 struct cx_off_budget {
     __u64 period_start;
-    __u64 blocks;     /* switch-outs into a blocked state, of threads profiled */
-    __u32 seen;       /* blocks seen since period_start */
-    __u32 walked;     /* of those, walked */
-    __u32 cur_p16;    /* the probability now, of 65536 */
-    __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
-    __u32 next_halve; /* walked past this, cur_p16 halves */
+    __u64 blocks;        /* switch-outs into a blocked state, of threads profiled */
+    __u64 period_blocks; /* blocks at period_start */
+    __u32 walked;        /* blocks walked since period_start */
+    __u32 cur_p16;       /* the probability now, of 65536 (0: 1, before the first period) */
+    __u32 dec_p16;       /* the probability of the last walk's decision (its weight) */
+    __u32 next_halve;    /* walked past this, cur_p16 halves */
+    __u32 tag;           /* the task tag of the block being walked */
     __u32 pad;
-    __u64 rng; /* xorshift64 state: a random number without a helper call */
+    __u64 rng; /* LCG state: a random number without a helper call */
 };
 
 /* Frame kinds (cx_frame.kind). */
