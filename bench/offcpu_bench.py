@@ -2,8 +2,7 @@
 """make bench, off-CPU part (issue 32): what recording off-CPU time costs a
 context-switch-heavy program. bench/pingpong passes a byte between two
 threads on one CPU over pipes (every round trip two blocking reads and two
-context switches) for SECONDS, under, in turn and interleaved REPS times
-(the order reversed every other round):
+context switches) for SECONDS, under each of, REPS rounds:
 
   none       nothing recording
   hook       an empty tp_btf/sched_switch program (bench/switch_floor): what
@@ -14,12 +13,20 @@ context switches) for SECONDS, under, in turn and interleaved REPS times
              where it is not installed or does not run on this kernel (bcc
              needs kernel headers and kprobes), `perf record --off-cpu -a`
 
-It reports each mode's median round trips per second and its loss against
-`none` (and off-cpu's against cpu, and against hook: the cost of the
-program itself). Figures from a machine others use at
-the same time are noisy: compare the modes of one run, not runs.
+Each round runs every mode once, back to back, in an order rotated from
+round to round and reversed every other round, so a drift of the machine's
+load falls on every mode alike; many short rounds rather than a few long
+ones, as a busy neighbour's burst then spoils one round, not the figure.
+It reports each mode's median round trips per second and spread (the
+interquartile range and the extremes), and the losses as medians of
+per-round ratios: each round's mode against the same round's `none`, and
+the bound's figure, off-cpu against cpu in the same round (issue 32: at
+most 3 %), with its interquartile range; off-cpu against hook is the cost
+of the program itself over an empty one on the same hook. It prints the
+load average before and after: figures from a machine others use at the
+same time are noisy; compare the modes of one run, not runs.
 
-    python3 bench/offcpu_bench.py [--seconds S] [--reps R]
+    python3 bench/offcpu_bench.py [--seconds S] [--reps R] [--modes none,cpu,...]
 """
 import argparse
 import os
@@ -117,44 +124,81 @@ def run_once(mode, seconds, tmp):
     return float(out.strip())
 
 
+def quartiles(v):
+    """The first quartile, median and third quartile of v."""
+    if len(v) < 2:
+        return v[0], v[0], v[0]
+    q = statistics.quantiles(v, n=4, method="inclusive")
+    return q[0], q[1], q[2]
+
+
+def per_round_loss(a, b):
+    """Each round's loss of a against b, in %: 100 * (1 - a / b)."""
+    return [100 * (1 - x / y) for x, y in zip(a, b)]
+
+
+def report(rates, modes, seconds, reps, peer, load0, load1):
+    print(f"\noff-CPU cost on pingpong ({seconds} s x {reps} rounds; peer: {peer}; "
+          f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} before, "
+          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} after):")
+    print(f"  {'mode':8s} {'median':>10s} {'IQR':>21s} {'min..max':>21s}   vs none (median of "
+          f"rounds, IQR)")
+    for m in modes:
+        v = rates[m]
+        q1, med, q3 = quartiles(v)
+        line = f"  {m:8s} {med:10.0f} {q1:10.0f}..{q3:<10.0f} {min(v):10.0f}..{max(v):<10.0f}"
+        if m != "none" and "none" in rates:
+            l1, lm, l3 = quartiles(per_round_loss(v, rates["none"]))
+            line += f"   {lm:+5.1f} % ({l1:+.1f} .. {l3:+.1f})"
+        print(line)
+    for a, b, what in (("off-cpu", "cpu", "the bound: at most 3 %"),
+                       ("off-cpu", "hook", "the program over an empty one on the hook"),
+                       ("hook", "none", "the hook alone")):
+        if a not in rates or b not in rates:
+            continue
+        loss = per_round_loss(rates[a], rates[b])
+        l1, lm, l3 = quartiles(loss)
+        print(f"  {a} vs {b}: {lm:+.1f} % median of {len(loss)} rounds (IQR {l1:+.1f} .. "
+              f"{l3:+.1f}, extremes {min(loss):+.1f} .. {max(loss):+.1f}; {what})")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--modes", default="none,hook,cpu,off-cpu,peer",
+                    help="comma-separated subset of none,hook,cpu,off-cpu,peer")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("offcpu_bench: needs root", file=sys.stderr)
         return 1
+    want = a.modes.split(",")
+    bad = [m for m in want if m not in ("none", "hook", "cpu", "off-cpu", "peer")]
+    if bad or not want or a.reps < 1 or a.seconds < 1:
+        print(f"offcpu_bench: bad --modes/--reps/--seconds ({','.join(bad)})", file=sys.stderr)
+        return 2
     global USE_BCC
-    USE_BCC = bcc_runs()
-    peer = "offcputime-bpfcc" if USE_BCC else (
-        "perf record --off-cpu" if shutil.which("perf") else None)
-    if not USE_BCC and os.access(BCC, os.X_OK):
-        print("offcpu_bench: offcputime-bpfcc does not run on this kernel (no headers or "
-              "kprobes): the peer is perf record --off-cpu", flush=True)
-    modes = ["none", "hook", "cpu", "off-cpu"] + (["peer"] if peer else [])
+    peer = None
+    if "peer" in want:
+        USE_BCC = bcc_runs()
+        peer = "offcputime-bpfcc" if USE_BCC else (
+            "perf record --off-cpu" if shutil.which("perf") else None)
+        if not USE_BCC and os.access(BCC, os.X_OK):
+            print("offcpu_bench: offcputime-bpfcc does not run on this kernel (no headers or "
+                  "kprobes): the peer is perf record --off-cpu", flush=True)
+    modes = [m for m in ("none", "hook", "cpu", "off-cpu", "peer") if m in want and
+             (m != "peer" or peer)]
     rates = {m: [] for m in modes}
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="cx-offbench-") as tmp:
         for r in range(a.reps):
-            # Alternating order: a drift of the machine's load over the run
-            # falls on every mode alike.
-            for m in modes if r % 2 == 0 else modes[::-1]:
+            k = r % len(modes)
+            order = modes[k:] + modes[:k]
+            for m in order if r % 2 == 0 else order[::-1]:
                 rate = run_once(m, a.seconds, tmp)
                 rates[m].append(rate)
                 print(f"  rep {r + 1} {m:8s} {rate:12.0f} round trips/s", flush=True)
-    med = {m: statistics.median(v) for m, v in rates.items()}
-    print(f"\noff-CPU cost on pingpong ({a.seconds} s x {a.reps}, medians; peer: {peer}):")
-    for m in modes:
-        loss = 100 * (1 - med[m] / med["none"])
-        print(f"  {m:8s} {med[m]:12.0f} round trips/s  {loss:+6.1f} % vs none")
-    print(f"  off-cpu vs cpu: {100 * (1 - med['off-cpu'] / med['cpu']):+.1f} % "
-          f"(the bound: 3 %)")
-    print(f"  off-cpu vs hook: {100 * (1 - med['off-cpu'] / med['hook']):+.1f} % "
-          f"(the program itself, over an empty one on the same hook)")
-    # The spread: each round's loss against the same round's none.
-    for m in modes[1:]:
-        per = sorted(100 * (1 - x / n) for x, n in zip(rates[m], rates["none"]))
-        print(f"  {m:8s} per round vs none: {per[0]:+.1f} .. {per[-1]:+.1f} %")
+    report(rates, modes, a.seconds, a.reps, peer, load0, os.getloadavg())
     return 0
 
 
