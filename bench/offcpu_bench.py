@@ -18,15 +18,17 @@ round to round and reversed every other round, so a drift of the machine's
 load falls on every mode alike; many short rounds rather than a few long
 ones, as a busy neighbour's burst then spoils one round, not the figure.
 It reports each mode's median round trips per second and spread (the
-interquartile range and the extremes), and the losses as medians of
-per-round ratios: each round's mode against the same round's `none`, and
-the bound's figure, off-cpu against cpu in the same round (issue 32: at
-most 3 %), with its interquartile range; off-cpu against hook is the cost
+interquartile range and the extremes), and the changes of throughput
+(negative: slower) as medians of per-round ratios: each round's mode
+against the same round's `none`, and the bound's figure, off-cpu against
+cpu in the same round (issue 32: a loss of at most 3 %), with its
+interquartile range; off-cpu against hook is the cost
 of the program itself over an empty one on the same hook. It prints the
 load average before and after: figures from a machine others use at the
 same time are noisy; compare the modes of one run, not runs.
 
     python3 bench/offcpu_bench.py [--seconds S] [--reps R] [--modes none,cpu,...]
+                                  [--walks N,...]
 """
 import argparse
 import os
@@ -80,10 +82,12 @@ def start_recorder(mode, tmp):
         if not wait_line(p, "attached", 60):
             raise SystemExit("hook: the empty sched_switch program did not attach")
         return p
-    if mode in ("cpu", "off-cpu"):
+    if mode == "cpu" or mode.startswith("off-cpu"):
         args = [AGENT, "record", "--duration", "3600", "--output", os.path.join(tmp, mode + ".pb.gz")]
-        if mode == "off-cpu":
+        if mode.startswith("off-cpu"):
             args.append("--off-cpu")
+        if mode.startswith("off-cpu-w"):  # off-cpu-wN: with --off-cpu-walks N
+            args += ["--off-cpu-walks", mode[len("off-cpu-w"):]]
         p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         if not wait_line(p, "record: sample_rate_hz=", 60):
             raise SystemExit(f"{mode}: the agent did not start")
@@ -132,34 +136,36 @@ def quartiles(v):
     return q[0], q[1], q[2]
 
 
-def per_round_loss(a, b):
-    """Each round's loss of a against b, in %: 100 * (1 - a / b)."""
-    return [100 * (1 - x / y) for x, y in zip(a, b)]
+def per_round_change(a, b):
+    """Each round's change of throughput of a against b, in % (negative:
+    a is slower): 100 * (a / b - 1)."""
+    return [100 * (x / y - 1) for x, y in zip(a, b)]
 
 
 def report(rates, modes, seconds, reps, peer, load0, load1):
     print(f"\noff-CPU cost on pingpong ({seconds} s x {reps} rounds; peer: {peer}; "
           f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} before, "
           f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} after):")
-    print(f"  {'mode':8s} {'median':>10s} {'IQR':>21s} {'min..max':>21s}   vs none (median of "
-          f"rounds, IQR)")
+    print(f"  {'mode':12s} {'median':>10s} {'IQR':>21s} {'min..max':>21s}   change vs none "
+          f"(median of rounds, IQR)")
     for m in modes:
         v = rates[m]
         q1, med, q3 = quartiles(v)
-        line = f"  {m:8s} {med:10.0f} {q1:10.0f}..{q3:<10.0f} {min(v):10.0f}..{max(v):<10.0f}"
+        line = f"  {m:12s} {med:10.0f} {q1:10.0f}..{q3:<10.0f} {min(v):10.0f}..{max(v):<10.0f}"
         if m != "none" and "none" in rates:
-            l1, lm, l3 = quartiles(per_round_loss(v, rates["none"]))
+            l1, lm, l3 = quartiles(per_round_change(v, rates["none"]))
             line += f"   {lm:+5.1f} % ({l1:+.1f} .. {l3:+.1f})"
         print(line)
-    for a, b, what in (("off-cpu", "cpu", "the bound: at most 3 %"),
-                       ("off-cpu", "hook", "the program over an empty one on the hook"),
-                       ("hook", "none", "the hook alone")):
+    offs = [m for m in modes if m.startswith("off-cpu")]
+    for a, b, what in ([(m, "cpu", "the bound: a loss of at most 3 %") for m in offs] +
+                       [(m, "hook", "the program over an empty one on the hook") for m in offs] +
+                       [("hook", "none", "the hook alone")]):
         if a not in rates or b not in rates:
             continue
-        loss = per_round_loss(rates[a], rates[b])
-        l1, lm, l3 = quartiles(loss)
-        print(f"  {a} vs {b}: {lm:+.1f} % median of {len(loss)} rounds (IQR {l1:+.1f} .. "
-              f"{l3:+.1f}, extremes {min(loss):+.1f} .. {max(loss):+.1f}; {what})")
+        ch = per_round_change(rates[a], rates[b])
+        l1, lm, l3 = quartiles(ch)
+        print(f"  {a} vs {b}: {lm:+.1f} % median of {len(ch)} rounds (IQR {l1:+.1f} .. "
+              f"{l3:+.1f}, extremes {min(ch):+.1f} .. {max(ch):+.1f}; {what})")
 
 
 def main():
@@ -186,8 +192,9 @@ def main():
         if not USE_BCC and os.access(BCC, os.X_OK):
             print("offcpu_bench: offcputime-bpfcc does not run on this kernel (no headers or "
                   "kprobes): the peer is perf record --off-cpu", flush=True)
+    extra = [f"off-cpu-w{int(n)}" for n in a.walks.split(",") if n]
     modes = [m for m in ("none", "hook", "cpu", "off-cpu", "peer") if m in want and
-             (m != "peer" or peer)]
+             (m != "peer" or peer)] + extra
     rates = {m: [] for m in modes}
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="cx-offbench-") as tmp:
