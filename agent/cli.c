@@ -259,6 +259,7 @@ int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *
     so->off_cpu = config__bool(c, "off-cpu");
     so->off_min_ns = (uint64_t)config__int(c, "off-cpu-min-us") * 1000;
     so->off_walks_per_sec = (unsigned)config__int(c, "off-cpu-walks");
+    so->kernel_stacks = config__bool(c, "kernel-stacks");
     so->only_tgid = only_tgid;
     so->fixed_period = strcmp(times, "fixed") == 0;
     if (!so->fixed_period && strcmp(times, "dithered") != 0) {

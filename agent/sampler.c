@@ -255,6 +255,7 @@ static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bo
         return;
     }
     skel->rodata->off_min_ns = opts->off_min_ns;
+    skel->rodata->off_kernel_stacks = opts->kernel_stacks;
     if (opts->off_walks_per_sec) {
         uint64_t per = (uint64_t)opts->off_walks_per_sec * (CX_OFF_PERIOD_NS / 1000000) / 1000;
         skel->rodata->off_walks_per_period = per < 1 ? 1 : per > UINT32_MAX ? UINT32_MAX : per;

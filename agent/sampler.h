@@ -23,6 +23,7 @@ struct sampler_opts {
     bool off_cpu;
     uint64_t off_min_ns;        /* shorter blocks are not counted */
     unsigned off_walks_per_sec; /* per CPU; 0: the default */
+    bool kernel_stacks;         /* profiles keep kernel frames: off-CPU walks take them */
 };
 
 /* Called for each record (a cx_sample or a cx_proc_event, by hdr.kind);

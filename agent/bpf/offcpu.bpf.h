@@ -458,8 +458,8 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
     record_begin(s, CX_REC_OFFCPU, tgid, tid, now);
     s->off_class = off_classify(state, &nr);
     s->off_syscall = nr;
-    /* In the kernel (in schedule()): the kernel stack always. A CFI or
-     * Python walk ends in cx_off_walk_user (off_finish). */
+    /* In the kernel (in schedule()): the kernel stack when profiles keep
+     * it. A CFI or Python walk ends in cx_off_walk_user (off_finish). */
     n = record_stacks(ctx, s, ks, tgid, 1, &nk, 1);
     off_finish(s, nk, n, 0);
 }
