@@ -20,6 +20,7 @@
 #include "../common/log.h"
 #include "caps.h"
 #include "dither.h"
+#include "offduty.h"
 #include "preflight.h"
 #include "sampler.skel.h"
 #include "unwind/pac_mask.h"
@@ -52,6 +53,12 @@ struct sampler {
     size_t off_start_len;           /* its bytes */
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
+    /* The sched_switch hook's duty cycle (offduty.h; off only). */
+    struct offduty *duty;
+    struct bpf_link *off_link; /* while attached */
+    bool off_watching;         /* off_duty nonzero */
+    uint64_t off_resumed_ns;   /* when watching last began again */
+    uint64_t duty_slots, duty_watched, attaches, attach_ns, detaches, detach_ns;
 };
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -247,8 +254,9 @@ static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bo
     }
     bpf_program__set_autoload(skel->progs.cx_on_switch, *off);
     bpf_program__set_autoload(skel->progs.cx_off_walk_user, *off);
-    /* Only ever tail-called. */
+    /* Only ever tail-called; cx_on_switch attached by the duty cycle. */
     bpf_program__set_autoattach(skel->progs.cx_off_walk_user, false);
+    bpf_program__set_autoattach(skel->progs.cx_on_switch, false);
     if (!*off) {
         bpf_map__set_max_entries(skel->maps.off_start, 1);
         bpf_map__set_max_entries(skel->maps.off_sums, 1);
@@ -260,6 +268,73 @@ static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bo
         uint64_t per = (uint64_t)opts->off_walks_per_sec * (CX_OFF_PERIOD_NS / 1000000) / 1000;
         skel->rodata->off_walks_per_period = per < 1 ? 1 : per > UINT32_MAX ? UINT32_MAX : per;
     }
+}
+
+/* Begins slot d of the duty cycle: the hook attached and told the slot, or
+ * told nothing is watched and detached. The word is written after the
+ * attach and before the detach: the program watches exactly while it says
+ * a slot (offcpu.bpf.h). */
+static void duty_apply(struct sampler *s, const struct offduty_slot *d)
+{
+    uint64_t t0 = clock__mono_ns();
+
+    if (!d->watched) {
+        __atomic_store_n(&s->skel->bss->off_duty, 0, __ATOMIC_RELEASE);
+        s->off_watching = false;
+        if (s->off_link) {
+            bpf_link__destroy(s->off_link);
+            s->off_link = NULL;
+            s->detaches++;
+            s->detach_ns += clock__mono_ns() - t0;
+        }
+        return;
+    }
+    if (!s->off_link) {
+        s->off_link = bpf_program__attach(s->skel->progs.cx_on_switch);
+        if (!s->off_link) {
+            /* The slot goes unwatched; the next watched one tries again. */
+            log_warn("sampler: cannot attach the off-CPU hook: %s", strerror(errno));
+            return;
+        }
+        s->attaches++;
+        s->attach_ns += clock__mono_ns() - t0;
+    }
+    __atomic_store_n(&s->skel->bss->off_duty, CX_OFF_DUTY(d->id, d->f16), __ATOMIC_RELEASE);
+    if (!s->off_watching)
+        s->off_resumed_ns = clock__mono_ns(); /* after the store: blocks since are sure */
+    s->off_watching = true;
+}
+
+/* The next slot, when the current one is over. */
+static void duty_step(struct sampler *s)
+{
+    struct offduty_slot d;
+    uint64_t now = clock__mono_ns();
+
+    if (!s->duty || now < offduty__due_ns(s->duty))
+        return;
+    if (offduty__tick(s->duty, now, offduty__read_ctxt(NULL), &d)) {
+        s->duty_slots++;
+        s->duty_watched += d.watched;
+        duty_apply(s, &d);
+    }
+}
+
+/* The duty cycle started (off only): its first slot watched. */
+static int duty_start(struct sampler *s, const struct sampler_opts *opts)
+{
+    struct offduty_opts o = {(uint64_t)opts->off_duty_slot_ms * 1000000, opts->off_duty_rate,
+                             opts->off_duty_fixed_pct * CX_OFF_ONE / 100};
+    struct offduty_slot first;
+    uint64_t seed = 0;
+
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+        seed = clock__mono_ns() * 0x9e3779b97f4a7c15ull;
+    s->duty = offduty__new(&o, seed, clock__mono_ns(), offduty__read_ctxt(NULL), &first);
+    if (!s->duty)
+        return -ENOMEM;
+    duty_apply(s, &first);
+    return s->off_link ? 0 : -errno;
 }
 
 /* Opens the BPF object, sets it up for opts and this kernel (off: with
@@ -411,6 +486,10 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         snprintf(err, errlen, "cannot attach the exec/exit tracepoints: %s", strerror(-r));
         goto fail;
     }
+    if (s->off && (r = duty_start(s, opts))) {
+        snprintf(err, errlen, "cannot attach the off-CPU hook (sched_switch): %s", strerror(-r));
+        goto fail;
+    }
     unsigned attached = 0;
     for (int cpu = 0; cpu < ncpus; cpu++) {
         struct perf_event_attr attr;
@@ -484,9 +563,17 @@ static void redraw_periods(struct sampler *s)
 
 int sampler__poll(struct sampler *s, int timeout_ms)
 {
+    if (s->duty) {
+        /* Back by the duty cycle's next slot. */
+        uint64_t due = offduty__due_ns(s->duty), now = clock__mono_ns();
+        int ms = due <= now ? 0 : (int)((due - now + 999999) / 1000000);
+        if (timeout_ms < 0 || ms < timeout_ms)
+            timeout_ms = ms;
+    }
     int n = ring_buffer__poll(s->rb, timeout_ms);
 
     redraw_periods(s);
+    duty_step(s);
     if (n < 0)
         return n;
     /* Samples do not wake the poll: after the wait, take whatever is there. */
@@ -653,10 +740,20 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
         /* Read before the swap: if the slot changed hands since the load,
          * its start_ns changed too and the swap fails. */
         struct cx_off_key k = slot->key;
-        uint32_t p16 = slot->p16, tag = slot->tag;
-        /* A thread that ended without its switch-in (none should): freed,
-         * so that it is not counted again at every window. */
-        uint64_t to = thread_gone(k.tgid, k.tid) ? 0 : now_ns;
+        uint32_t p16 = slot->p16, tag = slot->tag, f16 = slot->f16, csw = slot->csw;
+        /* A thread that ended without its switch-in (none should), or, with
+         * unwatched time since start (the duty cycle), one that ran since
+         * (its switch count moved: the switch-in went unseen): freed, not
+         * counted. Otherwise it is still blocked now. */
+        bool stale = thread_gone(k.tgid, k.tid);
+        if (!stale && (!s->off_watching || start < s->off_resumed_ns)) {
+            int64_t c = offduty__task_csw(NULL, k.tgid, k.tid);
+            stale = c >= 0 && (uint32_t)c != csw;
+            if (c < 0 && c != -ENOENT)
+                continue; /* unknown: left for the switch-in or the next window */
+            stale |= c == -ENOENT;
+        }
+        uint64_t to = stale ? 0 : now_ns;
         if (!__atomic_compare_exchange_n(&slot->start_ns, &start, to, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE))
             continue;
@@ -666,10 +763,10 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
                                __ATOMIC_ACQ_REL);
             continue;
         }
-        /* Weighted as the switch-in weighs the rest (offcpu.bpf.h); blocks
-         * 0: the block is counted once, at its end. */
-        uint64_t dt = now_ns - start, p = p16 ? p16 : 1;
-        struct cx_off_val v = {dt / p * 65536 + dt % p * 65536 / p, 0}; /* no overflow */
+        /* Weighted by its probability so far: the walk's and its switch-out
+         * slot's being watched (sample.h); blocks 0: the block is counted
+         * once, at its end. */
+        struct cx_off_val v = {cx_off_weight(now_ns - start, p16, f16, 0), 0};
         fn(ctx, &k, &v);
         got++;
     }
@@ -718,6 +815,15 @@ void sampler__free(struct sampler *s)
     }
     free(s->links);
     free(s->pfds);
+    if (s->duty)
+        log_info(
+            "sampler: off-CPU duty cycle: %llu slots, %llu watched; %llu attaches, %.0f us "
+            "each, %llu detaches, %.0f us each",
+            (unsigned long long)s->duty_slots + 1, (unsigned long long)s->duty_watched + 1,
+            (unsigned long long)s->attaches, s->attaches ? s->attach_ns / 1e3 / s->attaches : 0.0,
+            (unsigned long long)s->detaches, s->detaches ? s->detach_ns / 1e3 / s->detaches : 0.0);
+    bpf_link__destroy(s->off_link);
+    offduty__free(s->duty);
     if (s->off_start)
         munmap(s->off_start, s->off_start_len);
     sampler_bpf__destroy(s->skel);

@@ -23,6 +23,18 @@
  * still unbiased, each block weighted by its own p, and the walks stay
  * within a few budgets whatever the burst. Blocks shorter than off_min_ns
  * are not counted (CX_STAT_OFF_SHORT).
+ *
+ * Duty cycle: at high switch rates even an empty program attached here
+ * costs more than the bound (its dispatch), so user space (offduty.h)
+ * attaches the link only in some slots of time, each with its own
+ * probability f drawn independently, and tells the program the slot and f
+ * in off_duty. A block counts only if its switch-out and its switch-in were
+ * both watched: probability f_a, or f_a * f_b when they fell in slots a and
+ * b != a; its time is weighted by the inverse (cx_off_weight), so totals
+ * stay unbiased. A switch-in is matched to its block exactly across
+ * unwatched time by the task's switch count (nvcsw + nivcsw, incremented
+ * before the tracepoint fires): a count that moved means the thread ran and
+ * blocked again unseen, the slot is stale (CX_STAT_OFF_STALE).
  */
 #ifndef CODEXRAY_AGENT_BPF_OFFCPU_H
 #define CODEXRAY_AGENT_BPF_OFFCPU_H
@@ -32,6 +44,11 @@ const volatile __u64 off_min_ns = 10000;
 /* The budget: walks per CPU per OFF_PERIOD_NS, at least 1 (worked out by
  * user space from the walks a second: no division at each block). */
 const volatile __u32 off_walks_per_period = 100;
+
+/* The duty cycle's slot and probability (CX_OFF_DUTY), written by user
+ * space: low bits 0, nothing is watched. One 64-bit word: read in one load,
+ * never a slot with another slot's f. */
+__u64 off_duty;
 
 #define OFF_PERIOD_NS CX_OFF_PERIOD_NS
 #define OFF_P_ONE 65536u /* probability 1 in 16-bit fixed point */
@@ -315,6 +332,9 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
     slot->key = st.key;
     slot->p16 = st.p16;
     slot->tag = tag;
+    slot->slot = b ? (__u32)(b->duty >> 32) : 0;
+    slot->f16 = b ? (__u32)b->duty : CX_OFF_ONE;
+    slot->csw = b ? b->csw : 0;
     slot->start_ns = st.start_ns; /* last: the slot is taken from here on */
 }
 
@@ -370,11 +390,12 @@ static __always_inline int off_sample(struct cx_off_budget *b, __u64 *now)
 
 /* The switch-in of a thread whose block was walked; tag is task_tag(next).
  * The common case, no slot taken in the tag's bucket, is one load. */
-static __always_inline void off_switch_in(struct task_struct *next, __u32 tag)
+static __always_inline void off_switch_in(struct task_struct *next, __u32 tag, __u64 duty)
 {
     __u32 *pend = pending_count(tag);
     struct cx_off_start *sp, st;
     struct cx_off_val *v, add;
+    __u32 fb;
     __u64 now;
 
     if (!*pend)
@@ -382,6 +403,14 @@ static __always_inline void off_switch_in(struct task_struct *next, __u32 tag)
     sp = start_slot(next->pid, tag);
     if (!sp)
         return;
+    /* The thread switched out again since its walked switch-out (unseen,
+     * in a slot not watched): this switch-in ends another block. */
+    if ((__u32)(next->nvcsw + next->nivcsw) != sp->csw) {
+        sp->start_ns = 0;
+        __sync_fetch_and_add(pend, -1);
+        stat_inc(CX_STAT_OFF_STALE);
+        return;
+    }
     /* Read and freed at once: user space may move start_ns forward at a
      * window's end (crediting the time up to it); the instructions between
      * this load and store are the only window in which both could count the
@@ -391,15 +420,16 @@ static __always_inline void off_switch_in(struct task_struct *next, __u32 tag)
     __sync_fetch_and_add(pend, -1);
     st.key = sp->key;
     st.p16 = sp->p16;
+    st.f16 = sp->f16;
+    /* Another slot than the switch-out's: both had to be watched. */
+    fb = sp->slot != (__u32)(duty >> 32) ? (__u32)duty : 0;
     now = bpf_ktime_get_ns();
     if (now < st.start_ns || now - st.start_ns < off_min_ns) {
         stat_inc(CX_STAT_OFF_SHORT);
         return;
     }
-    /* Weighted by 1/p without overflowing: a block of days times 2^16
-     * would pass 64 bits. */
-    __u64 dt = now - st.start_ns, p = st.p16 ? st.p16 : 1;
-    add.ns = dt / p * OFF_P_ONE + dt % p * OFF_P_ONE / p;
+    /* Weighted by the inverse of its probability (sample.h). */
+    add.ns = cx_off_weight(now - st.start_ns, st.p16, st.f16, fb);
     add.blocks = 1;
     stat_inc(CX_STAT_OFF_COUNTED);
     v = bpf_map_lookup_elem(&off_sums, &st.key);
@@ -418,7 +448,7 @@ static __always_inline void off_switch_in(struct task_struct *next, __u32 tag)
 }
 
 /* The switch-out of the current task into a blocked state. */
-static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
+static __always_inline void off_switch_out(void *ctx, struct task_struct *prev, __u64 duty)
 {
     unsigned state = task_state(prev);
     __u32 tgid, tid, zero = 0, nk = 0, n;
@@ -444,7 +474,11 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
      * rate, which only lowers p: still unbiased). */
     if (!off_sample(b, &now))
         return;
-    b->tag = task_tag(prev); /* for off_finish, maybe in the walker */
+    /* For off_finish, maybe in the walker: the switch count is already
+     * prev's after this switch (__schedule increments it first). */
+    b->tag = task_tag(prev);
+    b->duty = duty;
+    b->csw = (__u32)(prev->nvcsw + prev->nivcsw);
     /* prev is current: its ids as bpf_get_current_pid_tgid gives them. */
     tgid = prev->tgid;
     tid = prev->pid;
@@ -468,10 +502,15 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(cx_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    off_switch_in(next, task_tag(next));
+    __u64 duty = *(volatile __u64 *)&off_duty;
+
+    /* Being attached or detached (user space's duty cycle): not watched. */
+    if (!(__u32)duty)
+        return 0;
+    off_switch_in(next, task_tag(next), duty);
     /* Preempted: still runnable, waiting for a CPU, not blocked. */
     if (!preempt)
-        off_switch_out(ctx, prev);
+        off_switch_out(ctx, prev, duty);
     return 0;
 }
 
