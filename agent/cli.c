@@ -94,7 +94,7 @@ static const struct cli_flag flags[] = {
       "off-CPU stack walks per second per CPU at most; blocks are sampled to it, weighted by "
       "the inverse of their probability"}},
     {BOTH,
-     {"off-cpu-switch-rate", CONFIG_INT, "125000", 0, 1000000000, "N",
+     {"off-cpu-switch-rate", CONFIG_INT, "200000", 0, 1000000000, "N",
       "context switches a second (the whole machine) up to which the off-CPU hook stays "
       "attached; above, it is attached in random slots of time, a share N/rate of them, and "
       "the blocks weighted to match (0: always attached)"}},

@@ -8,7 +8,10 @@ context switches) for SECONDS, under each of, REPS rounds:
   hook       an empty tp_btf/sched_switch program (bench/switch_floor): what
              the hook alone costs, the floor under any program there
   cpu        `codexray-node-agent record` of the whole machine, CPU only
-  off-cpu    the same with --off-cpu
+  off-cpu    the same with --off-cpu (the hook duty-cycled above
+             off-cpu-switch-rate: docs/internals/bpf.md)
+  off-cpu-always  --off-cpu --off-cpu-switch-rate 0: the hook attached all
+             the time (before the duty cycle)
   peer       offcputime from Debian's bpfcc-tools (offcputime-bpfcc), or,
              where it is not installed or does not run on this kernel (bcc
              needs kernel headers and kprobes), `perf record --off-cpu -a`
@@ -88,6 +91,8 @@ def start_recorder(mode, tmp):
             args.append("--off-cpu")
         if mode.startswith("off-cpu-w"):  # off-cpu-wN: with --off-cpu-walks N
             args += ["--off-cpu-walks", mode[len("off-cpu-w"):]]
+        if mode == "off-cpu-always":
+            args += ["--off-cpu-switch-rate", "0"]
         p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
         if not wait_line(p, "record: sample_rate_hz=", 60):
             raise SystemExit(f"{mode}: the agent did not start")
@@ -108,14 +113,16 @@ def start_recorder(mode, tmp):
 
 
 def stop(p):
+    """Stops p; its stderr from then on ("" for none)."""
     if p is None:
-        return
+        return ""
     p.send_signal(signal.SIGINT)
     try:
-        p.communicate(timeout=300)
+        return p.communicate(timeout=300)[1] or ""
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
+        return ""
 
 
 def run_once(mode, seconds, tmp):
@@ -124,7 +131,11 @@ def run_once(mode, seconds, tmp):
         out = subprocess.run([PINGPONG, str(seconds)], capture_output=True, text=True,
                              check=True, timeout=seconds + 60).stdout
     finally:
-        stop(rec)
+        err = stop(rec)
+    # The duty cycle's slots and what an attach and a detach took.
+    for line in err.splitlines():
+        if "duty cycle:" in line:
+            print(f"    {mode}: {line.split('sampler: ', 1)[-1]}", flush=True)
     return float(out.strip())
 
 
@@ -173,13 +184,15 @@ def main():
     ap.add_argument("--seconds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--modes", default="none,hook,cpu,off-cpu,peer",
-                    help="comma-separated subset of none,hook,cpu,off-cpu,peer")
+                    help="comma-separated subset of none,hook,cpu,off-cpu,off-cpu-always,peer")
+    ap.add_argument("--walks", default="",
+                    help="comma-separated N: an off-cpu-wN mode each (--off-cpu-walks N)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("offcpu_bench: needs root", file=sys.stderr)
         return 1
     want = a.modes.split(",")
-    bad = [m for m in want if m not in ("none", "hook", "cpu", "off-cpu", "peer")]
+    bad = [m for m in want if m not in ("none", "hook", "cpu", "off-cpu", "off-cpu-always", "peer")]
     if bad or not want or a.reps < 1 or a.seconds < 1:
         print(f"offcpu_bench: bad --modes/--reps/--seconds ({','.join(bad)})", file=sys.stderr)
         return 2
@@ -193,7 +206,7 @@ def main():
             print("offcpu_bench: offcputime-bpfcc does not run on this kernel (no headers or "
                   "kprobes): the peer is perf record --off-cpu", flush=True)
     extra = [f"off-cpu-w{int(n)}" for n in a.walks.split(",") if n]
-    modes = [m for m in ("none", "hook", "cpu", "off-cpu", "peer") if m in want and
+    modes = [m for m in ("none", "hook", "cpu", "off-cpu", "off-cpu-always", "peer") if m in want and
              (m != "peer" or peer)] + extra
     rates = {m: [] for m in modes}
     load0 = os.getloadavg()
