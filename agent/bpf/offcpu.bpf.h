@@ -60,7 +60,7 @@ __u64 off_duty;
  * array rather than a hash: a hash lookup is a function call and a hash
  * (measured: 80 ns a switch with the hash, the whole program). Two-way:
  * thread tid may sit in either slot of set tid % OFF_START_WAY, both in one
- * element (one lookup, one cache line); with both taken by other blocked
+ * element (one lookup, at most two cache lines); with both taken by other blocked
  * threads the block is not counted (CX_STAT_OFF_START_FULL), never an
  * eviction. A slot is free when its start_ns is 0; its tag is its task's
  * (task_tag), checked with the tid, so a later thread of the same id is
@@ -80,7 +80,7 @@ struct {
  * slots taken, counted by their tag's bucket (the tag's top
  * CX_OFF_PEND_BITS bits). A switch-in whose bucket counts 0 has no slot and
  * returns after one load from these 16 KiB, without reading the task (its
- * pid's line is often cold) or off_start (2 MiB, one line a set). A slot
+ * pid's line is often cold) or off_start (3 MiB, up to two lines a set). A slot
  * taken adds 1 (off_finish), one freed takes 1 (off_switch_in, user space's
  * sampler__credit_blocked for a thread gone), with atomic adds: buckets are
  * shared across CPUs. A count is never below its bucket's slots (a slot

@@ -84,7 +84,7 @@ struct cx_off_start {
  * (off_pending, offcpu.bpf.h): what a switch-in looks at first. */
 #define CX_OFF_PEND_BITS 12
 /* One element of the map: thread tid's two slots, side by side (one
- * lookup, one cache line). User space sees 2 * CX_OFF_START_WAY slots in a
+ * lookup, at most two cache lines). User space sees 2 * CX_OFF_START_WAY slots in a
  * row. */
 struct cx_off_start_set {
     struct cx_off_start way[2];
