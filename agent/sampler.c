@@ -20,7 +20,7 @@
 #include "../common/log.h"
 #include "caps.h"
 #include "dither.h"
-#include "offduty.h"
+#include "offhook.h"
 #include "preflight.h"
 #include "sampler.skel.h"
 #include "unwind/pac_mask.h"
@@ -53,12 +53,7 @@ struct sampler {
     size_t off_start_len;           /* its bytes */
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
-    /* The sched_switch hook's duty cycle (offduty.h; off only). */
-    struct offduty *duty;
-    struct bpf_link *off_link; /* while attached */
-    bool off_watching;         /* off_duty nonzero */
-    uint64_t off_resumed_ns;   /* when watching last began again */
-    uint64_t duty_slots, duty_watched, attaches, attach_ns, detaches, detach_ns;
+    struct offhook *hook;                  /* the sched_switch hook's duty cycle (off only) */
 };
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -270,71 +265,14 @@ static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bo
     }
 }
 
-/* Begins slot d of the duty cycle: the hook attached and told the slot, or
- * told nothing is watched and detached. The word is written after the
- * attach and before the detach: the program watches exactly while it says
- * a slot (offcpu.bpf.h). */
-static void duty_apply(struct sampler *s, const struct offduty_slot *d)
-{
-    uint64_t t0 = clock__mono_ns();
-
-    if (!d->watched) {
-        __atomic_store_n(&s->skel->bss->off_duty, 0, __ATOMIC_RELEASE);
-        s->off_watching = false;
-        if (s->off_link) {
-            bpf_link__destroy(s->off_link);
-            s->off_link = NULL;
-            s->detaches++;
-            s->detach_ns += clock__mono_ns() - t0;
-        }
-        return;
-    }
-    if (!s->off_link) {
-        s->off_link = bpf_program__attach(s->skel->progs.cx_on_switch);
-        if (!s->off_link) {
-            /* The slot goes unwatched; the next watched one tries again. */
-            log_warn("sampler: cannot attach the off-CPU hook: %s", strerror(errno));
-            return;
-        }
-        s->attaches++;
-        s->attach_ns += clock__mono_ns() - t0;
-    }
-    __atomic_store_n(&s->skel->bss->off_duty, CX_OFF_DUTY(d->id, d->f16), __ATOMIC_RELEASE);
-    if (!s->off_watching)
-        s->off_resumed_ns = clock__mono_ns(); /* after the store: blocks since are sure */
-    s->off_watching = true;
-}
-
-/* The next slot, when the current one is over. */
-static void duty_step(struct sampler *s)
-{
-    struct offduty_slot d;
-    uint64_t now = clock__mono_ns();
-
-    if (!s->duty || now < offduty__due_ns(s->duty))
-        return;
-    if (offduty__tick(s->duty, now, offduty__read_ctxt(NULL), &d)) {
-        s->duty_slots++;
-        s->duty_watched += d.watched;
-        duty_apply(s, &d);
-    }
-}
-
 /* The duty cycle started (off only): its first slot watched. */
 static int duty_start(struct sampler *s, const struct sampler_opts *opts)
 {
     struct offduty_opts o = {(uint64_t)opts->off_duty_slot_ms * 1000000, opts->off_duty_rate,
                              opts->off_duty_fixed_pct * CX_OFF_ONE / 100};
-    struct offduty_slot first;
-    uint64_t seed = 0;
 
-    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
-        seed = clock__mono_ns() * 0x9e3779b97f4a7c15ull;
-    s->duty = offduty__new(&o, seed, clock__mono_ns(), offduty__read_ctxt(NULL), &first);
-    if (!s->duty)
-        return -ENOMEM;
-    duty_apply(s, &first);
-    return s->off_link ? 0 : -errno;
+    s->hook = offhook__start(s->skel->progs.cx_on_switch, (uint64_t *)&s->skel->bss->off_duty, &o);
+    return s->hook ? 0 : -errno;
 }
 
 /* Opens the BPF object, sets it up for opts and this kernel (off: with
@@ -563,9 +501,9 @@ static void redraw_periods(struct sampler *s)
 
 int sampler__poll(struct sampler *s, int timeout_ms)
 {
-    if (s->duty) {
+    if (s->hook) {
         /* Back by the duty cycle's next slot. */
-        uint64_t due = offduty__due_ns(s->duty), now = clock__mono_ns();
+        uint64_t due = offhook__due_ns(s->hook), now = clock__mono_ns();
         int ms = due <= now ? 0 : (int)((due - now + 999999) / 1000000);
         if (timeout_ms < 0 || ms < timeout_ms)
             timeout_ms = ms;
@@ -573,7 +511,8 @@ int sampler__poll(struct sampler *s, int timeout_ms)
     int n = ring_buffer__poll(s->rb, timeout_ms);
 
     redraw_periods(s);
-    duty_step(s);
+    if (s->hook)
+        offhook__step(s->hook, clock__mono_ns());
     if (n < 0)
         return n;
     /* Samples do not wake the poll: after the wait, take whatever is there. */
@@ -746,7 +685,7 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
          * (its switch count moved: the switch-in went unseen): freed, not
          * counted. Otherwise it is still blocked now. */
         bool stale = thread_gone(k.tgid, k.tid);
-        if (!stale && (!s->off_watching || start < s->off_resumed_ns)) {
+        if (!stale && !offhook__watched_since(s->hook, start)) {
             int64_t c = offduty__task_csw(NULL, k.tgid, k.tid);
             stale = c >= 0 && (uint32_t)c != csw;
             if (c < 0 && c != -ENOENT)
@@ -815,15 +754,7 @@ void sampler__free(struct sampler *s)
     }
     free(s->links);
     free(s->pfds);
-    if (s->duty)
-        log_info(
-            "sampler: off-CPU duty cycle: %llu slots, %llu watched; %llu attaches, %.0f us "
-            "each, %llu detaches, %.0f us each",
-            (unsigned long long)s->duty_slots + 1, (unsigned long long)s->duty_watched + 1,
-            (unsigned long long)s->attaches, s->attaches ? s->attach_ns / 1e3 / s->attaches : 0.0,
-            (unsigned long long)s->detaches, s->detaches ? s->detach_ns / 1e3 / s->detaches : 0.0);
-    bpf_link__destroy(s->off_link);
-    offduty__free(s->duty);
+    offhook__free(s->hook);
     if (s->off_start)
         munmap(s->off_start, s->off_start_len);
     sampler_bpf__destroy(s->skel);
