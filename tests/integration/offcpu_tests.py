@@ -356,8 +356,11 @@ def test_offcpu_block_across_windows(tmp):
     outdir = os.path.join(tmp, "out")
     os.mkdir(outdir)
     log = open(os.path.join(tmp, "agent.log"), "w")
-    a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu"],
-                         stderr=log)
+    # The largest walk budget: the one block is then walked with p = 1 even
+    # on a busy machine (at p < 1 it would count 1/p times: unbiased over
+    # many blocks, but this test has one; at p 0.5 it read 14 s).
+    a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu",
+                          "--off-cpu-walks", "100000"], stderr=log)
     try:
         server_tests.wait_started(a, log.name)
         time.sleep(0.5)
@@ -386,5 +389,5 @@ def test_offcpu_block_across_windows(tmp):
 
 
 
-TESTS = [test_offcpu_known_waits, test_offcpu_off_by_default, test_offcpu_daemon_server,
-         test_offcpu_block_across_windows]
+TESTS = [test_offcpu_known_waits, test_offcpu_duty_cycle, test_offcpu_off_by_default,
+         test_offcpu_daemon_server, test_offcpu_block_across_windows]
