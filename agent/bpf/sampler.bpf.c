@@ -28,6 +28,12 @@ const volatile __u64 thread_size = 16384;
 const volatile __u32 use_vma = 0;
 /* Samples wake user space only once this much is waiting (half the ring). */
 const volatile __u64 ringbuf_wakeup_bytes = 4 << 20;
+/* Whether an off-CPU walk (offcpu.bpf.h) takes the kernel stack
+ * (--kernel-stacks): without it user space drops kernel frames
+ * (aggregate.c), so bpf_get_stack, a large part of a walk, would be spent
+ * for nothing, and kernel frames would split one user stack into several
+ * keys. CPU samples take it whenever the CPU was in the kernel. */
+const volatile __u32 off_kernel_stacks = 1;
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -567,7 +573,7 @@ static __always_inline __u32 record_stacks(void *ctx, struct cx_sample *s, struc
     long got;
     int i, r;
 
-    if (in_kernel) {
+    if (in_kernel && (!off || off_kernel_stacks)) {
         got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
         if (got < 0) {
             s->kernel_err = got;
