@@ -47,14 +47,18 @@ spin();
 
 
 def proc_rss_kib(pid):
+    """VmRSS and its parts (RssAnon: heap and stacks; RssFile: pages of the
+    binaries and files mapped; RssShmem), KiB; zeros once the process is gone."""
+    out = {"VmRSS": 0, "RssAnon": 0, "RssFile": 0, "RssShmem": 0}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                k = line.split(":", 1)[0]
+                if k in out:
+                    out[k] = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return out
 
 
 class Workload:
@@ -133,7 +137,7 @@ def one_run(tmp, interval, agent_args, log_path, agent):
                           *agent_args], stderr=subprocess.PIPE, text=True, preexec_fn=cg.enter)
     ev = {}
     lines = []
-    rss = {"max": 0, "at": 0.0, "series": []}
+    rss = {"max": 0, "at": 0.0, "parts": {}, "series": []}
     done = threading.Event()
 
     def read_log():
@@ -146,7 +150,7 @@ def one_run(tmp, interval, agent_args, log_path, agent):
             elif " window: processes=" in line and "window" not in ev:
                 ev["window"] = now
                 ev["window_cpu"] = proc_cpu(a.pid)
-                ev["window_threads"] = thread_cpu(a.pid)
+                ev["window_threads"] = thread_cpu(a.pid)[0]
                 ev["window_hwm"] = proc_hwm_kib(a.pid)
                 ev["window_cg"] = cg.peak_mib()
                 ev["window_line"] = line
@@ -154,12 +158,13 @@ def one_run(tmp, interval, agent_args, log_path, agent):
 
     def watch_rss():
         while not done.is_set() and a.poll() is None:
-            r = proc_rss_kib(a.pid)
+            parts = proc_rss_kib(a.pid)
+            r = parts["VmRSS"]
             now = time.monotonic() - t0
             if r > rss["max"]:
-                rss["max"], rss["at"] = r, now
-            if not rss["series"] or now - rss["series"][-1][0] >= 0.5:
-                rss["series"].append((now, r))
+                rss["max"], rss["at"], rss["parts"] = r, now, parts
+            if not rss["series"] or now - rss["series"][-1][0] >= 0.1:
+                rss["series"].append((now, r, parts["RssAnon"], parts["RssFile"]))
             time.sleep(0.02)
 
     tr = threading.Thread(target=read_log, daemon=True)
@@ -178,7 +183,8 @@ def one_run(tmp, interval, agent_args, log_path, agent):
     if log_path:
         with open(log_path, "a") as f:
             f.write("".join(lines))
-            f.write("rss (s, KiB): " + " ".join(f"{t:.1f}:{k}" for t, k in rss["series"]) + "\n")
+            f.write("rss (s: KiB total/anon/file): " + " ".join(
+                f"{t:.1f}:{k}/{an}/{fi}" for t, k, an, fi in rss["series"]) + "\n")
     if not ok:
         sys.stderr.write("".join(lines[-30:]))
         raise RuntimeError("no first window")
@@ -196,6 +202,8 @@ def one_run(tmp, interval, agent_args, log_path, agent):
         "rss_max_mib": rss["max"] / 1024,
         "memcg_mib": ev["window_cg"],
         "rss_max_at_s": rss["at"],
+        "rss_max_anon_mib": rss["parts"].get("RssAnon", 0) / 1024,
+        "rss_max_file_mib": rss["parts"].get("RssFile", 0) / 1024,
         "procs": int(re.search(r"processes=(\d+)", wl).group(1)),
         "profiles": int(re.search(r"profiles=(\d+)", wl).group(1)),
         "threads": {k: round(v, 2) for k, v in ev["window_threads"].items()},
@@ -221,6 +229,8 @@ def report(rows, interval, nproc):
             ("rss_max_mib", "highest VmRSS read (every 20 ms)", "MiB"),
             ("memcg_mib", "peak memory cgroup charge (heap, files, BPF maps)", "MiB"),
             ("rss_max_at_s", "highest VmRSS read at", "s"),
+            ("rss_max_anon_mib", "of it anonymous (heap, stacks)", "MiB"),
+            ("rss_max_file_mib", "of it file pages (binaries, debug files)", "MiB"),
             ("procs", "processes in the first window", ""),
             ("profiles", "profiles written", "")):
         vals = ", ".join(f"{r[key]:.2f}" if isinstance(r[key], float) else str(r[key])
@@ -239,7 +249,7 @@ def main():
     ap.add_argument("--work", type=int, default=20000,
                     help="loop iterations a wake-up of each light process (bench/many.c)")
     ap.add_argument("--interval", type=int, default=10)
-    ap.add_argument("--log", help="append the agents' logs (and their RSS every 0.5 s) here")
+    ap.add_argument("--log", help="append the agents' logs (and their RSS every 0.1 s) here")
     ap.add_argument("--agent", default=AGENT, help="the agent binary")
     ap.add_argument("--compare", help="another agent binary, run alternately with --agent on the "
                     "same workload (before and after a change)")
