@@ -67,6 +67,11 @@ static void process(struct worker *wk, struct agg_window *w)
             continue;
         pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
         r = pw ? profile__add_proc(pw, &ctx, ap, &st) : -ENOMEM;
+        /* The file pages this profile's names were read from, handed back
+         * now: held to the window's end, a first window's hundreds of
+         * binaries added up (their DWARF, symbol names) to 10-15 MiB of
+         * RSS at its peak. */
+        symbolizer__drop_pages(wk->sym);
         buf__reset(&raw);
         if (!r)
             r = pprof_writer__encode(pw, &raw, false);

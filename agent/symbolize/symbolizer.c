@@ -747,18 +747,35 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
     return bs && bs->has_dwarf;
 }
 
+/* drop_images of every binary looked up since the last call; the caller
+ * holds symbolizer_all_mu. */
+static void drop_touched(struct symbolizer *s)
+{
+    for (size_t i = 0; i < s->nall; i++) {
+        struct binsyms *bs = s->all[i];
+        if (bs->touched)
+            drop_images(bs);
+        bs->touched = false;
+    }
+}
+
+void symbolizer__drop_pages(struct symbolizer *s)
+{
+    pthread_mutex_lock(&symbolizer_all_mu);
+    drop_touched(s);
+    pthread_mutex_unlock(&symbolizer_all_mu);
+}
+
 void symbolizer__trim(struct symbolizer *s)
 {
     pthread_mutex_lock(&symbolizer_all_mu);
     s->epoch++;
+    /* What the window's lookups touched (DWARF of the CUs it named, the
+     * names it read) is not needed until the next one. */
+    drop_touched(s);
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
         bs->unnamed_window = 0;
-        /* What the window's lookups touched (DWARF of the CUs it named,
-         * the names it read) is not needed until the next one. */
-        if (bs->touched)
-            drop_images(bs);
-        bs->touched = false;
         if (hmap__len(bs->cache) < CACHE_MAX_ENTRIES)
             continue;
         struct hmap *c = hmap__new(), *st = hmap__new();

@@ -53,6 +53,12 @@ const char *symbolizer__why_unnamed(struct symbolizer *s, struct binary *b);
 /* True when b has DWARF (file names, lines, inlined frames). */
 bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b);
 
+/* Hands back the file pages of the binaries and debug files looked up since
+ * the last call (or trim): what the next lookups need comes back from the
+ * page cache. Results and their strings stay valid. Call at any point
+ * between lookups (the worker does after each profile). */
+void symbolizer__drop_pages(struct symbolizer *s);
+
 /* Drops cached results of binaries whose caches grew past their cap, and
  * starts a new window: a binary whose debug file debuginfod was fetching is
  * asked about again at its first lookup after this (and reloaded when the
