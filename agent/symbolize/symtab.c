@@ -5,6 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binary.h"
+
+/* Names are read in string-table order, their pages handed back each time
+ * the read has passed this many bytes. */
+#define NAMES_DROP_BYTES (1u << 20)
+
 struct sym {
     uint64_t start, end; /* end == start for a symbol without a size */
     const char *name;
@@ -99,6 +105,50 @@ static uint8_t rank_of(const GElf_Sym *sym)
     }
 }
 
+static int cmp_name_at(const void *pa, const void *pb, void *arg)
+{
+    const struct sym *s = arg;
+    const char *a = s[*(const uint32_t *)pa].name, *b = s[*(const uint32_t *)pb].name;
+
+    return a < b ? -1 : a > b;
+}
+
+/* Leaves out t's symbols with an empty name. The first byte of each name is
+ * read in the order the names lie in the string table, and the pages read
+ * are handed back every NAMES_DROP_BYTES: read in the symbols' order, a C++
+ * library's whole string table was resident at once (libclickhouse's
+ * .dynstr: 13 MiB, the agent's RSS peak on a busy node). Out of memory for
+ * the order, the names are read as they come. */
+static void drop_unnamed(struct symtab *t, Dwfl_Module *mod)
+{
+    uint32_t *order = malloc(t->n * sizeof(*order));
+    GElf_Addr bias;
+    Elf *elf = dwfl_module_getelf(mod, &bias);
+    const char *from = NULL;
+    size_t kept = 0;
+
+    for (size_t i = 0; order && i < t->n; i++)
+        order[i] = (uint32_t)i;
+    if (order)
+        qsort_r(order, t->n, sizeof(*order), cmp_name_at, t->s);
+    for (size_t k = 0; k < t->n; k++) {
+        struct sym *s = &t->s[order ? order[k] : k];
+        if (!from)
+            from = s->name;
+        if (!s->name[0])
+            s->name = NULL;
+        if (order && s->name && s->name >= from + NAMES_DROP_BYTES) {
+            binary__drop_pages(elf, from, (size_t)(s->name - from));
+            from = s->name;
+        }
+    }
+    free(order); /* the last stretch goes with the whole image, after the load */
+    for (size_t i = 0; i < t->n; i++)
+        if (t->s[i].name)
+            t->s[kept++] = t->s[i];
+    t->n = kept;
+}
+
 struct symtab *symtab__build(Dwfl_Module *mod)
 {
     int total = mod ? dwfl_module_getsymtab(mod) : -1;
@@ -122,12 +172,14 @@ struct symtab *symtab__build(Dwfl_Module *mod)
         const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
         int type = GELF_ST_TYPE(sym.st_info);
         /* What libdwfl never answers with: no name, undefined, or not an
-         * address in the code (sections, files, thread-local offsets). */
-        if (!name || !name[0] || shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE ||
+         * address in the code (sections, files, thread-local offsets); an
+         * empty name is left out below. */
+        if (!name || shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE ||
             type == STT_TLS)
             continue;
         t->s[t->n++] = (struct sym){addr, addr + sym.st_size, name, (uint32_t)i, rank_of(&sym)};
     }
+    drop_unnamed(t, mod);
     if (!t->n) {
         symtab__free(t);
         return NULL;
