@@ -59,6 +59,18 @@ void agg_window__free(struct agg_window *w)
     free(w);
 }
 
+void agg_window__drop_stacks(struct agg_window *w, size_t i)
+{
+    struct agg_proc *ap = i < w->nprocs ? w->procs[i] : NULL;
+
+    if (!ap)
+        return;
+    hmap__free(ap->stacks);
+    hmap__free(ap->off_stacks);
+    ap->stacks = NULL;
+    ap->off_stacks = NULL;
+}
+
 static void copy_identity(struct agg_proc *ap, const struct proc *p)
 {
     ap->generation = p->generation;

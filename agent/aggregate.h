@@ -113,6 +113,12 @@ struct agg_window *agg_window__new(uint64_t start_ns, bool kernel_stacks);
 /* Drops every binary reference. w may be NULL. */
 void agg_window__free(struct agg_window *w);
 
+/* Frees the stacks counted for w's i-th process (ap->stacks and
+ * ap->off_stacks become NULL: no samples) once its profile is written. The
+ * rest (mappings, binary and runtime references, identity) stays until
+ * agg_window__free, so the window's summary still sees its binaries. */
+void agg_window__drop_stacks(struct agg_window *w, size_t i);
+
 /* The window's entry for p, made on first use (identity copied from p).
  * Remembered in p (p->agg) for the next sample. */
 struct agg_proc *agg_window__proc(struct agg_window *w, struct proc *p);

@@ -76,6 +76,10 @@ static void process(struct worker *wk, struct agg_window *w)
         if (!r)
             r = pprof_writer__encode(pw, &raw, false);
         pprof_writer__free(pw);
+        /* Its stacks are in raw now: freed here, not with the window, so
+         * they are gone before the window's last profiles are named (the
+         * agent's peak, with every binary of the window loaded). */
+        agg_window__drop_stacks(w, i);
         if (r) {
             log_error("profile: pid=%u service=%s: cannot build its profile: %s", ap->tgid,
                       ap->id.service, strerror(-r));

@@ -146,6 +146,19 @@ static void test_window_to_pprof(void **state)
     /* The first mapping is the executable, as pprof expects. */
     assert_non_null(strstr(str(pp, pp->mapping[0]->filename), "test_aggregate"));
 
+    /* Once its profile is written its stacks go (the worker frees them
+     * before naming the next process); its mappings and their binaries
+     * stay until the window is freed. */
+    size_t nmaps = ap->nmaps;
+    assert_true(nmaps > 0);
+    agg_window__drop_stacks(w, 0);
+    assert_null(ap->stacks);
+    assert_null(ap->off_stacks);
+    assert_int_equal(ap->nmaps, nmaps);
+    assert_non_null(ap->maps[0].bin);
+    assert_int_equal(ap->samples, 4);
+    agg_window__drop_stacks(w, 1); /* no such process: nothing */
+
     perftools__profiles__profile__free_unpacked(pp, NULL);
     buf__free(&out);
     buf__free(&raw);
