@@ -141,6 +141,15 @@ done:
     }
     free(k);
     free(where);
+    /* Kept for as long as the binary's names are: the doubling's spare
+     * room given back (up to half of a big unit's index). */
+    if (n && n < s->cap) {
+        struct scope *e = realloc(s->e, n * sizeof(*e));
+        if (e) {
+            s->e = e;
+            s->cap = n;
+        }
+    }
     return s;
 }
 

@@ -184,6 +184,16 @@ struct symtab *symtab__build(Dwfl_Module *mod)
         symtab__free(t);
         return NULL;
     }
+    /* Sized for every symbol libdwfl has; kept for as long as the binary's
+     * names are, so the room of those left out is given back. */
+    if (t->n < (size_t)total) {
+        struct sym *s = realloc(t->s, t->n * sizeof(*s));
+        uint64_t *m = realloc(t->max_end, t->n * sizeof(*m));
+        if (s)
+            t->s = s;
+        if (m)
+            t->max_end = m;
+    }
     qsort(t->s, t->n, sizeof(*t->s), cmp_sym);
     read_sections(t, mod);
     for (size_t i = 0; i < t->n; i++) {
