@@ -35,6 +35,30 @@ static inline Dwfl_Module *elf_dwfl_module(const char *path, int fd, Dwfl **dwfl
     return m;
 }
 
+/* Pages of [p, p + n) mapped in this process (pagemap's present bit, which
+ * an unprivileged reader sees too); SIZE_MAX when pagemap cannot be read. */
+static inline size_t elf_present_pages(const void *p, size_t n)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+
+    if (fd < 0)
+        return SIZE_MAX;
+    for (uintptr_t a = lo; a < hi; a += (uintptr_t)pg) {
+        uint64_t e;
+        if (pread(fd, &e, 8, (off_t)(a / (uintptr_t)pg * 8)) != 8) {
+            got = SIZE_MAX;
+            break;
+        }
+        got += e >> 63;
+    }
+    close(fd);
+    return got;
+}
+
 /* Finds symbol `name` in path's .symtab (or, where it has none, as in a
  * distribution's libc, its .dynsym): its ELF address, size and the file
  * offset of that address. Returns 0 or -1. */

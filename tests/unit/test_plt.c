@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../agent/symbolize/plt.h"
+#include "elf_helpers.h"
 
 struct opened {
     int fd;
@@ -409,26 +410,6 @@ static void test_hostile_arm64(void **state)
     image_free(&im);
 }
 
-/* Pages of [p, p + n) mapped in this process (pagemap's present bit, which
- * an unprivileged reader sees too). */
-static size_t present_pages(const void *p, size_t n)
-{
-    long pg = sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
-    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
-    int fd = open("/proc/self/pagemap", O_RDONLY);
-    size_t got = 0;
-
-    assert_true(fd >= 0);
-    for (uintptr_t a = lo; a < hi; a += (uintptr_t)pg) {
-        uint64_t e;
-        assert_int_equal(pread(fd, &e, 8, (off_t)(a / (uintptr_t)pg * 8)), 8);
-        got += e >> 63;
-    }
-    close(fd);
-    return got;
-}
-
 static Elf_Data *section_data(Elf *e, const char *name)
 {
     size_t shstr;
@@ -500,11 +481,11 @@ static void test_big_rela_dropped(void **state)
     volatile const char *b = d->d_buf;
     for (size_t i = 0; i < d->d_size; i += 4096)
         (void)b[i]; /* all mapped now, as a read leaves them */
-    size_t before = present_pages(d->d_buf, d->d_size);
+    size_t before = elf_present_pages(d->d_buf, d->d_size);
     assert_true(before > 200);
     struct plt *p = plt__build(o.e);
     assert_non_null(p);
-    assert_int_equal(present_pages(d->d_buf, d->d_size), 0);
+    assert_int_equal(elf_present_pages(d->d_buf, d->d_size), 0);
     assert_true(against_objdump(path, p, &host_tools, 8) >= 1);
     done(p, &o);
 
