@@ -335,10 +335,8 @@ static struct binsyms *get(struct symbolizer *s, struct binary *b)
             load_guarded(s, bs, b);
         }
     }
-    if (bs) {
-        bs->touched = true;
+    if (bs)
         return bs;
-    }
     bs = calloc(1, sizeof(*bs));
     if (!bs)
         return NULL;
@@ -691,6 +689,9 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
         return &oom;
     struct sym_result *r = &bs->results[bs->nresults];
     sigjmp_buf jb;
+    /* Only a lookup the cache did not answer reads the files: the pages
+     * to hand back (drop_touched) are those binaries'. */
+    bs->touched = true;
     if (sigsetjmp(jb, 1) == 0) {
         sigbus_guard = &jb;
         resolve(bs, file_offset, is_return, r);

@@ -41,7 +41,7 @@ struct binsyms {
     Dwarf_Addr dwarf_bias;
     bool logged;
     bool broken;  /* a SIGBUS while reading it: nothing more is read */
-    bool touched; /* looked up since its images' pages were last handed back */
+    bool touched; /* read for a lookup since its images' pages were last handed back */
     /* A Go binary's own line table, which names its Go code first (see
      * resolve); it reads the file's image that libdwfl holds. */
     struct gopclntab *go;
