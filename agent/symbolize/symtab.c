@@ -108,7 +108,8 @@ static uint8_t rank_of(const GElf_Sym *sym)
 static int cmp_name_at(const void *pa, const void *pb, void *arg)
 {
     const struct sym *s = arg;
-    const char *a = s[*(const uint32_t *)pa].name, *b = s[*(const uint32_t *)pb].name;
+    uintptr_t a = (uintptr_t)s[*(const uint32_t *)pa].name;
+    uintptr_t b = (uintptr_t)s[*(const uint32_t *)pb].name;
 
     return a < b ? -1 : a > b;
 }
@@ -124,7 +125,7 @@ static void drop_unnamed(struct symtab *t, Dwfl_Module *mod)
     uint32_t *order = malloc(t->n * sizeof(*order));
     GElf_Addr bias;
     Elf *elf = dwfl_module_getelf(mod, &bias);
-    const char *from = NULL;
+    uintptr_t from = 0; /* where the names not handed back yet start */
     size_t kept = 0;
 
     for (size_t i = 0; order && i < t->n; i++)
@@ -133,13 +134,16 @@ static void drop_unnamed(struct symtab *t, Dwfl_Module *mod)
         qsort_r(order, t->n, sizeof(*order), cmp_name_at, t->s);
     for (size_t k = 0; k < t->n; k++) {
         struct sym *s = &t->s[order ? order[k] : k];
+        uintptr_t at = (uintptr_t)s->name;
         if (!from)
-            from = s->name;
+            from = at;
         if (!s->name[0])
             s->name = NULL;
-        if (order && s->name && s->name >= from + NAMES_DROP_BYTES) {
-            binary__drop_pages(elf, from, (size_t)(s->name - from));
-            from = s->name;
+        /* Names of another table (a debug file's, .gnu_debugdata's in the
+         * heap) make a stretch outside elf's image: left to the load's end. */
+        if (order && at >= from && at - from >= NAMES_DROP_BYTES) {
+            binary__drop_pages(elf, (const void *)from, at - from);
+            from = at;
         }
     }
     free(order); /* the last stretch goes with the whole image, after the load */
