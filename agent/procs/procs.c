@@ -370,9 +370,8 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
          * is the exited process itself, whose off-CPU sums and samples are
          * still being named after its exit; read again, it would lose its
          * name and identity to a vanished /proc entry. */
-        uint64_t st = p->exited && now_ns - p->exited_ns > REUSE_CHECK_NS
-                          ? read_start_time(ps, tgid)
-                          : 0;
+        uint64_t st =
+            p->exited && now_ns - p->exited_ns > REUSE_CHECK_NS ? read_start_time(ps, tgid) : 0;
         if (st && st != p->start_time) {
             p->exited = false;
             p->maps_stale = true;
