@@ -242,8 +242,8 @@ static int row(enum ch_shard_key key, struct cur *c, uint64_t *v)
         *v = ch_shard__combine(*v, ch_shard__int(t));
         return 0;
     case CH_KEY_PROFILES:
-        if (str(c, &app, &alen) || skip(c, 8) || str(c, &s, &n) || skip(c, 8) ||
-            str(c, &s, &n) || skip(c, 6 * 8))
+        if (str(c, &app, &alen) || skip(c, 8) || str(c, &s, &n) || skip(c, 8) || str(c, &s, &n) ||
+            skip(c, 6 * 8))
             return -EINVAL;
         *v = ch_shard__city64(app, (size_t)alen);
         return 0;
@@ -268,8 +268,7 @@ int ch_shard__split(enum ch_shard_key key, const void *rows, size_t len, const u
         uint64_t v;
         int err;
         (void)row(key, &c, &v);
-        if ((err = buf__append(&out[ch_shard__of(v, slot, nslots)], start,
-                               (size_t)(c.p - start))))
+        if ((err = buf__append(&out[ch_shard__of(v, slot, nslots)], start, (size_t)(c.p - start))))
             return err;
     }
     return 0;

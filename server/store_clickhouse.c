@@ -282,8 +282,7 @@ static void ch_close(struct store *s);
 static const struct store_ops ch_ops;
 
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
-                                     const char *insert, long timeout_ms, char *err,
-                                     size_t errlen)
+                                     const char *insert, long timeout_ms, char *err, size_t errlen)
 {
     struct ch_store *st = calloc(1, sizeof(*st));
 

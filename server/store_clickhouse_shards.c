@@ -125,8 +125,7 @@ static int map_nodes(struct ch_store *st, struct buf *ans, char *why, size_t why
         unsigned long num;
         if (ask(st, node, sql, ans, why, whylen))
             return -1;
-        if (sscanf(ans->data ? ans->data : "", "%lu", &num) != 1 || num < 1 ||
-            num > st->nshards)
+        if (sscanf(ans->data ? ans->data : "", "%lu", &num) != 1 || num < 1 || num > st->nshards)
             continue; /* not a node of the cluster's shards as it sees itself */
         if (st->shard_node[num - 1] == SIZE_MAX)
             st->shard_node[num - 1] = node;

@@ -450,21 +450,45 @@ def test_ch_stack_frames(tmp):
         if b_srv:
             b_srv.stop()
 
-def inserts(db):
-    """The INSERTs ClickHouse took from the server (the node that takes
-    them, its query_log; not the Distributed tables' own to the shards):
-    {table: (statements, rows written)}."""
-    node = clickhouse_cluster.cluster()[0]
-    node.query("SYSTEM FLUSH LOGS")
-    out = node.query("SELECT query, written_rows FROM system.query_log WHERE type = 2 AND "
-                     f"is_initial_query AND query LIKE 'INSERT INTO {db}.%' FORMAT TSV")
+def inserts(db, local=None):
+    """The INSERTs ClickHouse took from the server (every node's query_log;
+    not the Distributed tables' own to the shards): {table: (statements,
+    rows written)}, a table's local one (T_local) counted as T; with local
+    a dict, local[node index] gets the tables the server inserted into on
+    that node by name."""
     got = {}
-    for line in out.splitlines():
-        q, rows = line.rsplit("\t", 1)
-        t = q.split()[2].split(".")[1]
-        n, r = got.get(t, (0, 0))
-        got[t] = (n + 1, r + int(rows))
+    for i, node in enumerate(clickhouse_cluster.cluster()):
+        node.query("SYSTEM FLUSH LOGS")
+        out = node.query("SELECT query, written_rows FROM system.query_log WHERE type = 2 AND "
+                         f"is_initial_query AND query LIKE 'INSERT INTO {db}.%' FORMAT TSV")
+        for line in out.splitlines():
+            q, rows = line.rsplit("\t", 1)
+            t = q.split()[2].split(".")[1]
+            if local is not None:
+                local.setdefault(i, set()).add(t)
+            t = t.removesuffix("_local")
+            n, r = got.get(t, (0, 0))
+            got[t] = (n + 1, r + int(rows))
     return got
+
+
+# Each batched table's sharding key, as the Distributed tables have it.
+SHARD_KEYS = {"functions": "key_a", "stacks": "key_a",
+              "psamples": "cityHash64(app, host, pid, time_ns)", "profiles": "cityHash64(app)"}
+
+
+def misplaced(db):
+    """Rows of the batched tables on a shard other than the one their
+    sharding key names (two shards of weight 1: key % 2 is the shard's
+    index): {table: rows}, empty when every row is where the Distributed
+    table would have put it."""
+    bad = {}
+    for i, node in enumerate(clickhouse_cluster.cluster()):
+        for t, key in SHARD_KEYS.items():
+            n = int(node.query(f"SELECT count() FROM {db}.{t}_local WHERE {key} % 2 != {i}"))
+            if n:
+                bad[t] = bad.get(t, 0) + n
+    return bad
 
 
 def delta(after, before):
@@ -495,19 +519,28 @@ def test_ch_batch_inserts(tmp):
         b0 = inserts(db)
         a = batch_tests.post_batch(srv, body, 40)
         check(a["statuses"] == [202] * 40, f"batch: {a['statuses']}")
-        d = delta(inserts(db), b0)
-        print(f"    INSERTs (statements, rows) of a batch of 40: {d}")
-        # psamples: a row a profile (its 30 stacks as arrays).
-        check(d == {"functions": (1, 421), "stacks": (1, 420), "psamples": (1, 40),
-                    "profiles": (1, 40)}, f"not one INSERT per table, each key once: {d}")
+        local = {}
+        d = delta(inserts(db, local), b0)
+        print(f"    INSERTs (statements, rows) of a batch of 40: {d}; into {local}")
+        # psamples: a row a profile (its 30 stacks as arrays). One INSERT a
+        # table and shard, straight into the shard's local table (the
+        # server was given both nodes' URLs), each row where the
+        # Distributed table would have put it.
+        check({t: r for t, (_, r) in d.items()} ==
+              {"functions": 421, "stacks": 420, "psamples": 40, "profiles": 40} and
+              all(1 <= n <= 2 for n, _ in d.values()),
+              f"not one INSERT per table and shard, each key once: {d}")
+        check(all(t.endswith("_local") for ts in local.values() for t in ts) and
+              len(local) == 2, f"not inserted into each shard's local table: {local}")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
         check(st.stacks_of(srv, q) == want, "the batch's sums")
         # The agent's retry: counted once, no stack or function row sent.
         b1 = inserts(db)
         a = batch_tests.post_batch(srv, body, 40)
         check(a["statuses"] == [202] * 40, f"resent batch: {a['statuses']}")
         d = delta(inserts(db), b1)
-        check(d == {"psamples": (1, 40), "profiles": (1, 40)},
-              f"known stacks or functions sent again: {d}")
+        check(set(d) == {"psamples", "profiles"} and d["psamples"][1] == 40 and
+              d["profiles"][1] == 40, f"known stacks or functions sent again: {d}")
         check(st.stacks_of(srv, q) == want, "a resent batch counted twice")
         # A shard down: all 503; back: the batch resent is stored once.
         later = [frames_profile(range(1000 + i, 1003 + i), (base + 120 + i) * 10**9)
@@ -530,6 +563,7 @@ def test_ch_batch_inserts(tmp):
             for k in range(1000 + i, 1003 + i):
                 want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
         check(st.stacks_of(srv, q) == want, "the batch resent after the failure: not stored once")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
     finally:
         srv.stop()
 

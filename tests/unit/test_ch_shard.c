@@ -37,8 +37,8 @@ static void test_city64_as_clickhouse(void **state)
         text(s, strings[i].len);
         uint64_t got = ch_shard__city64(s, strings[i].len);
         if (got != strings[i].hash)
-            fail_msg("length %zu: %llu, ClickHouse %llu", strings[i].len,
-                     (unsigned long long)got, (unsigned long long)strings[i].hash);
+            fail_msg("length %zu: %llu, ClickHouse %llu", strings[i].len, (unsigned long long)got,
+                     (unsigned long long)strings[i].hash);
     }
 }
 
@@ -207,8 +207,7 @@ static void test_split_refuses_bad_rows(void **state)
     /* Cut anywhere inside the last row. */
     for (size_t cut = 1; cut < 60; cut++) {
         assert_int_equal(
-            ch_shard__split(CH_KEY_PSAMPLES, rows.data, rows.len - cut, two, 2, out, 2),
-            -EINVAL);
+            ch_shard__split(CH_KEY_PSAMPLES, rows.data, rows.len - cut, two, 2, out, 2), -EINVAL);
         assert_int_equal(out[0].len + out[1].len, 0);
     }
     /* An array claiming more elements than there are bytes. */
@@ -221,18 +220,15 @@ static void test_split_refuses_bad_rows(void **state)
     assert_int_equal(ch_rb__str(&bad, "", 0), 0);
     assert_int_equal(ch_rb__str(&bad, "", 0), 0);
     assert_int_equal(ch_rb__varint(&bad, UINT64_MAX / 4), 0);
-    assert_int_equal(ch_shard__split(CH_KEY_PSAMPLES, bad.data, bad.len, two, 2, out, 2),
-                     -EINVAL);
+    assert_int_equal(ch_shard__split(CH_KEY_PSAMPLES, bad.data, bad.len, two, 2, out, 2), -EINVAL);
     /* A string length past the end, and a varint of 11 bytes. */
     buf__reset(&bad);
     assert_int_equal(ch_rb__varint(&bad, 1000), 0);
-    assert_int_equal(ch_shard__split(CH_KEY_PROFILES, bad.data, bad.len, two, 2, out, 2),
-                     -EINVAL);
+    assert_int_equal(ch_shard__split(CH_KEY_PROFILES, bad.data, bad.len, two, 2, out, 2), -EINVAL);
     buf__reset(&bad);
     for (int i = 0; i < 11; i++)
         assert_int_equal(buf__append(&bad, "\xff", 1), 0);
-    assert_int_equal(ch_shard__split(CH_KEY_FUNCTIONS, bad.data, bad.len, two, 2, out, 2),
-                     -EINVAL);
+    assert_int_equal(ch_shard__split(CH_KEY_FUNCTIONS, bad.data, bad.len, two, 2, out, 2), -EINVAL);
     /* A slot naming a shard that is not there. */
     static const uint32_t wrong[] = {0, 5};
     buf__reset(&bad);
