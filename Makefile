@@ -92,7 +92,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/v8/v8.c agent/runtimes/v8/v8_detect.c agent/runtimes/v8/v8_fn.c \
              agent/runtimes/hotspot/hotspot.c agent/runtimes/hotspot/hs_vm.c \
              agent/runtimes/hotspot/hs_name.c \
-             agent/aggregate.c agent/offcpu.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
+             agent/aggregate.c agent/offcpu.c agent/offduty.c agent/offhook.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
 AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
@@ -103,7 +103,7 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_shards.c server/ch_shard.c \
               server/store_clickhouse_upgrade.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
-              server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c server/query_focus.c \
+              server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c server/query_focus.c server/query_search.c \
               server/http.c server/http_api.c server/breakdown.c server/http_batch.c server/http_pyroscope.c \
               server/http_connect.c server/connect_req.c server/connect_scope.c server/connect_flame.c server/pyroscope.c server/text.c \
               server/budget.c server/pprof_ids.c server/debuginfod.c \

@@ -343,10 +343,10 @@ void agg_window__off_str(const struct agg_window *w, char *out, size_t len)
     snprintf(
         out, len,
         "off_cpu_s=%.3f off_cpu_unknown_s=%.3f blocks=%llu walked=%llu counted=%llu "
-        "short=%llu over_budget=%llu sums_full=%llu start_full=%llu lost_stacks=%llu",
+        "short=%llu over_budget=%llu sums_full=%llu start_full=%llu lost_stacks=%llu stale=%llu",
         w->off_ns / 1e9, w->off_unknown_ns / 1e9, (unsigned long long)d[CX_STAT_OFF_BLOCKS],
         (unsigned long long)d[CX_STAT_OFF_WALKS], (unsigned long long)d[CX_STAT_OFF_COUNTED],
         (unsigned long long)d[CX_STAT_OFF_SHORT], (unsigned long long)d[CX_STAT_OFF_OVER_BUDGET],
         (unsigned long long)d[CX_STAT_OFF_SUMS_FULL], (unsigned long long)d[CX_STAT_OFF_START_FULL],
-        (unsigned long long)d[CX_STAT_OFF_LOST_RINGBUF]);
+        (unsigned long long)d[CX_STAT_OFF_LOST_RINGBUF], (unsigned long long)d[CX_STAT_OFF_STALE]);
 }

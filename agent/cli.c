@@ -93,6 +93,18 @@ static const struct cli_flag flags[] = {
      {"off-cpu-walks", CONFIG_INT, "1000", 10, 100000, "N",
       "off-CPU stack walks per second per CPU at most; blocks are sampled to it, weighted by "
       "the inverse of their probability"}},
+    {BOTH,
+     {"off-cpu-switch-rate", CONFIG_INT, "200000", 0, 1000000000, "N",
+      "context switches a second (the whole machine) up to which the off-CPU hook stays "
+      "attached; above, it is attached in random slots of time, a share N/rate of them, and "
+      "the blocks weighted to match (0: always attached)"}},
+    {BOTH,
+     {"off-cpu-slot-ms", CONFIG_INT, "250", 10, 10000, "MS",
+      "the length of the off-CPU hook's duty-cycle slots"}},
+    {BOTH,
+     {"off-cpu-duty-test", CONFIG_INT, "0", 0, 100, "PERCENT",
+      "tests only: every slot attached with this probability whatever the switch rate (0: "
+      "from off-cpu-switch-rate)"}},
     {BOTH, {"host", CONFIG_STRING, NULL, 0, 0, "NAME", "the host label (default: the hostname)"}},
     {BOTH,
      {"unwind", CONFIG_STRING, "cfi", 0, 0, "MODE",
@@ -259,6 +271,10 @@ int cli__sample_opts(struct config *c, uint32_t only_tgid, struct sampler_opts *
     so->off_cpu = config__bool(c, "off-cpu");
     so->off_min_ns = (uint64_t)config__int(c, "off-cpu-min-us") * 1000;
     so->off_walks_per_sec = (unsigned)config__int(c, "off-cpu-walks");
+    so->off_duty_rate = (uint64_t)config__int(c, "off-cpu-switch-rate");
+    so->off_duty_slot_ms = (unsigned)config__int(c, "off-cpu-slot-ms");
+    so->off_duty_fixed_pct = (unsigned)config__int(c, "off-cpu-duty-test");
+    so->kernel_stacks = config__bool(c, "kernel-stacks");
     so->only_tgid = only_tgid;
     so->fixed_period = strcmp(times, "fixed") == 0;
     if (!so->fixed_period && strcmp(times, "dithered") != 0) {

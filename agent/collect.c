@@ -90,17 +90,24 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         const struct cx_proc_event *e = (const void *)h;
         bool whole = size >= sizeof(*e);
         sync_skip(c, procs__exec(c->procs, h->tgid, whole ? e->comm : NULL,
-                                 whole ? e->cgroup_id : 0, now));
+                                 whole ? e->cgroup_id : 0, whole ? e->start_ns : 0, now));
         if (c->exec_n < COLLECT_EXEC_PENDING) {
             unsigned at = (c->exec_head + c->exec_n++) % COLLECT_EXEC_PENDING;
             c->exec_tgid[at] = h->tgid;
             c->exec_due[at] = now + EXEC_REREAD_NS;
+            /* When ld.so was done by (the exec's own time, BPF's clock is
+             * this one): a read after it needs no other. */
+            c->exec_mapped[at] =
+                (h->time_ns && h->time_ns < now ? h->time_ns : now) + EXEC_REREAD_NS;
         }
         break;
     }
     case CX_REC_MAPS: {
         const struct cx_proc_event *e = (const void *)h;
-        procs__hint_maps(c->procs, h->tgid, h->time_ns, size >= sizeof(*e) ? e->addr : 0, now);
+        struct procs_hint hint = {0, 0, 0};
+        if (size >= sizeof(*e))
+            hint = (struct procs_hint){e->addr, e->ino, e->dev};
+        procs__hint_maps(c->procs, h->tgid, h->time_ns, &hint, now);
         break;
     }
     case CX_REC_EXIT: {
@@ -181,6 +188,8 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
         goto fail;
     }
     procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_gone, c});
+    /* Where BPF wakes this thread at a new program's first sample. */
+    procs__lazy_exec(c->procs, sampler__vma_fallback(c->sampler));
     c->win->start_ns = clock__real_ns();
     return 0;
 fail:
@@ -242,16 +251,19 @@ unsigned collector__scan(struct collector *c, uint32_t only_tgid)
     return n;
 }
 
-/* Reads again the maps of processes exec'd EXEC_REREAD_NS ago: their
- * libraries' tables are then queued (first, see unwinder.h) and found by
- * file by the walk, for this process and every later one. */
+/* Reads again the maps of processes exec'd EXEC_REREAD_NS ago, unless a
+ * hint has had them read since, or they were first read that long after
+ * the exec (a process read at its first sample): their libraries' tables
+ * are then queued (first, see unwinder.h) and found by file by the walk,
+ * for this process and every later one. */
 static void reread_execs(struct collector *c, uint64_t now)
 {
     while (c->exec_n && c->exec_due[c->exec_head] <= now) {
         uint32_t tgid = c->exec_tgid[c->exec_head];
+        uint64_t mapped = c->exec_mapped[c->exec_head];
         c->exec_head = (c->exec_head + 1) % COLLECT_EXEC_PENDING;
         c->exec_n--;
-        procs__reread(c->procs, tgid, now);
+        procs__reread_exec(c->procs, tgid, mapped, now);
     }
 }
 

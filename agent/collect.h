@@ -44,6 +44,7 @@ struct collector {
      * poll would never be read again. */
     uint32_t exec_tgid[COLLECT_EXEC_PENDING];
     uint64_t exec_due[COLLECT_EXEC_PENDING];
+    uint64_t exec_mapped[COLLECT_EXEC_PENDING]; /* the exec's time + the delay */
     unsigned exec_head, exec_n;
 };
 

@@ -20,6 +20,7 @@
 #include "../common/log.h"
 #include "caps.h"
 #include "dither.h"
+#include "offhook.h"
 #include "preflight.h"
 #include "sampler.skel.h"
 #include "unwind/pac_mask.h"
@@ -52,6 +53,7 @@ struct sampler {
     size_t off_start_len;           /* its bytes */
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
+    struct offhook *hook;                  /* the sched_switch hook's duty cycle (off only) */
 };
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -247,18 +249,30 @@ static void adapt_off_cpu(struct sampler *s, const struct sampler_opts *opts, bo
     }
     bpf_program__set_autoload(skel->progs.cx_on_switch, *off);
     bpf_program__set_autoload(skel->progs.cx_off_walk_user, *off);
-    /* Only ever tail-called. */
+    /* Only ever tail-called; cx_on_switch attached by the duty cycle. */
     bpf_program__set_autoattach(skel->progs.cx_off_walk_user, false);
+    bpf_program__set_autoattach(skel->progs.cx_on_switch, false);
     if (!*off) {
         bpf_map__set_max_entries(skel->maps.off_start, 1);
         bpf_map__set_max_entries(skel->maps.off_sums, 1);
         return;
     }
     skel->rodata->off_min_ns = opts->off_min_ns;
+    skel->rodata->off_kernel_stacks = opts->kernel_stacks;
     if (opts->off_walks_per_sec) {
         uint64_t per = (uint64_t)opts->off_walks_per_sec * (CX_OFF_PERIOD_NS / 1000000) / 1000;
         skel->rodata->off_walks_per_period = per < 1 ? 1 : per > UINT32_MAX ? UINT32_MAX : per;
     }
+}
+
+/* The duty cycle started (off only): its first slot watched. */
+static int duty_start(struct sampler *s, const struct sampler_opts *opts)
+{
+    struct offduty_opts o = {(uint64_t)opts->off_duty_slot_ms * 1000000, opts->off_duty_rate,
+                             opts->off_duty_fixed_pct * CX_OFF_ONE / 100};
+
+    s->hook = offhook__start(s->skel->progs.cx_on_switch, (uint64_t *)&s->skel->bss->off_duty, &o);
+    return s->hook ? 0 : -errno;
 }
 
 /* Opens the BPF object, sets it up for opts and this kernel (off: with
@@ -293,6 +307,7 @@ static int open_load(struct sampler *s, const struct sampler_opts *opts, bool of
     if (!s->vma) {
         bpf_map__set_max_entries(s->skel->maps.file_unwind, 1);
         bpf_map__set_max_entries(s->skel->maps.vma_learned, 1);
+        bpf_map__set_max_entries(s->skel->maps.fresh_tgids, 1);
     }
 #if defined(__aarch64__)
     /* Return addresses signed by PAC are stripped with the kernel's mask. */
@@ -410,6 +425,10 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         snprintf(err, errlen, "cannot attach the exec/exit tracepoints: %s", strerror(-r));
         goto fail;
     }
+    if (s->off && (r = duty_start(s, opts))) {
+        snprintf(err, errlen, "cannot attach the off-CPU hook (sched_switch): %s", strerror(-r));
+        goto fail;
+    }
     unsigned attached = 0;
     for (int cpu = 0; cpu < ncpus; cpu++) {
         struct perf_event_attr attr;
@@ -483,9 +502,18 @@ static void redraw_periods(struct sampler *s)
 
 int sampler__poll(struct sampler *s, int timeout_ms)
 {
+    if (s->hook) {
+        /* Back by the duty cycle's next slot. */
+        uint64_t due = offhook__due_ns(s->hook), now = clock__mono_ns();
+        int ms = due <= now ? 0 : (int)((due - now + 999999) / 1000000);
+        if (timeout_ms < 0 || ms < timeout_ms)
+            timeout_ms = ms;
+    }
     int n = ring_buffer__poll(s->rb, timeout_ms);
 
     redraw_periods(s);
+    if (s->hook)
+        offhook__step(s->hook, clock__mono_ns());
     if (n < 0)
         return n;
     /* Samples do not wake the poll: after the wait, take whatever is there. */
@@ -652,18 +680,33 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
         /* Read before the swap: if the slot changed hands since the load,
          * its start_ns changed too and the swap fails. */
         struct cx_off_key k = slot->key;
-        uint32_t p16 = slot->p16;
-        /* A thread that ended without its switch-in (none should): freed,
-         * so that it is not counted again at every window. */
-        uint64_t to = thread_gone(k.tgid, k.tid) ? 0 : now_ns;
+        uint32_t p16 = slot->p16, tag = slot->tag, f16 = slot->f16, csw = slot->csw;
+        /* A thread that ended without its switch-in (none should), or, with
+         * unwatched time since start (the duty cycle), one that ran since
+         * (its switch count moved: the switch-in went unseen): freed, not
+         * counted. Otherwise it is still blocked now. */
+        bool stale = thread_gone(k.tgid, k.tid);
+        if (!stale && !offhook__watched_since(s->hook, start)) {
+            int64_t c = offduty__task_csw(NULL, k.tgid, k.tid);
+            stale = c >= 0 && (uint32_t)c != csw;
+            if (c < 0 && c != -ENOENT)
+                continue; /* unknown: left for the switch-in or the next window */
+            stale |= c == -ENOENT;
+        }
+        uint64_t to = stale ? 0 : now_ns;
         if (!__atomic_compare_exchange_n(&slot->start_ns, &start, to, false, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE) ||
-            !to)
+                                         __ATOMIC_ACQUIRE))
             continue;
-        /* Weighted as the switch-in weighs the rest (offcpu.bpf.h); blocks
-         * 0: the block is counted once, at its end. */
-        uint64_t dt = now_ns - start, p = p16 ? p16 : 1;
-        struct cx_off_val v = {dt / p * 65536 + dt % p * 65536 / p, 0}; /* no overflow */
+        if (!to) {
+            /* Freed: its count in the switch-ins' filter goes too. */
+            __atomic_fetch_sub(&s->skel->bss->off_pending[tag >> (32 - CX_OFF_PEND_BITS)], 1,
+                               __ATOMIC_ACQ_REL);
+            continue;
+        }
+        /* Weighted by its probability so far: the walk's and its switch-out
+         * slot's being watched (sample.h); blocks 0: the block is counted
+         * once, at its end. */
+        struct cx_off_val v = {cx_off_weight(now_ns - start, p16, f16, 0), 0};
         fn(ctx, &k, &v);
         got++;
     }
@@ -712,6 +755,7 @@ void sampler__free(struct sampler *s)
     }
     free(s->links);
     free(s->pfds);
+    offhook__free(s->hook);
     if (s->off_start)
         munmap(s->off_start, s->off_start_len);
     sampler_bpf__destroy(s->skel);

@@ -23,6 +23,13 @@ struct sampler_opts {
     bool off_cpu;
     uint64_t off_min_ns;        /* shorter blocks are not counted */
     unsigned off_walks_per_sec; /* per CPU; 0: the default */
+    bool kernel_stacks;         /* profiles keep kernel frames: off-CPU walks take them */
+    /* The hook's duty cycle (offduty.h): switches a second machine-wide
+     * watched in full (0: always attached), the slot's length (0: 250 ms),
+     * and for tests a fixed probability per slot in percent (0: none). */
+    uint64_t off_duty_rate;
+    unsigned off_duty_slot_ms;
+    unsigned off_duty_fixed_pct;
 };
 
 /* Called for each record (a cx_sample or a cx_proc_event, by hdr.kind);

@@ -10,6 +10,8 @@ the time), 28,800 profiles.
     python3 bench/server_bench.py [--procs 20] [--hours 24] [--stacks 5000] [--skip-go]
     python3 bench/server_bench.py --shapes-only   (the tree-shape cases alone, a minute)
     python3 bench/server_bench.py --queries-only  (the hour and the week below alone, minutes)
+    python3 bench/server_bench.py --queries-only --keep DIR  (the week kept in DIR for
+        bench/query_ab.py, which times two server builds alternating on it)
 
 The week with a deploy every day (issue 37's query targets): 7 days of the
 same application, each day's profiles from a build that regrew a fifth of
@@ -238,6 +240,9 @@ def week_case(tmp, args):
                        check=True, stdout=subprocess.DEVNULL)
         return [gzip.decompress(open(os.path.join(d, f), "rb").read()) for f in sorted(os.listdir(d))]
 
+    if args.keep:  # the week stored where it stays, for bench/query_ab.py
+        tmp = args.keep
+        os.makedirs(tmp, exist_ok=True)
     srv = Server(tmp, "--retention", "8d")  # the week's start is 7 days and 10 minutes old
     try:
         url = srv.url + "/api/v1/profiles/batch"
@@ -272,6 +277,9 @@ def week_case(tmp, args):
                      args.reps)
         fn = timed(srv, f"/api/v1/timeline?app=benchapp&from={start + 317}&to={end - 283}&step=3600"
                         f"&fn=pkg3.(*Type3).Method3", args.reps)
+        if args.keep:
+            with open(os.path.join(tmp, "times.json"), "w") as f:
+                json.dump({"start": start, "end": end, "profiles": n}, f)
         return {"profiles": n, "week": week, "hour": hour, "fn": fn, "bytes": len(body)}
     finally:
         srv.stop()
@@ -309,6 +317,8 @@ def main():
     ap.add_argument("--skip-go", action="store_true", help="leave out the go tool pprof peer")
     ap.add_argument("--shapes-only", action="store_true", help="only the tree-shape cases")
     ap.add_argument("--queries-only", action="store_true", help="only the hour and the week's queries")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="store the week in DIR and keep it (with times.json) for bench/query_ab.py")
     args = ap.parse_args()
     week = ""
     if not args.shapes_only:  # the week's ingest takes minutes: not for the shapes alone

@@ -15,6 +15,7 @@
 #include "http_int.h"
 #include "query.h"
 #include "query_focus.h"
+#include "query_search.h"
 
 static const char *const reject_names[] = {"bad_request", "unauthorized", "too_large", "not_found",
                                            "internal"};
@@ -254,6 +255,7 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     int err;
     const char *format = http_arg(c, "format"), *mn = http_arg(c, "max_nodes");
     const char *interp = http_arg(c, "interp"), *focus = http_arg(c, "focus");
+    const char *search = http_arg(c, "search"); /* query_search.h */
     size_t max_nodes = 0;
 
     if (query_of(c, &q, lm, msg, sizeof(msg)))
@@ -277,6 +279,10 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
             h, c, 400,
             "focus: function names joined by ';', none empty, at most " QUERY_FOCUS_MAX_DEPTH_S
             " of them, " QUERY_FOCUS_MAX_BYTES_S " bytes");
+    if (search && strcmp(format, "flamegraph"))
+        return http_respond_error(h, c, 400, "search: with format=flamegraph only");
+    if (search && query__search_check(search, msg, sizeof(msg)))
+        return http_respond_error(h, c, 400, msg);
     int64_t t0 = (int64_t)clock__mono_ns();
     if ((err = store__merge(h->st, &q, &m)))
         return http_respond_error(h, c, err == -EAGAIN ? 503 : 500, strerror(-err));
@@ -296,6 +302,9 @@ enum MHD_Result http_api__profile(struct http *h, struct MHD_Connection *c)
     } else if (strcmp(format, "collapsed") == 0) {
         err = query__write_collapsed(m, &b);
         type = "text/plain; charset=utf-8";
+    } else if (search) {
+        err = query__write_search(m, search, 0, &b); /* checked above */
+        type = "application/json";
     } else {
         err = query__write_flamegraph(m, max_nodes, &b);
         type = "application/json";

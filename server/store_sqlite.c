@@ -29,15 +29,19 @@
  * profiles' data and sums by stack id; stacks and functions are read once
  * per query, through caches.
  *
- * Rollups: an application's profiles summed per 10-minute bucket (level 0)
- * and per 3-hour bucket (level 1), in the same data format (labelset 0). A
+ * Rollups: an application's profiles summed per 10-minute bucket (level 0),
+ * per 3-hour bucket (level 1), per minute (level 2, where it halves the
+ * rows: sqls_levels) and per day (level 3), in the same data format
+ * (labelset 0); meta's rollup_levels says how many levels a store's
+ * buckets were marked for (a store from before the minute and the day has
+ * their buckets marked at open, and built in the background). A
  * put marks its buckets dirty; sqls_rollup builds dirty buckets once they
  * are complete (their end is ROLLUP_GRACE_NS in the past), under the write
  * lock, so no put can slip between the read and the write. A merge without
  * host or pid filter reads a current rollup (present and not dirty) for
  * every whole bucket of its range and raw profiles for the rest, in one
- * read transaction: a day is 8 rollups and the edges instead of 28,800
- * blobs for 20 processes.
+ * read transaction: a day is 1 rollup and the edges instead of 28,800
+ * blobs for 20 processes, the edges minutes (sqls_levels).
  *
  * One connection for writes and one for reads, each behind its own mutex:
  * WAL lets readers run while a write commits.
@@ -83,11 +87,13 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS rollup_dirty(app TEXT NOT NULL, level INTEGER NOT NULL,"
     "  bucket_ns INTEGER NOT NULL, PRIMARY KEY(app, level, bucket_ns)) WITHOUT ROWID;";
 
-/* Current rollups of ?1 starting in [?2, ?3): present and not dirty. */
+/* Current rollups of ?1 at level ?4 starting in [?2, ?3): present and not
+ * dirty. One level at a time, so the (app, level, bucket_ns) index serves
+ * the range (across levels it read every rollup the application has). */
 #define ROLLUPS_IN_RANGE                                                                           \
-    "SELECT level, bucket_ns, id FROM rollups r WHERE app = ?1 AND bucket_ns >= ?2 AND "           \
+    "SELECT bucket_ns, id FROM rollups r WHERE app = ?1 AND level = ?4 AND bucket_ns >= ?2 AND "   \
     "bucket_ns < ?3 AND NOT EXISTS (SELECT 1 FROM rollup_dirty d WHERE d.app = r.app AND "         \
-    "d.level = r.level AND d.bucket_ns = r.bucket_ns) ORDER BY level, bucket_ns"
+    "d.level = r.level AND d.bucket_ns = r.bucket_ns) ORDER BY bucket_ns"
 
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)
 {
@@ -166,22 +172,49 @@ static int add_column(sqlite3 *db, const char *name, const char *decl, char *err
     return 0;
 }
 
-/* A store made before rollups existed: every bucket its profiles touch is
- * dirty, so the builder catches up in the background. */
-static int mark_all_dirty(sqlite3 *db, char *err, size_t errlen)
+/* Every bucket of the levels numbered from `from` on that db's profiles
+ * touch marked dirty, so the builder catches up in the background: all
+ * levels for a store made before rollups existed, the levels added since
+ * for one made before them (meta's rollup_levels: how many it has). */
+static int mark_all_dirty(sqlite3 *db, int from, char *err, size_t errlen)
 {
-    for (int l = 0; l < N_LEVELS; l++) {
+    for (int l = 0; l < SQLS_LEVELS; l++) {
         char sql[256];
+        if (sqls_levels[l].id < from)
+            continue;
+        long long len = (long long)sqls_levels[l].ns;
         snprintf(sql, sizeof(sql),
                  "INSERT OR IGNORE INTO rollup_dirty(app, level, bucket_ns) SELECT DISTINCT app, "
                  "%d, time_ns - (((time_ns %% %lld) + %lld) %% %lld) FROM profiles",
-                 l, (long long)level_ns[l], (long long)level_ns[l], (long long)level_ns[l]);
+                 sqls_levels[l].id, len, len, len);
         if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
             snprintf(err, errlen, "sqlite: marking rollups to build: %s", sqlite3_errmsg(db));
             return -1;
         }
     }
+    char sql[96];
+    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(k, v) VALUES('rollup_levels', %d)",
+             SQLS_LEVELS);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "sqlite: marking rollups to build: %s", sqlite3_errmsg(db));
+        return -1;
+    }
     return 0;
+}
+
+/* How many of sqls_levels a store's rollups have been built for: meta's
+ * rollup_levels, or the two levels of the stores made before it. */
+static int rollup_levels(sqlite3 *db)
+{
+    sqlite3_stmt *q = NULL;
+    int n = 2;
+
+    if (sqlite3_prepare_v2(db, "SELECT v FROM meta WHERE k = 'rollup_levels'", -1, &q, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return n;
 }
 
 /* sqlite's reason for the failure of a stack keys' step into err; returns -1. */
@@ -565,7 +598,8 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen)
         sqlite3_free(e);
         goto fail;
     }
-    if (!had_rollups && mark_all_dirty(st->wdb, err, errlen))
+    int levels = had_rollups ? rollup_levels(st->wdb) : 0;
+    if (levels < SQLS_LEVELS && mark_all_dirty(st->wdb, levels, err, errlen))
         goto fail;
     if (add_column(st->wdb, "labels", "TEXT NOT NULL DEFAULT ''", err, errlen) ||
         add_column(st->wdb, "off_cpu_ns", "INTEGER NOT NULL DEFAULT 0", err, errlen) ||

@@ -154,7 +154,7 @@ static int steps(struct sqlite_store *st, const struct store_query *q, int64_t s
         int64_t profiles = 0;
         qs.from_ns = q->from_ns + (int64_t)i * step_ns;
         qs.to_ns = qs.from_ns + step_ns < q->to_ns ? qs.from_ns + step_ns : q->to_ns;
-        if ((err = sqls_accumulate(&st->rd, &qs, N_LEVELS, &a, &profiles)))
+        if ((err = sqls_accumulate(&st->rd, &qs, SQLS_LEVELS, &a, &profiles)))
             goto out;
         for (size_t v = 0; v < a.nvals; v++) {
             int cls;

@@ -41,11 +41,33 @@
 
 struct bits; /* a growable bit set (store_sqlite_maint.c) */
 
+/* The SQLite store's rollup levels, finest first: the number a level has
+ * in rollups and rollup_dirty, and its buckets' length (each a multiple of
+ * the one before, so buckets nest). 0 and 1 are the levels every store has
+ * (store_common.h's level_ns); the minute (2) and the day (3) came later,
+ * numbered after them so that rows written before keep their meaning, and
+ * a server from before them passes over their rows. A minute serves only
+ * the ragged ends of a range (a range's minutes inside a whole 10-minute
+ * bucket are that bucket's rollup), so a query reads at most 18 of them;
+ * it is kept only where it halves the rows its profiles hold (replicas
+ * sharing their stacks), not for an application of one process, where it
+ * would repeat each profile. The day makes a week 6 rollups, not 56. */
+struct sqls_level {
+    int id;
+    int64_t ns;
+};
+#define SQLS_LEVELS 4
+#define SQLS_MINUTE 0 /* the index of the minute in sqls_levels */
+static const struct sqls_level sqls_levels[SQLS_LEVELS] = {{2, 60ll * 1000000000},
+                                                           {0, 600ll * 1000000000},
+                                                           {1, 10800ll * 1000000000},
+                                                           {3, 86400ll * 1000000000}};
+
 /* The statements a merge reads through, one set per connection: queries
  * read on rdb, the rollup builder on wdb inside its write transaction. */
 struct readers {
     sqlite3_stmt *profiles; /* data of raw profiles: QUERY_FILTER */
-    sqlite3_stmt *rollups;  /* current rollups of an app in a range */
+    sqlite3_stmt *rollups;  /* current rollups of an app, one level, in a range */
     sqlite3_stmt *rollup;   /* one rollup's profiles and data */
 };
 
@@ -133,15 +155,16 @@ struct merge_acc {
     struct hmap *stacks; /* the rest: stack id -> index into vals */
     struct acc_val *vals;
     size_t nvals, cap;
+    uint64_t rows; /* blob rows summed in */
 };
 
 /* Zeroes a and sizes its dense index from db's stacks. Returns 0 or -ENOMEM. */
 int sqls_acc_init(struct merge_acc *a, sqlite3 *db);
 /* Frees what a holds (not a itself); a zeroed a is fine. */
 void sqls_acc_free(struct merge_acc *a);
-/* Sums what q selects into a through r, rollups below max_level where they
- * serve; counts the profiles in *profiles. Returns 0 or -errno. Run inside
- * one transaction. */
+/* Sums what q selects into a through r, rollups of sqls_levels[0,
+ * max_level) where they serve; counts the profiles in *profiles. Returns 0
+ * or -errno. Run inside one transaction. */
 int sqls_accumulate(struct readers *r, const struct store_query *q, int max_level,
                     struct merge_acc *a, int64_t *profiles);
 

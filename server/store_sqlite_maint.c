@@ -62,11 +62,13 @@ static bool bits_test(const struct bits *b, uint64_t i)
 
 /* --- rollups --- */
 
-/* Builds app's rollup of (level, bucket) from what lies below it. Called
- * with the write lock held, inside a write transaction. */
+/* Builds app's rollup of (sqls_levels[level], bucket) from what lies below
+ * it; a minute's only where it holds at most half the rows of its profiles
+ * (otherwise none: its queries read the profiles). Called with the write
+ * lock held, inside a write transaction. */
 static int build_rollup(struct sqlite_store *st, const char *app, int level, int64_t bucket)
 {
-    struct store_query q = {app, bucket, bucket + level_ns[level], NULL, 0};
+    struct store_query q = {app, bucket, bucket + sqls_levels[level].ns, NULL, 0};
     struct merge_acc a = {0};
     sqlite3_stmt *w = NULL;
     struct buf data;
@@ -102,6 +104,8 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
         data.len = blob_put(d, period, v->sid, 0, v->samples, v->cpu, off, v->off) -
                    (unsigned char *)data.data;
     }
+    if (level == SQLS_MINUTE && a.nvals * 2 > a.rows)
+        profiles = 0; /* no rollup: the bucket's profiles are read as they are */
     err = -EIO;
     const char *sql = profiles ? "INSERT OR REPLACE INTO rollups(app, level, bucket_ns, profiles,"
                                  " data) VALUES(?1, ?2, ?3, ?4, ?5)"
@@ -111,7 +115,7 @@ static int build_rollup(struct sqlite_store *st, const char *app, int level, int
         if (sqlite3_prepare_v2(st->wdb, sql, -1, &w, NULL) != SQLITE_OK)
             goto out;
         sqlite3_bind_text(w, 1, app, -1, SQLITE_STATIC);
-        sqlite3_bind_int(w, 2, level);
+        sqlite3_bind_int(w, 2, sqls_levels[level].id);
         sqlite3_bind_int64(w, 3, bucket);
         if (pass == 0 && profiles) {
             sqlite3_bind_int64(w, 4, profiles);
@@ -140,8 +144,8 @@ int sqls_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pendin
 
     *built = *pending = 0;
     /* Finer levels first: a coarse bucket is built from the fine ones. */
-    for (int l = 0; l < N_LEVELS && !err; l++) {
-        int64_t complete_before = now_ns - ROLLUP_GRACE_NS - level_ns[l];
+    for (int l = 0; l < SQLS_LEVELS && !err; l++) {
+        int64_t complete_before = now_ns - ROLLUP_GRACE_NS - sqls_levels[l].ns;
         for (;;) {
             char app[4200];
             int64_t bucket;
@@ -155,7 +159,7 @@ int sqls_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pendin
                 break;
             }
             sqlite3_reset(next);
-            sqlite3_bind_int(next, 1, l);
+            sqlite3_bind_int(next, 1, sqls_levels[l].id);
             sqlite3_bind_int64(next, 2, complete_before);
             int rc = sqlite3_step(next);
             if (rc == SQLITE_ROW) {
@@ -179,7 +183,7 @@ int sqls_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pendin
             if (err) {
                 char esc[256]; /* a name stored before ingest checked names */
                 log_error("rollup: app=%s level=%d bucket=%lld: %s",
-                          text__escape(esc, sizeof(esc), app), l, (long long)bucket,
+                          text__escape(esc, sizeof(esc), app), sqls_levels[l].id, (long long)bucket,
                           strerror(-err));
                 break;
             }
@@ -189,13 +193,13 @@ int sqls_rollup(struct store *s, int64_t now_ns, int64_t *built, int64_t *pendin
     sqlite3_finalize(next);
     /* What is still to build of the complete buckets, for /metrics. */
     pthread_mutex_lock(&st->rmu);
-    for (int l = 0; l < N_LEVELS; l++) {
+    for (int l = 0; l < SQLS_LEVELS; l++) {
         sqlite3_stmt *c = NULL;
         if (sqlite3_prepare_v2(
                 st->rdb, "SELECT COUNT(*) FROM rollup_dirty WHERE level = ? AND bucket_ns <= ?", -1,
                 &c, NULL) == SQLITE_OK) {
-            sqlite3_bind_int(c, 1, l);
-            sqlite3_bind_int64(c, 2, now_ns - ROLLUP_GRACE_NS - level_ns[l]);
+            sqlite3_bind_int(c, 1, sqls_levels[l].id);
+            sqlite3_bind_int64(c, 2, now_ns - ROLLUP_GRACE_NS - sqls_levels[l].ns);
             if (sqlite3_step(c) == SQLITE_ROW)
                 *pending += sqlite3_column_int64(c, 0);
         }
@@ -223,17 +227,17 @@ static int forget_rollups(struct sqlite_store *st, int64_t cutoff)
         pthread_mutex_unlock(&st->wmu);
         return -EIO;
     }
-    for (int l = 0; l < N_LEVELS && !err; l++) {
+    for (int l = 0; l < SQLS_LEVELS && !err; l++) {
         for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]) && !err; i++) {
             sqlite3_stmt *d = NULL;
             if (sqlite3_prepare_v2(st->wdb, sql[i], -1, &d, NULL) != SQLITE_OK) {
                 err = -EIO;
                 break;
             }
-            sqlite3_bind_int(d, 1, l);
+            sqlite3_bind_int(d, 1, sqls_levels[l].id);
             sqlite3_bind_int64(d, 2, cutoff);
             if (sqlite3_bind_parameter_count(d) >= 3)
-                sqlite3_bind_int64(d, 3, level_ns[l]);
+                sqlite3_bind_int64(d, 3, sqls_levels[l].ns);
             if (sqlite3_step(d) != SQLITE_DONE)
                 err = -EIO;
             sqlite3_finalize(d);

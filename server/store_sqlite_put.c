@@ -415,11 +415,11 @@ int sqls_put(struct store *s, const struct store_profile *p, char *err, size_t e
     sqlite3_bind_int64(ip, 14, content);
     if (sqlite3_step(ip) != SQLITE_DONE)
         goto dberr_rollback;
-    for (int l = 0; l < N_LEVELS; l++) {
+    for (int l = 0; l < SQLS_LEVELS; l++) {
         sqlite3_reset(st->ins_dirty);
         sqlite3_bind_text(st->ins_dirty, 1, p->app, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st->ins_dirty, 2, l);
-        sqlite3_bind_int64(st->ins_dirty, 3, bucket_of(p->time_ns, level_ns[l]));
+        sqlite3_bind_int(st->ins_dirty, 2, sqls_levels[l].id);
+        sqlite3_bind_int64(st->ins_dirty, 3, bucket_of(p->time_ns, sqls_levels[l].ns));
         if (sqlite3_step(st->ins_dirty) != SQLITE_DONE)
             goto dberr_rollback;
     }

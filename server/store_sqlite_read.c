@@ -128,6 +128,7 @@ static int acc_blob(struct merge_acc *a, const unsigned char *p, size_t len)
             cpu = (cpu >> 1 ^ -(cpu & 1)) + samples * period;
         /* Ingest stores counts in [0, INT64_MAX]: anything else is a blob
          * damaged since, held to that range rather than summed negative. */
+        a->rows++;
         int r = acc_add(a, sid, samples > INT64_MAX ? INT64_MAX : (int64_t)samples,
                         cpu > INT64_MAX ? 0 : (int64_t)cpu, off > INT64_MAX ? 0 : (int64_t)off);
         if (r)
@@ -200,7 +201,7 @@ static int acc_rollup(struct readers *r, int64_t id, struct merge_acc *a, int64_
 }
 
 struct rollup_ref {
-    int64_t level, bucket, id;
+    int64_t level, bucket, id; /* level: the index in sqls_levels */
 };
 
 static int cmp_ref(const void *a, const void *b)
@@ -211,43 +212,70 @@ static int cmp_ref(const void *a, const void *b)
     return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
 }
 
+/* Appends the current rollups of level index l starting in [from, to) to
+ * *refs, in bucket order. Returns 0 or -errno. */
+static int find_rollups(struct readers *r, const char *app, int l, int64_t from, int64_t to,
+                        struct rollup_ref **refs, size_t *nrefs, size_t *cap)
+{
+    int err = 0, rc;
+
+    if (from >= to)
+        return 0;
+    sqlite3_reset(r->rollups);
+    sqlite3_bind_text(r->rollups, 1, app, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(r->rollups, 2, from);
+    sqlite3_bind_int64(r->rollups, 3, to);
+    sqlite3_bind_int(r->rollups, 4, sqls_levels[l].id);
+    while ((rc = sqlite3_step(r->rollups)) == SQLITE_ROW) {
+        if (*nrefs == *cap) {
+            size_t c = *cap ? *cap * 2 : 64;
+            struct rollup_ref *n = realloc(*refs, c * sizeof(*n));
+            if (!n) {
+                err = -ENOMEM;
+                break;
+            }
+            *refs = n;
+            *cap = c;
+        }
+        (*refs)[(*nrefs)++] = (struct rollup_ref){l, sqlite3_column_int64(r->rollups, 0),
+                                                  sqlite3_column_int64(r->rollups, 1)};
+    }
+    sqlite3_reset(r->rollups);
+    return err ? err : rc == SQLITE_DONE ? 0 : -EIO;
+}
+
 /* Sums what q selects into a: for every whole bucket of the range a current
  * rollup of a level below max_level, coarsest first, where there is one
- * and q filters neither host nor pid; raw profiles for the rest. Counts
- * the profiles that went in. Returns 0 or -errno. Run inside one read (or
- * write) transaction, so rollups and raw profiles are of one moment. */
+ * and q filters neither host nor pid; raw profiles for the rest. Minutes
+ * only at the range's ends, in the first and last 10-minute buckets it
+ * cuts: inside, a 10-minute rollup serves, or raw profiles when it is
+ * dirty (so a query reads at most 18 minute rollups, not a week's 10,080).
+ * Counts the profiles that went in. Returns 0 or -errno. Run inside one
+ * read (or write) transaction, so rollups and raw profiles are of one
+ * moment. */
 int sqls_accumulate(struct readers *r, const struct store_query *q, int max_level,
                     struct merge_acc *a, int64_t *profiles)
 {
     struct rollup_ref *refs = NULL;
     size_t nrefs = 0, cap = 0;
-    int err = 0, rc;
+    int err = 0;
 
-    if (!q->host && !q->pid && !filters_identity(q) && max_level > 0) {
-        sqlite3_reset(r->rollups);
-        sqlite3_bind_text(r->rollups, 1, q->app, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(r->rollups, 2, q->from_ns);
-        sqlite3_bind_int64(r->rollups, 3, q->to_ns);
-        while ((rc = sqlite3_step(r->rollups)) == SQLITE_ROW) {
-            struct rollup_ref ref = {sqlite3_column_int64(r->rollups, 0),
-                                     sqlite3_column_int64(r->rollups, 1),
-                                     sqlite3_column_int64(r->rollups, 2)};
-            if (ref.level < 0 || ref.level >= max_level)
+    if (!q->host && !q->pid && !filters_identity(q)) {
+        for (int l = 0; l < max_level && !err; l++) {
+            if (l != SQLS_MINUTE || max_level == SQLS_MINUTE + 1) {
+                err = find_rollups(r, q->app, l, q->from_ns, q->to_ns, &refs, &nrefs, &cap);
                 continue;
-            if (nrefs == cap) {
-                cap = cap ? cap * 2 : 64;
-                struct rollup_ref *n = realloc(refs, cap * sizeof(*n));
-                if (!n) {
-                    err = -ENOMEM;
-                    break;
-                }
-                refs = n;
             }
-            refs[nrefs++] = ref;
+            int64_t len = sqls_levels[SQLS_MINUTE + 1].ns;
+            int64_t head = bucket_of(q->from_ns, len), tail = bucket_of(q->to_ns, len);
+            if (head < q->from_ns)
+                head += len;
+            if (head > tail) /* inside one 10-minute bucket */
+                head = tail = q->to_ns;
+            err = find_rollups(r, q->app, l, q->from_ns, head, &refs, &nrefs, &cap);
+            if (!err)
+                err = find_rollups(r, q->app, l, tail, q->to_ns, &refs, &nrefs, &cap);
         }
-        sqlite3_reset(r->rollups);
-        if (!err && rc != SQLITE_DONE)
-            err = -EIO;
         if (err)
             goto out;
     }
@@ -257,7 +285,7 @@ int sqls_accumulate(struct readers *r, const struct store_query *q, int max_leve
         struct rollup_ref *hit = NULL;
         int64_t len = 0;
         for (int l = max_level - 1; l >= 0 && !hit; l--) {
-            len = level_ns[l];
+            len = sqls_levels[l].ns;
             struct rollup_ref key = {l, t, 0};
             if (nrefs && bucket_of(t, len) == t && t <= q->to_ns - len)
                 hit = bsearch(&key, refs, nrefs, sizeof(*refs), cmp_ref);
@@ -273,8 +301,8 @@ int sqls_accumulate(struct readers *r, const struct store_query *q, int max_leve
             if (!raw)
                 raw_from = t;
             raw = true;
-            int64_t b = bucket_of(t, level_ns[0]);
-            t = b > q->to_ns - level_ns[0] ? q->to_ns : b + level_ns[0];
+            int64_t b = bucket_of(t, sqls_levels[0].ns);
+            t = b > q->to_ns - sqls_levels[0].ns ? q->to_ns : b + sqls_levels[0].ns;
         }
     }
     if (raw)
@@ -363,7 +391,7 @@ int sqls_merge(struct store *s, const struct store_query *q, struct store_merged
         goto out_unlock;
     }
     if ((err = sqls_acc_init(&a, st->rdb)) ||
-        (err = sqls_accumulate(&st->rd, q, N_LEVELS, &a, &profiles)))
+        (err = sqls_accumulate(&st->rd, q, SQLS_LEVELS, &a, &profiles)))
         goto out;
     fn_cache_init(&fc, st->rdb);
     /* When the merge touches a good part of all stacks, one scan of the

@@ -6,10 +6,10 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_cfi_table test_cfi_table_xcheck test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
-              test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_varint \
-              test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql test_ch_shard test_store_common \
-              test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-              test_debuginfod test_offcpu test_fn_timeline test_v8 test_hotspot
+               test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
+               test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql test_ch_shard \
+               test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
+               test_debuginfod test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -58,14 +58,20 @@ $(B)/tests/test_query_focus: tests/unit/test_query_focus.c $(UNIT_LIB_OBJS) $(ca
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/query_focus.c) \
 	    $(LDLIBS) -lcmocka
 
+# The search over every frame (search=), folded or not.
+QUERY_SEARCH_OBJS := $(call obj,server/query.c server/query_flame.c server/query_search.c)
+$(B)/tests/test_query_search: tests/unit/test_query_search.c $(UNIT_LIB_OBJS) $(QUERY_SEARCH_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(QUERY_SEARCH_OBJS) $(LDLIBS) -lcmocka
+
 # The server's ingest, store and HTTP layer: a store in a temporary
 # directory, a real loopback socket; any user.
 SERVER_TEST_OBJS := $(call obj,server/ingest.c server/ingest_work.c server/stack_key.c server/store_common.c \
     server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
     server/store_sqlite_maint.c server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c \
-    server/query.c server/query_flame.c server/query_focus.c \
+    server/query.c server/query_flame.c server/query_focus.c server/query_search.c \
     server/debuginfod.c)
-$(B)/tests/test_ingest $(B)/tests/test_store: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
+$(B)/tests/test_ingest $(B)/tests/test_store $(B)/tests/test_store_levels: $(B)/tests/%: tests/unit/%.c tests/unit/server_helpers.h \
     $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(SERVER_TEST_OBJS) $(LDLIBS) \
@@ -409,7 +415,7 @@ else
 # this machine's 6.18 kernel (a two-line program does too).
 UNIT_CROSS_SKIP := test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_cfi_table \
                    test_cfi_table_xcheck test_go_table test_plt test_debugfile test_py_layout \
-                   test_py_lines test_http test_jvm test_py_code test_store
+                   test_py_lines test_http test_jvm test_py_code test_store test_store_levels
 UNIT_CROSS_BINS := $(addprefix $(B)/tests/,$(filter-out $(UNIT_CROSS_SKIP),$(UNIT_TESTS)))
 unit: deps $(UNIT_CROSS_BINS)
 	@UNIT_RUNNER="timeout 600 $(RUN_TARGET)" tests/run_unit.sh $(UNIT_CROSS_BINS)
@@ -467,7 +473,7 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/store_clickhouse_shards.c server/ch_shard.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
-           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/query_flame.c server/query_focus.c server/debuginfod.c \
+           server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/query_flame.c server/query_focus.c server/query_search.c server/debuginfod.c \
            server/pyroscope.c
 SAN_OBJ := $(patsubst %.c,$(B)/san/obj/%.o,$(SAN_SRC)) $(B)/san/obj/gen/profile.pb-c.o
 SAN_LIBS := -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
@@ -478,8 +484,8 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
-SAN_TESTS := test_query test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
-             test_varint test_ingest test_store test_http test_http_pyroscope test_http_connect test_ch_sql \
+SAN_TESTS := test_query test_query_search test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
+             test_varint test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
              test_store_common test_batch \
              test_list test_fn_timeline
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
@@ -584,6 +590,11 @@ $(B)/bench/switch_floor: bench/switch_floor.c $(B)/bench/switch_floor.bpf.o
 $(B)/bench/deep: bench/deep.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
+# The same built as distributions build (no frame pointers): bench/bpf_ab.py's
+# cfi workload, walked by CFI rows alone.
+$(B)/bench/deep_nofp: bench/deep.c
+	@mkdir -p $(dir $@)
+	$(CLANG) -O2 -g -fomit-frame-pointer -fno-optimize-sibling-calls -pthread -o $@ $<
 $(B)/bench/gen_profiles: bench/gen_profiles.c $(call obj,$(COMMON_SRC)) $(PB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread

@@ -3,7 +3,8 @@
  *
  * One tp_btf/sched_switch program runs at every context switch:
  *  - switch-in of `next`: if its last block was walked, the time since is
- *    added to that block's stack in off_sums (weighted, below);
+ *    added to that block's stack in off_sums (weighted, below); most
+ *    switch-ins stop at one load (off_pending: no block of theirs walked);
  *  - switch-out of `prev` into a blocked state (not preempted, state
  *    TASK_INTERRUPTIBLE or TASK_UNINTERRUPTIBLE): the stack is walked now,
  *    while prev is still `current` (its user memory is the one
@@ -22,6 +23,18 @@
  * still unbiased, each block weighted by its own p, and the walks stay
  * within a few budgets whatever the burst. Blocks shorter than off_min_ns
  * are not counted (CX_STAT_OFF_SHORT).
+ *
+ * Duty cycle: at high switch rates even an empty program attached here
+ * costs more than the bound (its dispatch), so user space (offduty.h)
+ * attaches the link only in some slots of time, each with its own
+ * probability f drawn independently, and tells the program the slot and f
+ * in off_duty. A block counts only if its switch-out and its switch-in were
+ * both watched: probability f_a, or f_a * f_b when they fell in slots a and
+ * b != a; its time is weighted by the inverse (cx_off_weight), so totals
+ * stay unbiased. A switch-in is matched to its block exactly across
+ * unwatched time by the task's switch count (nvcsw + nivcsw, incremented
+ * before the tracepoint fires): a count that moved means the thread ran and
+ * blocked again unseen, the slot is stale (CX_STAT_OFF_STALE).
  */
 #ifndef CODEXRAY_AGENT_BPF_OFFCPU_H
 #define CODEXRAY_AGENT_BPF_OFFCPU_H
@@ -32,6 +45,11 @@ const volatile __u64 off_min_ns = 10000;
  * user space from the walks a second: no division at each block). */
 const volatile __u32 off_walks_per_period = 100;
 
+/* The duty cycle's slot and probability (CX_OFF_DUTY), written by user
+ * space: low bits 0, nothing is watched. One 64-bit word: read in one load,
+ * never a slot with another slot's f. */
+__u64 off_duty;
+
 #define OFF_PERIOD_NS CX_OFF_PERIOD_NS
 #define OFF_P_ONE 65536u /* probability 1 in 16-bit fixed point */
 
@@ -39,14 +57,14 @@ const volatile __u32 off_walks_per_period = 100;
 #define CX_TASK_UNINTERRUPTIBLE 0x2
 
 /* The walked blocks in progress, by thread id (the kernel's pid), in an
- * array rather than a hash: every context switch looks its `next` up, and
- * an array lookup is a few inlined instructions where a hash's is a
- * function call and a hash (measured: 80 ns a switch with the hash, the
- * whole program). Two-way: thread tid may sit in either slot of set
- * tid % OFF_START_WAY, both in one element (one lookup, one cache line);
- * with both taken by other blocked threads the block is not counted
- * (CX_STAT_OFF_START_FULL), never an eviction. A slot is free when its
- * start_ns is 0. 1 set when off-CPU is off (set by user space). Mapped by
+ * array rather than a hash: a hash lookup is a function call and a hash
+ * (measured: 80 ns a switch with the hash, the whole program). Two-way:
+ * thread tid may sit in either slot of set tid % OFF_START_WAY, both in one
+ * element (one lookup, at most two cache lines); with both taken by other blocked
+ * threads the block is not counted (CX_STAT_OFF_START_FULL), never an
+ * eviction. A slot is free when its start_ns is 0; its tag is its task's
+ * (task_tag), checked with the tid, so a later thread of the same id is
+ * never given it. 1 set when off-CPU is off (set by user space). Mapped by
  * user space, which moves start_ns forward at each window's end
  * (sample.h). */
 #define OFF_START_WAY CX_OFF_START_WAY
@@ -58,17 +76,47 @@ struct {
     __type(value, struct cx_off_start_set);
 } off_start SEC(".maps");
 
-/* Thread tid's slot in progress, or NULL. */
-static __always_inline struct cx_off_start *start_slot(__u32 tid)
+/* The filter every switch-in reads, and the only thing most read: the
+ * slots taken, counted by their tag's bucket (the tag's top
+ * CX_OFF_PEND_BITS bits). A switch-in whose bucket counts 0 has no slot and
+ * returns after one load from these 16 KiB, without reading the task (its
+ * pid's line is often cold) or off_start (3 MiB, up to two lines a set). A slot
+ * taken adds 1 (off_finish), one freed takes 1 (off_switch_in, user space's
+ * sampler__credit_blocked for a thread gone), with atomic adds: buckets are
+ * shared across CPUs. A count is never below its bucket's slots (a slot
+ * lost to the two-CPU race below leaves its 1 behind: its bucket's
+ * switch-ins then look at off_start for nothing, only slower). Global data,
+ * not a map lookup: its address is an instruction's constant. */
+__u32 off_pending[1 << CX_OFF_PEND_BITS];
+
+/* The task's tag: a multiplicative hash of its address (never read through:
+ * no load, whatever line the task's fields are on). The address enters as
+ * its distance from off_pending's, the one arithmetic the verifier allows on
+ * a task pointer (pointer minus pointer, privileged), the same constant on
+ * both sides. */
+static __always_inline __u32 task_tag(struct task_struct *t)
+{
+    __u64 d = (__u64)((char *)t - (char *)off_pending);
+
+    return (__u32)((d >> 6) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+static __always_inline __u32 *pending_count(__u32 tag)
+{
+    return &off_pending[tag >> (32 - CX_OFF_PEND_BITS)];
+}
+
+/* Thread tid's (task tag's) slot in progress, or NULL. */
+static __always_inline struct cx_off_start *start_slot(__u32 tid, __u32 tag)
 {
     __u32 i = tid & (OFF_START_WAY - 1);
     struct cx_off_start_set *set = bpf_map_lookup_elem(&off_start, &i);
 
     if (!set)
         return NULL;
-    if (set->way[0].key.tid == tid && set->way[0].start_ns)
+    if (set->way[0].key.tid == tid && set->way[0].tag == tag && set->way[0].start_ns)
         return &set->way[0];
-    if (set->way[1].key.tid == tid && set->way[1].start_ns)
+    if (set->way[1].key.tid == tid && set->way[1].tag == tag && set->way[1].start_ns)
         return &set->way[1];
     return NULL;
 }
@@ -276,47 +324,55 @@ static __always_inline void off_finish(struct cx_sample *s, __u32 nk, __u32 nfra
         stat_inc(CX_STAT_OFF_START_FULL);
         return;
     }
+    __u32 tag = b ? b->tag : 0;
+    /* Counted once a slot: the thread's own slot still held (its switch-in
+     * missed) is counted already. */
+    if (!slot->start_ns || slot->tag != tag)
+        __sync_fetch_and_add(pending_count(tag), 1);
     slot->key = st.key;
     slot->p16 = st.p16;
+    slot->tag = tag;
+    slot->slot = b ? (__u32)(b->duty >> 32) : 0;
+    slot->f16 = b ? (__u32)b->duty : CX_OFF_ONE;
+    slot->csw = b ? b->csw : 0;
     slot->start_ns = st.start_ns; /* last: the slot is taken from here on */
 }
 
 /* Whether this block is walked: the budget's sampling rule (above); b is
  * this CPU's budget. The common answer (no) reads no clock: the clock is
- * read every 64 blocks and for a block walked (*now). */
+ * read every 64 blocks and for a block walked (*now). Until the first
+ * clock read p is 1 (cur_p16 0). */
 static __always_inline int off_sample(struct cx_off_budget *b, __u64 *now)
 {
     __u64 want = off_walks_per_period, t = 0;
 
-    b->seen++;
     /* The clock every 64 blocks, not at each: a new period is seen at most
      * 63 blocks late, and p is set from the rate over whatever span passed
      * (blocks per period of it), so a late look changes nothing. */
-    if ((b->seen & 63) == 0 || b->period_start == 0) {
-        __u64 span;
+    if ((++b->blocks & 63) == 0) {
+        __u64 span, seen = b->blocks - b->period_blocks;
 
         t = bpf_ktime_get_ns();
         span = t - b->period_start;
         if (b->period_start == 0 || span >= OFF_PERIOD_NS) {
-            __u64 per_period = b->seen * OFF_PERIOD_NS / (span ? span : 1);
+            __u64 per_period = seen * OFF_PERIOD_NS / (span ? span : 1);
             __u64 p = per_period <= want ? OFF_P_ONE : want * OFF_P_ONE / per_period;
+            if (b->period_start == 0) /* seeded once, off the common path */
+                b->rng = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32();
             b->cur_p16 = b->period_start == 0 || p >= OFF_P_ONE ? OFF_P_ONE : p ? p : 1;
             b->period_start = t;
-            b->seen = 0;
+            b->period_blocks = b->blocks;
             b->walked = 0;
             b->next_halve = want;
         }
     }
     __u32 p = b->cur_p16 ? b->cur_p16 : OFF_P_ONE;
     if (p < OFF_P_ONE) {
-        __u64 x = b->rng;
-        if (!x)
-            x = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32() | 1;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        /* A 64-bit linear congruential step (Knuth's MMIX constants): its
+         * top bits are the draw, a multiply and an add a block. */
+        __u64 x = b->rng * 6364136223846793005ull + 1442695040888963407ull;
         b->rng = x;
-        if (((x >> 24) & (OFF_P_ONE - 1)) >= p)
+        if ((x >> 48) >= p)
             return 0;
     }
     /* The weight is the p it was walked with, whatever happens next. */
@@ -332,36 +388,48 @@ static __always_inline int off_sample(struct cx_off_budget *b, __u64 *now)
     return 1;
 }
 
-/* The switch-in of a thread whose block was walked. */
-static __always_inline void off_switch_in(struct task_struct *next)
+/* The switch-in of a thread whose block was walked; tag is task_tag(next).
+ * The common case, no slot taken in the tag's bucket, is one load. */
+static __always_inline void off_switch_in(struct task_struct *next, __u32 tag, __u64 duty)
 {
-    __u32 tid = next->pid;
+    __u32 *pend = pending_count(tag);
     struct cx_off_start *sp, st;
     struct cx_off_val *v, add;
+    __u32 fb;
     __u64 now;
 
-    if (!tid)
-        return; /* the idle task */
-    sp = start_slot(tid);
+    if (!*pend)
+        return;
+    sp = start_slot(next->pid, tag);
     if (!sp)
         return;
+    /* The thread switched out again since its walked switch-out (unseen,
+     * in a slot not watched): this switch-in ends another block. */
+    if ((__u32)(next->nvcsw + next->nivcsw) != sp->csw) {
+        sp->start_ns = 0;
+        __sync_fetch_and_add(pend, -1);
+        stat_inc(CX_STAT_OFF_STALE);
+        return;
+    }
     /* Read and freed at once: user space may move start_ns forward at a
      * window's end (crediting the time up to it); the instructions between
      * this load and store are the only window in which both could count the
      * same span (no atomic exchange before 5.12). */
     st.start_ns = sp->start_ns;
     sp->start_ns = 0; /* free */
+    __sync_fetch_and_add(pend, -1);
     st.key = sp->key;
     st.p16 = sp->p16;
+    st.f16 = sp->f16;
+    /* Another slot than the switch-out's: both had to be watched. */
+    fb = sp->slot != (__u32)(duty >> 32) ? (__u32)duty : 0;
     now = bpf_ktime_get_ns();
     if (now < st.start_ns || now - st.start_ns < off_min_ns) {
         stat_inc(CX_STAT_OFF_SHORT);
         return;
     }
-    /* Weighted by 1/p without overflowing: a block of days times 2^16
-     * would pass 64 bits. */
-    __u64 dt = now - st.start_ns, p = st.p16 ? st.p16 : 1;
-    add.ns = dt / p * OFF_P_ONE + dt % p * OFF_P_ONE / p;
+    /* Weighted by the inverse of its probability (sample.h). */
+    add.ns = cx_off_weight(now - st.start_ns, st.p16, st.f16, fb);
     add.blocks = 1;
     stat_inc(CX_STAT_OFF_COUNTED);
     v = bpf_map_lookup_elem(&off_sums, &st.key);
@@ -380,7 +448,7 @@ static __always_inline void off_switch_in(struct task_struct *next)
 }
 
 /* The switch-out of the current task into a blocked state. */
-static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
+static __always_inline void off_switch_out(void *ctx, struct task_struct *prev, __u64 duty)
 {
     unsigned state = task_state(prev);
     __u32 tgid, tid, zero = 0, nk = 0, n;
@@ -401,12 +469,16 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
     b = bpf_map_lookup_elem(&off_budget, &zero);
     if (!b)
         return;
-    b->blocks++; /* CX_STAT_OFF_BLOCKS */
-    /* The budget's draw before the skip list: one hash lookup fewer for
-     * each block not walked (excluded processes' blocks then count in the
-     * budget's rate, which only lowers p: still unbiased). */
+    /* The budget's draw (it counts the block: CX_STAT_OFF_BLOCKS) before the skip list: one hash
+     * lookup fewer for each block not walked (excluded processes' blocks then count in the budget's
+     * rate, which only lowers p: still unbiased). */
     if (!off_sample(b, &now))
         return;
+    /* For off_finish, maybe in the walker: the switch count is already
+     * prev's after this switch (__schedule increments it first). */
+    b->tag = task_tag(prev);
+    b->duty = duty;
+    b->csw = (__u32)(prev->nvcsw + prev->nivcsw);
     /* prev is current: its ids as bpf_get_current_pid_tgid gives them. */
     tgid = prev->tgid;
     tid = prev->pid;
@@ -420,8 +492,8 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
     record_begin(s, CX_REC_OFFCPU, tgid, tid, now);
     s->off_class = off_classify(state, &nr);
     s->off_syscall = nr;
-    /* In the kernel (in schedule()): the kernel stack always. A CFI or
-     * Python walk ends in cx_off_walk_user (off_finish). */
+    /* In the kernel (in schedule()): the kernel stack when profiles keep
+     * it. A CFI or Python walk ends in cx_off_walk_user (off_finish). */
     n = record_stacks(ctx, s, ks, tgid, 1, &nk, 1);
     off_finish(s, nk, n, 0);
 }
@@ -430,10 +502,15 @@ static __always_inline void off_switch_out(void *ctx, struct task_struct *prev)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(cx_on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    off_switch_in(next);
+    __u64 duty = *(volatile __u64 *)&off_duty;
+
+    /* Being attached or detached (user space's duty cycle): not watched. */
+    if (!(__u32)duty)
+        return 0;
+    off_switch_in(next, task_tag(next), duty);
     /* Preempted: still runnable, waiting for a CPU, not blocked. */
     if (!preempt)
-        off_switch_out(ctx, prev);
+        off_switch_out(ctx, prev, duty);
     return 0;
 }
 

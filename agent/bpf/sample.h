@@ -73,11 +73,18 @@ struct cx_off_val {
 struct cx_off_start {
     __u64 start_ns; /* CLOCK_MONOTONIC: the switch-out, or the last window end */
     struct cx_off_key key;
-    __u32 p16; /* the probability it was walked with, of 65536 */
+    __u32 p16;  /* the probability it was walked with, of 65536 */
+    __u32 tag;  /* its task's tag (offcpu.bpf.h task_tag): checked with key.tid */
+    __u32 slot; /* the duty cycle's slot of the switch-out (off_duty, offcpu.bpf.h) */
+    __u32 f16;  /* that slot's probability of being watched, of 65536 */
+    __u32 csw;  /* the task's nvcsw + nivcsw just after the switch-out (low bits) */
     __u32 pad;
 };
+/* The slots taken are counted by the top CX_OFF_PEND_BITS bits of their tag
+ * (off_pending, offcpu.bpf.h): what a switch-in looks at first. */
+#define CX_OFF_PEND_BITS 12
 /* One element of the map: thread tid's two slots, side by side (one
- * lookup, one cache line). User space sees 2 * CX_OFF_START_WAY slots in a
+ * lookup, at most two cache lines). User space sees 2 * CX_OFF_START_WAY slots in a
  * row. */
 struct cx_off_start_set {
     struct cx_off_start way[2];
@@ -93,15 +100,49 @@ struct cx_off_start_set {
  * its own (sampler__stats adds it in). */
 struct cx_off_budget {
     __u64 period_start;
-    __u64 blocks;     /* switch-outs into a blocked state, of threads profiled */
-    __u32 seen;       /* blocks seen since period_start */
-    __u32 walked;     /* of those, walked */
-    __u32 cur_p16;    /* the probability now, of 65536 */
-    __u32 dec_p16;    /* the probability of the last walk's decision (its weight) */
-    __u32 next_halve; /* walked past this, cur_p16 halves */
-    __u32 pad;
-    __u64 rng; /* xorshift64 state: a random number without a helper call */
+    __u64 blocks;        /* switch-outs into a blocked state, of threads profiled */
+    __u64 period_blocks; /* blocks at period_start */
+    __u32 walked;        /* blocks walked since period_start */
+    __u32 cur_p16;       /* the probability now, of 65536 (0: 1, before the first period) */
+    __u32 dec_p16;       /* the probability of the last walk's decision (its weight) */
+    __u32 next_halve;    /* walked past this, cur_p16 halves */
+    __u32 tag;           /* the task tag of the block being walked */
+    __u32 csw;           /* the walked block's task: nvcsw + nivcsw (cx_off_start.csw) */
+    __u64 rng;           /* LCG state: a random number without a helper call */
+    __u64 duty;          /* off_duty when the walked block switched out */
 };
+
+/* The duty cycle's word (off_duty in offcpu.bpf.h), written by user space
+ * only: the slot's number in the high 32 bits, its probability of being
+ * watched (of CX_OFF_ONE, 1 to CX_OFF_ONE) in the low; low bits 0: nothing
+ * is watched (the hook is being attached or detached). */
+#define CX_OFF_ONE 65536u
+#define CX_OFF_DUTY(slot, f16) ((__u64)(slot) << 32 | (f16))
+
+/* t / (p / CX_OFF_ONE), p of CX_OFF_ONE (0 taken as 1), without overflow:
+ * saturates at 2^63 (centuries) rather than wrap. */
+static inline __attribute__((always_inline)) __u64 cx_off_inv(__u64 t, __u32 p)
+{
+    __u64 q = p ? p : 1;
+
+    if (t / q >= 1ull << 47)
+        return 1ull << 63;
+    return t / q * CX_OFF_ONE + t % q * CX_OFF_ONE / q;
+}
+
+/* A counted block's weighted time: dt, its time, over the probability it
+ * was counted with, p16 (the walk budget's) times the duty cycle's: f_a, the
+ * slot of its switch-out, and f_b, the slot of its switch-in when that is
+ * another slot (the two drawn independently, docs/internals/bpf.md). The
+ * time user space credits at a window's end is weighed with fb16 = 0: that
+ * part needs only slot a watched. */
+static inline __attribute__((always_inline)) __u64 cx_off_weight(__u64 dt, __u32 p16, __u32 fa16,
+                                                                 __u32 fb16)
+{
+    __u64 w = cx_off_inv(cx_off_inv(dt, p16), fa16);
+
+    return fb16 ? cx_off_inv(w, fb16) : w;
+}
 
 /* Frame kinds (cx_frame.kind). */
 enum cx_frame_kind {
@@ -176,10 +217,20 @@ struct cx_proc_event {
      * of cgroup v1 only). User space names a process gone before the event
      * is handled by it (procs/cgroup_id.h). */
     __u64 cgroup_id;
-    /* CX_REC_MAPS: where the code that ran is (the start of its mapping):
-     * user space reads the maps only when those it has lack it. 0 in the
-     * other kinds. */
+    /* CX_REC_MAPS: where the code that ran is (the start of its mapping)
+     * and its file (inode, and device as the kernel's dev_t: major << 20 |
+     * minor): user space reads the maps only when those it has lack that
+     * mapping of that file (after a dlclose another file can be mapped at
+     * the same address). 0 in the other kinds. */
     __u64 addr;
+    __u64 ino;
+    /* CX_REC_EXEC: the process's start (task_struct.start_boottime, ns
+     * since boot, as /proc/PID/stat's field 22 before its division into
+     * clock ticks): with comm, what user space would read from /proc at
+     * every exec. 0 when the kernel has no such field. */
+    __u64 start_ns;
+    __u32 dev;
+    __u32 pad;
 };
 
 /* Per-CPU counters (the "stats" array map), summed by user space. */
@@ -211,6 +262,8 @@ enum cx_stat {
     CX_STAT_OFF_SUMS_FULL,    /* blocks lost: off_sums was full */
     CX_STAT_OFF_START_FULL,   /* walked blocks lost: the per-thread start map was full */
     CX_STAT_OFF_LOST_RINGBUF, /* off-CPU stacks not sent: ring buffer full */
+    CX_STAT_OFF_STALE,        /* walked blocks whose thread switched out again while the
+                               * hook was detached (duty cycle): their end unknown, not counted */
     CX_STAT__COUNT,
 };
 

@@ -28,6 +28,12 @@ const volatile __u64 thread_size = 16384;
 const volatile __u32 use_vma = 0;
 /* Samples wake user space only once this much is waiting (half the ring). */
 const volatile __u64 ringbuf_wakeup_bytes = 4 << 20;
+/* Whether an off-CPU walk (offcpu.bpf.h) takes the kernel stack
+ * (--kernel-stacks): without it user space drops kernel frames
+ * (aggregate.c), so bpf_get_stack, a large part of a walk, would be spent
+ * for nothing, and kernel frames would split one user stack into several
+ * keys. CPU samples take it whenever the CPU was in the kernel. */
+const volatile __u32 off_kernel_stacks = 1;
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -70,6 +76,27 @@ struct {
     __type(value, __u64);
 } lost_by_tgid SEC(".maps");
 
+/* Processes exec'd and not sampled since (use_vma only): user space reads
+ * a new program's identity and maps only once it is sampled, so the exec
+ * event does not wake it, and the process's first sample does, so that it
+ * is read while it lives. Taken out at that sample or the exit; an LRU so
+ * that the newest always go in (one pushed out, long-lived and never
+ * sampled, is read at its first sample's ordinary delivery). */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 8192);
+    __type(key, __u32);
+    __type(value, __u8);
+} fresh_tgids SEC(".maps");
+
+/* Whether this is process tgid's first sample since its exec (and not any
+ * more after it). */
+static __always_inline int first_sample(__u32 tgid)
+{
+    return use_vma && bpf_map_lookup_elem(&fresh_tgids, &tgid) &&
+           bpf_map_delete_elem(&fresh_tgids, &tgid) == 0;
+}
+
 /* Processes not to profile, kept by user space (sample.h). */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -83,6 +110,13 @@ static __always_inline void stat_inc(__u32 which)
     __u64 *v = bpf_map_lookup_elem(&stats, &which);
     if (v)
         *v += 1; /* per-CPU slot: no atomics needed */
+}
+
+static __always_inline void stat_add(__u32 which, __u64 n)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &which);
+    if (v)
+        *v += n;
 }
 
 static __always_inline void count_lost(__u32 tgid)
@@ -139,7 +173,9 @@ static __always_inline __u32 cx_task_ns_tid(struct task_struct *task)
     return up.nr;
 }
 
-static __always_inline void proc_event(__u32 kind, __u64 addr)
+/* An exec, exit or maps hint (CX_REC_MAPS: the mapping that ran starts at
+ * addr, of file ino on dev; 0 in the other kinds). */
+static __always_inline void proc_event(__u32 kind, __u64 addr, __u64 ino, __u32 dev)
 {
     __u64 id = bpf_get_current_pid_tgid();
     struct cx_proc_event *e;
@@ -159,12 +195,28 @@ static __always_inline void proc_event(__u32 kind, __u64 addr)
     bpf_get_current_comm(e->comm, sizeof(e->comm));
     e->cgroup_id = bpf_get_current_cgroup_id();
     e->addr = addr;
+    e->ino = ino;
+    e->dev = dev;
+    e->pad = 0;
+    e->start_ns = 0;
+    if (kind == CX_REC_EXEC) {
+        /* The leader's, as /proc/PID/stat gives it (de_thread has made
+         * this thread the leader by now, with the old leader's start). */
+        /* Not bpf_get_current_task_btf (5.11): cx_on_exec runs on 5.10. */
+        struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+        if (bpf_core_field_exists(task->start_boottime))
+            e->start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+    }
     /* Woken at once: a short-lived process's maps must be read while it
      * still exists. Not for an exit, which nothing waits on: it is read
      * with the next poll's records (at most 100 ms on), in order. On a
      * build node, with an exit for every exec, waking for each was a
-     * third of user space's wakeups. */
-    bpf_ringbuf_submit(e, kind == CX_REC_EXIT ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP);
+     * third of user space's wakeups. Nor, with use_vma, for an exec: the
+     * process is read at its first sample, which wakes user space
+     * (fresh_tgids); most of a build's processes are never sampled. */
+    bpf_ringbuf_submit(e, kind == CX_REC_EXIT || (kind == CX_REC_EXEC && use_vma)
+                              ? BPF_RB_NO_WAKEUP
+                              : BPF_RB_FORCE_WAKEUP);
 }
 
 #include "unwind.bpf.h"
@@ -306,7 +358,10 @@ static __always_inline int walk_body(void *ctx, const int vma, const int off)
             walk_stop(s, st, reason);
             break;
         }
-        stat_inc(cfi ? CX_STAT_CFI_FRAMES : CX_STAT_FP_FRAMES);
+        if (cfi)
+            st->cfi_frames++;
+        else
+            st->fp_frames++;
         if (st->hs && cx_hs_frame(st->pc, st->exact)) {
             put_frame_tag(s, st->n, st->hs_addr, CX_FRAME_JAVA, st->hs_aux, st->hs_tag);
             st->n++;
@@ -327,10 +382,12 @@ static __always_inline int walk_body(void *ctx, const int vma, const int off)
         stat_inc(CX_STAT_TRUNC_DEPTH);
         walk_stop(s, st, CX_TRUNC_DEPTH);
     }
+    stat_add(CX_STAT_CFI_FRAMES, st->cfi_frames);
+    stat_add(CX_STAT_FP_FRAMES, st->fp_frames);
     if (off)
         off_finish(s, st->nk, st->n, st->py_new == 2);
     else
-        emit(s, st->tgid, st->nk, st->n, st->py_new == 2);
+        emit(s, st->tgid, st->nk, st->n, st->py_new == 2 || st->wake);
     return 0;
 }
 
@@ -399,6 +456,9 @@ static __always_inline __u32 walk_user(void *ctx, struct cx_sample *s, __u32 tgi
     st->done = 0;
     st->m_start = st->m_end = 0;
     st->vma_lookups = 0;
+    st->cfi_frames = st->fp_frames = 0;
+    st->win_len = 0; /* the stack is copied anew for each walk (cx_uread) */
+    st->row_hi = 0;  /* and rows found anew: tables may have changed since */
     st->py_state = PY_NONE;
     st->py_pending = 0;
     st->py_new = 0;
@@ -513,7 +573,7 @@ static __always_inline __u32 record_stacks(void *ctx, struct cx_sample *s, struc
     long got;
     int i, r;
 
-    if (in_kernel) {
+    if (in_kernel && (!off || off_kernel_stacks)) {
         got = bpf_get_stack(ctx, ks->ip, sizeof(ks->ip), 0);
         if (got < 0) {
             s->kernel_err = got;
@@ -549,6 +609,7 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tgid = id >> 32, tid = (__u32)id, zero = 0, nk = 0, n;
+    struct walk_state *st;
     struct cx_sample *s;
     struct kstack *ks;
 
@@ -563,12 +624,16 @@ int cx_on_cpu_clock(struct bpf_perf_event_data *ctx)
 
     s = bpf_map_lookup_elem(&scratch, &zero);
     ks = bpf_map_lookup_elem(&kscratch, &zero);
-    if (!s || !ks)
+    st = bpf_map_lookup_elem(&wstate, &zero);
+    if (!s || !ks || !st)
         return 0;
+    /* A new program's first sample wakes user space (fresh_tgids): in the
+     * CFI walk's record, or in this one. */
+    st->wake = first_sample(tgid);
     /* No time: unused by user space yet, and a clock read per sample costs. */
     record_begin(s, CX_REC_SAMPLE, tgid, tid, 0);
     n = record_stacks(ctx, s, ks, tgid, !cx_regs_user_mode(cx_ctx_regs(ctx)), &nk, 0);
-    emit(s, tgid, nk, n, 0);
+    emit(s, tgid, nk, n, st->wake);
     return 0;
 }
 
@@ -589,7 +654,7 @@ SEC("tp_btf/sched_process_exec")
 int cx_on_exec(void *ctx)
 {
     drop_walk_entries(bpf_get_current_pid_tgid() >> 32);
-    proc_event(CX_REC_EXEC, 0);
+    proc_event(CX_REC_EXEC, 0, 0, 0);
     return 0;
 }
 
@@ -605,7 +670,9 @@ int cx_on_exec_vma(void *ctx)
     struct vma_found found = {};
 
     drop_walk_entries(tgid);
-    proc_event(CX_REC_EXEC, 0);
+    __u8 one = 1;
+    bpf_map_update_elem(&fresh_tgids, &tgid, &one, BPF_ANY);
+    proc_event(CX_REC_EXEC, 0, 0, 0);
     /* Start over for the new image, and open the window in which
      * cx_on_fault learns the libraries it runs. */
     struct cx_vma_learned *l = learned_entry(tgid);
@@ -663,8 +730,10 @@ int BPF_PROG(cx_on_fault, unsigned long address, struct pt_regs *regs, unsigned 
          * libraries, the walk was whole but user space had to cut it at the
          * first return address into a library. Now, while the process runs
          * a library's first code (every library is mapped by then), is when
-         * to read them. */
-        proc_event(CX_REC_MAPS, found.start);
+         * to read them. Not while it has not been sampled (fresh_tgids):
+         * user space reads nothing of it before its first sample. */
+        if (!bpf_map_lookup_elem(&fresh_tgids, &tgid))
+            proc_event(CX_REC_MAPS, found.start, found.ino, found.dev);
     }
     return 0;
 }
@@ -703,7 +772,8 @@ int cx_on_exit(void *ctx)
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     drop_walk_entries(tgid);
     bpf_map_delete_elem(&vma_learned, &tgid);
-    proc_event(CX_REC_EXIT, 0);
+    bpf_map_delete_elem(&fresh_tgids, &tgid);
+    proc_event(CX_REC_EXIT, 0, 0, 0);
     return 0;
 }
 

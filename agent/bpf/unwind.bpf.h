@@ -99,6 +99,12 @@ enum py_walk_state {
     PY_FAILED = 3,     /* given up for this sample: native frames only */
 };
 
+/* The window of stack the walk copies at once (cx_uread), in 8-byte words:
+ * at most this much, and never past the end of the 4 KiB page it starts in
+ * (a page is readable whole or not at all, so a copy that stays in one
+ * page fails exactly when a read of a word in it would). */
+#define CX_UWIN_WORDS 128
+
 /* Where a walk is between one program and the next. */
 struct walk_state {
     /* sp 0 on arm64: not known (after a frame-pointer step: step_fp) */
@@ -116,7 +122,9 @@ struct walk_state {
     __u64 m_start, m_end, m_bias;
     __u32 m_table, m_blocks;
     __u32 vma_lookups; /* bpf_find_vma calls in this walk (one can succeed) */
-    __u32 vma_pad;
+    /* The record wakes user space at once: the process's first sample
+     * since its exec (first_sample). Set by cx_on_cpu_clock before the walk. */
+    __u32 wake;
     /* The Python walk: the frames of one invocation of the evaluation
      * function are shown while py_pending, in place of its native frame
      * (py_eval_pc). */
@@ -151,6 +159,18 @@ struct walk_state {
     __s32 hs_frame_size, hs_complete;
     struct cx_hs_proc hsp;
     __u8 hs_buf[CX_HS_BLOCK_READ];
+    /* Caller frames stepped by CFI and by frame pointer in this walk:
+     * added to the stats once, when the walk ends (walk_body). */
+    __u32 cfi_frames, fp_frames;
+    /* The CFI row found last (cx_cfi_find): table row_table's row for
+     * [row_lo, row_hi), packed; row_hi 0: none. */
+    __u64 row;
+    __u32 row_table, row_lo, row_hi, row_pad;
+    /* The stack as the walk reads it (cx_uread): a copy of [win_lo,
+     * win_lo + win_len), made in this walk, and the last words read. */
+    __u64 win_lo, win_len;
+    __u64 rd[2];
+    __u64 win[CX_UWIN_WORDS + 1]; /* one more: a two-word read at the last word */
 };
 
 struct {
@@ -166,17 +186,26 @@ struct {
 #define CX_CFI_NOT_FOUND 0xffffffffffffffffull
 
 /* The row of table `table` (of `blocks` blocks) that covers rel, packed in a
- * u64 as struct cx_cfi_row, or CX_CFI_NOT_FOUND. A global function: the
- * verifier checks it once, not once per frame of the walk. */
+ * u64 as struct cx_cfi_row, or CX_CFI_NOT_FOUND. The row found last in this
+ * walk is kept with the span it covers (row_*): a frame whose address is in
+ * it (recursion, a loop of calls, the frames of one function met again) needs
+ * no search; a search is a lookup in the table per step. A global function:
+ * the verifier checks it once, not once per frame of the walk. */
 __noinline __u64 cx_cfi_find(__u32 table, __u32 blocks, __u32 rel)
 {
     const struct cx_cfi_block *b;
-    __u32 lo = 0, hi = blocks, mid, key = table;
-    void *rowmap = bpf_map_lookup_elem(&cfi_tables, &key);
+    __u32 lo = 0, hi = blocks, mid, key = table, zero = 0;
+    struct walk_state *st = bpf_map_lookup_elem(&wstate, &zero);
+    void *rowmap;
     __u64 l = 0, h = CX_CFI_BLOCK_ROWS, m, out;
     int i;
 
-    if (!rowmap || blocks == 0)
+    if (!st || blocks == 0)
+        return CX_CFI_NOT_FOUND;
+    if (table == st->row_table && rel >= st->row_lo && rel < st->row_hi)
+        return st->row;
+    rowmap = bpf_map_lookup_elem(&cfi_tables, &key);
+    if (!rowmap)
         return CX_CFI_NOT_FOUND;
     /* The last block whose first pc <= rel: blocks[lo] <= rel < blocks[hi]. */
     for (i = 0; i < CX_CFI_SEARCH_STEPS && hi - lo > 1; i++) {
@@ -201,6 +230,13 @@ __noinline __u64 cx_cfi_find(__u32 table, __u32 blocks, __u32 rel)
             h = m;
     }
     __builtin_memcpy(&out, &b->rows[l & (CX_CFI_BLOCK_ROWS - 1)], sizeof(out));
+    /* The row covers [its pc, the next row's pc); the next row of a block's
+     * last is in the next block, not read: then rel alone is kept. */
+    st->row = out;
+    st->row_table = table;
+    st->row_lo = b->rows[l & (CX_CFI_BLOCK_ROWS - 1)].pc;
+    st->row_hi =
+        l + 1 < CX_CFI_BLOCK_ROWS ? b->rows[(l + 1) & (CX_CFI_BLOCK_ROWS - 1)].pc : rel + 1;
     return out;
 }
 
@@ -253,6 +289,8 @@ __noinline int cx_find_map(__u32 tgid, __u64 pc)
 struct vma_found {
     __u64 start, end, bias;
     __u32 table, blocks;
+    __u64 ino; /* its file's (0: anonymous), for the CX_REC_MAPS hint */
+    __u32 dev;
 };
 
 /* The callback of bpf_find_vma: the mapping's range, and its table from
@@ -274,6 +312,8 @@ static long cx_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
         return 0;
     key.ino = BPF_CORE_READ(f, f_inode, i_ino);
     key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+    out->ino = key.ino;
+    out->dev = key.dev;
     fu = bpf_map_lookup_elem(&file_unwind, &key);
     if (!fu)
         return 0;
@@ -400,8 +440,54 @@ __noinline int cx_find_vma(__u32 tgid, __u64 pc)
      * code's page came in with another fault): user space may still lack
      * it too, so it is told to read the maps (see cx_on_fault). */
     if (learn(tgid, &m) && found.blocks)
-        proc_event(CX_REC_MAPS, found.start);
+        proc_event(CX_REC_MAPS, found.start, found.ino, found.dev);
     return 1;
+}
+
+/* Reads `words` (1 or 2) 8-byte words of the walked thread's memory at addr
+ * into this CPU's walk state (rd[]). The walk reads a word or two a frame,
+ * moving up the stack: each read was a call of bpf_probe_read_user, whose
+ * fixed cost is well above copying a few words (20-30 ns of a frame's
+ * 100-130 went with it, docs/benchmarks.md). Here a read is served from
+ * the copy of the stack made earlier in the same walk (the thread is
+ * stopped meanwhile: the same bytes), else copies the window anew from
+ * addr, up to CX_UWIN_WORDS words and the end of addr's 4 KiB page. A
+ * read that is not 8-aligned or crosses that page's end is a plain one.
+ * Returns 0, or bpf_probe_read_user's error (the copy failing means addr's
+ * page cannot be read: the plain read would fail too). A global function:
+ * the verifier checks it once, not at every read of every frame. */
+__noinline int cx_uread(__u64 addr, __u32 words)
+{
+    struct walk_state *st;
+    __u32 zero = 0;
+    __u64 off, len, size = words > 1 ? 16 : 8, i;
+    long err;
+
+    st = bpf_map_lookup_elem(&wstate, &zero);
+    if (!st)
+        return -1;
+    off = addr - st->win_lo;
+    if (!(addr & 7) && addr >= st->win_lo && off < st->win_len && st->win_len - off >= size) {
+        i = (off >> 3) & (CX_UWIN_WORDS - 1);
+        st->rd[0] = st->win[i];
+        st->rd[1] = st->win[i + 1];
+        return 0;
+    }
+    len = 4096 - (addr & 4095);
+    if (len > CX_UWIN_WORDS * 8)
+        len = CX_UWIN_WORDS * 8;
+    if ((addr & 7) || len < size)
+        return bpf_probe_read_user(st->rd, size, (void *)addr);
+    err = bpf_probe_read_user(st->win, len, (void *)addr);
+    if (err) {
+        st->win_len = 0;
+        return err;
+    }
+    st->win_lo = addr;
+    st->win_len = len;
+    st->rd[0] = st->win[0];
+    st->rd[1] = st->win[1];
+    return 0;
 }
 
 /* What one step of the walk did. */
@@ -420,10 +506,12 @@ static __always_inline int step_fp(struct walk_state *st, __u32 *reason)
 
     if (st->fp == 0)
         return STEP_END; /* _start cleared the frame pointer */
-    if (bpf_probe_read_user(pair, sizeof(pair), (void *)st->fp)) {
+    if (cx_uread(st->fp, 2)) {
         *reason = CX_TRUNC_FAULT;
         return STEP_TRUNC;
     }
+    pair[0] = st->rd[0];
+    pair[1] = st->rd[1];
     if (pair[1] == 0)
         return STEP_END;
         /* The stack grows down: a caller's frame sits above its callee's. A
@@ -476,7 +564,7 @@ static __always_inline int step_cfi_lr(struct walk_state *st, const struct cx_cf
                                        __u64 cfa, __u32 *reason)
 {
     __u32 ra = CX_CFI_RA_TYPE(row->rule);
-    __u64 slot = 0, pc = 0, pair[2];
+    __u64 slot = 0, pc = 0;
     __s64 off = (__s64)row->fp_off * 8;
 
     /* The caller's frame is above this one (or, in a leaf whose return
@@ -501,18 +589,19 @@ static __always_inline int step_cfi_lr(struct walk_state *st, const struct cx_cf
     }
     switch (ra) {
     case CX_RA_AFTER_FP: /* the frame record {x29, x30}: one read */
-        if (!slot || bpf_probe_read_user(pair, sizeof(pair), (void *)slot)) {
+        if (!slot || cx_uread(slot, 2)) {
             *reason = slot ? CX_TRUNC_FAULT : CX_TRUNC_CFI_RULE;
             return STEP_TRUNC;
         }
-        st->fp = pair[0];
-        pc = pair[1];
+        st->fp = st->rd[0];
+        pc = st->rd[1];
         break;
     case CX_RA_AT_CFA: /* x30 alone; the fp unchanged */
-        if (bpf_probe_read_user(&pc, sizeof(pc), (void *)(cfa + off))) {
+        if (cx_uread(cfa + off, 1)) {
             *reason = CX_TRUNC_FAULT;
             return STEP_TRUNC;
         }
+        pc = st->rd[0];
         break;
     case CX_RA_DEFAULT:
         if (!st->exact) {
@@ -520,9 +609,12 @@ static __always_inline int step_cfi_lr(struct walk_state *st, const struct cx_cf
             return STEP_TRUNC;
         }
         pc = st->lr;
-        if (slot && bpf_probe_read_user(&st->fp, sizeof(st->fp), (void *)slot)) {
-            *reason = CX_TRUNC_FAULT;
-            return STEP_TRUNC;
+        if (slot) {
+            if (cx_uread(slot, 1)) {
+                *reason = CX_TRUNC_FAULT;
+                return STEP_TRUNC;
+            }
+            st->fp = st->rd[0];
         }
         break;
     default:
@@ -535,10 +627,11 @@ static __always_inline int step_cfi_lr(struct walk_state *st, const struct cx_cf
     if (CX_CFI_CFA_TYPE(row->rule) == CX_CFA_GO_PUSHED) {
         /* Go's pushCall made the interrupted code look like it called
          * asyncPreempt: sp 16 lower, its x30 stored there, x30 = its pc. */
-        if (bpf_probe_read_user(&st->lr, sizeof(st->lr), (void *)cfa)) {
+        if (cx_uread(cfa, 1)) {
             *reason = CX_TRUNC_FAULT;
             return STEP_TRUNC;
         }
+        st->lr = st->rd[0];
         st->sp = cfa + 16;
         st->exact = 1;
     }
@@ -580,10 +673,11 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
     case CX_CFA_DEREF_SP:
     case CX_CFA_DEREF_FP:
         v = (CX_CFI_CFA_TYPE(row.rule) == CX_CFA_DEREF_SP ? st->sp : st->fp) + off;
-        if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)v)) {
+        if (cx_uread(v, 1)) {
             *reason = CX_TRUNC_FAULT;
             return STEP_TRUNC;
         }
+        cfa = st->rd[0];
         break;
     case CX_CFA_SIGNAL: {
         /* The interrupted code's registers, as the kernel saved them: fp
@@ -616,8 +710,6 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
 #if CX_ARCH_LR
     return step_cfi_lr(st, &row, cfa, reason);
 #else
-    __u64 pair[2];
-
     /* The caller's frame is above this one; anything else loops or is junk. */
     if (cfa <= st->sp) {
         *reason = CX_TRUNC_CFI_BAD;
@@ -628,35 +720,35 @@ static __always_inline int step_cfi(struct walk_state *st, __u64 packed, __u32 *
         if (row.fp_off == -2 && CX_RA_CFA_OFF == -8) {
             /* push rbp right after the call: fp and the return address side
              * by side, one read. */
-            if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16))) {
+            if (cx_uread(cfa - 16, 2)) {
                 *reason = CX_TRUNC_FAULT;
                 return STEP_TRUNC;
             }
-            st->fp = pair[0];
-            st->pc = pair[1];
+            st->fp = st->rd[0];
+            st->pc = st->rd[1];
             goto out;
         }
-        if (bpf_probe_read_user(&v, sizeof(v), (void *)(cfa + (__s64)row.fp_off * 8))) {
+        if (cx_uread(cfa + (__s64)row.fp_off * 8, 1)) {
             *reason = CX_TRUNC_FAULT;
             return STEP_TRUNC;
         }
-        st->fp = v;
+        st->fp = st->rd[0];
         break;
     case CX_FP_AT_FP:
-        if (bpf_probe_read_user(&v, sizeof(v), (void *)(st->fp + (__s64)row.fp_off * 8))) {
+        if (cx_uread(st->fp + (__s64)row.fp_off * 8, 1)) {
             *reason = CX_TRUNC_FAULT;
             return STEP_TRUNC;
         }
-        st->fp = v;
+        st->fp = st->rd[0];
         break;
     default:
         break; /* unchanged */
     }
-    if (bpf_probe_read_user(&v, sizeof(v), (void *)(cfa + CX_RA_CFA_OFF))) {
+    if (cx_uread(cfa + CX_RA_CFA_OFF, 1)) {
         *reason = CX_TRUNC_FAULT;
         return STEP_TRUNC;
     }
-    st->pc = v;
+    st->pc = st->rd[0];
 out:
     st->sp = cfa;
     st->exact = 0;
@@ -685,10 +777,11 @@ static __always_inline int step_sp(struct walk_state *st, __u64 cfa, __u32 *reas
 {
     __u64 v;
 
-    if (bpf_probe_read_user(&v, sizeof(v), (void *)(st->sp + cfa + CX_RA_CFA_OFF))) {
+    if (cx_uread(st->sp + cfa + CX_RA_CFA_OFF, 1)) {
         *reason = CX_TRUNC_FAULT;
         return STEP_TRUNC;
     }
+    v = st->rd[0];
     st->sp += cfa;
     st->pc = v;
     st->exact = 0;

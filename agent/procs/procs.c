@@ -51,6 +51,7 @@ struct procs {
     int dir_fd;
     uint32_t dir_tgid;
     uint64_t maps_reads, identity_reads; /* procs__reads */
+    bool lazy_exec;                      /* procs__lazy_exec */
     struct procs_listener listener;
 };
 
@@ -266,16 +267,21 @@ static void read_service(struct procs *ps, struct proc *p)
               cgroup == by_id ? " (exited by then: its cgroup found by the exec's cgroup id)" : "");
 }
 
-static void read_identity(struct procs *ps, struct proc *p)
+/* The identity read anew; with `given`, p's start time and comm are the
+ * exec event's (BPF read them from the task as /proc would give them), and
+ * /proc is not asked for them: two reads fewer at every exec. */
+static void read_identity(struct procs *ps, struct proc *p, bool given)
 {
     char target[4096];
     int dfd;
     ssize_t n;
 
     ps->identity_reads++;
-    p->start_time = read_start_time(ps, p->tgid);
     p->generation++;
-    read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
+    if (!given) {
+        p->start_time = read_start_time(ps, p->tgid);
+        read_small(ps, p->tgid, "comm", p->comm, sizeof(p->comm));
+    }
     dfd = pid_dir(ps, p->tgid);
     n = dfd < 0 ? -1 : readlinkat(dfd, "exe", target, sizeof(target) - 1);
     if (n > 0) {
@@ -365,10 +371,12 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
             p->exited = false;
             p->maps_stale = true;
             p->cgroup_id = 0;
+            p->start_given = false; /* an exec's, of the one before */
         }
         if (p->maps_stale) {
             p->seen_ns = now_ns;
-            read_identity(ps, p);
+            read_identity(ps, p, p->start_given);
+            p->start_given = false;
             read_maps(ps, p, now_ns);
         }
         return p;
@@ -380,7 +388,7 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     if (comm)
         str__copy(p->comm, sizeof(p->comm), comm);
     p->seen_ns = now_ns;
-    read_identity(ps, p);
+    read_identity(ps, p, false);
     read_maps(ps, p, now_ns);
     *pp = p;
     ps->count++;
@@ -415,16 +423,34 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
     return e ? &p->map[e - p->maps.e] : NULL;
 }
 
-void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns)
+void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t mapped_ns, uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
 
-    if (p && !p->exited)
+    /* A read since the exec's own (a hint's: ld.so had mapped every
+     * library by the time it ran code in one) already found the libraries,
+     * and so did a first read made after mapped_ns (lazy: at the process's
+     * first sample, often long after its exec). */
+    if (p && !p->exited && !p->maps_stale && p->maps_read_ns <= p->seen_ns &&
+        p->maps_read_ns < mapped_ns)
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }
 
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+/* Whether maps m hold the mapping hint h tells of: one starting at its
+ * address, of its file. A mapping at the address is not enough: after a
+ * dlclose and a dlopen of another library the new one can lie where the
+ * old one did, and the maps read before would name its code with the old
+ * one's symbols until the next read. */
+static bool maps_hold(const struct maps *m, const struct procs_hint *h)
+{
+    const struct maps_entry *e = h->addr ? maps__find(m, h->addr) : NULL;
+
+    return e && e->start == h->addr && e->inode == h->ino && e->dev_major == h->dev >> 20 &&
+           e->dev_minor == (h->dev & 0xfffff);
+}
+
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const struct procs_hint *h,
                       uint64_t now_ns)
 {
     struct proc *p = *slot(ps, tgid);
@@ -437,15 +463,25 @@ void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_
      * compiler's dozen libraries were a dozen reads of its maps, and on a
      * build node a third of the agent's CPU. ld.so's own hint, its first
      * code, finds it in the maps read at exec. */
-    if (p && !p->exited && p->maps_read_ns <= hint_ns && !(addr && maps__find(&p->maps, addr)))
+    if (p && !p->exited && !p->maps_stale && p->maps_read_ns <= hint_ns && !maps_hold(&p->maps, h))
         read_maps(ps, p, now_ns);
     pid_dir_done(ps);
 }
 
+/* Clock ticks since boot (/proc/PID/stat's unit) of a time in ns since
+ * boot, as the kernel's nsec_to_clock_t; 0 when unknown. */
+static uint64_t boot_ns_to_ticks(uint64_t ns)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+
+    return hz > 0 && hz <= 1000000000 ? ns / (1000000000ull / (uint64_t)hz) : 0;
+}
+
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
-                         uint64_t now_ns)
+                         uint64_t start_ns, uint64_t now_ns)
 {
     struct proc **pp = slot(ps, tgid), *p = *pp;
+    uint64_t start_ticks = comm && start_ns ? boot_ns_to_ticks(start_ns) : 0;
 
     if (!p) {
         /* New: made here rather than in procs__get, whose first read must
@@ -462,7 +498,27 @@ struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint
     p->cgroup_id = cgroup_id;
     p->maps_stale = true;
     p->exited = false; /* a reused pid */
-    return procs__get(ps, tgid, NULL, now_ns);
+    p->start_given = start_ticks != 0;
+    if (start_ticks)
+        p->start_time = start_ticks;
+    /* Lazy: read at its first sample (most of a build's processes have
+     * none). Not a process excluded before the exec, which BPF does not
+     * sample: its new environment decides now. */
+    if (ps->lazy_exec && !p->skipped) {
+        /* What an earlier process with the pid said of its environment
+         * (its exit took it out of the skip map) would keep this one out
+         * of BPF's samples, and so unread, for good. */
+        p->disabled = false;
+        return p;
+    }
+    p = get(ps, tgid, NULL, now_ns);
+    pid_dir_done(ps);
+    return p;
+}
+
+void procs__lazy_exec(struct procs *ps, bool on)
+{
+    ps->lazy_exec = on;
 }
 
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)

@@ -33,6 +33,7 @@ struct proc {
     bool disabled;       /* CODEXRAY_PROFILING=disabled in its environment */
     bool skipped;        /* in the sampler's skip map (collect.c keeps it) */
     bool maps_stale;     /* exec'd since the maps were read */
+    bool start_given;    /* start_time and comm are the exec event's (procs__exec) */
     bool exited;
     int maps_err; /* errno when the maps could not be read */
     uint64_t exited_ns;
@@ -81,20 +82,42 @@ const struct proc_map *procs__find_map(struct procs *ps, struct proc *p, uint64_
  * first read as procs__get does. cgroup_id is the cgroup v2 it exec'd in
  * (bpf_get_current_cgroup_id, 0 when not known): when /proc/PID/cgroup is
  * gone by the time the event is handled (a short process, a busy agent),
- * the cgroup's path still gives its identity. Returns as procs__get. */
+ * the cgroup's path still gives its identity. start_ns is its start in ns
+ * since boot (task_struct.start_boottime, 0 when not known): with comm,
+ * its stat and comm are not read from /proc. Returns as procs__get. */
 struct proc *procs__exec(struct procs *ps, uint32_t tgid, const char *comm, uint64_t cgroup_id,
-                         uint64_t now_ns);
+                         uint64_t start_ns, uint64_t now_ns);
 
-/* A hint from the walk (CX_REC_MAPS, taken at hint_ns on the monotonic
- * clock) that process tgid runs code at addr (0: somewhere) in a mapping
- * it may have mapped since: its maps are read again now unless they were
- * read after the hint, already hold addr, or it has exited. */
-void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, uint64_t addr,
+/* With on, procs__exec reads nothing of /proc: the process is read at its
+ * first procs__get (its first sample), and hints and procs__reread_exec
+ * pass it by until then. Only where BPF wakes user space at a new
+ * program's first sample (the sampler's fresh_tgids, with use_vma): most
+ * of a build node's processes end unsampled, and their reads were most of
+ * the agent's cost there. A process excluded (skipped) before its exec is
+ * still read at once: BPF does not sample it. */
+void procs__lazy_exec(struct procs *ps, bool on);
+
+/* What the walk's hint (CX_REC_MAPS) says ran: the mapping starting at
+ * addr (0: not said), of the file with inode ino on device dev (the
+ * kernel's dev_t, major << 20 | minor). */
+struct procs_hint {
+    uint64_t addr, ino;
+    uint32_t dev;
+};
+
+/* A hint from the walk (taken at hint_ns on the monotonic clock) that
+ * process tgid runs code in a mapping it may have mapped since: its maps
+ * are read again now unless they were read after the hint, already hold
+ * that mapping of that file, or it has exited. */
+void procs__hint_maps(struct procs *ps, uint32_t tgid, uint64_t hint_ns, const struct procs_hint *h,
                       uint64_t now_ns);
 
-/* Reads the maps of process tgid again now, if it is in the table and has
- * not exited: the listener hears of it as of any read. */
-void procs__reread(struct procs *ps, uint32_t tgid, uint64_t now_ns);
+/* Reads the maps of process tgid again now (once ld.so has mapped the
+ * libraries of the program it exec'd, by mapped_ns), if it is in the
+ * table, has not exited, and they were neither read since its exec's read
+ * nor first read at or after mapped_ns: the listener hears of it as of
+ * any read. */
+void procs__reread_exec(struct procs *ps, uint32_t tgid, uint64_t mapped_ns, uint64_t now_ns);
 /* Exit: forgotten by procs__sweep once it has been gone for a while.
  * Returns the process (valid until the next sweep), or NULL if unknown. */
 struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns);

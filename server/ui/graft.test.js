@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseTree, pathOf } from './tree.js';
-import { focusTarget, graftSubtree } from './graft.js';
+import { focusTarget, graftSubtree, hasFolded, mergeTrees } from './graft.js';
 import { treeJson, folded, nodeAt } from './test_trees.js';
 
 // The whole profile, and what a server trimming to a few nodes sends:
@@ -58,4 +58,40 @@ test('graftSubtree: names new to the page appended, known ones shared; refused w
     assert.equal(graftSubtree(t, serve, ['main', 'serve'], late), null);
     // The answer lacks the frame.
     assert.equal(graftSubtree(t, serve, ['main', 'serve'], parseTree(treeJson({ 'main;idle': 40 }))), null);
+});
+
+test('mergeTrees: a search answer merged into the trimmed tree, its frames drawn, every total kept', () => {
+    const t = parseTree(treeJson(trimmed));
+    assert.ok(hasFolded(t));
+    assert.ok(!hasFolded(parseTree(treeJson(whole))));
+    // search=tiny: the path down to it, the rest of each frame in "other".
+    const s = parseTree(treeJson({ 'main;serve;tiny': 2, 'main;serve;other': 53, 'main;other': 45 }));
+    const g = mergeTrees(t, s);
+    assert.ok(g);
+    assert.deepEqual(folded(g), { 'main;serve;parse;lex': 50, 'main;serve;tiny': 2, 'main;serve;other': 3, 'main;idle': 40, 'main;gc': 5 });
+    assert.equal(g.total[0], 100);
+    assert.equal(g.total[nodeAt(g, 'main;serve;tiny')], 2);
+    assert.equal(g.end[0], g.n);
+    assert.deepEqual(g.names.slice(0, t.names.length), t.names);
+    // Merged again (small found too): serve's "other" gone.
+    const g2 = mergeTrees(g, parseTree(treeJson({ 'main;serve;small': 3, 'main;serve;other': 52, 'main;other': 45 })));
+    assert.deepEqual(folded(g2), whole);
+    assert.equal(nodeAt(g2, 'main;serve;other'), -1);
+    assert.ok(!hasFolded(g2));
+});
+
+test('mergeTrees: a frame folded higher up comes whole from the answer; refused when totals differ', () => {
+    // serve and gc folded into main's "other".
+    const t = parseTree(treeJson({ 'main;idle': 40, 'main;other': 60 }));
+    const s = parseTree(treeJson({ 'main;serve;parse;lex': 50, 'main;serve;other': 5, 'main;other': 45 }));
+    const g = mergeTrees(t, s);
+    assert.deepEqual(folded(g), { 'main;idle': 40, 'main;serve;parse;lex': 50, 'main;serve;other': 5, 'main;other': 5 });
+    // Children widest first: serve (55) before idle (40), "other" last.
+    const main = nodeAt(g, 'main');
+    assert.equal(g.names[g.name[main + 1]], 'serve');
+    assert.equal(g.name[g.end[main] - 1], 1);
+    // A profile arrived between the two answers: main's total differs.
+    assert.equal(mergeTrees(t, parseTree(treeJson({ 'main;serve;parse;lex': 51, 'main;serve;other': 5, 'main;other': 45 }))), null);
+    // More shown than the frame holds.
+    assert.equal(mergeTrees(parseTree(treeJson({ 'main;idle': 99, 'main;other': 1 })), s), null);
 });

@@ -21,7 +21,7 @@ import {
     FlameGraph, alignDiff, collapseRecursion, diffTable, fmtPct, fmtTime, functionStats, matchNames, matchShare,
     hasDirectRecursion, parseTree, pathOf, resolvePath, sandwich,
 } from './flamegraph.js';
-import { focusTarget, graftSubtree } from './graft.js';
+import { focusTarget, graftSubtree, hasFolded, mergeTrees } from './graft.js';
 import { diffControls, legendOf, renderTable, unnamedNotes } from './table.js';
 import { IDENTITY_FILTERS } from './breakdown.js';
 import { breakdownPanel } from './breakdown_view.js';
@@ -337,6 +337,8 @@ function applyView(st, p) {
     if (!base && !collapse) fetchFolded(st, t, z, zoomPath);
     fg.setZoom(z);
     const match = applySearch(fg, t, p.get('q') || '', ui);
+    // Searched where the server folded frames: the matching ones fetched.
+    if (!base && !collapse) fetchSearch(st, p.get('q') || '');
     const crumbs = crumbsOf(t, z);
     // Drawn before the crumbs change the page, so the draw forces no layout.
     const t0 = performance.now();
@@ -377,18 +379,58 @@ function fetchFolded(st, t, z, zoomPath) {
                     'Reload the page to see them: the range has new profiles.'));
                 return;
             }
-            g.query = t.query;
-            g.cacheKey = t.cacheKey;
-            cache.set(t.cacheKey, g);
-            st.tree = g;
-            cx.tree = g;
-            st.collapsed = null;
-            if (st.stats) { st.stats = functionStats(g); if (st.tableKey !== 'later') st.tableKey = null; }
             cx.grafts = (cx.grafts || 0) + 1;
-            st.apply(parseHash().p);
+            adoptTree(st, t, g);
         })
         .catch((e) => { st.ui.notes.append(message('error', 'Could not load the folded frames', e.message)); })
         .finally(() => { cx.focusing--; });
+}
+
+// g, the page's tree t with frames fetched put in place, shown from now
+// on (and kept in the cache for the same query), the view applied again.
+function adoptTree(st, t, g) {
+    g.query = t.query;
+    g.cacheKey = t.cacheKey;
+    cache.set(t.cacheKey, g);
+    st.tree = g;
+    cx.tree = g;
+    st.collapsed = null;
+    if (st.stats) { st.stats = functionStats(g); if (st.tableKey !== 'later') st.tableKey = null; }
+    st.apply(parseHash().p);
+}
+
+// Searched in a tree the server trimmed (max_nodes): the paths down to
+// the frames the search matches fetched (search=, every total exact) and
+// merged in (graft.js), so that a folded frame is found, drawn and
+// counted; once a text a page, after the typing rests. A diff and a
+// collapsed view search what the first answer had.
+function fetchSearch(st, q) {
+    const t = st.tree;
+    if (!q || !t.query || !hasFolded(t) || (st.searched && st.searched.has(q))) return;
+    clearTimeout(st.searchTimer);
+    st.searchTimer = setTimeout(() => {
+        if (page !== st || (parseHash().p.get('q') || '') !== q) return;
+        st.searched = st.searched || new Set();
+        if (st.searched.has(q)) return;
+        st.searched.add(q);
+        cx.searching = (cx.searching || 0) + 1;
+        api('/api/v1/profile', { ...t.query, format: 'flamegraph', search: q }, true)
+            .then((text) => {
+                if (page !== st) return;
+                const js = JSON.parse(text), cur = st.tree;
+                const g = mergeTrees(cur, parseTree(js));
+                if (!g) {
+                    st.ui.notes.append(message('warn', `The search for ${q} found frames that changed since the page was loaded.`,
+                        'Reload the page to see them: the range has new profiles.'));
+                    return;
+                }
+                g.searched = { ...cur.searched, [q]: { matched: js.matched, paths: js.paths, kept: js.kept, capped: js.capped } };
+                cx.searchGrafts = (cx.searchGrafts || 0) + 1;
+                adoptTree(st, cur, g);
+            })
+            .catch((e) => { st.ui.notes.append(message('error', `Could not search the folded frames for ${q}`, e.message)); })
+            .finally(() => { cx.searching--; });
+    }, 250);
 }
 
 // The sandwich of the function named nm in the tree shown (t), or none:
@@ -460,6 +502,12 @@ function applySearch(fg, t, q, ui) {
         ui.searchInfo.textContent = s.funcs
             ? `${s.funcs} function${s.funcs > 1 ? 's' : ''} match, ${fmtPct(s.share)} of the time (${fmtTime(s.time)})`
             : 'no function matches';
+        // More matching paths than the server sends: their time, not all drawn.
+        const srv = t.searched && t.searched[q];
+        if (srv && srv.capped) {
+            ui.searchInfo.append(` (in all: ${fmtPct(srv.matched / t.total[0])}, ${fmtTime(srv.matched)}; ` +
+                `the ${srv.kept} largest of ${srv.paths} paths drawn)`);
+        }
         // One function found: its sandwich a click away.
         const one = s.funcs === 1 ? m.indexOf(1) : -1;
         if (one > 1 && m.indexOf(1, one + 1) < 0) {

@@ -9,25 +9,14 @@
 // "collapse recursion" shows gc_mark once, every time kept, held in the URL;
 // FLATAPP's profile has no recursion: there the button is disabled.
 // Exits 1 with what failed; screenshots in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, wantJson, flatApp] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 const near = (a, b) => Math.abs(a - b) <= Math.max(1, Math.abs(b) * 1e-9);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const ready = () => page.waitForFunction(() => window.__cx && window.__cx.ready, null, { timeout: 20000 });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ctx = await openPage({ out, viewport: { width: 1400, height: 900 } });
+const { page, shot, ready, hash } = ctx;
 
 // The page's geometry, and what the drawn tree says of gc_mark and mark_leaf.
 const state = () => page.evaluate(() => {
@@ -53,8 +42,7 @@ const state = () => page.evaluate(() => {
 });
 const inView = (r, winH) => r.top >= 0 && r.bottom <= winH;
 
-let failed = false;
-try {
+await runChecks(ctx, 'deep-failure', async () => {
     // 1. The deep graph: about a window tall, scrolling in its own viewport.
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=now-15m`);
     await ready();
@@ -148,12 +136,4 @@ try {
     s = await state();
     check(s.boxH === s.boxScrollH && s.boxH === s.canvasH && !s.collapse, `flat graph: viewport ${s.boxH} of ${s.boxScrollH}, canvas ${s.canvasH}`);
     log(`no recursion: the button disabled, the graph ${s.canvasH} px without scrolling`);
-    check(problems.length === 0, `script errors: ${problems.join('; ')}`);
-} catch (e) {
-    failed = true;
-    console.error('FAIL: ' + e.message);
-    if (problems.length) console.error('script errors: ' + problems.join('; '));
-    await shot('deep-failure').catch(() => {});
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

@@ -7,24 +7,14 @@
 // the minute WANT.deploy and WANT.after ms from then on; serve's self is
 // WANT.serveSelf ms every minute. Exits 1 with what failed; screenshots in
 // OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, from, to, wantJson] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 const near = (a, b) => Math.abs(a - b) <= 1e-9 + Math.abs(b) * 1e-6;
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ctx = await openPage({ out, viewport: { width: 1500, height: 1000 } });
+const { page, shot, ready, hash } = ctx;
 // The function timeline the page shows, once loaded (null when none).
 const shown = async (name) => {
     await page.waitForFunction((n) => {
@@ -43,11 +33,10 @@ const shown = async (name) => {
     });
 };
 
-let failed = false;
-try {
+await runChecks(ctx, 'fn-timeline-failure', async () => {
     const base = `${url}/#/app/${encodeURIComponent(app)}?from=${from}&to=${to}`;
     await page.goto(base);
-    await page.waitForFunction(() => window.__cx && window.__cx.ready, null, { timeout: 20000 });
+    await ready();
     let f = await shown(null);
     check(f.hidden, 'a function timeline with no function chosen');
 
@@ -91,14 +80,4 @@ try {
     f = await shown(null);
     check(f.hidden, 'the timeline stayed after the sandwich closed');
     log('from the table, the sandwich and a link; gone when none is chosen');
-} catch (e) {
-    failed = true;
-    console.error('FAIL: ' + e.message);
-    await shot('fn-timeline-failure').catch(() => {});
-}
-if (problems.length) {
-    failed = true;
-    console.error('page problems:\n' + problems.join('\n'));
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

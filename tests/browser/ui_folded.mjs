@@ -8,24 +8,17 @@
 // handlers into an "other" frame under serve. A zoom into serve must fetch
 // serve's stacks (focus=) and show tiny_handler with its exact time
 // (WANT.tiny ns), reachable by a click, by a URL and by the search, every
-// total kept. Exits 1 with what failed; screenshots in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+// total kept. A search for a frame still folded asks the server for it
+// (search=) and shows it with its exact time and share, highlighted.
+// Exits 1 with what failed; screenshots in OUTDIR.
+import { fmtPct } from '../../server/ui/format.js';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, wantJson] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ctx = await openPage({ out, viewport: { width: 1500, height: 1000 } });
+const { page, shot, ready, hash } = ctx;
 // Every profile request, with the page's cap lowered so this small profile is trimmed.
 const calls = [];
 await page.route('**/api/v1/profile?*', (r) => {
@@ -65,11 +58,10 @@ const clickFrame = async (p) => {
     return at;
 };
 
-let failed = false;
-try {
+await runChecks(ctx, 'folded-failure', async () => {
     const base = `${url}/#/app/${encodeURIComponent(app)}?from=now-1h`;
     await page.goto(base);
-    await page.waitForFunction(() => window.__cx && window.__cx.ready, null, { timeout: 20000 });
+    await ready();
     let s = await state();
     // 1. Trimmed: the handlers folded into serve's "other", totals exact.
     check(s.nodes[''] === want.root, `root ${s.nodes['']}, want ${want.root}`);
@@ -124,13 +116,39 @@ try {
     check(s.zoom === 'main;serve;tiny_handler' && s.nodes['main;serve;tiny_handler'] === want.tiny, `URL load: zoom ${s.zoom}`);
     log('a URL to tiny_handler opens zoomed into it');
     await shot('folded-4-url');
-    check(problems.length === 0, problems.join('\n'));
-} catch (e) {
-    failed = true;
-    console.error(e.stack || String(e));
-    if (problems.length) console.error(problems.join('\n'));
-    await shot('folded-failure').catch(() => {});
-} finally {
-    await browser.close();
-}
-process.exit(failed ? 1 : 0);
+
+    // 6. A search for a frame still folded (a fresh page, the search in its
+    // URL): the server searched (search=), no zoom, no focus; the frame
+    // merged into the tree with its exact time, highlighted, its share exact.
+    calls.length = 0;
+    await page.goto('about:blank');
+    await page.goto(`${base}&q=small_handler`);
+    await page.waitForFunction(() => (window.__cx.searchGrafts || 0) >= 1 && /1 function match/.test(window.__cx.search || ''),
+        null, { timeout: 10000 });
+    s = await state();
+    const searched = calls.filter((c) => c.get('search'));
+    check(searched.length === 1 && searched[0].get('search') === 'small_handler' && !calls.some((c) => c.get('focus')) &&
+        searched[0].get('from') === calls[0].get('from'), `search requests: ${calls.map(String)}`);
+    check(s.zoom === '', `zoomed to ${s.zoom}`);
+    check(s.nodes['main;serve;small_handler'] === want.small, `small_handler ${s.nodes['main;serve;small_handler']}, want ${want.small}`);
+    check(s.nodes['main;serve;other'] === want.tiny, `serve's other ${s.nodes['main;serve;other']}, want tiny_handler's ${want.tiny}`);
+    check(s.nodes[''] === want.root && s.nodes['main;serve'] === want.serve, `totals changed: ${JSON.stringify(s.nodes)}`);
+    check(s.search.includes(fmtPct(want.small / want.root)), `search: ${s.search}, want ${fmtPct(want.small / want.root)}`);
+    const lit = await page.evaluate(() => {
+        const fg = window.__cx.fg, t = fg.tree;
+        return [...t.name].filter((nm, i) => i > 0 && fg.match && fg.match[nm]).map((nm) => t.names[nm]);
+    });
+    check(lit.length === 1 && lit[0] === 'small_handler', `highlighted: ${lit}`);
+    await shot('folded-5-search');
+    log(`search for the folded small_handler: ${s.search}, drawn with ${want.small / 1e6} ms, serve's other now ${want.tiny / 1e6} ms`);
+
+    // 7. Typed: the other folded frame searched too; nothing of serve folded now.
+    await page.fill('input.search', 'tiny_handler');
+    await page.waitForFunction(() => (window.__cx.searchGrafts || 0) >= 2 && /1 function match/.test(window.__cx.search || ''),
+        null, { timeout: 10000 });
+    s = await state();
+    check(s.nodes['main;serve;tiny_handler'] === want.tiny && s.nodes['main;serve;other'] === undefined,
+        `after tiny_handler's search: ${JSON.stringify(s.nodes)}`);
+    check(s.search.includes(fmtPct(want.tiny / want.root)), `search: ${s.search}`);
+    log(`typed tiny_handler: ${s.search}`);
+});

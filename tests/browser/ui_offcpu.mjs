@@ -7,27 +7,16 @@
 // FROM..TO. Checks each type's tree, table, search, timeline and diff, the
 // type held in the URL, and the messages for a range without off-CPU data.
 // Exits 1 with what failed; screenshots in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, from, to, mid, wantJson] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+const ctx = await openPage({ out, viewport: { width: 1400, height: 1000 } });
+const { page, shot, hash } = ctx;
 const calls = []; // the API calls the page made
 page.on('request', (r) => { if (r.url().includes('/api/v1/')) calls.push(decodeURIComponent(r.url())); });
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const ready = (type, mode = 'profile') => page.waitForFunction(([t, m]) => window.__cx && window.__cx.ready &&
-    window.__cx.type === t && window.__cx.mode === m, [type, mode], { timeout: 20000 });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ready = (type, mode = 'profile') => ctx.ready({ type, mode });
 const state = () => page.evaluate(() => {
     const cx = window.__cx, t = cx.fg.tree;
     const names = t ? [...new Set(Array.from(t.name, (k) => String(t.names[k])))] : [];
@@ -43,8 +32,7 @@ const state = () => page.evaluate(() => {
 });
 const lastCall = (what) => calls.filter((c) => c.includes(what)).slice(-1)[0] || '';
 
-let failed = false;
-try {
+await runChecks(ctx, 'offcpu-failure', async () => {
     const base = `${url}/#/app/offsvc?from=${from}&to=${to}`;
     // 1. CPU, the default: no off-CPU frame, the CPU total.
     await page.goto(base);
@@ -121,12 +109,4 @@ try {
     await page.waitForFunction(() => window.__cx && window.__cx.ready, null, { timeout: 20000 });
     const cols = await page.evaluate(() => [...document.querySelectorAll('table.apps th')].map((x) => x.textContent));
     check(cols.includes('Off-CPU (threads)'), `applications columns: ${cols}`);
-    check(problems.length === 0, `script errors: ${problems.join('; ')}`);
-} catch (e) {
-    failed = true;
-    console.error('FAIL: ' + e.message);
-    if (problems.length) console.error('script errors: ' + problems.join('; '));
-    await shot('offcpu-failure').catch(() => {});
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

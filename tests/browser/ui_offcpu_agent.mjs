@@ -6,23 +6,14 @@
 // ...}}. Checks the Off-CPU view's root, that each class is in the table and
 // that the search gives its share as the API does. Exits 1 with what
 // failed; a screenshot in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, from, to, wantJson] = process.argv.slice(2);
 const want = JSON.parse(wantJson);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const ready = (type) => page.waitForFunction((t) => window.__cx && window.__cx.ready &&
-    window.__cx.type === t && window.__cx.mode === 'profile', type, { timeout: 20000 });
+const ctx = await openPage({ out, viewport: { width: 1400, height: 1000 } });
+const { page, shot } = ctx;
+const ready = (type) => ctx.ready({ type, mode: 'profile' });
 const state = () => page.evaluate(() => {
     const t = window.__cx.fg.tree;
     return {
@@ -31,8 +22,7 @@ const state = () => page.evaluate(() => {
     };
 });
 
-let failed = false;
-try {
+await runChecks(ctx, 'offcpu-agent-failure', async () => {
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=${from}&to=${to}`);
     await ready('cpu');
     await page.click('[aria-label="profile type"] button[data-type="off_cpu"]');
@@ -50,13 +40,5 @@ try {
         check(s.search.includes(pct), `search ${cls}: "${s.search}", want ${pct}`);
         log(`${cls}: ${s.search}`);
     }
-    await page.screenshot({ path: path.join(out, 'offcpu-agent.png'), fullPage: true });
-    check(problems.length === 0, `script errors: ${problems.join('; ')}`);
-} catch (e) {
-    failed = true;
-    console.error('FAIL: ' + e.message);
-    if (problems.length) console.error('script errors: ' + problems.join('; '));
-    await page.screenshot({ path: path.join(out, 'offcpu-agent-failure.png'), fullPage: true }).catch(() => {});
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+    await shot('offcpu-agent');
+});

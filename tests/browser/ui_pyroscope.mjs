@@ -6,19 +6,14 @@
 // top row is hot_a, its self share of hot_a + hot_b within 0.06 of SHARE
 // (what the program measured). Prints the
 // shares; exits 1 with what failed.
-import { chromium } from 'playwright-core';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, app, from, to, png, wantArg] = process.argv.slice(2);
 const want = Number(wantArg);
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-let failed = false;
-try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    const errors = [];
-    page.on('pageerror', (e) => errors.push(e.message));
+const ctx = await openPage({ viewport: { width: 1400, height: 900 } });
+const { page } = ctx;
+await runChecks(ctx, null, async () => {
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=${from}&to=${to}`);
     await page.waitForSelector('table.funcs tbody tr.row', { timeout: 30000 });
     // Rows: the function (the SDK names it FILE:FUNCTION:LINE), its self share.
@@ -32,11 +27,5 @@ try {
     check(Math.abs(share - want) < 0.06, `hot_a's share in the table ${share.toFixed(3)}, the program measured ${want}`);
     const ink = await page.evaluate(() => window.__cx && window.__cx.drawn);
     check(ink >= 3, `only ${ink} frames drawn`);
-    check(errors.length === 0, `script errors: ${errors}`);
     await page.screenshot({ path: png });
-} catch (e) {
-    failed = true;
-    console.error('FAILED: ' + e.message);
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

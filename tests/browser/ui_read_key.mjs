@@ -4,15 +4,14 @@
 // Without the key the page says why; given at the prompt, APP is listed,
 // the key is kept in session storage and sent on every data call. Exits 1
 // with what failed.
-import { chromium } from 'playwright-core';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, key, app] = process.argv.slice(2);
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-let failed = false;
-try {
+// Pages of its own: each answers the key prompt its way.
+const ctx = await openPage({ viewport: null });
+const { browser } = ctx;
+await runChecks(ctx, null, async () => {
     // 1. The prompt dismissed: an error that names the status, no list.
     let page = await browser.newPage();
     let prompts = 0;
@@ -44,9 +43,4 @@ try {
     check(prompts === 2, 'asked again after a reload');
     check(sent.length > 0 && sent.every((a) => a === `Bearer ${key}`), `calls without the key: ${sent}`);
     log(`with the key: ${app} listed, ${sent.length} calls after a reload all with the key`);
-} catch (e) {
-    failed = true;
-    console.error('FAILED: ' + e.message);
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

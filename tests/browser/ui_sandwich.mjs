@@ -5,23 +5,12 @@
 // Two cpu_split processes (PID1, PID2) ran at once in T0..T1: main -> run
 // -> dispatch -> hot_a / hot_b / hot_c (3:2:1). Exits 1 with what failed;
 // screenshots in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, t0, t1, pid1, pid2] = process.argv.slice(2);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const ready = (mode) => page.waitForFunction((m) => window.__cx && window.__cx.ready && (!m || window.__cx.mode === m), mode, { timeout: 20000 });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ctx = await openPage({ out, viewport: { width: 1500, height: 1000 } });
+const { page, shot, ready, hash } = ctx;
 // The sandwich the page shows: its trees' first levels, and the page's own
 // per-function stats of the same function (what the table shows).
 const sandwichState = () => page.evaluate(async () => {
@@ -48,11 +37,10 @@ const sandwichState = () => page.evaluate(async () => {
     };
 });
 
-let failed = false;
-try {
+await runChecks(ctx, 'failure', async () => {
     const base = `${url}/#/app/${encodeURIComponent(app)}?from=${t0}&to=${t1}`;
     await page.goto(base);
-    await ready('profile');
+    await ready({ mode: 'profile' });
 
     // 1. The sandwich of dispatch, opened from its row in the function table.
     await page.waitForSelector('table.funcs tr.row:has(td.fn:text-is("dispatch")) button.sw-open');
@@ -108,7 +96,7 @@ try {
     await page.goBack();
     await page.waitForFunction(() => window.__cx.sandwich && window.__cx.sandwich.name === 'dispatch');
     await page.goto(base);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     check(await page.evaluate(() => document.querySelector('.sandwich').hidden && !window.__cx.sandwich),
         'the sandwich stays open without sw=');
     log('sandwich from the search, back to the previous one, closed without sw=: ok');
@@ -116,12 +104,12 @@ try {
     // 3. The sandwich in a diff and with the interpreter frames shown: the same function's.
     const tm = Math.floor((Number(t0) + Number(t1)) / 2);
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=${tm}&to=${t1}&diff=1&bfrom=${t0}&bto=${tm}&sw=dispatch`);
-    await ready('diff');
+    await ready({ mode: 'diff' });
     await page.waitForFunction(() => window.__cx.sandwich && window.__cx.sandwich.name === 'dispatch');
     s = await sandwichState();
     check(s.calls >= 1 && s.total === s.statTotal, `sandwich in a diff: ${JSON.stringify(s)}`);
     await page.goto(`${base}&interp=shown&sw=dispatch`);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     await page.waitForFunction(() => window.__cx.sandwich && window.__cx.sandwich.name === 'dispatch');
     s = await sandwichState();
     check(s.calls >= 1 && s.down[0].name === 'hot_a', `sandwich with interp=shown: ${JSON.stringify(s.down)}`);
@@ -129,9 +117,9 @@ try {
 
     // 4. The CPU by pid: the two processes, each with its share; a click filters the page to one.
     await page.goto(base);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     await page.selectOption('select[aria-label="break down by"]', 'pid');
-    await ready('profile');
+    await ready({ mode: 'profile' });
     await page.waitForFunction(() => window.__cx.breakdown && (window.__cx.breakdown.rows || window.__cx.breakdown.error),
         null, { timeout: 20000 });
     const bd = await page.evaluate(() => window.__cx.breakdown);
@@ -155,17 +143,9 @@ try {
     await shot('breakdown-pid');
     log(`breakdown by pid: ${bd.rows.map((r) => `${r.label} ${(r.share * 100).toFixed(1)} %`).join(', ')}`);
     await page.click(`table.bd tbody tr:has(td.bd-value:text-is("${pid1}"))`);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     await page.waitForFunction((p) => new URLSearchParams(location.hash.split('?')[1]).get('pid') === p, pid1);
     check(await page.inputValue('input[aria-label="pid"]') === pid1, 'the pid box does not show the picked pid');
     check(!(await hash()).includes('by='), `the breakdown stays after a pick: ${await hash()}`);
     log(`a click on ${pid1}: the page filtered to pid ${pid1}`);
-    check(problems.length === 0, `script errors: ${problems.join('; ')}`);
-} catch (e) {
-    failed = true;
-    console.error('FAIL: ' + e.message);
-    if (problems.length) console.error('script errors: ' + problems.join('; '));
-    await shot('failure').catch(() => {});
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

@@ -5,23 +5,12 @@
 // whose hot function is hot_a; PYAPP's process PYPID ran
 // tests/workloads/py_split.py in T0..T1. Exits 1 with what failed;
 // screenshots in OUTDIR.
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import path from 'node:path';
+import { check, log, openPage, runChecks } from './harness.mjs';
 
 const [url, out, app, t0, tmid, t1, pyApp, pyPid] = process.argv.slice(2);
-fs.mkdirSync(out, { recursive: true });
-const problems = [];
-const check = (cond, msg) => { if (!cond) throw new Error(msg); };
-const log = (s) => console.log('    ' + s);
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
-page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-const shot = (name) => page.screenshot({ path: path.join(out, name + '.png'), fullPage: true });
-const ready = (mode) => page.waitForFunction((m) => window.__cx && window.__cx.ready && (!m || window.__cx.mode === m), mode, { timeout: 20000 });
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash));
+const ctx = await openPage({ out, viewport: { width: 1500, height: 1000 } });
+const { page, shot, ready, hash } = ctx;
 // Pixels of the flame-graph canvas that are not white, and that are the search colour.
 const pixels = () => page.evaluate(() => {
     const c = document.querySelector('.fg canvas');
@@ -43,8 +32,7 @@ const frameAt = (nm) => page.evaluate((nm) => {
     return { x: r.left + b.x + b.w / 2, y: r.top + b.y + b.h / 2, w: b.w, i: best };
 }, nm);
 
-let failed = false;
-try {
+await runChecks(ctx, 'failure', async () => {
     // 1. The front page lists the application; the filter box narrows it.
     await page.goto(url + '/#/?from=now-15m');
     await page.waitForSelector('a.app-link', { timeout: 20000 });
@@ -59,7 +47,7 @@ try {
 
     // 2. Pick the application: the flame graph is drawn, the table names the hot function.
     await page.click(`a.app-link:text-is("${app}")`);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     const drawn = await page.evaluate(() => window.__cx.drawn);
     const px = await pixels();
     check(drawn >= 5, `only ${drawn} frames drawn`);
@@ -124,7 +112,7 @@ try {
 
     // 7. Diff of two ranges.
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=${tmid}&to=${t1}&diff=1&bfrom=${t0}&bto=${tmid}`);
-    await ready('diff');
+    await ready({ mode: 'diff' });
     const dpx = await pixels();
     check(dpx.ink > 2000, `diff canvas blank (${dpx.ink})`);
     const rows = await page.locator('table.funcs.diff tbody tr').count();
@@ -135,9 +123,9 @@ try {
     await shot('6-diff');
     // And from the button: this range against the one before.
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=now-15m`);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     await page.click('button:text-is("Compare…")');
-    await ready('diff');
+    await ready({ mode: 'diff' });
     check((await hash()).includes('diff=1'), 'Compare did not turn the diff on');
 
     // 8. Downloads: pprof and folded stacks of the current view.
@@ -150,7 +138,7 @@ try {
 
     // 9. Empty states say what to do.
     await page.goto(`${url}/#/app/no-such-app?from=now-15m`);
-    await ready('profile');
+    await ready({ mode: 'profile' });
     check((await page.textContent('.msg')).includes('No profiles of no-such-app'), 'no empty state for an unknown application');
     await page.goto(`${url}/#/?from=1000000&to=1000600`);
     await page.waitForSelector('.msg.empty');
@@ -164,7 +152,7 @@ try {
     if (pyApp) {
         await page.evaluate(() => { window.__cx.ready = false; }); // not the last page's
         await page.goto(`${url}/#/app/${encodeURIComponent(pyApp)}?from=${t0}&to=${t1}&pid=${pyPid}`);
-        await ready('profile');
+        await ready({ mode: 'profile' });
         const py = await page.evaluate(async () => {
             const { KIND, PY_HUE } = await import('/ui/flamegraph.js');
             const fg = window.__cx.fg, t = fg.tree;
@@ -252,7 +240,7 @@ try {
             `the table's first row is not a Python function: ${await firstRow.textContent()}`);
         await page.evaluate(() => { window.__cx.ready = false; });
         await page.click('button.interp');
-        await ready('profile');
+        await ready({ mode: 'profile' });
         const shownSt = await interpState();
         check(shownSt.interp === 'shown' && shownSt.button === 'Interpreter frames: shown' && shownSt.pressed === 'true' &&
             (await hash()).includes('interp=shown'), `after the toggle: ${JSON.stringify(shownSt)}, ${await hash()}`);
@@ -262,19 +250,11 @@ try {
         await shot('9-python-interp-shown');
         await page.evaluate(() => { window.__cx.ready = false; });
         await page.click('button.interp');
-        await ready('profile');
+        await ready({ mode: 'profile' });
         const back = await interpState();
         check(back.interp === 'hidden' && back.marked === 0 && !(await hash()).includes('interp='),
             `toggled back: ${JSON.stringify(back)}, ${await hash()}`);
         log(`interpreter frames: hidden by default (first row ${(await firstRow.textContent()).slice(0, 60)}), ` +
             `${shownSt.marked} shown after the toggle, the same ${hid.samples} samples`);
     }
-    check(problems.length === 0, `script errors: ${problems.join('; ')}`);
-} catch (e) {
-    failed = true;
-    console.error('FAIL: ' + e.message);
-    if (problems.length) console.error('script errors: ' + problems.join('; '));
-    await shot('failure').catch(() => {});
-}
-await browser.close();
-process.exit(failed ? 1 : 0);
+});

@@ -206,7 +206,8 @@ def test_browser_folded(tmp):
     """No frame out of reach: with the server trimming the tree (max_nodes),
     a zoom into serve fetches its stacks (focus=) and shows tiny_handler
     with its exact time, which a click or a URL then zooms into and the
-    search finds (tests/browser/ui_folded.mjs)."""
+    search finds; a search alone finds a frame still folded (search=)
+    (tests/browser/ui_folded.mjs)."""
     srv = Server(tmp)
     try:
         st, body = srv.post("/api/v1/profiles?service=foldapp", deep_profile("foldapp", FOLDED_STACKS))
@@ -214,9 +215,15 @@ def test_browser_folded(tmp):
         # A path with an empty name is refused, saying what focus= takes.
         st, body = srv.get("/api/v1/profile?app=foldapp&from=now-1h&format=flamegraph&focus=main;;serve")
         check(st == 400 and b"focus: function names joined by" in body, f"bad focus: {st} {body}")
+        # A search the server cannot take is refused, saying why.
+        st, body = srv.get("/api/v1/profile?app=foldapp&from=now-1h&format=flamegraph&search=/a(/")
+        check(st == 400 and b"not a POSIX extended regular expression" in body, f"bad search: {st} {body}")
+        st, body = srv.get("/api/v1/profile?app=foldapp&from=now-1h&format=pprof&search=tiny")
+        check(st == 400 and b"search: with format=flamegraph" in body, f"search of pprof: {st} {body}")
         want = {"root": sum(ns for _, ns in FOLDED_STACKS),
                 "serve": sum(ns for s, ns in FOLDED_STACKS if "serve" in s),
                 "tiny": sum(ns for s, ns in FOLDED_STACKS if "tiny_handler" in s),
+                "small": sum(ns for s, ns in FOLDED_STACKS if "small_handler" in s),
                 "maxNodes": FOLDED_MAX_NODES}
         p = subprocess.run(["node", os.path.join(BROWSER, "ui_folded.mjs"), srv.url, OUT, "foldapp",
                             json.dumps(want)], capture_output=True, text=True, timeout=120)

@@ -67,9 +67,10 @@ def sample_types(path):
 class Mix:
     """offcpu_mix, its cumulative wait times read as it prints them."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, seconds=SECONDS, nap_us=None):
         self.p = subprocess.Popen([os.path.join(WORK, "offcpu_mix"), os.path.join(ROOT, "build"),
-                                   str(SECONDS + 60)], stdout=subprocess.PIPE, text=True)
+                                   str(seconds + 60)] + ([str(nap_us)] if nap_us else []),
+                                  stdout=subprocess.PIPE, text=True)
         self.last = None
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
@@ -90,24 +91,49 @@ def test_offcpu_known_waits(tmp):
     """Shares of wait_pipe, nap, wait_lock and sync_file within 5 points of
     the workload's own timing, each under its class; the CPU split of the
     same run intact."""
-    w = Mix(tmp)
+    known_waits(tmp, SECONDS, [])
+
+
+def test_offcpu_duty_cycle(tmp):
+    """The same known shares with the sched_switch hook duty-cycled (each
+    50 ms slot attached with probability 0.7, --off-cpu-duty-test) and naps
+    of 120 ms, longer than a slot: a nap counts only when the slots of both
+    its ends were attached and weighs 1/(f_a f_b); the short waits weigh
+    1/f. A weight wrong by a factor f (e.g. no 1/f_b) puts nap's share 8
+    points off. 30 s: 600 slots, the shares' noise from the draws about 1.5
+    points."""
+    text = known_waits(tmp, 30, ["--off-cpu-duty-test", "70", "--off-cpu-slot-ms", "50"],
+                       nap_us=120000)
+    m = re.search(r"duty cycle: (\d+) slots, (\d+) watched", text)
+    check(m is not None, f"no duty cycle line: {text[-2000:]}")
+    slots, watched = int(m.group(1)), int(m.group(2))
+    print(f"    duty cycle: {watched} of {slots} slots watched")
+    # 30 s of 50 ms slots (late polls make some longer); 0.7 of them drawn.
+    check(slots >= 300 and 0.6 <= watched / slots <= 0.8,
+          f"{watched} of {slots} slots watched, want about 0.7 of 600")
+
+
+def known_waits(tmp, seconds, extra, nap_us=None):
+    """record --off-cpu (and `extra`) of offcpu_mix for `seconds`: the known
+    shares, classes and CPU split checked; returns record's log."""
+    w = Mix(tmp, seconds, nap_us)
     out = os.path.join(tmp, "offcpu.pb.gz")
     marks = {}
     try:
         time.sleep(1)
-        rec = subprocess.Popen([AGENT, "record", "--duration", str(SECONDS), "--output", out,
+        rec = subprocess.Popen([AGENT, "record", "--duration", str(seconds), "--output", out,
                                 "--pid", str(w.p.pid), "--off-cpu", "--kernel-stacks",
                                 # More walks than the default: the shares are checked to 5
                                 # points, not the variance of a smaller sample.
-                                "--off-cpu-walks", "5000"],
+                                "--off-cpu-walks", "5000"] + extra,
                                stderr=subprocess.PIPE, text=True)
         log = []
         for line in rec.stderr:
             log.append(line)
             if "start" not in marks and "record: sample_rate_hz=" in line:
                 marks["start"] = w.snapshot()
-                threading.Timer(SECONDS, lambda: marks.setdefault("end", w.snapshot())).start()
-        rc = rec.wait(timeout=SECONDS + 120)
+                threading.Timer(seconds, lambda: marks.setdefault("end", w.snapshot())).start()
+        rc = rec.wait(timeout=seconds + 120)
     finally:
         time.sleep(0.2)
         w.stop()
@@ -160,6 +186,7 @@ def test_offcpu_known_waits(tmp):
     print(f"    CPU: spin_a {share:.3f} of {a + b} samples (want 0.667)")
     # +- 0.06: three standard deviations of a share of 300 samples or more.
     check(abs(share - 2 / 3) <= 0.06, f"spin_a share {share:.3f}, want 0.667 +- 0.06")
+    return text
 
 
 def test_offcpu_off_by_default(tmp):
@@ -329,8 +356,11 @@ def test_offcpu_block_across_windows(tmp):
     outdir = os.path.join(tmp, "out")
     os.mkdir(outdir)
     log = open(os.path.join(tmp, "agent.log"), "w")
-    a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu"],
-                         stderr=log)
+    # The largest walk budget: the one block is then walked with p = 1 even
+    # on a busy machine (at p < 1 it would count 1/p times: unbiased over
+    # many blocks, but this test has one; at p 0.5 it read 14 s).
+    a = subprocess.Popen([AGENT, "--interval", "2", "--output-dir", outdir, "--off-cpu",
+                          "--off-cpu-walks", "100000"], stderr=log)
     try:
         server_tests.wait_started(a, log.name)
         time.sleep(0.5)
@@ -359,5 +389,5 @@ def test_offcpu_block_across_windows(tmp):
 
 
 
-TESTS = [test_offcpu_known_waits, test_offcpu_off_by_default, test_offcpu_daemon_server,
-         test_offcpu_block_across_windows]
+TESTS = [test_offcpu_known_waits, test_offcpu_duty_cycle, test_offcpu_off_by_default,
+         test_offcpu_daemon_server, test_offcpu_block_across_windows]

@@ -17,6 +17,7 @@
 #include "../../common/buf.h"
 #include "../../common/gz.h"
 #include "../../common/pprof/pprof_writer.h"
+#include "../../server/stack_key.h"
 #include "../../server/store.h"
 
 #define SEC 1000000000ll
@@ -53,6 +54,82 @@ static inline struct store *store__open_tmp(char *dir, size_t n)
     if (!st)
         fail_msg("store_sqlite__open(%s): %s", dir, err);
     return st;
+}
+
+/* --- a profile in the store's terms (store__put's input) --- */
+
+#define MAXF 16
+
+/* A profile in the store's terms, built by name: each function is a
+ * location of its own, keys by the store's hasher. */
+struct sprof {
+    const struct stack_hasher *h;
+    const char *names[MAXF];
+    struct store_put_function fns[MAXF];
+    uint32_t fidx[MAXF];
+    struct store_location locs[MAXF];
+    uint32_t frames[MAXF][8];
+    struct store_stack stacks[MAXF];
+    struct store_label labels[8];
+    struct store_labelset ls[2];
+    struct store_profile p;
+};
+
+static inline void sprof__init(struct sprof *s, struct store *st, const char *app, const char *host,
+                               int64_t pid, int64_t time_ns)
+{
+    memset(s, 0, sizeof(*s));
+    s->h = store__hasher(st);
+    s->p = (struct store_profile){.app = app,
+                                  .host = host,
+                                  .pid = pid,
+                                  .time_ns = time_ns,
+                                  .duration_ns = 60 * SEC,
+                                  .period_ns = 10000000,
+                                  .functions = s->fns,
+                                  .locations = s->locs,
+                                  .stacks = s->stacks,
+                                  .labelsets = s->ls,
+                                  .bytes_in = 1000};
+}
+
+static inline uint32_t sprof__fn(struct sprof *s, const char *name)
+{
+    for (uint32_t i = 0; i < s->p.nfunctions; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return i;
+    uint32_t i = s->p.nfunctions++;
+    assert_true(i < MAXF);
+    s->names[i] = name;
+    s->fns[i] = (struct store_put_function){
+        {name, "x.c"}, stack_hasher__function(s->h, name, strlen(name), "x.c", 3)};
+    s->fidx[i] = i;
+    s->locs[i] = (struct store_location){&s->fidx[i], 1};
+    s->p.nlocations = s->p.nfunctions;
+    return i;
+}
+
+/* A stack of names, leaf first, with its samples (CPU: samples x 10 ms). */
+static inline void sprof__stack(struct sprof *s, const char *const *names, uint32_t n,
+                                int64_t samples, uint32_t labelset)
+{
+    size_t k = s->p.nstacks++;
+    struct stack_key keys[8];
+
+    assert_true(k < MAXF && n <= 8);
+    for (uint32_t i = 0; i < n; i++) {
+        s->frames[k][i] = sprof__fn(s, names[i]);
+        keys[i] = s->fns[s->frames[k][i]].key;
+    }
+    s->stacks[k] = (struct store_stack){
+        s->frames[k], n, labelset, stack_hasher__stack(s->h, keys, n), samples, samples * 10000000};
+}
+
+static inline void sprof__put(struct store *st, struct sprof *s)
+{
+    char err[512];
+    if (store__put(st, &s->p, err, sizeof(err)))
+        fail_msg("store__put: %s", err);
 }
 
 /* --- protobuf by hand --- */

@@ -104,7 +104,7 @@ static void test_maps_kept_when_gone(void **state)
 
     /* After an exec the old image's maps are not kept. */
     put(root, "maps", "");
-    p = procs__exec(ps, PID, "qsort_cb", 0, 400 * MS);
+    p = procs__exec(ps, PID, "qsort_cb", 0, 0, 400 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 402 * MS));
 
     table_close(ps, bc, root);
@@ -112,11 +112,13 @@ static void test_maps_kept_when_gone(void **state)
 
 /* The walk's hint (a young process ran a library's first code): maps read
  * before it are read again, so libc is known; a hint older than the last
- * read, or for a mapping the maps hold, costs nothing. */
+ * read, or for a mapping the maps hold, costs nothing; one for another file
+ * at an address the maps hold (dlclose, then dlopen) reads them. */
 static void test_hint_reads_maps(void **state)
 {
     (void)state;
     char root[] = "/tmp/cx-procs-XXXXXX";
+    const uint32_t dev = 8 << 20 | 1; /* 08:01 as the kernel's dev_t */
 
     fake_proc(root);
     /* At exec: the program and ld.so only. */
@@ -129,10 +131,10 @@ static void test_hint_reads_maps(void **state)
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
     /* A hint from before the read: nothing read. */
-    procs__hint_maps(ps, PID, 9 * MS, 0, 11 * MS);
+    procs__hint_maps(ps, PID, 9 * MS, &(struct procs_hint){0, 0, 0}, 11 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000001000, false, 12 * MS));
     /* A hint from after it: read now, libc found. */
-    procs__hint_maps(ps, PID, 13 * MS, 0x7f0000000000, 14 * MS);
+    procs__hint_maps(ps, PID, 13 * MS, &(struct procs_hint){0x7f0000000000, 1234, dev}, 14 * MS);
     const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 15 * MS);
     assert_non_null(m);
     assert_int_equal(m->start, 0x7f0000000000);
@@ -143,13 +145,167 @@ static void test_hint_reads_maps(void **state)
         "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
         "7f0000020000-7f0000030000 r-xp 00000000 08:01 1236 /nonexistent/libz.so.1\n"
         "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
-    procs__hint_maps(ps, PID, 16 * MS, 0x7f0000000000, 17 * MS);
+    procs__hint_maps(ps, PID, 16 * MS, &(struct procs_hint){0x7f0000000000, 1234, dev}, 17 * MS);
     assert_null(procs__find_map(ps, p, 0x7f0000021000, false, 18 * MS));
     /* One for a mapping they lack (a dlopen): read. */
-    procs__hint_maps(ps, PID, 19 * MS, 0x7f0000020000, 20 * MS);
+    procs__hint_maps(ps, PID, 19 * MS, &(struct procs_hint){0x7f0000020000, 1236, dev}, 20 * MS);
     m = procs__find_map(ps, p, 0x7f0000021000, false, 21 * MS);
     assert_non_null(m);
     assert_int_equal(m->start, 0x7f0000020000);
+    assert_string_equal(m->name, "/nonexistent/libz.so.1");
+
+    /* libz closed and another library opened where it was: a hint of the
+     * new file reads the maps, and its code is named by it, not by libz. */
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000020000-7f0000030000 r-xp 00000000 08:01 1237 /nonexistent/libbz2.so.1\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 22 * MS, &(struct procs_hint){0x7f0000020000, 1237, dev}, 23 * MS);
+    m = procs__find_map(ps, p, 0x7f0000021000, false, 24 * MS);
+    assert_non_null(m);
+    assert_string_equal(m->name, "/nonexistent/libbz2.so.1");
+    /* The same inode on another device is another file too. */
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000020000-7f0000030000 r-xp 00000000 08:02 1237 /nonexistent/libbz2-other.so.1\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 25 * MS, &(struct procs_hint){0x7f0000020000, 1237, 8 << 20 | 2},
+                     26 * MS);
+    m = procs__find_map(ps, p, 0x7f0000021000, false, 27 * MS);
+    assert_non_null(m);
+    assert_string_equal(m->name, "/nonexistent/libbz2-other.so.1");
+
+    table_close(ps, bc, root);
+}
+
+/* An exec event that carries the process's start and comm (BPF's): the
+ * table takes them and does not read /proc/PID/stat or comm for them; one
+ * without (an old kernel) reads both. */
+static void test_exec_start_from_event(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX";
+    long hz = sysconf(_SC_CLK_TCK);
+
+    fake_proc(root); /* stat says 777 ticks, comm qsort_cb */
+    put(root, "maps", "");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    assert_true(hz > 0);
+    uint64_t start_ns = 5000ull * (1000000000ull / (uint64_t)hz) + 123;
+    struct proc *p = procs__exec(ps, PID, "fromevent", 0, start_ns, 1 * MS);
+    assert_non_null(p);
+    assert_int_equal(p->start_time, 5000);
+    assert_string_equal(p->comm, "fromevent");
+    p = procs__exec(ps, PID, "fromevent", 0, 0, 2 * MS);
+    assert_int_equal(p->start_time, 777);
+    assert_string_equal(p->comm, "qsort_cb");
+
+    table_close(ps, bc, root);
+}
+
+/* The read 10 ms after an exec (collect.c) is skipped when a hint had the
+ * maps read since the exec's own read, and made when none did. */
+static void test_exec_reread_after_hint(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX";
+    uint64_t maps0, maps1, ids;
+
+    fake_proc(root);
+    put(root, "maps", "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    assert_non_null(procs__exec(ps, PID, "qsort_cb", 0, 0, 1 * MS));
+    procs__reads(ps, &maps0, &ids);
+    procs__reread_exec(ps, PID, 11 * MS, 11 * MS); /* no hint: read */
+    procs__reads(ps, &maps1, &ids);
+    assert_int_equal(maps1, maps0 + 1);
+
+    assert_non_null(procs__exec(ps, PID, "qsort_cb", 0, 0, 20 * MS));
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    procs__hint_maps(ps, PID, 22 * MS, &(struct procs_hint){0x7f0000000000, 1234, 8 << 20 | 1},
+                     23 * MS);
+    procs__reads(ps, &maps0, &ids);
+    procs__reread_exec(ps, PID, 30 * MS, 30 * MS); /* the hint's read found the libraries */
+    procs__reads(ps, &maps1, &ids);
+    assert_int_equal(maps1, maps0);
+
+    table_close(ps, bc, root);
+}
+
+/* Lazy exec (procs__lazy_exec, where BPF wakes the agent at a new
+ * program's first sample): the exec reads nothing, nor do hints or the
+ * read 10 ms on; the first procs__get reads identity and maps, with the
+ * event's start time. */
+static void test_exec_lazy(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX";
+    uint64_t maps0, ids0, maps1, ids1;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    fake_proc(root);
+    put(root, "maps",
+        "7f0000000000-7f0000010000 r-xp 00000000 08:01 1234 /nonexistent/libc.so.6\n"
+        "7f0000100000-7f0000101000 r-xp 00000000 08:01 1235 /nonexistent/prog\n");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    procs__lazy_exec(ps, true);
+    assert_true(hz > 0);
+    uint64_t start_ns = 6000ull * (1000000000ull / (uint64_t)hz);
+    procs__reads(ps, &maps0, &ids0);
+    struct proc *p = procs__exec(ps, PID, "cc1", 0, start_ns, 1 * MS);
+    assert_non_null(p);
+    assert_true(p->maps_stale);
+    procs__hint_maps(ps, PID, 2 * MS, &(struct procs_hint){0x7f0000000000, 1234, 8 << 20 | 1},
+                     3 * MS);
+    procs__reread_exec(ps, PID, 11 * MS, 11 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_int_equal(maps1, maps0);
+    assert_int_equal(ids1, ids0);
+    /* Its first sample. */
+    p = procs__get(ps, PID, "cc1", 20 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_int_equal(maps1, maps0 + 1);
+    assert_int_equal(ids1, ids0 + 1);
+    assert_false(p->maps_stale);
+    assert_int_equal(p->start_time, 6000);
+    assert_string_equal(p->comm, "cc1");
+    const struct proc_map *m = procs__find_map(ps, p, 0x7f0000001000, false, 21 * MS);
+    assert_non_null(m);
+    assert_string_equal(m->name, "/nonexistent/libc.so.6");
+    /* Read 19 ms after its exec: the read due 10 ms after it is not made. */
+    procs__reread_exec(ps, PID, 11 * MS, 30 * MS);
+    procs__reads(ps, &maps0, &ids0);
+    assert_int_equal(maps0, maps1);
+
+    /* Excluded before its exec (BPF skips it, no sample will come): read
+     * at once, its new environment decides. */
+    p->skipped = true;
+    procs__reads(ps, &maps0, &ids0);
+    p = procs__exec(ps, PID, "cc1", 0, start_ns, 30 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_int_equal(ids1, ids0 + 1);
+    assert_false(p->maps_stale);
+
+    /* An earlier process with the pid was excluded (its exit took it out
+     * of the skip map): a new program is not taken for excluded unread,
+     * which would keep it out of BPF's samples and so unread for good. */
+    p->skipped = false;
+    p->disabled = true;
+    p = procs__exec(ps, PID, "cc1", 0, start_ns, 40 * MS);
+    assert_true(p->maps_stale);
+    assert_false(p->disabled);
+    /* It exits unsampled; its pid goes to a process that never execs (a
+     * fork): read as a new process, its start time from /proc, not the
+     * exec event's of the one before. */
+    procs__exit(ps, PID, 50 * MS);
+    p = procs__get(ps, PID, NULL, 400 * MS);
+    assert_false(p->maps_stale);
+    assert_int_equal(p->start_time, 777);
 
     table_close(ps, bc, root);
 }
@@ -224,12 +380,12 @@ static void test_interpreter_named_by_script(void **state)
     assert_string_equal(p->id.service, "pylint");
     /* An exec into inline code: the executable's name. */
     put_bytes(root, "cmdline", inline_code, sizeof(inline_code) - 1);
-    p = procs__exec(ps, PID, "python3", 0, 3 * MS);
+    p = procs__exec(ps, PID, "python3", 0, 0, 3 * MS);
     assert_string_equal(p->id.service, "python3.11");
     /* A unit's process: the unit's name, whatever it runs. */
     put_bytes(root, "cmdline", pylint, sizeof(pylint) - 1);
     put(root, "cgroup", "0::/system.slice/lint.service\n");
-    p = procs__exec(ps, PID, "pylint", 0, 4 * MS);
+    p = procs__exec(ps, PID, "pylint", 0, 0, 4 * MS);
     assert_string_equal(p->id.service, "lint");
     table_close(ps, bc, root);
 }
@@ -277,17 +433,17 @@ static void test_exec_named_by_cgroup_id(void **state)
     put(root, "maps", "");
     struct binary_cache *bc;
     struct procs *ps = table_open(root, &bc);
-    struct proc *p = procs__exec(ps, PID, "cpu_split", 0, 1 * MS);
+    struct proc *p = procs__exec(ps, PID, "cpu_split", 0, 0, 1 * MS);
     assert_non_null(p);
     assert_string_equal(p->id.service, "qsort_cb");
-    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 2 * MS);
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 2 * MS);
     char want[64];
     snprintf(want, sizeof(want), "cxunit-web-%d", (int)getpid());
     assert_string_equal(p->id.service, want);
     assert_string_equal(strstr(unit, want), p->id.systemd_unit);
     /* An id of no cgroup (removed since): named by its executable again. */
     assert_int_equal(rmdir(unit), 0);
-    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 3 * MS);
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 3 * MS);
     assert_string_equal(p->id.service, "qsort_cb");
 
     table_close(ps, bc, root);
@@ -337,6 +493,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_kept_when_gone),
         cmocka_unit_test(test_hint_reads_maps),
+        cmocka_unit_test(test_exec_start_from_event),
+        cmocka_unit_test(test_exec_reread_after_hint),
+        cmocka_unit_test(test_exec_lazy),
         cmocka_unit_test(test_sweep_asks_proc_when_told),
         cmocka_unit_test(test_interpreter_named_by_script),
         cmocka_unit_test(test_exec_named_by_cgroup_id),

@@ -13,73 +13,6 @@
 #include "server_helpers.h"
 
 #define T0 (1764763200ll * SEC)
-#define MAXF 16
-
-/* A profile in the store's terms, built by name: each function is a
- * location of its own, keys by the store's hasher. */
-struct sprof {
-    const struct stack_hasher *h;
-    const char *names[MAXF];
-    struct store_put_function fns[MAXF];
-    uint32_t fidx[MAXF];
-    struct store_location locs[MAXF];
-    uint32_t frames[MAXF][8];
-    struct store_stack stacks[MAXF];
-    struct store_label labels[8];
-    struct store_labelset ls[2];
-    struct store_profile p;
-};
-
-static void sprof__init(struct sprof *s, struct store *st, const char *app, const char *host,
-                        int64_t pid, int64_t time_ns)
-{
-    memset(s, 0, sizeof(*s));
-    s->h = store__hasher(st);
-    s->p = (struct store_profile){.app = app,
-                                  .host = host,
-                                  .pid = pid,
-                                  .time_ns = time_ns,
-                                  .duration_ns = 60 * SEC,
-                                  .period_ns = 10000000,
-                                  .functions = s->fns,
-                                  .locations = s->locs,
-                                  .stacks = s->stacks,
-                                  .labelsets = s->ls,
-                                  .bytes_in = 1000};
-}
-
-static uint32_t sprof__fn(struct sprof *s, const char *name)
-{
-    for (uint32_t i = 0; i < s->p.nfunctions; i++)
-        if (strcmp(s->names[i], name) == 0)
-            return i;
-    uint32_t i = s->p.nfunctions++;
-    assert_true(i < MAXF);
-    s->names[i] = name;
-    s->fns[i] = (struct store_put_function){
-        {name, "x.c"}, stack_hasher__function(s->h, name, strlen(name), "x.c", 3)};
-    s->fidx[i] = i;
-    s->locs[i] = (struct store_location){&s->fidx[i], 1};
-    s->p.nlocations = s->p.nfunctions;
-    return i;
-}
-
-/* A stack of names, leaf first, with its samples (CPU: samples x 10 ms). */
-static void sprof__stack(struct sprof *s, const char *const *names, uint32_t n, int64_t samples,
-                         uint32_t labelset)
-{
-    size_t k = s->p.nstacks++;
-    struct stack_key keys[8];
-
-    assert_true(k < MAXF && n <= 8);
-    for (uint32_t i = 0; i < n; i++) {
-        s->frames[k][i] = sprof__fn(s, names[i]);
-        keys[i] = s->fns[s->frames[k][i]].key;
-    }
-    s->stacks[k] = (struct store_stack){
-        s->frames[k], n, labelset, stack_hasher__stack(s->h, keys, n), samples, samples * 10000000};
-}
-
 /* A stack blocked off-CPU for off_ns, no samples nor CPU (as the agent's
  * off-CPU samples are), or adding off_ns to the last stack when again. */
 static void sprof__off(struct sprof *s, const char *const *names, uint32_t n, int64_t off_ns,
@@ -88,13 +21,6 @@ static void sprof__off(struct sprof *s, const char *const *names, uint32_t n, in
     if (!again)
         sprof__stack(s, names, n, 0, STORE_NO_LABELS);
     s->stacks[s->p.nstacks - 1].off_cpu_ns = off_ns;
-}
-
-static void put(struct store *st, struct sprof *s)
-{
-    char err[512];
-    if (store__put(st, &s->p, err, sizeof(err)))
-        fail_msg("store__put: %s", err);
 }
 
 static const char *const LEAF_A[] = {"leaf", "a", "main"};
@@ -113,11 +39,11 @@ static void test_put_and_merge(void **state)
     sprof__init(&s, st, "api", "h1", 11, T0);
     sprof__stack(&s, LEAF_A, 3, 30, STORE_NO_LABELS);
     sprof__stack(&s, LEAF_B, 3, 10, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
     sprof__init(&s, st, "api", "h2", 12, T0 + 60 * SEC);
     sprof__stack(&s, LEAF_A, 3, 5, STORE_NO_LABELS);
     sprof__stack(&s, LEAF_B + 1, 2, 7, STORE_NO_LABELS); /* b;main */
-    put(st, &s);
+    sprof__put(st, &s);
 
     struct store_merged *m = merge_all(st, "api");
     int64_t cpu;
@@ -178,15 +104,15 @@ static void test_applications_and_labels(void **state)
     s.p.identity[0] = "c0ffee";
     s.p.identity[4] = "db.service";
     sprof__stack(&s, LEAF_A, 3, 100, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
     sprof__init(&s, st, "api", "h1", 22, T0);
     sprof__stack(&s, LEAF_A, 3, 10, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
     sprof__init(&s, st, "api", "h2", 23, T0 + 60 * SEC);
     s.p.identity[1] = "api-7d9f";
     s.p.identity[2] = "prod";
     sprof__stack(&s, LEAF_B, 3, 20, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
 
     struct store_app *apps = NULL;
     size_t n = 0;
@@ -255,7 +181,7 @@ static void test_timeline_rollup_retention(void **state)
     for (int i = 0; i < 6; i++) {
         sprof__init(&s, st, "api", "h1", 5, T0 + i * 60 * SEC);
         sprof__stack(&s, LEAF_A, 3, 100 * (i + 1), STORE_NO_LABELS);
-        put(st, &s);
+        sprof__put(st, &s);
     }
     struct store_query q = {.app = "api", .from_ns = T0, .to_ns = T0 + 6 * 60 * SEC};
     int64_t *cpu = NULL;
@@ -379,10 +305,10 @@ static void test_off_cpu(void **state)
     sprof__off(&s, OFF_LOCK, 4, 5 * SEC, false);
     sprof__stack(&s, LEAF_B, 3, 10, STORE_NO_LABELS);
     sprof__off(&s, LEAF_B, 3, 2 * SEC, true);
-    put(st, &s);
+    sprof__put(st, &s);
     sprof__init(&s, st, "api", "h1", 11, T0 + 60 * SEC); /* CPU only */
     sprof__stack(&s, LEAF_A, 3, 5, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
     check_off_cpu(st);
     int64_t built = -1, pending = -1;
     assert_int_equal(store__rollup(st, T0 + 86400 * SEC, &built, &pending), 0);
@@ -411,7 +337,7 @@ static void test_off_cpu(void **state)
     store_apps__free(apps, napps);
     sprof__init(&s, st, "api", "h1", 11, T0 + 120 * SEC);
     sprof__off(&s, OFF_LOCK, 4, 3 * SEC, false);
-    put(st, &s);
+    sprof__put(st, &s);
     struct store_query q = {.app = "api", .from_ns = 0, .to_ns = INT64_MAX};
     q.value = STORE_VALUE_OFF_CPU;
     struct store_merged *m;
@@ -507,7 +433,7 @@ static void test_group(void **state)
     assert_int_equal(pthread_create(&t, NULL, put_outside, &a), 0);
     sprof__init(&s, st, "grp", "h", 1, T0);
     sprof__stack(&s, LEAF_A, 3, 3, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
     /* Refused by the store: a label set past its 1 MiB of text. */
     size_t big = (1u << 20) + 10;
     char *value = malloc(big + 1);
@@ -523,7 +449,7 @@ static void test_group(void **state)
     free(value);
     sprof__init(&s, st, "grp", "h", 3, T0 + 2 * SEC);
     sprof__stack(&s, LEAF_A, 3, 4, STORE_NO_LABELS);
-    put(st, &s);
+    sprof__put(st, &s);
     assert_int_equal(store__group_end(st, err, sizeof(err)), 0);
     assert_int_equal(store__group_end(st, err, sizeof(err)), -EINVAL); /* none open */
     pthread_join(t, NULL);
@@ -611,30 +537,30 @@ static void test_resent(void **state)
     (void)state;
 
     resent_profile(&s, st, 7, "eu", 60 * SEC, 10);
-    put(st, &s);
+    sprof__put(st, &s);
     resent_profile(&s, st, 7, "us", 60 * SEC, 20); /* another SDK's labels */
-    put(st, &s);
+    sprof__put(st, &s);
     resent_profile(&s, st, 8, "eu", 60 * SEC, 40); /* another process */
-    put(st, &s);
+    sprof__put(st, &s);
     resent_profile(&s, st, 7, "eu", 30 * SEC, 80); /* another duration */
-    put(st, &s);
+    sprof__put(st, &s);
     resent_profile(&s, st, 7, NULL, 60 * SEC, 160); /* no other labels */
-    put(st, &s);
+    sprof__put(st, &s);
     /* Every identity column the same, another content: two replicas of a
      * Pyroscope client that sends no host or pid, in the same window. */
     resent_profile(&s, st, 7, "eu", 60 * SEC, 11);
-    put(st, &s);
+    sprof__put(st, &s);
     resent_check(st, 6, 321);
 
     resent_profile(&s, st, 7, "eu", 60 * SEC, 10); /* sent again alone */
-    put(st, &s);
+    sprof__put(st, &s);
     /* A batch sent again in part, one of its profiles twice, one new. */
     assert_int_equal(store__group_begin(st, err, sizeof(err)), 0);
     resent_profile(&s, st, 8, "eu", 60 * SEC, 40);
-    put(st, &s);
+    sprof__put(st, &s);
     resent_profile(&s, st, 9, "eu", 60 * SEC, 320);
-    put(st, &s);
-    put(st, &s);
+    sprof__put(st, &s);
+    sprof__put(st, &s);
     assert_int_equal(store__group_end(st, err, sizeof(err)), 0);
     resent_check(st, 7, 641);
 
@@ -643,7 +569,7 @@ static void test_resent(void **state)
     st = store_sqlite__open(dir, err, sizeof(err));
     assert_non_null(st);
     resent_profile(&s, st, 9, "eu", 60 * SEC, 320);
-    put(st, &s);
+    sprof__put(st, &s);
     resent_check(st, 7, 641);
     store__close(st);
 
@@ -659,7 +585,7 @@ static void test_resent(void **state)
                     "level, bucket_ns FROM rollups");
     st = store_sqlite__open(dir, err, sizeof(err));
     assert_non_null(st);
-    put(st, &s);
+    sprof__put(st, &s);
     resent_check(st, 8, 961);
     store__close(st);
     /* Once the copy is gone, the next open makes the index unique again. */
@@ -670,7 +596,7 @@ static void test_resent(void **state)
                     "pragma_index_list('profiles') WHERE name = 'profiles_identity'");
     st = store_sqlite__open(dir, err, sizeof(err));
     assert_non_null(st);
-    put(st, &s);
+    sprof__put(st, &s);
     resent_check(st, 7, 641);
     store__close(st);
     char path[300];

@@ -2,7 +2,7 @@
  * answer of the off-CPU tests (tests/integration/offcpu_tests.py).
  *
  *   wait_pipe  read() of a pipe a feeder thread writes a byte to every 2 ms
- *   nap        nanosleep(), 3 ms at a time, in two threads
+ *   nap        nanosleep(), 3 ms at a time (NAP_US), in two threads
  *   wait_lock  pthread_mutex_lock() of a mutex a holder thread keeps for
  *              4 ms at a time (it sleeps in hold_lock with it held)
  *   sync_file  write() + fsync() of a file in DIR (a disk, not tmpfs)
@@ -12,7 +12,7 @@
  * Every 100 ms it prints the time spent inside each waiting call so far
  * (CLOCK_MONOTONIC ns, summed over its threads):
  *   t=NS wait_pipe=NS nap=NS wait_lock=NS sync_file=NS
- * Usage: offcpu_mix DIR SECONDS
+ * Usage: offcpu_mix DIR SECONDS [NAP_US]
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +28,7 @@ enum { PIPE, NAP, LOCK, SYNC, NWAITS };
 static const char *const names[NWAITS] = {"wait_pipe", "nap", "wait_lock", "sync_file"};
 static _Atomic uint64_t waited[NWAITS];
 static int pipefd[2];
+static long nap_us = 3000;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *dir;
 static volatile uint64_t sink;
@@ -57,7 +58,7 @@ __attribute__((noinline)) void wait_pipe(void)
 __attribute__((noinline)) void nap(void)
 {
     uint64_t t0 = now_ns();
-    sleep_us(3000);
+    sleep_us(nap_us);
     waited[NAP] += now_ns() - t0;
 }
 
@@ -172,8 +173,12 @@ int main(int argc, char **argv)
                                   holder,      locker, syncer, spinner};
     pthread_t t;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: offcpu_mix DIR SECONDS\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: offcpu_mix DIR SECONDS [NAP_US]\n");
+        return 2;
+    }
+    if (argc == 4 && (nap_us = atol(argv[3])) <= 0) {
+        fprintf(stderr, "offcpu_mix: NAP_US must be a positive number\n");
         return 2;
     }
     dir = argv[1];
