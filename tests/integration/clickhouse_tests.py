@@ -579,6 +579,36 @@ def test_ch_batch_inserts(tmp):
                 want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
         check(st.stacks_of(srv, q) == want, "the batch resent after the failure: not stored once")
         check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
+        # A shard down mid-batch: known stacks, so the batch is psamples and
+        # profiles rows only, and shard 1's INSERT fails after shard 0 wrote
+        # its part. All 503; the batch resent collapses with that part.
+        t0 = base + 180
+        again = [frames_profile(range(i * 10, i * 10 + 30), (t0 + i) * 10**9) for i in range(20)]
+        body = batch_tests.batch([(f"pid={i + 101}", p) for i, p in enumerate(again)])
+        first = clickhouse_cluster.cluster()[0]
+        part = f"SELECT count() FROM {db}.psamples_local WHERE time_ns >= {t0 * 10**9}"
+        node.stop()
+        try:
+            a = batch_tests.post_batch(srv, body, 20)
+            check(a["statuses"] == [503] * 20, f"a shard down mid-batch: {a['statuses']}")
+            written = int(first.query(part))
+        finally:
+            node.start()
+        check(0 < written < 20, f"shard 0 did not take its part of the failed batch: {written}")
+        deadline = time.time() + 60
+        while True:
+            a = batch_tests.post_batch(srv, body, 20)
+            if a["statuses"] == [202] * 20 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        check(a["statuses"] == [202] * 20, f"the shard back: {a['statuses']}")
+        for i in range(20):
+            for k in range(i * 10, i * 10 + 30):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        print(f"    shard 0 wrote {written} of 20 psamples rows of the failed batch")
+        check(int(first.query(part)) >= written, "shard 0's part lost")
+        check(st.stacks_of(srv, q) == want, "a batch that failed mid-way, resent: not stored once")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
     finally:
         srv.stop()
 
