@@ -112,19 +112,43 @@ static int read_cluster(struct ch_store *st, struct buf *ans, char *why, size_t 
     return 0;
 }
 
-/* Which node given is which shard: each node names its own (is_local). */
+/* Which node given is which shard: each node names its own (is_local),
+ * and each must see the cluster as node 0 does (its shards, weights and
+ * addresses in the same order): a node whose config lists the shards
+ * otherwise would place a row of a Distributed insert through it on
+ * another shard than the one ch_shard computes from node 0's view, and
+ * a retry would not collapse with its first copy. */
 static int map_nodes(struct ch_store *st, struct buf *ans, char *why, size_t whylen)
 {
-    char sql[256];
+    char sql[320], self[256];
+    char *view0 = NULL;
+    int err = -1;
 
     snprintf(sql, sizeof(sql),
+             "SELECT shard_num, shard_weight, replica_num, host_address, port FROM "
+             "system.clusters WHERE cluster = '%s' ORDER BY shard_num, replica_num "
+             "FORMAT TabSeparated",
+             st->cluster);
+    snprintf(self, sizeof(self),
              "SELECT shard_num FROM system.clusters WHERE cluster = '%s' AND is_local "
              "FORMAT TabSeparated",
              st->cluster);
     for (size_t node = 0; node < st->nnodes; node++) {
         unsigned long num;
         if (ask(st, node, sql, ans, why, whylen))
-            return -1;
+            goto out;
+        if (!view0 && !(view0 = strdup(ans->data ? ans->data : ""))) {
+            snprintf(why, whylen, "out of memory");
+            goto out;
+        }
+        if (strcmp(view0, ans->data ? ans->data : "")) {
+            snprintf(why, whylen,
+                     "node %zu's system.clusters lists cluster %s otherwise than node 1's",
+                     node + 1, st->cluster);
+            goto out;
+        }
+        if (ask(st, node, self, ans, why, whylen))
+            goto out;
         if (sscanf(ans->data ? ans->data : "", "%lu", &num) != 1 || num < 1 || num > st->nshards)
             continue; /* not a node of the cluster's shards as it sees itself */
         if (st->shard_node[num - 1] == SIZE_MAX)
@@ -133,9 +157,12 @@ static int map_nodes(struct ch_store *st, struct buf *ans, char *why, size_t why
     for (size_t i = 0; i < st->nshards; i++)
         if (st->shard_node[i] == SIZE_MAX) {
             snprintf(why, whylen, "no URL given is shard %zu's node", i + 1);
-            return -1;
+            goto out;
         }
-    return 0;
+    err = 0;
+out:
+    free(view0);
+    return err;
 }
 
 /* Whether each batched table's Distributed engine has the key ch_shard computes. */

@@ -613,6 +613,70 @@ def test_ch_batch_inserts(tmp):
         srv.stop()
 
 
+def test_ch_shards_disagree(tmp):
+    """Direct shard inserts need each node to be found and the cluster
+    seen alike: given the nodes' URLs in the other order, each shard's
+    rows still go to its own node's local table; with node 2's config
+    giving the shards other weights than node 1's (a row of a Distributed
+    insert through it would land elsewhere), the server says so and
+    inserts through the Distributed tables, rows where node 1's
+    Distributed table puts them."""
+    import batch_tests
+    nodes = clickhouse_cluster.cluster()
+    base = int(time.time()) // 60 * 60 - 1200
+    profs = [frames_profile(range(i * 10, i * 10 + 30), (base + i) * 10**9) for i in range(20)]
+    body = batch_tests.batch([(f"pid={i + 1}", p) for i, p in enumerate(profs)])
+    want = {}
+    for i in range(20):
+        for k in range(i * 10, i * 10 + 30):
+            want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+    q = f"app=fsvc&from={base - 60}&to={base + 300}"
+
+    def store(srv, db):
+        b0 = inserts(db)
+        a = batch_tests.post_batch(srv, body, 20)
+        check(a["statuses"] == [202] * 20, f"batch: {a['statuses']}")
+        check(st.stacks_of(srv, q) == want, "the batch's sums")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
+        return per_node(delta(inserts(db), b0))
+
+    args = clickhouse_cluster.server_args()
+    args[1] = f"{nodes[1].url}, {nodes[0].url}"
+    srv = Server(tmp, *args)
+    try:
+        local = store(srv, db_of(srv))
+        print(f"    URLs in the other order: {local}")
+        check(len(local) == 2 and
+              all(t.endswith("_local") for ts in local.values() for t in ts),
+              f"not into each shard's local table: {local}")
+    finally:
+        srv.stop()
+    nodes[1].configure(nodes[1].zk_port, weights=[2, 1])
+    try:
+        deadline = time.time() + 60
+        while nodes[1].cluster_weights() != [2, 1] and time.time() < deadline:
+            time.sleep(0.5)
+        check(nodes[1].cluster_weights() == [2, 1], "node 2 did not reread its clusters")
+        srv = on_server(tmp)
+        try:
+            local = store(srv, db_of(srv))
+            with open(srv.log.name) as f:
+                said = [line.strip() for line in f if "Distributed tables" in line]
+            print(f"    node 2 weighs the shards 2:1: {said[-1:]}; {local}")
+            check(any("node 2's system.clusters lists cluster cx otherwise" in s for s in said),
+                  f"the server did not say why: {said}")
+            check(set(local) == {0} and set(local[0]) == {"functions", "stacks", "psamples",
+                                                          "profiles"},
+                  f"not through node 1's Distributed tables: {local}")
+        finally:
+            srv.stop()
+    finally:
+        nodes[1].configure(nodes[1].zk_port)
+        deadline = time.time() + 60
+        while nodes[1].cluster_weights() != [1, 1] and time.time() < deadline:
+            time.sleep(0.5)
+
+
 def stack_reads(db):
     """The statements that read the stacks or functions table, on the node
     that takes queries."""
@@ -664,4 +728,4 @@ def test_ch_warm_caches(tmp):
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
                   test_ch_raw_reads_own_profiles, test_ch_stack_frames, test_ch_batch_inserts,
-                  test_ch_warm_caches]
+                  test_ch_shards_disagree, test_ch_warm_caches]
