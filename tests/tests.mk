@@ -486,7 +486,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 
 SAN_TESTS := test_query test_query_search test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
              test_varint test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
-             test_store_common test_batch \
+             test_store_common test_batch test_ch_shard \
              test_list test_fn_timeline
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)
