@@ -254,7 +254,7 @@ static int row(enum ch_shard_key key, struct cur *c, uint64_t *v)
 int ch_shard__split(enum ch_shard_key key, const void *rows, size_t len, const uint32_t *slot,
                     size_t nslots, struct buf *out, size_t nshards)
 {
-    struct cur c = {rows, (const uint8_t *)rows + len};
+    struct cur c = {rows, rows ? (const uint8_t *)rows + len : NULL};
 
     /* Parsed whole first: a batch goes to every shard or to none. */
     while (c.p < c.end) {
