@@ -42,10 +42,10 @@ static inline uint32_t ch_shard__of(uint64_t value, const uint32_t *slot, size_t
 }
 
 /* Appends each row of rows (len bytes of RowBinary rows of the table key
- * reads) to out[its shard] (nshards buffers, each as the caller prepared
- * it, e.g. with the INSERT's text); rows may be NULL when len is 0. Returns 0, -EINVAL when rows do
- * not parse as that table's rows (nothing is then to be sent), or -E2BIG / -ENOMEM from a buffer.
- */
+ * reads; NULL when len is 0) to out[its shard] (nshards buffers, each as
+ * the caller prepared it, e.g. with the INSERT's text). Returns 0, -EINVAL
+ * when rows do not parse as that table's rows (nothing is then to be
+ * sent), or -E2BIG / -ENOMEM from a buffer. */
 int ch_shard__split(enum ch_shard_key key, const void *rows, size_t len, const uint32_t *slot,
                     size_t nslots, struct buf *out, size_t nshards)
     __attribute__((warn_unused_result));
