@@ -511,14 +511,16 @@ def delta(after, before):
     return {k: v for k, v in after.items() if k not in before}
 
 
-def test_ch_batch_inserts(tmp):
+def batch_inserts(tmp, how):
     """A batch upload of 40 profiles goes to ClickHouse as one INSERT per
-    table, each stack and function row once; sent again (the agent's retry)
-    it is counted once and sends no stack or function row (the server's
-    caches); with a shard down every profile of a batch answers 503, and
-    the batch sent again once it is back is stored once."""
+    table (and shard, with how "shards": each into that shard's local
+    table), each stack and function row once; sent again (the agent's
+    retry) it is counted once and sends no stack or function row (the
+    server's caches); with a shard down every profile of a batch answers
+    503, and the batch sent again once it is back is stored once, also when
+    the other shard had written its part."""
     import batch_tests
-    srv = on_server(tmp)
+    srv = on_server(tmp, "--clickhouse-insert", how)
     node = clickhouse_cluster.cluster()[1]
     db = db_of(srv)
     try:
@@ -537,16 +539,21 @@ def test_ch_batch_inserts(tmp):
         new = delta(inserts(db), b0)
         d, local = per_table(new), per_node(new)
         print(f"    INSERTs (statements, rows) of a batch of 40: {d}; into {local}")
-        # psamples: a row a profile (its 30 stacks as arrays). One INSERT a
-        # table and shard, straight into the shard's local table (the
-        # server was given both nodes' URLs), each row where the
-        # Distributed table would have put it.
+        # psamples: a row a profile (its 30 stacks as arrays). With shards,
+        # one INSERT a table and shard, straight into the shard's local
+        # table (the server was given both nodes' URLs), each row where
+        # the Distributed table would have put it; else one INSERT a table
+        # into the first node's Distributed table.
         check({t: r for t, (_, r) in d.items()} ==
               {"functions": 421, "stacks": 420, "psamples": 40, "profiles": 40},
               f"not each key once: {d}")
-        check(len(local) == 2 and
-              all(t.endswith("_local") and n == 1 for ts in local.values() for t, n in ts.items()),
-              f"not one INSERT per table into each shard's local table: {local}")
+        if how == "shards":
+            check(len(local) == 2 and all(t.endswith("_local") and n == 1
+                                          for ts in local.values() for t, n in ts.items()),
+                  f"not one INSERT per table into each shard's local table: {local}")
+        else:
+            check(local == {0: {"functions": 1, "stacks": 1, "psamples": 1, "profiles": 1}},
+                  f"not one INSERT per table into the Distributed tables: {local}")
         check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
         check(st.stacks_of(srv, q) == want, "the batch's sums")
         # The agent's retry: counted once, no stack or function row sent.
@@ -594,7 +601,9 @@ def test_ch_batch_inserts(tmp):
             written = int(first.query(part))
         finally:
             node.start()
-        check(0 < written < 20, f"shard 0 did not take its part of the failed batch: {written}")
+        # A Distributed INSERT may fail before it wrote its local part.
+        check(written < 20 and (written > 0 or how == "distributed"),
+              f"shard 0 did not take its part of the failed batch: {written}")
         deadline = time.time() + 60
         while True:
             a = batch_tests.post_batch(srv, body, 20)
@@ -642,7 +651,7 @@ def test_ch_shards_disagree(tmp):
 
     args = clickhouse_cluster.server_args()
     args[1] = f"{nodes[1].url}, {nodes[0].url}"
-    srv = Server(tmp, *args)
+    srv = Server(tmp, *args, "--clickhouse-insert", "shards")
     try:
         local = store(srv, db_of(srv))
         print(f"    URLs in the other order: {local}")
@@ -657,7 +666,7 @@ def test_ch_shards_disagree(tmp):
         while nodes[1].cluster_weights() != [2, 1] and time.time() < deadline:
             time.sleep(0.5)
         check(nodes[1].cluster_weights() == [2, 1], "node 2 did not reread its clusters")
-        srv = on_server(tmp)
+        srv = on_server(tmp, "--clickhouse-insert", "shards")
         try:
             local = store(srv, db_of(srv))
             with open(srv.log.name) as f:
@@ -675,6 +684,18 @@ def test_ch_shards_disagree(tmp):
         deadline = time.time() + 60
         while nodes[1].cluster_weights() != [1, 1] and time.time() < deadline:
             time.sleep(0.5)
+
+
+def test_ch_batch_inserts(tmp):
+    batch_inserts(tmp, "shards")
+
+
+def test_ch_batch_inserts_distributed(tmp):
+    batch_inserts(tmp, "distributed")
+
+
+test_ch_batch_inserts.__doc__ = batch_inserts.__doc__
+test_ch_batch_inserts_distributed.__doc__ = batch_inserts.__doc__
 
 
 def stack_reads(db):
@@ -728,4 +749,4 @@ def test_ch_warm_caches(tmp):
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
                   test_ch_raw_reads_own_profiles, test_ch_stack_frames, test_ch_batch_inserts,
-                  test_ch_shards_disagree, test_ch_warm_caches]
+                  test_ch_batch_inserts_distributed, test_ch_shards_disagree, test_ch_warm_caches]
