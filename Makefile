@@ -100,6 +100,7 @@ SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_rollup.c \
               server/store_clickhouse_names.c server/store_clickhouse_schema.c \
               server/store_clickhouse_frames.c server/store_clickhouse_warm.c \
+              server/store_clickhouse_shards.c server/ch_shard.c \
               server/store_clickhouse_upgrade.c \
               server/store_sqlite.c server/store_sqlite_put.c server/store_sqlite_read.c \
               server/store_sqlite_maint.c server/stack_key.c server/ingest.c server/ingest_work.c server/query.c server/query_flame.c server/query_focus.c server/query_search.c \

@@ -83,9 +83,9 @@ static const struct cli_flag flags[] = {
      {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames in profiles"}},
     {CLI_RECORD, {"kernel-stacks", CONFIG_BOOL, "false", 0, 0, NULL, "include kernel frames"}},
     {BOTH,
-     {"off-cpu", CONFIG_BOOL, "false", 0, 0, NULL,
-      "also record where threads wait (off-CPU time, a third sample type off_cpu); off by "
-      "default: its cost on context-switch-heavy loads is not yet proven bounded"}},
+     {"off-cpu", CONFIG_BOOL, "true", 0, 0, NULL,
+      "also record where threads wait (off-CPU time, a third sample type off_cpu): a "
+      "sched_switch program, duty-cycled above off-cpu-switch-rate"}},
     {BOTH,
      {"off-cpu-min-us", CONFIG_INT, "10", 0, 1000000, "US",
       "off-CPU blocks shorter than this are not counted"}},

@@ -7,8 +7,8 @@ context switches) for SECONDS, under each of, REPS rounds:
   none       nothing recording
   hook       an empty tp_btf/sched_switch program (bench/switch_floor): what
              the hook alone costs, the floor under any program there
-  cpu        `codexray-node-agent record` of the whole machine, CPU only
-  off-cpu    the same with --off-cpu (the hook duty-cycled above
+  cpu        `codexray-node-agent record --no-off-cpu` of the whole machine, CPU only
+  off-cpu    the same with off-CPU time (the default; the hook duty-cycled above
              off-cpu-switch-rate: docs/internals/bpf.md)
   off-cpu-always  --off-cpu --off-cpu-switch-rate 0: the hook attached all
              the time (before the duty cycle)
@@ -87,8 +87,8 @@ def start_recorder(mode, tmp):
         return p
     if mode == "cpu" or mode.startswith("off-cpu"):
         args = [AGENT, "record", "--duration", "3600", "--output", os.path.join(tmp, mode + ".pb.gz")]
-        if mode.startswith("off-cpu"):
-            args.append("--off-cpu")
+        # Off-CPU time is on by default: CPU only is --no-off-cpu.
+        args.append("--off-cpu" if mode.startswith("off-cpu") else "--no-off-cpu")
         if mode.startswith("off-cpu-w"):  # off-cpu-wN: with --off-cpu-walks N
             args += ["--off-cpu-walks", mode[len("off-cpu-w"):]]
         if mode == "off-cpu-always":

@@ -9,14 +9,17 @@ Distributed tables' work; both shards share this machine's cores.
     python3 bench/store_bench.py [--procs 4] [--hours 6] [--stacks 2000] [--reps 5]
         [--server PATH] [--other-server PATH]
     python3 bench/store_bench.py --batch [--windows 5] [--small 150] [--large 50] [--runs 3]
-        [--server PATH] [--other-server PATH] [--sqlite-only]
+        [--server PATH] [--other-server PATH] [--also-distributed] [--sqlite-only]
 
 --batch: the agent's request shape alone: each one-minute window's
 profiles (--small of ~50 stacks and --large of ~1000, as a node's
 processes send) in one zstd POST /api/v1/profiles/batch, into SQLite and
 into the two-shard ClickHouse, one client and four; with --other-server
 (another build's codexray-server, e.g. main's) its ClickHouse ingest too,
-in the same run. --sqlite-only: no ClickHouse, and --other-server's
+in the same run; with --also-distributed this build's ClickHouse store
+inserting through the Distributed tables too (--clickhouse-insert
+distributed beside the default, each shard's local table directly).
+--sqlite-only: no ClickHouse, and --other-server's
 SQLite ingest instead (a change to the SQLite store measured side by
 side).
 
@@ -31,6 +34,7 @@ database (a server of another schema version may refuse this one's).
 import argparse
 import concurrent.futures
 import gzip
+import json
 import os
 import statistics
 import subprocess
@@ -212,11 +216,15 @@ def batch_main(a):
         # (stacks and functions are stored once a day).
         start = int(time.time()) // 86400 * 86400 - 86400 + 3600
         profiles = window_batches(tmp, a, start)
+        load0 = os.getloadavg()
         n = sum(1 for p in profiles if p[2] == 0)
         size = sum(len(p[1]) for p in profiles if p[2] == 0)
         stores = [("SQLite", [], server_tests.SERVER)]
         if not a.sqlite_only:
             stores.append(("ClickHouse, 2 shards", None, server_tests.SERVER))
+        if a.also_distributed and not a.sqlite_only:
+            stores.append(("ClickHouse, 2 shards, --clickhouse-insert distributed",
+                           ["--clickhouse-insert", "distributed"], server_tests.SERVER))
         if a.other_server:
             stores.append(("SQLite, " + a.other_label, [], a.other_server) if a.sqlite_only else
                           ("ClickHouse, 2 shards, " + a.other_label, None, a.other_server))
@@ -225,29 +233,40 @@ def batch_main(a):
             # The order turned each run: the machine's load drifts.
             for j, (name, args, server) in enumerate(stores[k % len(stores):] +
                                                      stores[:k % len(stores)]):
-                runs[name].append(batch_run(tmp, f"s{k}-{j}", args if args is not None else
-                                            clickhouse_cluster.server_args(), server, profiles,
-                                            start, a))
+                if args is None or args[:1] == ["--clickhouse-insert"]:
+                    args = clickhouse_cluster.server_args() + (args or [])
+                runs[name].append(batch_run(tmp, f"s{k}-{j}", args, server, profiles, start, a))
     # Medians over the runs, each figure on its own.
     r = {name: {label: tuple(statistics.median(x[label][i] for x in xs) for i in range(3))
                 for label in ("one", "four")} for name, xs in runs.items()}
     sq = r["SQLite"]
+    # Each run's rate over SQLite's in the same run, the median of those:
+    # steadier than the medians' ratio when the machine's load drifts.
+    per_run = {name: {label: statistics.median(x[label][0] / y[label][0]
+                                               for x, y in zip(xs, runs["SQLite"]))
+                      for label in ("one", "four")} for name, xs in runs.items()}
     out = [f"# store bench, the agent's batches, medians of {a.runs} runs: {a.windows} windows "
            f"of {n} profiles "
            f"({a.small} of ~50 stacks, {a.large} of ~1000; {size / n / 1024:.1f} KiB raw "
-           "a profile on average), one zstd POST /api/v1/profiles/batch a window", "",
-           "| store | clients | profiles/s | vs SQLite | server CPU / profile | "
-           "ClickHouse CPU / profile (both nodes) |", "|---|---|---|---|---|---|"]
+           "a profile on average), one zstd POST /api/v1/profiles/batch a window; load "
+           f"average (1, 5, 15 min) {' '.join(f'{x:.1f}' for x in load0)} before, "
+           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after", "",
+           "| store | clients | profiles/s | vs SQLite | vs SQLite, each run's (median) | "
+           "server CPU / profile | ClickHouse CPU / profile (both nodes) |",
+           "|---|---|---|---|---|---|---|"]
     for name, x in r.items():
         for label in ("one", "four"):
             rate, cpu, kcpu = x[label]
             out.append(f"| {name} | {1 if label == 'one' else 4} | {rate:.0f} | "
-                       f"{rate / sq[label][0]:.2f} | {cpu:.2f} ms | "
+                       f"{rate / sq[label][0]:.2f} | {per_run[name][label]:.2f} | {cpu:.2f} ms | "
                        + ("-" if kcpu != kcpu else f"{kcpu:.2f} ms") + " |")
     report = "\n".join(out) + "\n"
     os.makedirs(os.path.join(B, "bench"), exist_ok=True)
     with open(os.path.join(B, "bench", "store_batch_report.md"), "w") as f:
         f.write(report)
+    # Each run's figures, in the order run: (rate, server ms, ClickHouse ms).
+    with open(os.path.join(B, "bench", "store_batch_runs.json"), "w") as f:
+        json.dump(runs, f, indent=1)
     print(report)
 
 
@@ -261,6 +280,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--other-server")
     ap.add_argument("--other-label", default="main")
+    ap.add_argument("--also-distributed", action="store_true",
+                    help="--batch: this build's ClickHouse store with --clickhouse-insert "
+                    "distributed too")
     ap.add_argument("--sqlite-only", action="store_true",
                     help="--batch without ClickHouse: SQLite (and --other-server's SQLite)")
     ap.add_argument("--procs", type=int, default=4)

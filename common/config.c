@@ -245,12 +245,23 @@ int config__load_args(struct config *c, int argc, char **argv, char *err, size_t
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         long i = find(c, name, len);
+        /* --no-NAME turns a boolean that is on by default off (bare only:
+         * --no-NAME=true would read both ways). */
+        if (i < 0 && !eq && len > 3 && strncmp(name, "no-", 3) == 0) {
+            i = find(c, name + 3, len - 3);
+            if (i >= 0 && c->defs[i].type == CONFIG_BOOL)
+                val = "false";
+            else
+                i = -1;
+        }
         /* Only dashes in flags: --sample_rate is not a flag. */
         if (i < 0 || memchr(name, '_', len)) {
             snprintf(err, errlen, "unknown flag '--%.*s'", (int)len, name);
             return -1;
         }
-        if (eq) {
+        if (val) {
+            /* --no-NAME */
+        } else if (eq) {
             val = eq + 1;
         } else if (c->defs[i].type == CONFIG_BOOL) {
             val = "true";
@@ -315,6 +326,8 @@ void config__usage(const struct config_def *defs, size_t n, FILE *f)
         fprintf(f, "  %-28s %s", flag, defs[i].help);
         if (defs[i].def && *defs[i].def && defs[i].type != CONFIG_BOOL)
             fprintf(f, " (default %s)", defs[i].def);
+        else if (defs[i].type == CONFIG_BOOL && defs[i].def && strcmp(defs[i].def, "true") == 0)
+            fprintf(f, " (on by default; --no-%s turns it off)", defs[i].name);
         fputc('\n', f);
     }
 }

@@ -37,8 +37,9 @@ int config__load_file(struct config *c, const char *path, bool must_exist, char 
                       size_t errlen);
 /* Reads CODEXRAY_<NAME> for every option. Returns 0, or -1 with a message. */
 int config__load_env(struct config *c, char *err, size_t errlen);
-/* Reads --name VALUE, --name=VALUE and, for booleans, bare --name. Every
- * argument must be a known flag. Returns 0, or -1 with a message. */
+/* Reads --name VALUE, --name=VALUE and, for booleans, bare --name (true)
+ * and bare --no-name (false). Every argument must be a known flag. Returns
+ * 0, or -1 with a message. */
 int config__load_args(struct config *c, int argc, char **argv, char *err, size_t errlen);
 
 /* All four sources in order: defaults, the file named by the "config" option

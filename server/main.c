@@ -35,6 +35,9 @@ static const struct config_def server_opts[] = {
     {"clickhouse-cluster", CONFIG_STRING, NULL, 0, 0, "NAME",
      "the ClickHouse cluster to shard over (tables made on every URL given)"},
     {"clickhouse-database", CONFIG_STRING, "codexray", 0, 0, "DB", "the ClickHouse database"},
+    {"clickhouse-insert", CONFIG_STRING, "shards", 0, 0, "shards|distributed",
+     "on a cluster, insert into each shard's table directly (when every shard's URL is given) "
+     "or through the Distributed tables"},
     {"clickhouse-timeout-ms", CONFIG_INT, "30000", 100, 3600000, "MS",
      "how long one ClickHouse request may take before the server answers 503"},
     {"api-key", CONFIG_STRING, NULL, 0, 0, "KEY",
@@ -215,6 +218,7 @@ int main(int argc, char **argv)
     if (ch && *ch)
         st = store_clickhouse__open(ch, config__str(c, "clickhouse-cluster"),
                                     config__str(c, "clickhouse-database"),
+                                    config__str(c, "clickhouse-insert"),
                                     config__int(c, "clickhouse-timeout-ms"), err, sizeof(err));
     else
         st = store_sqlite__open(config__str(c, "data-dir"), err, sizeof(err));

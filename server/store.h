@@ -217,14 +217,17 @@ struct store *store_sqlite__open(const char *dir, char *err, size_t errlen);
  * (common/list.h: commas or spaces, empty entries skipped, trailing slashes
  * dropped) of http:// or https:// URLs of ClickHouse (with cluster, its
  * nodes, where the tables are made; one URL: made ON CLUSTER), cluster
- * (NULL or "" for one server) and db name plain identifiers; timeout_ms
- * bounds each request. NULL with err filled ("--clickhouse: ..." for a bad
- * list), also for a database of another schema version (refused before
- * anything is changed in it: store_clickhouse_schema.c). Its operations
- * return -EAGAIN when ClickHouse cannot be reached, errs, times out or
- * answers garbage (logged): the caller answers 503. */
+ * (NULL or "" for one server) and db name plain identifiers; insert
+ * "shards" (or NULL: inserts go into each shard's local table when every
+ * shard's node is among urls, else through the Distributed tables) or
+ * "distributed" (always through them); timeout_ms bounds each request.
+ * NULL with err filled ("--clickhouse: ..." for a bad list or insert),
+ * also for a database of another schema version (refused before anything
+ * is changed in it: store_clickhouse_schema.c). Its operations return
+ * -EAGAIN when ClickHouse cannot be reached, errs, times out or answers
+ * garbage (logged): the caller answers 503. */
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
-                                     long timeout_ms, char *err, size_t errlen);
+                                     const char *insert, long timeout_ms, char *err, size_t errlen);
 
 /* How the store keys stacks and functions: the caller of store__put
  * computes the keys of what it puts with it (as it decodes, where it is

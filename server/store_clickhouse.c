@@ -282,7 +282,7 @@ static void ch_close(struct store *s);
 static const struct store_ops ch_ops;
 
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
-                                     long timeout_ms, char *err, size_t errlen)
+                                     const char *insert, long timeout_ms, char *err, size_t errlen)
 {
     struct ch_store *st = calloc(1, sizeof(*st));
 
@@ -305,6 +305,11 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
                  "--clickhouse-database and --clickhouse-cluster: letters, digits and _ only");
         goto fail;
     }
+    if (insert && strcmp(insert, "shards") && strcmp(insert, "distributed")) {
+        snprintf(err, errlen, "--clickhouse-insert: shards or distributed, not '%.40s'", insert);
+        goto fail;
+    }
+    st->insert_shards = !insert || !strcmp(insert, "shards");
     snprintf(st->db, sizeof(st->db), "%s", db);
     snprintf(st->cluster, sizeof(st->cluster), "%s", cluster ? cluster : "");
     /* URLs, a list (common/list.h: commas or spaces, empty entries skipped,
@@ -348,6 +353,7 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     st->on_cluster = st->cluster[0] && st->nnodes == 1;
     if (chs_schema__open(st, err, errlen) || open_keys(st, err, errlen))
         goto fail;
+    chs_shards__discover(st);
     chs_warm__start(st);
     return &st->base;
 fail:
@@ -478,6 +484,8 @@ static void ch_close(struct store *s)
 
     chs_warm__join(st);
     free(st->nodes);
+    free(st->shard_node);
+    free(st->slot);
     list__free(st->urls);
     stack_keymap__free(st->fns);
     stack_keymap__free(st->stacks);

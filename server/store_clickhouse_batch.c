@@ -77,6 +77,7 @@ static int batch_add(struct ch_store *st, struct ch_batch *b, const struct buf r
 
 struct write_one {
     struct ch_store *st;
+    int table;
     const struct buf *sql;
     int result;
 };
@@ -84,12 +85,13 @@ struct write_one {
 static void *write_thread(void *arg)
 {
     struct write_one *w = arg;
-    w->result = chs_exec(w->st, 0, w->sql, NULL) ? -EAGAIN : 0;
+    w->result = chs_shards__exec(w->st, w->table, w->sql) ? -EAGAIN : 0;
     return NULL;
 }
 
 /* Writes b's INSERTs: functions, stacks and samples at once (each is its
- * own round trip and its own parts on every shard; nothing orders them
+ * own round trip (one a shard when they go to the shards directly:
+ * store_clickhouse_shards.c) and its own parts on every shard; nothing orders them
  * but a merge's join, which drops samples whose stack is not yet there),
  * then, once all three are acknowledged, the profiles: a rollup that
  * counts a profile must find its samples (store_clickhouse_rollup.c). */
@@ -101,7 +103,7 @@ static int batch_write(struct ch_store *st, struct ch_batch *b)
     int err = 0;
 
     for (int i = 0; i < CH_PROFILES; i++) {
-        w[i] = (struct write_one){st, &b->sql[i], 0};
+        w[i] = (struct write_one){st, i, &b->sql[i], 0};
         if (!b->sql[i].len)
             continue;
         /* The last one present runs here; the others in threads (or here
@@ -120,7 +122,7 @@ static int batch_write(struct ch_store *st, struct ch_batch *b)
         if (w[i].result)
             err = -EAGAIN;
     }
-    if (!err && b->sql[CH_PROFILES].len && chs_exec(st, 0, &b->sql[CH_PROFILES], NULL))
+    if (!err && b->sql[CH_PROFILES].len && chs_shards__exec(st, CH_PROFILES, &b->sql[CH_PROFILES]))
         err = -EAGAIN;
     return err;
 }

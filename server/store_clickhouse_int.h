@@ -71,6 +71,13 @@ struct ch_store {
     pthread_t warm;        /* warming the caches at open (store_clickhouse_warm.c) */
     bool warming;          /* warm is to be joined */
     atomic_bool closing;   /* close waits for warm: it stops between statements */
+    /* Inserts into each shard's local table (store_clickhouse_shards.c):
+     * nshards 0 when they go through the Distributed tables. */
+    bool insert_shards; /* --clickhouse-insert shards (the default) */
+    size_t nshards;
+    size_t *shard_node; /* shard i's node (index into nodes) */
+    uint32_t *slot;     /* the shard of a key's value % nslots */
+    size_t nslots;
 };
 
 /* Schema upgrades in place (store_clickhouse_upgrade.c). added: whether
@@ -205,6 +212,18 @@ void chs_batch__arrive(struct ch_store *st);
 void chs_batch__leave(struct ch_store *st);
 /* Frees the open batch (at close, with no put running). */
 void chs_batch__free(struct ch_batch *b);
+
+/* store_clickhouse_shards.c. discover: on a cluster with several URLs
+ * and --clickhouse-insert shards, finds each shard's node among the URLs
+ * (system.clusters: shards, weights, and which shard each node is) and
+ * checks the tables' sharding keys are those ch_shard.h computes; if
+ * anything does not fit (one replica a shard, a URL for each), inserts
+ * stay on the Distributed tables: logged either way. exec: runs the
+ * batched INSERT sql of table (CH_FUNCTIONS..CH_PROFILES) as discovered:
+ * through node 0, or split into one INSERT a shard into its local
+ * table, all at once. Returns 0, or -EAGAIN (logged) when any failed. */
+void chs_shards__discover(struct ch_store *st);
+int chs_shards__exec(struct ch_store *st, int table, const struct buf *sql);
 
 /* store_clickhouse_group.c. The most rows (bytes) a group holds before
  * it writes them and goes on (so a group's memory is bounded, whatever

@@ -6,10 +6,10 @@ UNIT_TESTS := test_hmap test_buf_gz test_config test_maps test_pprof_writer test
               test_cfi_table test_cfi_table_xcheck test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
-              test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
-              test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
-              test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-              test_debuginfod test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
+               test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
+               test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql test_ch_shard \
+               test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
+               test_debuginfod test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -29,7 +29,12 @@ CH_TEST_OBJS := $(call obj,server/ch_sql.c server/store_clickhouse.c server/stor
     server/store_clickhouse_batch.c server/store_clickhouse_group.c server/store_clickhouse_warm.c \
     server/store_clickhouse_names.c server/store_clickhouse_frames.c \
     server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/stack_key.c \
-    server/store_clickhouse_upgrade.c server/store_common.c)
+    server/store_clickhouse_upgrade.c server/store_common.c server/store_clickhouse_shards.c \
+    server/ch_shard.c)
+$(B)/tests/test_ch_shard: tests/unit/test_ch_shard.c tests/unit/ch_shard_vectors.h \
+    tests/unit/ch_shard_keys.h $(UNIT_LIB_OBJS) $(call obj,server/ch_shard.c server/ch_sql.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(call obj,server/ch_shard.c server/ch_sql.c) $(LDLIBS) -lcmocka
 $(B)/tests/test_ch_sql: tests/unit/test_ch_sql.c $(UNIT_LIB_OBJS) $(CH_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB_OBJS) $(CH_TEST_OBJS) $(LDLIBS) -lcmocka
@@ -465,6 +470,7 @@ SAN_SRC := $(COMMON_SRC) server/ingest.c server/ingest_work.c server/stack_key.c
            server/store_clickhouse_batch.c server/store_clickhouse_group.c \
            server/store_clickhouse_warm.c server/store_clickhouse_names.c \
            server/store_clickhouse_frames.c server/store_clickhouse_upgrade.c \
+           server/store_clickhouse_shards.c server/ch_shard.c \
            server/store_clickhouse_rollup.c server/store_clickhouse_schema.c server/store_sqlite.c \
            server/store_sqlite_put.c server/store_sqlite_read.c server/store_sqlite_maint.c \
            server/store_sqlite_fn.c server/text.c server/budget.c server/pprof_ids.c server/query.c server/query_flame.c server/query_focus.c server/query_search.c server/debuginfod.c \
@@ -480,7 +486,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 
 SAN_TESTS := test_query test_query_search test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
              test_varint test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
-             test_store_common test_batch \
+             test_store_common test_batch test_ch_shard \
              test_list test_fn_timeline
 SAN_BINS := $(addprefix $(B)/san/tests/,$(SAN_TESTS))
 $(B)/san/tests/%: tests/unit/%.c $(SAN_OBJ)

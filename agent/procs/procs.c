@@ -365,9 +365,14 @@ static struct proc *get(struct procs *ps, uint32_t tgid, const char *comm, uint6
     struct proc **pp = slot(ps, tgid), *p = *pp;
 
     if (p) {
-        if (p->exited && now_ns - p->exited_ns > REUSE_CHECK_NS &&
-            read_start_time(ps, tgid) != p->start_time) {
-            /* The pid was reused (fork without exec): a new process. */
+        /* A pid in /proc again, with another start time: reused (a fork
+         * without exec), a new process. Not a pid gone from /proc (0): that
+         * is the exited process itself, whose off-CPU sums and samples are
+         * still being named after its exit; read again, it would lose its
+         * name and identity to a vanished /proc entry. */
+        uint64_t st =
+            p->exited && now_ns - p->exited_ns > REUSE_CHECK_NS ? read_start_time(ps, tgid) : 0;
+        if (st && st != p->start_time) {
             p->exited = false;
             p->maps_stale = true;
             p->cgroup_id = 0;

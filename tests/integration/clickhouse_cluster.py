@@ -77,15 +77,25 @@ class Node:
         self.p = None
         self.start()
 
-    def configure(self, zk_port):
+    def configure(self, zk_port, weights=None):
         """Writes the node's config: with zk_port, distributed DDL over that
-        ZooKeeper (taken at the next start)."""
-        shards = "".join(f"<shard><replica><host>127.0.0.1</host><port>{p}</port></replica></shard>"
-                         for p in self.tcp_ports)
+        ZooKeeper (taken at the next start); with weights, the cluster's
+        shards given those weights (ClickHouse rereads its clusters from
+        the file while running)."""
+        weights = weights or [1] * len(self.tcp_ports)
+        shards = "".join(f"<shard><weight>{w}</weight><replica><host>127.0.0.1</host>"
+                         f"<port>{p}</port></replica></shard>"
+                         for p, w in zip(self.tcp_ports, weights))
         with open(os.path.join(self.dir, "config.xml"), "w") as f:
             f.write(CONFIG.format(d=self.dir, http=self.http, tcp=self.tcp, cluster=CLUSTER,
                                   shards=shards, ddl=DDL.format(zk=zk_port) if zk_port else ""))
         self.zk_port = zk_port
+
+    def cluster_weights(self):
+        """The weights of the cluster's shards as this node has them now."""
+        return [int(w) for w in self.query(
+            f"SELECT shard_weight FROM system.clusters WHERE cluster = '{CLUSTER}' "
+            "ORDER BY shard_num").split()]
 
     @property
     def url(self):

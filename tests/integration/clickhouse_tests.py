@@ -451,35 +451,76 @@ def test_ch_stack_frames(tmp):
             b_srv.stop()
 
 def inserts(db):
-    """The INSERTs ClickHouse took from the server (the node that takes
-    them, its query_log; not the Distributed tables' own to the shards):
-    {table: (statements, rows written)}."""
-    node = clickhouse_cluster.cluster()[0]
-    node.query("SYSTEM FLUSH LOGS")
-    out = node.query("SELECT query, written_rows FROM system.query_log WHERE type = 2 AND "
-                     f"is_initial_query AND query LIKE 'INSERT INTO {db}.%' FORMAT TSV")
+    """The INSERTs the server sent to ClickHouse, every node's query_log:
+    {(node index, query_id): (table as named, rows written)}. Only those
+    that came over HTTP, as the server sends them: a Distributed table
+    forwards the other shards' rows over TCP, and ClickHouse 18.16 logs
+    that forward as an initial query of the shard it reaches."""
     got = {}
-    for line in out.splitlines():
-        q, rows = line.rsplit("\t", 1)
-        t = q.split()[2].split(".")[1]
-        n, r = got.get(t, (0, 0))
-        got[t] = (n + 1, r + int(rows))
+    for i, node in enumerate(clickhouse_cluster.cluster()):
+        node.query("SYSTEM FLUSH LOGS")
+        out = node.query("SELECT query_id, query, written_rows FROM system.query_log WHERE "
+                         "type = 2 AND is_initial_query AND interface = 2 AND "
+                         f"query LIKE 'INSERT INTO {db}.%' FORMAT TSV")
+        for line in out.splitlines():
+            qid, q, rows = line.split("\t")
+            got[(i, qid)] = (q.split()[2].split(".")[1], int(rows))
     return got
 
 
+def per_table(ins):
+    """{table: (statements, rows)} of inserts(), T_local counted as T."""
+    got = {}
+    for t, rows in ins.values():
+        t = t.removesuffix("_local")
+        n, r = got.get(t, (0, 0))
+        got[t] = (n + 1, r + rows)
+    return got
+
+
+def per_node(ins):
+    """{node index: {table as named: statements}} of inserts()."""
+    got = {}
+    for (i, _), (t, _) in ins.items():
+        got.setdefault(i, {})
+        got[i][t] = got[i].get(t, 0) + 1
+    return got
+
+
+# Each batched table's sharding key, as the Distributed tables have it.
+SHARD_KEYS = {"functions": "key_a", "stacks": "key_a",
+              "psamples": "cityHash64(app, host, pid, time_ns)", "profiles": "cityHash64(app)"}
+
+
+def misplaced(db):
+    """Rows of the batched tables on a shard other than the one their
+    sharding key names (two shards of weight 1: key % 2 is the shard's
+    index): {table: rows}, empty when every row is where the Distributed
+    table would have put it."""
+    bad = {}
+    for i, node in enumerate(clickhouse_cluster.cluster()):
+        for t, key in SHARD_KEYS.items():
+            n = int(node.query(f"SELECT count() FROM {db}.{t}_local WHERE {key} % 2 != {i}"))
+            if n:
+                bad[t] = bad.get(t, 0) + n
+    return bad
+
+
 def delta(after, before):
-    return {t: (n - before.get(t, (0, 0))[0], r - before.get(t, (0, 0))[1])
-            for t, (n, r) in after.items() if (n, r) != before.get(t, (0, 0))}
+    """The inserts() of after that before has not."""
+    return {k: v for k, v in after.items() if k not in before}
 
 
-def test_ch_batch_inserts(tmp):
+def batch_inserts(tmp, how):
     """A batch upload of 40 profiles goes to ClickHouse as one INSERT per
-    table, each stack and function row once; sent again (the agent's retry)
-    it is counted once and sends no stack or function row (the server's
-    caches); with a shard down every profile of a batch answers 503, and
-    the batch sent again once it is back is stored once."""
+    table (and shard, with how "shards": each into that shard's local
+    table), each stack and function row once; sent again (the agent's
+    retry) it is counted once and sends no stack or function row (the
+    server's caches); with a shard down every profile of a batch answers
+    503, and the batch sent again once it is back is stored once, also when
+    the other shard had written its part."""
     import batch_tests
-    srv = on_server(tmp)
+    srv = on_server(tmp, "--clickhouse-insert", how)
     node = clickhouse_cluster.cluster()[1]
     db = db_of(srv)
     try:
@@ -495,19 +536,33 @@ def test_ch_batch_inserts(tmp):
         b0 = inserts(db)
         a = batch_tests.post_batch(srv, body, 40)
         check(a["statuses"] == [202] * 40, f"batch: {a['statuses']}")
-        d = delta(inserts(db), b0)
-        print(f"    INSERTs (statements, rows) of a batch of 40: {d}")
-        # psamples: a row a profile (its 30 stacks as arrays).
-        check(d == {"functions": (1, 421), "stacks": (1, 420), "psamples": (1, 40),
-                    "profiles": (1, 40)}, f"not one INSERT per table, each key once: {d}")
+        new = delta(inserts(db), b0)
+        d, local = per_table(new), per_node(new)
+        print(f"    INSERTs (statements, rows) of a batch of 40: {d}; into {local}")
+        # psamples: a row a profile (its 30 stacks as arrays). With shards,
+        # one INSERT a table and shard, straight into the shard's local
+        # table (the server was given both nodes' URLs), each row where
+        # the Distributed table would have put it; else one INSERT a table
+        # into the first node's Distributed table.
+        check({t: r for t, (_, r) in d.items()} ==
+              {"functions": 421, "stacks": 420, "psamples": 40, "profiles": 40},
+              f"not each key once: {d}")
+        if how == "shards":
+            check(len(local) == 2 and all(t.endswith("_local") and n == 1
+                                          for ts in local.values() for t, n in ts.items()),
+                  f"not one INSERT per table into each shard's local table: {local}")
+        else:
+            check(local == {0: {"functions": 1, "stacks": 1, "psamples": 1, "profiles": 1}},
+                  f"not one INSERT per table into the Distributed tables: {local}")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
         check(st.stacks_of(srv, q) == want, "the batch's sums")
         # The agent's retry: counted once, no stack or function row sent.
         b1 = inserts(db)
         a = batch_tests.post_batch(srv, body, 40)
         check(a["statuses"] == [202] * 40, f"resent batch: {a['statuses']}")
-        d = delta(inserts(db), b1)
-        check(d == {"psamples": (1, 40), "profiles": (1, 40)},
-              f"known stacks or functions sent again: {d}")
+        d = per_table(delta(inserts(db), b1))
+        check(set(d) == {"psamples", "profiles"} and d["psamples"][1] == 40 and
+              d["profiles"][1] == 40, f"known stacks or functions sent again: {d}")
         check(st.stacks_of(srv, q) == want, "a resent batch counted twice")
         # A shard down: all 503; back: the batch resent is stored once.
         later = [frames_profile(range(1000 + i, 1003 + i), (base + 120 + i) * 10**9)
@@ -530,8 +585,117 @@ def test_ch_batch_inserts(tmp):
             for k in range(1000 + i, 1003 + i):
                 want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
         check(st.stacks_of(srv, q) == want, "the batch resent after the failure: not stored once")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
+        # A shard down mid-batch: known stacks, so the batch is psamples and
+        # profiles rows only, and shard 1's INSERT fails after shard 0 wrote
+        # its part. All 503; the batch resent collapses with that part.
+        t0 = base + 180
+        again = [frames_profile(range(i * 10, i * 10 + 30), (t0 + i) * 10**9) for i in range(20)]
+        body = batch_tests.batch([(f"pid={i + 101}", p) for i, p in enumerate(again)])
+        first = clickhouse_cluster.cluster()[0]
+        part = f"SELECT count() FROM {db}.psamples_local WHERE time_ns >= {t0 * 10**9}"
+        node.stop()
+        try:
+            a = batch_tests.post_batch(srv, body, 20)
+            check(a["statuses"] == [503] * 20, f"a shard down mid-batch: {a['statuses']}")
+            written = int(first.query(part))
+        finally:
+            node.start()
+        # A Distributed INSERT may fail before it wrote its local part.
+        check(written < 20 and (written > 0 or how == "distributed"),
+              f"shard 0 did not take its part of the failed batch: {written}")
+        deadline = time.time() + 60
+        while True:
+            a = batch_tests.post_batch(srv, body, 20)
+            if a["statuses"] == [202] * 20 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        check(a["statuses"] == [202] * 20, f"the shard back: {a['statuses']}")
+        for i in range(20):
+            for k in range(i * 10, i * 10 + 30):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+        print(f"    shard 0 wrote {written} of 20 psamples rows of the failed batch")
+        check(int(first.query(part)) >= written, "shard 0's part lost")
+        check(st.stacks_of(srv, q) == want, "a batch that failed mid-way, resent: not stored once")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
     finally:
         srv.stop()
+
+
+def test_ch_shards_disagree(tmp):
+    """Direct shard inserts need each node to be found and the cluster
+    seen alike: given the nodes' URLs in the other order, each shard's
+    rows still go to its own node's local table; with node 2's config
+    giving the shards other weights than node 1's (a row of a Distributed
+    insert through it would land elsewhere), the server says so and
+    inserts through the Distributed tables, rows where node 1's
+    Distributed table puts them."""
+    import batch_tests
+    nodes = clickhouse_cluster.cluster()
+    base = int(time.time()) // 60 * 60 - 1200
+    profs = [frames_profile(range(i * 10, i * 10 + 30), (base + i) * 10**9) for i in range(20)]
+    body = batch_tests.batch([(f"pid={i + 1}", p) for i, p in enumerate(profs)])
+    want = {}
+    for i in range(20):
+        for k in range(i * 10, i * 10 + 30):
+            want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+    q = f"app=fsvc&from={base - 60}&to={base + 300}"
+
+    def store(srv, db):
+        b0 = inserts(db)
+        a = batch_tests.post_batch(srv, body, 20)
+        check(a["statuses"] == [202] * 20, f"batch: {a['statuses']}")
+        check(st.stacks_of(srv, q) == want, "the batch's sums")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
+        return per_node(delta(inserts(db), b0))
+
+    args = clickhouse_cluster.server_args()
+    args[1] = f"{nodes[1].url}, {nodes[0].url}"
+    srv = Server(tmp, *args, "--clickhouse-insert", "shards")
+    try:
+        local = store(srv, db_of(srv))
+        print(f"    URLs in the other order: {local}")
+        check(len(local) == 2 and
+              all(t.endswith("_local") for ts in local.values() for t in ts),
+              f"not into each shard's local table: {local}")
+    finally:
+        srv.stop()
+    nodes[1].configure(nodes[1].zk_port, weights=[2, 1])
+    try:
+        deadline = time.time() + 60
+        while nodes[1].cluster_weights() != [2, 1] and time.time() < deadline:
+            time.sleep(0.5)
+        check(nodes[1].cluster_weights() == [2, 1], "node 2 did not reread its clusters")
+        srv = on_server(tmp, "--clickhouse-insert", "shards")
+        try:
+            local = store(srv, db_of(srv))
+            with open(srv.log.name) as f:
+                said = [line.strip() for line in f if "Distributed tables" in line]
+            print(f"    node 2 weighs the shards 2:1: {said[-1:]}; {local}")
+            check(any("node 2's system.clusters lists cluster cx otherwise" in s for s in said),
+                  f"the server did not say why: {said}")
+            check(set(local) == {0} and set(local[0]) == {"functions", "stacks", "psamples",
+                                                          "profiles"},
+                  f"not through node 1's Distributed tables: {local}")
+        finally:
+            srv.stop()
+    finally:
+        nodes[1].configure(nodes[1].zk_port)
+        deadline = time.time() + 60
+        while nodes[1].cluster_weights() != [1, 1] and time.time() < deadline:
+            time.sleep(0.5)
+
+
+def test_ch_batch_inserts(tmp):
+    batch_inserts(tmp, "shards")
+
+
+def test_ch_batch_inserts_distributed(tmp):
+    batch_inserts(tmp, "distributed")
+
+
+test_ch_batch_inserts.__doc__ = batch_inserts.__doc__
+test_ch_batch_inserts_distributed.__doc__ = batch_inserts.__doc__
 
 
 def stack_reads(db):
@@ -585,4 +749,4 @@ def test_ch_warm_caches(tmp):
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
                   test_ch_raw_reads_own_profiles, test_ch_stack_frames, test_ch_batch_inserts,
-                  test_ch_warm_caches]
+                  test_ch_batch_inserts_distributed, test_ch_shards_disagree, test_ch_warm_caches]

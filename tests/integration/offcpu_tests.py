@@ -189,15 +189,23 @@ def known_waits(tmp, seconds, extra, nap_us=None):
     return text
 
 
-def test_offcpu_off_by_default(tmp):
-    """Without --off-cpu the profile has the two CPU sample types only."""
-    out = os.path.join(tmp, "cpu.pb.gz")
+def test_offcpu_on_by_default(tmp):
+    """Off-CPU time is on with no flag (the cost bound holds:
+    bench/offcpu_bench.py); --no-off-cpu leaves the two CPU sample types."""
+    out = os.path.join(tmp, "default.pb.gz")
     p = subprocess.run([AGENT, "record", "--duration", "1", "--output", out, "--pid",
                         str(os.getpid())], capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"record exited {p.returncode}: {p.stderr[-2000:]}")
-    check("off_cpu=false" in p.stderr, "off_cpu=false not logged")
+    check("off_cpu=true" in p.stderr, "off_cpu=true not logged with no flag")
+    check(sample_types(out) == ["samples/count", "cpu/nanoseconds", "off_cpu/nanoseconds"],
+          f"sample types with no flag: {sample_types(out)}")
+    out = os.path.join(tmp, "cpu.pb.gz")
+    p = subprocess.run([AGENT, "record", "--duration", "1", "--no-off-cpu", "--output", out,
+                        "--pid", str(os.getpid())], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"record --no-off-cpu exited {p.returncode}: {p.stderr[-2000:]}")
+    check("off_cpu=false" in p.stderr, "off_cpu=false not logged with --no-off-cpu")
     check(sample_types(out) == ["samples/count", "cpu/nanoseconds"],
-          f"sample types without the flag: {sample_types(out)}")
+          f"sample types with --no-off-cpu: {sample_types(out)}")
 
 
 # --- the daemon to the server ------------------------------------------------
@@ -389,5 +397,5 @@ def test_offcpu_block_across_windows(tmp):
 
 
 
-TESTS = [test_offcpu_known_waits, test_offcpu_duty_cycle, test_offcpu_off_by_default,
+TESTS = [test_offcpu_known_waits, test_offcpu_duty_cycle, test_offcpu_on_by_default,
          test_offcpu_daemon_server, test_offcpu_block_across_windows]

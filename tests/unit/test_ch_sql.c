@@ -307,7 +307,7 @@ static void test_open_url_lists(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char err[512] = "";
         struct store *st =
-            store_clickhouse__open(cases[i].urls, NULL, "codexray", 5000, err, sizeof(err));
+            store_clickhouse__open(cases[i].urls, NULL, "codexray", NULL, 5000, err, sizeof(err));
         assert_null(st);
         if (!strstr(err, cases[i].why))
             fail_msg("--clickhouse \"%.40s\": \"%s\", want \"%s\"", cases[i].urls, err,

@@ -60,6 +60,12 @@ static void test_precedence_file_env_flags(void **state)
     assert_int_equal(config__int(c, "sample-rate"), 70);
     assert_false(config__bool(c, "kernel-stacks"));
     assert_string_equal(config__str(c, "output-dir"), "/o");
+    /* --no-NAME: a boolean off, whatever came before it. */
+    char *on[] = {"--kernel-stacks"}, *off[] = {"--no-kernel-stacks"};
+    assert_int_equal(config__load_args(c, 1, on, err, sizeof(err)), 0);
+    assert_true(config__bool(c, "kernel-stacks"));
+    assert_int_equal(config__load_args(c, 1, off, err, sizeof(err)), 0);
+    assert_false(config__bool(c, "kernel-stacks"));
     unlink(path);
     config__free(c);
 }
@@ -83,6 +89,15 @@ static void test_errors_are_stated(void **state)
     assert_int_equal(config__load_args(c, 1, a4, err, sizeof(err)), -1);
     char *a5[] = {"--sample_rate=5"};
     assert_int_equal(config__load_args(c, 1, a5, err, sizeof(err)), -1);
+    /* --no- only before a boolean, and bare. */
+    char *a6[] = {"--no-sample-rate"};
+    assert_int_equal(config__load_args(c, 1, a6, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "unknown flag '--no-sample-rate'"));
+    char *a7[] = {"--no-kernel-stacks=true"};
+    assert_int_equal(config__load_args(c, 1, a7, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "unknown flag '--no-kernel-stacks'"));
+    char *a8[] = {"--no-"};
+    assert_int_equal(config__load_args(c, 1, a8, err, sizeof(err)), -1);
     /* Nothing above changed the value. */
     assert_int_equal(config__int(c, "sample-rate"), 100);
 

@@ -350,6 +350,51 @@ static void test_sweep_asks_proc_when_told(void **state)
     table_close(ps, bc, root);
 }
 
+/* An exited process gone from /proc, asked for again past the reuse check
+ * (its off-CPU sums named at the window's end): the same process, its
+ * identity as read while it lived, not read again from a vanished pid
+ * (which named it by its comm and lost its cgroup's service). A pid back
+ * in /proc with another start time is a new process. */
+static void test_exited_not_taken_for_reused(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/cx-procs-XXXXXX", cmd[600];
+
+    fake_proc(root);
+    put(root, "maps", "");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    struct proc *p = procs__get(ps, PID, "qsort_cb", 1 * MS);
+    assert_non_null(p);
+    uint64_t ids0, ids1, maps0, maps1, start = p->start_time;
+    char exe[sizeof(p->exe)];
+    snprintf(exe, sizeof(exe), "%s", p->exe);
+
+    procs__exit(ps, PID, 10 * MS);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/%d", root, PID);
+    assert_int_equal(system(cmd), 0);
+    procs__reads(ps, &maps0, &ids0);
+    p = procs__get(ps, PID, NULL, 500 * MS);
+    procs__reads(ps, &maps1, &ids1);
+    assert_non_null(p);
+    assert_true(p->exited);
+    assert_int_equal(ids1, ids0);
+    assert_int_equal(maps1, maps0);
+    assert_string_equal(p->exe, exe);
+    assert_int_equal(p->start_time, start);
+
+    snprintf(cmd, sizeof(cmd), "%s/%d", root, PID);
+    assert_int_equal(mkdir(cmd, 0700), 0);
+    put(root, "comm", "other\n");
+    put(root, "maps", "");
+    put(root, "stat", "4242 (other) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 999 0 0\n");
+    p = procs__get(ps, PID, NULL, 600 * MS);
+    assert_false(p->exited);
+    assert_int_equal(p->start_time, 999);
+
+    table_close(ps, bc, root);
+}
+
 /* An interpreter outside any unit, container or pod is named by what it
  * runs (cmdline_name.h), read at first sight and after exec: a command
  * line rewritten since (setproctitle) renames nothing; inline code keeps
@@ -497,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_exec_reread_after_hint),
         cmocka_unit_test(test_exec_lazy),
         cmocka_unit_test(test_sweep_asks_proc_when_told),
+        cmocka_unit_test(test_exited_not_taken_for_reused),
         cmocka_unit_test(test_interpreter_named_by_script),
         cmocka_unit_test(test_exec_named_by_cgroup_id),
         cmocka_unit_test(test_scan_disabled),
