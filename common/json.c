@@ -77,8 +77,8 @@ int json__str(struct buf *b, const char *s)
 
 int json__i64(struct buf *b, int64_t v)
 {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
+    char tmp[JSON_I64_ROOM];
+    int n = json__put_i64(tmp, v);
     return buf__append(b, tmp, n);
 }
 
