@@ -10,7 +10,7 @@
 #include "../../common/json.h"
 
 /* json__put_i64 against printf's "%lld": the same text, the length
- * returned, and nothing stored past JSON_I64_ROOM bytes. */
+ * returned, and nothing stored past it. */
 static void check_i64(int64_t v)
 {
     char want[32], got[JSON_I64_ROOM + 8];
@@ -22,12 +22,13 @@ static void check_i64(int64_t v)
         got[len > 0 && len < JSON_I64_ROOM ? len : 0] = '\0';
         fail_msg("%lld written as \"%s\" (%d bytes)", (long long)v, got, len);
     }
-    for (size_t i = JSON_I64_ROOM; i < sizeof(got); i++)
+    assert_true(len <= JSON_I64_ROOM);
+    for (size_t i = len; i < sizeof(got); i++)
         assert_int_equal(got[i], 0x7f);
 }
 
-/* Every number below 2,000,000 and its negative; every value of each of
- * the SWAR lanes (four digits, two, one) in the low and the high half. */
+/* Every number below 2,000,000 and its negative; each four-digit group's
+ * every value in the low and the high eight digits. */
 static void test_i64_small_exhaustive(void **state)
 {
     (void)state;
