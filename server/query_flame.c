@@ -71,10 +71,10 @@ static long new_child(struct tree *t, uint32_t parent, uint32_t name)
     return c;
 }
 
-/* The most a node's text takes: a comma, four numbers of at most 20
- * characters and their commas, and what json__put_i64 may store past
- * the last one. */
-#define NODE_TEXT_MAX (1 + 4 * 21 + JSON_I64_ROOM)
+/* The most a node's text takes: a comma, four numbers of at most
+ * JSON_I64_ROOM characters and their commas (a name's text is copied 8
+ * bytes at once, fewer than a number's room and comma). */
+#define NODE_TEXT_MAX (1 + 4 * (JSON_I64_ROOM + 1))
 
 /* Where emit writes: the raw nodes through buf__append, or the text
  * straight into out's memory at p, the room checked against lim (out's
@@ -550,7 +550,8 @@ static int finish_node(struct tree *t, const uint32_t *path, uint32_t d, bool so
                        struct sort_item **list, uint32_t *cap)
 {
     uint32_t x = path[d];
-    int err = sort ? sort_node(t, x, list, cap) : 0;
+    /* most nodes have one child: no call */
+    int err = sort && t->n[x].nchildren > 1 ? sort_node(t, x, list, cap) : 0;
 
     sat__acc(&t->n[d ? path[d - 1] : 0].total, t->n[x].total);
     return err;
