@@ -546,8 +546,9 @@ static int sort_stacks(struct sort_stack *order, size_t n, const struct store_me
  * its children are sorted when sort is set (they are complete too, and
  * likely still in cache). Totals are sums of values >= 0, saturating: the
  * same whatever their order. */
-static int finish_node(struct tree *t, const uint32_t *path, uint32_t d, bool sort,
-                       struct sort_item **list, uint32_t *cap)
+static inline __attribute__((always_inline)) int finish_node(struct tree *t, const uint32_t *path,
+                                                             uint32_t d, bool sort,
+                                                             struct sort_item **list, uint32_t *cap)
 {
     uint32_t x = path[d];
     /* most nodes have one child: no call */
