@@ -145,8 +145,8 @@ static void writer_end(struct writer *w)
 /* Appends ",name,total,self,kids" (or without the comma); in a raw tree,
  * the four int64_t. name is a name number (0 the root, 1 "other", a
  * function's index + 2). */
-static inline int put_node(struct writer *w, bool comma, uint32_t name, int64_t total, int64_t self,
-                           int64_t kids)
+static inline __attribute__((always_inline)) int
+put_node(struct writer *w, bool comma, uint32_t name, int64_t total, int64_t self, int64_t kids)
 {
     int err;
 
@@ -369,7 +369,8 @@ static int sort_children(struct tree *t)
     return err;
 }
 
-static int emit_node(struct tree *t, uint32_t i, struct writer *w, bool first)
+static inline __attribute__((always_inline)) int emit_node(struct tree *t, uint32_t i,
+                                                           struct writer *w, bool first)
 {
     int64_t other = 0;
     uint32_t kids = t->folded ? 0 : t->n[i].nchildren;
