@@ -47,6 +47,16 @@ int json__strn(struct buf *b, const char *s, size_t n)
 
     for (size_t i = 0; !err && i < n;) {
         unsigned char c = p[i];
+        /* A run of printable ASCII, most of a function's name: one append
+         * (a flame graph writes thousands of names). */
+        size_t run = i;
+        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+            run++;
+        if (run > i) {
+            err = buf__append(b, p + i, run - i);
+            i = run;
+            continue;
+        }
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = c;
