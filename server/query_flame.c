@@ -82,7 +82,8 @@ static long new_child(struct tree *t, uint32_t parent, uint32_t name)
  * end. names[v] is name number v's text with its comma ("1234,", at most
  * 8 bytes, name_len[v] of them), made once: each of the tree's nodes
  * names one of a few thousand functions, so its number is copied rather
- * than written again (NULL past 9,999,999 names: then written). */
+ * than written again (NULL past 9,999,999 names, or with fewer nodes
+ * than names: then written). */
 struct writer {
     struct buf *out;
     char *p, *lim;
@@ -108,14 +109,15 @@ static int writer_room(struct writer *w)
     return 0;
 }
 
-/* Starts writing at out's end; the name table for nnames names when the
- * text is written. 0 or -ENOMEM. */
-static int writer_init(struct writer *w, struct buf *out, bool raw, size_t nnames)
+/* Starts writing at out's end; for the text of nodes nodes, the name
+ * table of nnames names when it pays (fewer names than nodes). 0 or
+ * -ENOMEM. */
+static int writer_init(struct writer *w, struct buf *out, bool raw, size_t nnames, size_t nodes)
 {
     *w = (struct writer){out, NULL, NULL, NULL, NULL, raw};
     if (raw)
         return 0;
-    if (nnames <= 9999999) {
+    if (nnames <= 9999999 && nnames < nodes) {
         w->names = malloc(nnames * sizeof(*w->names));
         w->name_len = malloc(nnames);
         if (!w->names || !w->name_len)
@@ -394,7 +396,7 @@ static int emit(struct tree *t, struct buf *out, size_t nnames)
     uint32_t *path = malloc((t->len + 1) * sizeof(*path));
     struct writer w;
     size_t depth = 0;
-    int err = writer_init(&w, out, t->raw, nnames);
+    int err = writer_init(&w, out, t->raw, nnames, t->len);
 
     if (err || !path) {
         err = err ?: -ENOMEM;
