@@ -47,6 +47,16 @@ int json__strn(struct buf *b, const char *s, size_t n)
 
     for (size_t i = 0; !err && i < n;) {
         unsigned char c = p[i];
+        /* A run of printable ASCII, most of a function's name: one append
+         * (a flame graph writes thousands of names). */
+        size_t run = i;
+        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+            run++;
+        if (run > i) {
+            err = buf__append(b, p + i, run - i);
+            i = run;
+            continue;
+        }
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = c;
@@ -77,8 +87,8 @@ int json__str(struct buf *b, const char *s)
 
 int json__i64(struct buf *b, int64_t v)
 {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
+    char tmp[JSON_I64_ROOM];
+    int n = json__put_i64(tmp, v);
     return buf__append(b, tmp, n);
 }
 

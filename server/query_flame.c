@@ -71,97 +71,109 @@ static long new_child(struct tree *t, uint32_t parent, uint32_t name)
     return c;
 }
 
-/* Writes v in decimal at p, two digits a step, straight into place (its
- * length counted first, from its bit length: no loop over powers of ten);
- * returns the length. The tree can have a million nodes, four numbers
- * each: no printf, no copy, and a one-digit number (most nodes' self and
- * child count) in one store. */
-static inline __attribute__((always_inline)) int put_i64(char *p, int64_t v)
-{
-    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
-                                "25262728293031323334353637383940414243444546474849"
-                                "50515253545556575859606162636465666768697071727374"
-                                "75767778798081828384858687888990919293949596979899";
-    static const uint64_t ten[20] = {1ull,
-                                     10ull,
-                                     100ull,
-                                     1000ull,
-                                     10000ull,
-                                     100000ull,
-                                     1000000ull,
-                                     10000000ull,
-                                     100000000ull,
-                                     1000000000ull,
-                                     10000000000ull,
-                                     100000000000ull,
-                                     1000000000000ull,
-                                     10000000000000ull,
-                                     100000000000000ull,
-                                     1000000000000000ull,
-                                     10000000000000000ull,
-                                     100000000000000000ull,
-                                     1000000000000000000ull,
-                                     10000000000000000000ull};
-    uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
-    int len = 0;
+/* The most a node's text takes: a comma, four numbers of at most
+ * JSON_I64_ROOM characters and their commas (a name's text is copied 8
+ * bytes at once, fewer than a number's room and comma). */
+#define NODE_TEXT_MAX (1 + 4 * (JSON_I64_ROOM + 1))
 
-    if (v < 0)
-        p[len++] = '-';
-    if (u < 10) {
-        p[len] = (char)('0' + u);
-        return len + 1;
-    }
-    /* digits: floor(log10(2) * bits) or one more (1233 / 4096 ~ log10(2)) */
-    int n = ((64 - __builtin_clzll(u)) * 1233) >> 12;
-    n += u >= ten[n];
-    char *q = p + len + n;
-    while (u >= 100) {
-        unsigned d = (unsigned)(u % 100) * 2;
-        u /= 100;
-        *--q = pairs[d + 1];
-        *--q = pairs[d];
-    }
-    if (u >= 10) {
-        *--q = pairs[u * 2 + 1];
-        *--q = pairs[u * 2];
-    } else {
-        *--q = (char)('0' + u);
-    }
-    return len + n;
+/* Where emit writes: the raw nodes through buf__append, or the text
+ * straight into out's memory at p, the room checked against lim (out's
+ * end less NODE_TEXT_MAX), out->len set only when it grows and at the
+ * end. names[v] is name number v's text with its comma ("1234,", at most
+ * 8 bytes, name_len[v] of them), made once: each of the tree's nodes
+ * names one of a few thousand functions, so its number is copied rather
+ * than written again (NULL past 9,999,999 names, or with fewer nodes
+ * than names: then written). */
+struct writer {
+    struct buf *out;
+    char *p, *lim;
+    uint64_t *names;
+    uint8_t *name_len;
+    bool raw;
+};
+
+/* Grows out (by half, at least 4 KiB: a realloc in many nodes) so that
+ * a node's text fits at w->p. 0 or buf__reserve's error. */
+static int writer_room(struct writer *w)
+{
+    struct buf *out = w->out;
+    int err;
+
+    if (w->p) /* NULL before the first node: out->len is where it starts */
+        out->len = w->p - out->data;
+    err = buf__reserve(out, out->len < (1u << 20) ? 4096 : out->len / 2);
+    if (err && (err = buf__reserve(out, NODE_TEXT_MAX)))
+        return err;
+    w->p = out->data + out->len;
+    w->lim = out->data + out->cap - 1 - NODE_TEXT_MAX;
+    return 0;
 }
 
-/* The most put_node writes: four numbers of at most 20 characters, a
- * sign each, four commas. */
-#define NODE_TEXT_MAX (4 * 21 + 4)
-
-/* Appends ",a,b,c,d" (or without the comma) straight into out; in a raw
- * tree, the four int64_t. */
-static inline int put_node(const struct tree *t, struct buf *out, bool comma, int64_t a, int64_t b,
-                           int64_t c, int64_t d)
+/* Starts writing at out's end; for the text of nodes nodes, the name
+ * table of nnames names when it pays (fewer names than nodes). 0 or
+ * -ENOMEM. */
+static int writer_init(struct writer *w, struct buf *out, bool raw, size_t nnames, size_t nodes)
 {
-    if (t->raw) {
-        int64_t v[4] = {a, b, c, d};
-        return buf__append(out, v, sizeof(v));
+    *w = (struct writer){out, NULL, NULL, NULL, NULL, raw};
+    if (raw)
+        return 0;
+    if (nnames <= 9999999 && nnames < nodes) {
+        w->names = malloc(nnames * sizeof(*w->names));
+        w->name_len = malloc(nnames);
+        if (!w->names || !w->name_len)
+            return -ENOMEM;
+        for (size_t v = 0; v < nnames; v++) {
+            char tmp[JSON_I64_ROOM];
+            int n = json__put_i64(tmp, (int64_t)v);
+            tmp[n++] = ',';
+            memcpy(&w->names[v], tmp, 8);
+            w->name_len[v] = (uint8_t)n;
+        }
     }
-    /* The room checked here, so the call (and its realloc) comes once in
-     * many nodes: emit reserves ahead. */
-    if (out->cap - out->len <= NODE_TEXT_MAX) {
-        int err = buf__reserve(out, out->len < (1u << 20) ? 4096 : out->len / 2);
-        if (err && (err = buf__reserve(out, NODE_TEXT_MAX)))
-            return err;
+    return writer_room(w);
+}
+
+/* Ends the text: out->len set, NUL-terminated; frees the name table. */
+static void writer_end(struct writer *w)
+{
+    if (!w->raw && w->p) {
+        w->out->len = w->p - w->out->data;
+        w->out->data[w->out->len] = '\0';
     }
-    char *p = out->data + out->len, *start = p;
-    if (comma)
+    free(w->names);
+    free(w->name_len);
+}
+
+/* Appends ",name,total,self,kids" (or without the comma); in a raw tree,
+ * the four int64_t. name is a name number (0 the root, 1 "other", a
+ * function's index + 2). */
+static inline __attribute__((always_inline)) int
+put_node(struct writer *w, bool comma, uint32_t name, int64_t total, int64_t self, int64_t kids)
+{
+    int err;
+
+    if (w->raw) {
+        int64_t v[4] = {name, total, self, kids};
+        return buf__append(w->out, v, sizeof(v));
+    }
+    if (w->p > w->lim && (err = writer_room(w)))
+        return err;
+    char *p = w->p;
+    *p = ',';
+    p += comma;
+    if (w->names) {
+        memcpy(p, &w->names[name], 8);
+        p += w->name_len[name];
+    } else {
+        p += json__put_i64(p, name);
         *p++ = ',';
-    p += put_i64(p, a);
+    }
+    p += json__put_i64(p, total);
     *p++ = ',';
-    p += put_i64(p, b);
+    p += json__put_i64(p, self);
     *p++ = ',';
-    p += put_i64(p, c);
-    *p++ = ',';
-    p += put_i64(p, d);
-    out->len += p - start;
-    out->data[out->len] = '\0';
+    p += json__put_i64(p, kids);
+    w->p = p;
     return 0;
 }
 
@@ -359,7 +371,8 @@ static int sort_children(struct tree *t)
     return err;
 }
 
-static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
+static inline __attribute__((always_inline)) int emit_node(struct tree *t, uint32_t i,
+                                                           struct writer *w, bool first)
 {
     int64_t other = 0;
     uint32_t kids = t->folded ? 0 : t->n[i].nchildren;
@@ -370,22 +383,26 @@ static int emit_node(struct tree *t, uint32_t i, struct buf *out, bool first)
         else
             kids++;
     }
-    return put_node(t, out, !first, i == 0 ? 0 : (int64_t)t->n[i].name + 2, t->n[i].total,
-                    t->n[i].self, kids + (other > 0));
+    return put_node(w, !first, i == 0 ? 0 : t->n[i].name + 2, t->n[i].total, t->n[i].self,
+                    kids + (other > 0));
 }
 
 /* The nodes in DFS order, children widest first, each node's folded
- * children summed into one "other" after its last child. Iterative: a
- * stack can be thousands of frames deep. */
-static int emit(struct tree *t, struct buf *out)
+ * children summed into one "other" after its last child, appended to
+ * out; nnames is the functions' count + 2. Iterative: a stack can be
+ * thousands of frames deep. */
+static int emit(struct tree *t, struct buf *out, size_t nnames)
 {
     uint32_t *path = malloc((t->len + 1) * sizeof(*path));
+    struct writer w;
     size_t depth = 0;
-    int err;
+    int err = writer_init(&w, out, t->raw, nnames, t->len);
 
-    if (!path)
-        return -ENOMEM;
-    if ((err = emit_node(t, 0, out, true)))
+    if (err || !path) {
+        err = err ?: -ENOMEM;
+        goto out;
+    }
+    if ((err = emit_node(t, 0, &w, true)))
         goto out;
     path[depth++] = 0;
     uint32_t next = t->n[0].first_child;
@@ -393,7 +410,7 @@ static int emit(struct tree *t, struct buf *out)
         while (t->folded && next != NONE && t->gone[next])
             next = t->n[next].next_sibling;
         if (next != NONE) {
-            if ((err = emit_node(t, next, out, false)))
+            if ((err = emit_node(t, next, &w, false)))
                 goto out;
             path[depth++] = next;
             /* Its next sibling comes once its subtree is written: fetched
@@ -411,11 +428,12 @@ static int emit(struct tree *t, struct buf *out)
              c = t->n[c].next_sibling)
             if (t->gone[c])
                 sat__acc(&other, t->n[c].total);
-        if (other > 0 && (err = put_node(t, out, true, 1, other, other, 0)))
+        if (other > 0 && (err = put_node(&w, true, 1, other, other, 0)))
             goto out;
         next = depth ? t->n[done].next_sibling : NONE;
     }
 out:
+    writer_end(&w);
     free(path);
     return err;
 }
@@ -531,14 +549,39 @@ static int sort_stacks(struct sort_stack *order, size_t n, const struct store_me
  * its children are sorted when sort is set (they are complete too, and
  * likely still in cache). Totals are sums of values >= 0, saturating: the
  * same whatever their order. */
-static int finish_node(struct tree *t, const uint32_t *path, uint32_t d, bool sort,
-                       struct sort_item **list, uint32_t *cap)
+static inline __attribute__((always_inline)) int finish_node(struct tree *t, const uint32_t *path,
+                                                             uint32_t d, bool sort,
+                                                             struct sort_item **list, uint32_t *cap)
 {
     uint32_t x = path[d];
-    int err = sort ? sort_node(t, x, list, cap) : 0;
+    /* most nodes have one child: no call */
+    int err = sort && t->n[x].nchildren > 1 ? sort_node(t, x, list, cap) : 0;
 
     sat__acc(&t->n[d ? path[d - 1] : 0].total, t->n[x].total);
     return err;
+}
+
+/* How many frames from the root stacks x and y share. Frames are kept
+ * leaf first, so from their ends back; two at a time (~36 a stack on the
+ * bench's hour), then one by one where they part. */
+static inline uint32_t shared_depth(const struct store_merged_stack *x,
+                                    const struct store_merged_stack *y)
+{
+    uint32_t n = x->nframes < y->nframes ? x->nframes : y->nframes, d = 0;
+
+    if (!n)
+        return 0;
+    const uint32_t *a = x->frames + x->nframes, *b = y->frames + y->nframes; /* past the roots */
+    for (; d + 2 <= n; d += 2) {
+        uint64_t u, v;
+        memcpy(&u, a - d - 2, 8);
+        memcpy(&v, b - d - 2, 8);
+        if (u != v)
+            break;
+    }
+    while (d < n && a[-1 - (long)d] == b[-1 - (long)d])
+        d++;
+    return d;
 }
 
 /* Builds the tree of m's stacks in t (folded to max_nodes when > 0),
@@ -617,9 +660,7 @@ static int build_tree(struct tree *t, const struct store_merged *m, size_t max_n
         sat__acc(total, v);
         sat__acc(samples, s->samples);
         if (prev)
-            while (d < n && d < prev->nframes &&
-                   s->frames[n - 1 - d] == prev->frames[prev->nframes - 1 - d])
-                d++;
+            d = shared_depth(s, prev);
         for (; depth > d; depth--)
             if ((err = finish_node(t, path, depth - 1, sort, &list, &lcap)))
                 goto out;
@@ -676,7 +717,7 @@ int query__write_flamegraph(const struct store_merged *m, size_t max_nodes, stru
         (err = json__raw(out, "],\"files\":[\"\",\"\"")) ||
         (err = function_strings(out, m, true)) || (err = json__raw(out, "],\"nodes\":[")))
         goto out;
-    if ((err = buf__reserve(out, t.len * 24)) || (err = emit(&t, out)))
+    if ((err = buf__reserve(out, t.len * 24)) || (err = emit(&t, out, m->nfunctions + 2)))
         goto out;
     err = json__raw(out, "]}");
 out:
@@ -690,7 +731,7 @@ int query__flamegraph_nodes(const struct store_merged *m, size_t max_nodes, stru
     int64_t total = 0, samples = 0;
     int err = build_tree(&t, m, max_nodes, &total, &samples);
 
-    err = err ?: emit(&t, out);
+    err = err ?: emit(&t, out, m->nfunctions + 2);
     tree_free(&t);
     return err;
 }

@@ -390,24 +390,15 @@ int merged_builder__frame(struct merged_builder *b, const void *key, size_t len)
     return li < 0 ? (int)li : merged_builder__frame_of(b, (uint32_t)li);
 }
 
-int merged_builder__frame_of(struct merged_builder *b, uint32_t li)
+int merged_builder__grow_frames(struct merged_builder *b)
 {
-    if (b->skip)
-        return 0;
-    struct store_merged_stack *ms = &b->m->stacks[b->m->nstacks - 1];
+    size_t cap = b->frames_cap ? b->frames_cap * 2 : 4096;
+    uint32_t *f = realloc(b->frames, cap * sizeof(*f));
 
-    if (ms->nframes == UINT32_MAX)
-        return -E2BIG;
-    if (b->nframes == b->frames_cap) {
-        size_t cap = b->frames_cap ? b->frames_cap * 2 : 4096;
-        uint32_t *f = realloc(b->frames, cap * sizeof(*f));
-        if (!f)
-            return -ENOMEM;
-        b->frames = f;
-        b->frames_cap = cap;
-    }
-    b->frames[b->nframes++] = li;
-    ms->nframes++;
+    if (!f)
+        return -ENOMEM;
+    b->frames = f;
+    b->frames_cap = cap;
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #ifndef CODEXRAY_SERVER_STORE_COMMON_H
 #define CODEXRAY_SERVER_STORE_COMMON_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,7 +124,26 @@ int merged_builder__frame(struct merged_builder *b, const void *key, size_t len)
  * index of the function of key (numbered on first sight), or -ENOMEM;
  * then a frame of the function of that index. */
 long merged_builder__function(struct merged_builder *b, const void *key, size_t len);
-int merged_builder__frame_of(struct merged_builder *b, uint32_t index);
+/* Doubles the room for b's frames (merged_builder__frame_of's slow path).
+ * Returns 0 or -ENOMEM. */
+int merged_builder__grow_frames(struct merged_builder *b);
+/* Inline: a merge appends a frame per stored frame (2 million on the
+ * server bench's hour), a call each was 4 % of the query. */
+static inline int merged_builder__frame_of(struct merged_builder *b, uint32_t index)
+{
+    if (b->skip)
+        return 0;
+    struct store_merged_stack *ms = &b->m->stacks[b->m->nstacks - 1];
+    int err;
+
+    if (ms->nframes == UINT32_MAX)
+        return -E2BIG;
+    if (b->nframes == b->frames_cap && (err = merged_builder__grow_frames(b)))
+        return err;
+    b->frames[b->nframes++] = index;
+    ms->nframes++;
+    return 0;
+}
 /* The functions met so far, and the key of function i. */
 size_t merged_builder__nfunctions(const struct merged_builder *b);
 const void *merged_builder__key(const struct merged_builder *b, size_t i, size_t *len);

@@ -181,6 +181,46 @@ static void test_flamegraph_sums_saturate(void **state)
     fixture_free(&fx);
 }
 
+/* Numbers of 18 and 19 digits: the text outgrows what is reserved for it
+ * up front (24 bytes a node), so the writer grows the buffer as it goes,
+ * every number still exact; with a cap below the answer, an error and
+ * nothing past the cap. */
+static void test_flamegraph_long_numbers_cap(void **state)
+{
+    enum { N = 20000 };
+    const int64_t big = 100000000000000000ll; /* 10^17 */
+    struct fixture fx;
+    struct graph g;
+
+    (void)state;
+    fixture_init(&fx, N, N);
+    for (uint32_t i = 0; i < N; i++)
+        fixture_stack(&fx, &i, 1, 1, big + (int64_t)i * 7919);
+    graph_of(&fx, 0, &g);
+    assert_int_equal(g.n, N + 1);
+    for (size_t k = 1; k < g.n; k++) {
+        int64_t v = g.nodes[4 * k + 1];
+        assert_true(v >= big && (v - big) % 7919 == 0);
+        assert_int_equal(g.nodes[4 * k] - 2, (v - big) / 7919); /* its function */
+        assert_int_equal(g.nodes[4 * k + 2], v);                /* self: a leaf */
+        assert_int_equal(g.nodes[4 * k + 3], 0);
+        if (k > 1) /* widest first */
+            assert_true(v < g.nodes[4 * (k - 1) + 1]);
+    }
+    struct buf b;
+    buf__init(&b, 1u << 30);
+    assert_int_equal(query__write_flamegraph(&fx.m, 0, &b), 0);
+    size_t whole = b.len;
+    assert_true(whole > (size_t)(N + 1) * 24);
+    buf__free(&b);
+    buf__init(&b, (N + 1) * 24 + 4096);
+    assert_int_not_equal(query__write_flamegraph(&fx.m, 0, &b), 0);
+    assert_true(b.len <= (size_t)(N + 1) * 24 + 4096);
+    buf__free(&b);
+    free(g.nodes);
+    fixture_free(&fx);
+}
+
 /* A root with many children: all there, widest first, ties in the order
  * they came. */
 static void test_flamegraph_wide_sorted(void **state)
@@ -503,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_parse_duration_refuses_non_finite),
         cmocka_unit_test(test_flamegraph_sums_saturate),
         cmocka_unit_test(test_flamegraph_wide_sorted),
+        cmocka_unit_test(test_flamegraph_long_numbers_cap),
         cmocka_unit_test(test_flamegraph_deep_folded),
         cmocka_unit_test(test_flamegraph_random_exact),
         cmocka_unit_test(test_hide_interp),
