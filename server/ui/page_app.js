@@ -246,8 +246,9 @@ async function loadGraph(st, q, p) {
                 `No off-CPU data of ${app} in the ${rangeLabel(from, to)}` +
                 `${host ? ' on ' + host : ''}${pid ? ' for pid ' + pid : ''}: ` +
                 `${tree.profiles > 1 ? `its ${tree.profiles} profiles hold` : 'its profile holds'} CPU time only.`,
-                'Off-CPU time (threads blocked on locks, I/O, sleeps) is recorded by agents started with --off-cpu ' +
-                '(config key off-cpu). The CPU view has this range\'s profiles.'));
+                'Off-CPU time (threads blocked on locks, I/O, sleeps) is recorded by the agent by default; ' +
+                'not by agents started with --no-off-cpu (config off-cpu = false) or older than it. ' +
+                'The CPU view has this range\'s profiles.'));
             cx.ready = true;
             cx.noOffCpu = true;
             return;
@@ -290,7 +291,8 @@ function afterFirstFrame(st, tree, btree) {
     }
     if (cx.type === 'wall' && !tree.offCpu) {
         ui.notes.append(message('warn', 'No off-CPU data in this range: wall time here is CPU time alone.',
-            'Off-CPU time is recorded by agents started with --off-cpu (config key off-cpu).'));
+            'Off-CPU time is recorded by the agent by default; not by agents started with --no-off-cpu ' +
+            '(config off-cpu = false) or older than it.'));
         cx.noOffCpu = true;
     }
     ui.notes.append(...unnamedNotes(tree));

@@ -1,6 +1,6 @@
 // What the Profiling tab measures (type= in the URL, the server's type=):
 // CPU time, off-CPU time (threads blocked: locks, I/O, sleeps, idle
-// pools; recorded by agents started with --off-cpu) or wall time, the two
+// pools; recorded by the agent unless started with --no-off-cpu) or wall time, the two
 // on one tree. Pure (tests: value_type.test.js).
 
 // [type, the selector's label, what the page calls it, the timeline's unit]

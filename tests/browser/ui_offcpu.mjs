@@ -94,7 +94,7 @@ await runChecks(ctx, 'offcpu-failure', async () => {
     await page.goto(`${url}/#/app/cpuonly?from=${from}&to=${to}&type=off_cpu`);
     await ready('off_cpu');
     s = await state();
-    check(s.noOff && s.empty.includes('No off-CPU data of cpuonly') && s.empty.includes('--off-cpu'),
+    check(s.noOff && s.empty.includes('No off-CPU data of cpuonly') && s.empty.includes('--no-off-cpu'),
         `no off-CPU message: "${s.empty}"`);
     await shot('offcpu-none');
     await page.click('[aria-label="profile type"] button[data-type="wall"]');
@@ -106,7 +106,9 @@ await runChecks(ctx, 'offcpu-failure', async () => {
 
     // 6. The applications page: the off-CPU column.
     await page.goto(`${url}/#/?from=${from}&to=${to}`);
-    await page.waitForFunction(() => window.__cx && window.__cx.ready, null, { timeout: 20000 });
+    // A hash change, not a load: __cx.ready may still be the last page's,
+    // so wait for the applications table itself.
+    await page.waitForSelector('table.apps th', { timeout: 20000 });
     const cols = await page.evaluate(() => [...document.querySelectorAll('table.apps th')].map((x) => x.textContent));
     check(cols.includes('Off-CPU (threads)'), `applications columns: ${cols}`);
 });
