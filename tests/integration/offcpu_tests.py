@@ -67,9 +67,10 @@ def sample_types(path):
 class Mix:
     """offcpu_mix, its cumulative wait times read as it prints them."""
 
-    def __init__(self, tmp, seconds=SECONDS, nap_us=None):
+    def __init__(self, tmp, seconds=SECONDS, nap_us=None, nappers=None):
+        nap = [str(nap_us or 3000)] + ([str(nappers)] if nappers else []) if nap_us or nappers else []
         self.p = subprocess.Popen([os.path.join(WORK, "offcpu_mix"), os.path.join(ROOT, "build"),
-                                   str(seconds + 60)] + ([str(nap_us)] if nap_us else []),
+                                   str(seconds + 60)] + nap,
                                   stdout=subprocess.PIPE, text=True)
         self.last = None
         self.t = threading.Thread(target=self._read, daemon=True)
@@ -99,24 +100,31 @@ def test_offcpu_duty_cycle(tmp):
     50 ms slot attached with probability 0.7, --off-cpu-duty-test) and naps
     of 120 ms, longer than a slot: a nap counts only when the slots of both
     its ends were attached and weighs 1/(f_a f_b); the short waits weigh
-    1/f. A weight wrong by a factor f (e.g. no 1/f_b) puts nap's share 8
-    points off. 30 s: 600 slots, the shares' noise from the draws about 1.5
-    points."""
-    text = known_waits(tmp, 30, ["--off-cpu-duty-test", "70", "--off-cpu-slot-ms", "50"],
-                       nap_us=120000)
+    1/f. A weight wrong by a factor f (e.g. no 1/f_b) puts nap's share 7
+    points off. Why 8 nappers out of step and 120 s (make test-runtimes, not
+    make test): a nap's count is a product of two slots' draws (variance
+    1/f^2 - 1 = 1.04 of its mean squared), a napper's naps chain (each ends
+    in the slot the next begins in), and naps in step share their slots, so
+    with 2 nappers in step over 30 s (the first version) the naps' total
+    moved by about 10 % run to run and its share by up to 5 points (a CI
+    run failed at 5.1); 8 nappers out of step over 30 s still moved the
+    total by up to 10 %; the noise goes as one over the root of the slots
+    drawn, so 2,400 slots halve it."""
+    text = known_waits(tmp, 120, ["--off-cpu-duty-test", "70", "--off-cpu-slot-ms", "50"],
+                       nap_us=120000, nappers=8)
     m = re.search(r"duty cycle: (\d+) slots, (\d+) watched", text)
     check(m is not None, f"no duty cycle line: {text[-2000:]}")
     slots, watched = int(m.group(1)), int(m.group(2))
     print(f"    duty cycle: {watched} of {slots} slots watched")
-    # 30 s of 50 ms slots (late polls make some longer); 0.7 of them drawn.
-    check(slots >= 300 and 0.6 <= watched / slots <= 0.8,
-          f"{watched} of {slots} slots watched, want about 0.7 of 600")
+    # 120 s of 50 ms slots (late polls make some longer); 0.7 of them drawn.
+    check(slots >= 1200 and 0.6 <= watched / slots <= 0.8,
+          f"{watched} of {slots} slots watched, want about 0.7 of 2,400")
 
 
-def known_waits(tmp, seconds, extra, nap_us=None):
+def known_waits(tmp, seconds, extra, nap_us=None, nappers=None):
     """record --off-cpu (and `extra`) of offcpu_mix for `seconds`: the known
     shares, classes and CPU split checked; returns record's log."""
-    w = Mix(tmp, seconds, nap_us)
+    w = Mix(tmp, seconds, nap_us, nappers)
     out = os.path.join(tmp, "offcpu.pb.gz")
     marks = {}
     try:

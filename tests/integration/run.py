@@ -903,10 +903,12 @@ TESTS = [test_usage, test_record_pid_split_and_rate, test_go_stripped_split, tes
     + offcpu_tests.TESTS + fn_timeline_tests.TESTS
 
 # Runtimes run from Debian roots built by mmdebstrap (Java 21-27, Node 18/24,
-# Python 3.14/3.15's slower checks): `make test-runtimes`, which .ci/run runs
+# Python 3.14/3.15's slower checks) and the off-CPU duty cycle's 2-minute statistical check:
+# `make test-runtimes`, which .ci/run runs
 # after `make test`, so that `make test` stays within its 20 minutes. Named on
 # the command line they run like any other.
 RUNTIME_TESTS = [java_tests.test_java_versions_no_flags, v8_tests.test_node_versions_no_flags,
+                 offcpu_tests.test_offcpu_duty_cycle,
                  interp_tests.test_python_unstable_interp_frames_folded,
                  python_unstable_tests.test_python_unstable_callback_through_native]
 

@@ -2,7 +2,8 @@
  * answer of the off-CPU tests (tests/integration/offcpu_tests.py).
  *
  *   wait_pipe  read() of a pipe a feeder thread writes a byte to every 2 ms
- *   nap        nanosleep(), 3 ms at a time (NAP_US), in two threads
+ *   nap        nanosleep(), 3 ms at a time (NAP_US), in two threads (NAPPERS),
+ *              each started NAP_US / NAPPERS after the one before
  *   wait_lock  pthread_mutex_lock() of a mutex a holder thread keeps for
  *              4 ms at a time (it sleeps in hold_lock with it held)
  *   sync_file  write() + fsync() of a file in DIR (a disk, not tmpfs)
@@ -12,7 +13,7 @@
  * Every 100 ms it prints the time spent inside each waiting call so far
  * (CLOCK_MONOTONIC ns, summed over its threads):
  *   t=NS wait_pipe=NS nap=NS wait_lock=NS sync_file=NS
- * Usage: offcpu_mix DIR SECONDS [NAP_US]
+ * Usage: offcpu_mix DIR SECONDS [NAP_US [NAPPERS]]
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@ static const char *const names[NWAITS] = {"wait_pipe", "nap", "wait_lock", "sync
 static _Atomic uint64_t waited[NWAITS];
 static int pipefd[2];
 static long nap_us = 3000;
+static long nappers = 2;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *dir;
 static volatile uint64_t sink;
@@ -121,7 +123,9 @@ static void *feeder(void *arg)
 
 static void *napper(void *arg)
 {
-    (void)arg;
+    /* Out of step with the others: in step, their naps would all start and
+     * end in the same slots of the duty cycle, as one napper. */
+    sleep_us((long)(intptr_t)arg * (nap_us / nappers));
     for (;;)
         nap();
 }
@@ -169,16 +173,19 @@ static void *spinner(void *arg)
 
 int main(int argc, char **argv)
 {
-    void *(*threads[])(void *) = {pipe_reader, feeder, napper, napper,
-                                  holder,      locker, syncer, spinner};
+    void *(*threads[])(void *) = {pipe_reader, feeder, holder, locker, syncer, spinner};
     pthread_t t;
 
-    if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: offcpu_mix DIR SECONDS [NAP_US]\n");
+    if (argc < 3 || argc > 5) {
+        fprintf(stderr, "usage: offcpu_mix DIR SECONDS [NAP_US [NAPPERS]]\n");
         return 2;
     }
-    if (argc == 4 && (nap_us = atol(argv[3])) <= 0) {
+    if (argc >= 4 && (nap_us = atol(argv[3])) <= 0) {
         fprintf(stderr, "offcpu_mix: NAP_US must be a positive number\n");
+        return 2;
+    }
+    if (argc == 5 && ((nappers = atol(argv[4])) <= 0 || nappers > 64)) {
+        fprintf(stderr, "offcpu_mix: NAPPERS must be from 1 to 64\n");
         return 2;
     }
     dir = argv[1];
@@ -186,6 +193,9 @@ int main(int argc, char **argv)
         return 1;
     for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++)
         if (pthread_create(&t, NULL, threads[i], NULL))
+            return 1;
+    for (long i = 0; i < nappers; i++)
+        if (pthread_create(&t, NULL, napper, (void *)(intptr_t)i))
             return 1;
     uint64_t end = now_ns() + (uint64_t)atoi(argv[2]) * 1000000000ull;
     while (now_ns() < end) {
