@@ -82,7 +82,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c \
              agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
              agent/unwind/pac_mask.c \
-             agent/unwind/go_table.c agent/unwind/unwinder.c agent/unwind/unwinder_tables.c \
+             agent/unwind/go_table.c agent/unwind/unwinder.c agent/unwind/unwinder_tables.c agent/unwind/cfi_blocks.c \
              agent/unwind/file_unwind.c \
              agent/runtimes/runtimes.c agent/runtimes/proc_mem.c \
              agent/runtimes/jit/jit.c agent/runtimes/jit/perfmap.c agent/runtimes/jit/jvm_attach.c \

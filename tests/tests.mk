@@ -6,7 +6,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_json test_config test_maps test_pprof_w
               test_cfi_table test_cfi_table_xcheck test_cfi_table_arm64 test_pac_mask \
               test_go_table test_pprof_reader test_stack_key test_py_lines test_py_layout \
               test_py_layout_hostile test_py_detect test_py_detect_hostile test_py_code \
-               test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
+               test_py_code_hostile test_dither test_plt test_file_unwind test_cfi_blocks test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
                test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql test_ch_shard \
                test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
                test_debuginfod test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot

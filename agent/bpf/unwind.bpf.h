@@ -185,19 +185,25 @@ struct {
 /* What cx_cfi_find() returns when a table has no row for the address. */
 #define CX_CFI_NOT_FOUND 0xffffffffffffffffull
 
-/* The row of table `table` (of `blocks` blocks) that covers rel, packed in a
- * u64 as struct cx_cfi_row, or CX_CFI_NOT_FOUND. The row found last in this
- * walk is kept with the span it covers (row_*): a frame whose address is in
- * it (recursion, a loop of calls, the frames of one function met again) needs
- * no search; a search is a lookup in the table per step. A global function:
- * the verifier checks it once, not once per frame of the walk. */
+#define CX_CFI_GET(ctx, keyp) bpf_map_lookup_elem((void *)(ctx), keyp)
+#include "cfi_index.h"
+
+/* The row of table `table` (of `blocks` data blocks) that covers rel,
+ * packed in a u64 as struct cx_cfi_row, or CX_CFI_NOT_FOUND. The row found
+ * last in this walk is kept with the span it covers (row_*): a frame whose
+ * address is in it (recursion, a loop of calls, the frames of one function
+ * met again) needs no search. Else the block is found through the table's
+ * index (cfi_index.h: a lookup per level, 3 for a big table), then the row
+ * in it in plain memory. A global function: the verifier checks it once,
+ * not once per frame of the walk. */
 __noinline __u64 cx_cfi_find(__u32 table, __u32 blocks, __u32 rel)
 {
     const struct cx_cfi_block *b;
-    __u32 lo = 0, hi = blocks, mid, key = table, zero = 0;
+    __u32 lo, key = table, zero = 0;
     struct walk_state *st = bpf_map_lookup_elem(&wstate, &zero);
     void *rowmap;
     __u64 l = 0, h = CX_CFI_BLOCK_ROWS, m, out;
+    long long pos;
     int i;
 
     if (!st || blocks == 0)
@@ -207,17 +213,11 @@ __noinline __u64 cx_cfi_find(__u32 table, __u32 blocks, __u32 rel)
     rowmap = bpf_map_lookup_elem(&cfi_tables, &key);
     if (!rowmap)
         return CX_CFI_NOT_FOUND;
-    /* The last block whose first pc <= rel: blocks[lo] <= rel < blocks[hi]. */
-    for (i = 0; i < CX_CFI_SEARCH_STEPS && hi - lo > 1; i++) {
-        mid = lo + (hi - lo) / 2;
-        b = bpf_map_lookup_elem(rowmap, &mid);
-        if (!b)
-            return CX_CFI_NOT_FOUND;
-        if (b->rows[0].pc <= rel)
-            lo = mid;
-        else
-            hi = mid;
-    }
+    /* The last block whose first pc <= rel. */
+    pos = cx_cfi_descend(rowmap, blocks, rel);
+    if (pos < 0)
+        return CX_CFI_NOT_FOUND;
+    lo = (__u32)pos;
     b = bpf_map_lookup_elem(rowmap, &lo);
     if (!b || b->rows[0].pc > rel)
         return CX_CFI_NOT_FOUND;

@@ -78,9 +78,9 @@ struct cx_cfi_row {
 
 /* Rows go to BPF in blocks of 16: a lookup in a table is a helper call
  * (inner maps of different sizes are not inlined), so the search goes by
- * block, then within the block in plain memory: log2(16) = 4 calls fewer
- * per frame. The last block is padded with rows at pc 0xffffffff, which no
- * address reaches. */
+ * block (through an index of blocks: cfi_index.h), then within the block in
+ * plain memory. The last block is padded with rows at pc 0xffffffff, which
+ * no address reaches. */
 #define CX_CFI_BLOCK_ROWS 16
 struct cx_cfi_block {
     struct cx_cfi_row rows[CX_CFI_BLOCK_ROWS];
@@ -93,9 +93,8 @@ struct cx_cfi_block {
 #define CX_CFI_RA_TYPE(rule) ((rule) >> 6)
 
 /* Rows per table: a table's addresses are 32-bit offsets from its base, and
- * a bounded binary search must find any row. 2^23 rows = 64 MiB. */
+ * the index's levels must reach any block (cfi_index.h). 2^23 rows = 64 MiB. */
 #define CX_CFI_MAX_ROWS (1u << 23)
-#define CX_CFI_SEARCH_STEPS 24 /* ceil(log2(CX_CFI_MAX_ROWS)) + 1 */
 
 /* Tables loaded at once (the outer array of maps). */
 #define CX_CFI_MAX_TABLES 8192

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "../../common/log.h"
+#include "../bpf/cfi_index.h"
+#include "cfi_blocks.h"
 #include "file_unwind.h"
 #include "unwinder_int.h"
 
@@ -93,11 +95,16 @@ int unwinder_table_fill(struct unwinder *u, struct table *t)
 {
     struct cfi_table *ct = t->built;
     uint32_t nblocks = (ct->n + CX_CFI_BLOCK_ROWS - 1) / CX_CFI_BLOCK_ROWS;
-    uint64_t bytes = (uint64_t)nblocks * sizeof(struct cx_cfi_block);
+    uint32_t ntotal = cx_cfi_total(nblocks);
+    uint64_t bytes = (uint64_t)ntotal * sizeof(struct cx_cfi_block);
     struct cx_cfi_block *blocks = NULL;
     __u32 *keys = NULL;
     int fd = -1, slot = -1, err = -1;
 
+    if (ct->n == 0 || ct->n > CX_CFI_MAX_ROWS) {
+        snprintf(t->why, sizeof(t->why), "table of %u rows", ct->n);
+        goto out;
+    }
     if (u->bytes + u->filling_bytes + bytes > u->o.max_bytes) {
         snprintf(t->why, sizeof(t->why),
                  "table of %llu KiB over the cap (%llu of %llu MiB loaded; "
@@ -111,35 +118,29 @@ int unwinder_table_fill(struct unwinder *u, struct table *t)
         snprintf(t->why, sizeof(t->why), "all %u table slots in use", CX_CFI_MAX_TABLES);
         goto out;
     }
-    blocks = malloc(bytes);
-    keys = malloc(sizeof(*keys) * (nblocks < LOAD_CHUNK ? nblocks : LOAD_CHUNK));
+    /* The rows in blocks and the index over them (bpf/cfi_index.h). */
+    blocks = cfi_blocks__build(ct->rows, ct->n, &nblocks, &ntotal);
+    keys = malloc(sizeof(*keys) * (ntotal < LOAD_CHUNK ? ntotal : LOAD_CHUNK));
     if (!blocks || !keys) {
         snprintf(t->why, sizeof(t->why), "out of memory");
         goto out;
     }
-    memcpy(blocks, ct->rows, (size_t)ct->n * sizeof(struct cx_cfi_row));
-    for (uint64_t i = ct->n; i < (uint64_t)nblocks * CX_CFI_BLOCK_ROWS; i++) {
-        /* Padding: past every address, so no search ends on it. */
-        struct cx_cfi_row pad = ct->rows[ct->n - 1];
-        pad.pc = UINT32_MAX;
-        blocks[i / CX_CFI_BLOCK_ROWS].rows[i % CX_CFI_BLOCK_ROWS] = pad;
-    }
     LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
     fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cx_cfi_rows", sizeof(__u32),
-                        sizeof(struct cx_cfi_block), nblocks, &mo);
+                        sizeof(struct cx_cfi_block), ntotal, &mo);
     if (fd < 0) {
-        snprintf(t->why, sizeof(t->why), "cannot create a BPF array of %u blocks: %s", nblocks,
+        snprintf(t->why, sizeof(t->why), "cannot create a BPF array of %u blocks: %s", ntotal,
                  strerror(errno));
         goto out;
     }
-    for (uint32_t at = 0; at < nblocks; at += LOAD_CHUNK) {
-        __u32 count = nblocks - at < LOAD_CHUNK ? nblocks - at : LOAD_CHUNK;
+    for (uint32_t at = 0; at < ntotal; at += LOAD_CHUNK) {
+        __u32 count = ntotal - at < LOAD_CHUNK ? ntotal - at : LOAD_CHUNK;
         for (__u32 i = 0; i < count; i++)
             keys[i] = at + i;
         LIBBPF_OPTS(bpf_map_batch_opts, bo);
         if (bpf_map_update_batch(fd, keys, &blocks[at], &count, &bo)) {
             /* Before Linux 5.6 arrays have no batch update: one by one. */
-            count = nblocks - at < LOAD_CHUNK ? nblocks - at : LOAD_CHUNK;
+            count = ntotal - at < LOAD_CHUNK ? ntotal - at : LOAD_CHUNK;
             for (__u32 i = 0; i < count; i++) {
                 if (bpf_map_update_elem(fd, &keys[i], &blocks[at + i], BPF_ANY)) {
                     snprintf(t->why, sizeof(t->why), "cannot fill the BPF array: %s",
