@@ -78,6 +78,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
              agent/symbolize/gopclntab.c agent/symbolize/plt.c \
              agent/symbolize/debuginfod.c agent/symbolize/debuglink.c \
+             agent/symbolize/debugplain.c \
              agent/symbolize/symbolizer_debuginfod.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c \
              agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \

@@ -9,7 +9,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_json test_config test_maps test_pprof_w
                test_py_code_hostile test_dither test_plt test_file_unwind test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
                test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql test_ch_shard \
                test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-               test_debuginfod test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
+               test_debuginfod test_debugplain test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
