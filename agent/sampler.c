@@ -22,15 +22,16 @@
 #include "dither.h"
 #include "offhook.h"
 #include "preflight.h"
+#include "ring.h"
 #include "sampler.skel.h"
 #include "unwind/pac_mask.h"
 
 /* The ring buffer: 1 MiB a CPU, 4 to 64 MiB. A record is a whole
  * struct cx_sample (about 10 KiB) whatever its depth, so a CPU at 100 Hz
  * puts ~1 MiB a second through it and the agent drains it every 100 ms
- * (sooner when it is half full): a tenth of that is in use at a time. The
- * kernel maps its pages twice into the agent, so its RSS counts twice the
- * size: a fixed 8 MiB was 16 MiB of a 2-CPU node's ~60. */
+ * (sooner when it is half full): a tenth of that is in use at a time. All
+ * its pages count in the agent's RSS from the start (the kernel maps them
+ * at once), once each (ring.h: libbpf's consumer mapped them twice). */
 static unsigned ringbuf_bytes(int ncpus)
 {
     unsigned want = (unsigned)(ncpus > 64 ? 64 : ncpus) << 20, bytes = 4u << 20;
@@ -41,7 +42,7 @@ static unsigned ringbuf_bytes(int ncpus)
 
 struct sampler {
     struct sampler_bpf *skel;
-    struct ring_buffer *rb;
+    struct ring *rb;
     struct bpf_link **links;
     int *pfds;
     unsigned npfds; /* possible CPUs: pfds[cpu], -1 for one not attached */
@@ -478,7 +479,8 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         goto fail;
     }
     s->ncpus = attached;
-    s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);
+    s->rb = ring__new(bpf_map__fd(s->skel->maps.events), bpf_map__max_entries(s->skel->maps.events),
+                      on_record, s);
     if (!s->rb) {
         snprintf(err, errlen, "cannot map the ring buffer: %s", strerror(errno));
         goto fail;
@@ -523,7 +525,7 @@ int sampler__poll(struct sampler *s, int timeout_ms)
         if (timeout_ms < 0 || ms < timeout_ms)
             timeout_ms = ms;
     }
-    int n = ring_buffer__poll(s->rb, timeout_ms);
+    int n = ring__poll(s->rb, timeout_ms);
 
     redraw_periods(s);
     if (s->hook)
@@ -531,7 +533,7 @@ int sampler__poll(struct sampler *s, int timeout_ms)
     if (n < 0)
         return n;
     /* Samples do not wake the poll: after the wait, take whatever is there. */
-    int m = ring_buffer__consume(s->rb);
+    int m = ring__consume(s->rb);
     return m < 0 ? m : n + m;
 }
 
@@ -768,7 +770,7 @@ void sampler__free(struct sampler *s)
 {
     if (!s)
         return;
-    ring_buffer__free(s->rb);
+    ring__free(s->rb);
     for (unsigned i = 0; s->links && s->pfds && i < s->npfds; i++) {
         /* The link owns the perf event's fd once it exists. */
         if (s->links[i])
