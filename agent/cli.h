@@ -63,8 +63,8 @@ struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const
                                    const char *api_key);
 
 /* The bound of DATA_DIR/debug-plain: libc6-dbg's libc, libm and ld.so take
- * 15 MiB there, a C++ library's debug file some hundreds. */
-#define CLI_DEBUG_PLAIN_MAX (512ull << 20)
+ * 15 MiB there; a copy over half of it is not made. */
+#define CLI_DEBUG_PLAIN_MAX (256ull << 20)
 
 struct debugplain;
 /* Keeps compressed debug files decompressed under DATA_DIR/debug-plain
