@@ -193,8 +193,13 @@ static int plan_copy(int fd, uint64_t file_size, uint64_t cap, struct plan *pl, 
     size_t no = 0;
     for (size_t i = 1; i < shnum; i++) {
         struct sec *s = &pl->secs[i];
-        if (!s->src_size)
+        if (!s->src_size) {
+            /* Empty, or NOBITS: no bytes to move, but an offset inside the
+             * copy (debugfile__check holds it to that). */
+            if (s->src_off > first_c)
+                s->sh.sh_offset = first_c;
             continue;
+        }
         if (s->src_off >= first_c)
             order[no++] = s;
         else if (s->src_off + s->src_size > first_c) {
