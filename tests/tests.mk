@@ -412,10 +412,12 @@ else
 # qemu-user (RUN_TARGET), but not those that read fixtures (built by the
 # host's tools for the host, some looked for under build/), nor those that
 # start threads: qemu-aarch64-static 7.2 spins for ever in pthread_create on
-# this machine's 6.18 kernel (a two-line program does too).
+# this machine's 6.18 kernel (a two-line program does too). test_debugplain
+# has the host's objcopy read /proc/PID/exe, under qemu-user qemu's binary.
 UNIT_CROSS_SKIP := test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_cfi_table \
                    test_cfi_table_xcheck test_go_table test_plt test_debugfile test_py_layout \
-                   test_py_lines test_http test_jvm test_py_code test_store test_store_levels
+                   test_py_lines test_http test_jvm test_py_code test_store test_store_levels \
+                   test_debugplain
 UNIT_CROSS_BINS := $(addprefix $(B)/tests/,$(filter-out $(UNIT_CROSS_SKIP),$(UNIT_TESTS)))
 unit: deps $(UNIT_CROSS_BINS)
 	@UNIT_RUNNER="timeout 600 $(RUN_TARGET)" tests/run_unit.sh $(UNIT_CROSS_BINS)
