@@ -78,6 +78,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
              agent/symbolize/gopclntab.c agent/symbolize/plt.c \
              agent/symbolize/debuginfod.c agent/symbolize/debuglink.c \
+             agent/symbolize/debugplain.c \
              agent/symbolize/symbolizer_debuginfod.c \
              agent/unwind/cfi_table.c agent/unwind/cfi_fde.c agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c \
              agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
@@ -93,7 +94,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/hotspot/hotspot.c agent/runtimes/hotspot/hs_vm.c \
              agent/runtimes/hotspot/hs_name.c \
              agent/aggregate.c agent/offcpu.c agent/offduty.c agent/offhook.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
-AGENT_MAIN := agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
+AGENT_MAIN := agent/ring.c agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \
               server/store_clickhouse_rw.c server/store_clickhouse_batch.c server/store_clickhouse_group.c \

@@ -62,4 +62,16 @@ struct debuginfod;
 struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const char *endpoint,
                                    const char *api_key);
 
+/* The bound of DATA_DIR/debug-plain: libc6-dbg's libc, libm and ld.so take
+ * 15 MiB there; a copy over half of it is not made. */
+#define CLI_DEBUG_PLAIN_MAX (256ull << 20)
+
+struct debugplain;
+/* Keeps compressed debug files decompressed under DATA_DIR/debug-plain
+ * (symbolize/debugplain.h) for every symbolizer; NULL (logged) when that
+ * directory cannot be made: libdw then decompresses them in memory, as
+ * before. Call before the first symbolizer is made; free the result after
+ * the last one. */
+struct debugplain *cli__debug_plain(const char *data_dir);
+
 #endif

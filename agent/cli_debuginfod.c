@@ -1,5 +1,6 @@
 /* The agent's debuginfod options turned into a running client
- * (symbolize/debuginfod.h): which servers, where the files go. */
+ * (symbolize/debuginfod.h): which servers, where the files go; and where
+ * compressed debug files are kept decompressed (symbolize/debugplain.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,8 @@
 #include "../common/log.h"
 #include "cli.h"
 #include "symbolize/debuginfod.h"
+#include "symbolize/debugplain.h"
+#include "symbolize/symbolizer.h"
 
 struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const char *endpoint,
                                    const char *api_key)
@@ -70,4 +73,17 @@ struct debuginfod *cli__debuginfod(struct config *c, const char *data_dir, const
 out:
     free(list);
     return d;
+}
+
+struct debugplain *cli__debug_plain(const char *data_dir)
+{
+    char dir[4096], err[512];
+    struct debugplain *p;
+
+    snprintf(dir, sizeof(dir), "%s/debug-plain", data_dir);
+    p = debugplain__new(dir, CLI_DEBUG_PLAIN_MAX, err, sizeof(err));
+    if (!p)
+        log_warn("symbols: compressed debug files are decompressed in memory: %s", err);
+    symbolizer__set_debug_plain(p);
+    return p;
 }

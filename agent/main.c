@@ -24,6 +24,8 @@
 #include "record.h"
 #include "ship.h"
 #include "symbolize/debuginfod.h"
+#include "symbolize/debugplain.h"
+#include "symbolize/symbolizer.h"
 #include "worker.h"
 
 /* How long the daemon waits, at start, for the CFI tables of the processes
@@ -56,6 +58,7 @@ static int run_agent(int argc, char **argv)
     struct worker *wk = NULL;
     struct shipper *sh = NULL;
     struct debuginfod *dbg = NULL;
+    struct debugplain *plain = NULL;
     struct collector col;
     char err[1024], host[256];
     int ret = 1;
@@ -80,6 +83,7 @@ static int run_agent(int argc, char **argv)
     const char *endpoint = config__str(c, "endpoint");
     /* First: it sets the environment its client reads, before any thread. */
     dbg = cli__debuginfod(c, config__str(c, "data-dir"), endpoint, config__str(c, "api-key"));
+    plain = cli__debug_plain(config__str(c, "data-dir"));
     if (endpoint && *endpoint) {
         struct ship_opts sho = {endpoint, config__str(c, "api-key"), config__str(c, "data-dir"),
                                 (uint64_t)config__int(c, "spool-max")};
@@ -181,6 +185,8 @@ out:
     shipper__stop(sh);
     debuginfod__stop(dbg);
     collector__close(&col);
+    symbolizer__set_debug_plain(NULL);
+    debugplain__free(plain);
     config__free(c);
     return ret;
 }

@@ -14,6 +14,7 @@
 #include "output.h"
 #include "profile.h"
 #include "symbolize/debuginfod.h"
+#include "symbolize/debugplain.h"
 #include "record.h"
 
 /* A recording is named once, at its end: the binaries it met that lack
@@ -44,6 +45,7 @@ struct record_run {
     struct config *c;
     struct symbolizer *sym;
     struct debuginfod *dbg;
+    struct debugplain *plain; /* compressed debug files decompressed (cli__debug_plain) */
     struct kallsyms *ks;
     struct rt_namers *rt;
     struct pprof_writer *pw;
@@ -233,6 +235,7 @@ int record__main(int argc, char **argv)
     }
     /* Before any thread: it sets the environment its client reads. */
     r.dbg = cli__debuginfod(r.c, config__str(r.c, "data-dir"), NULL, NULL);
+    r.plain = cli__debug_plain(config__str(r.c, "data-dir"));
     r.kstacks = config__bool(r.c, "kernel-stacks");
     if ((ret = cli__sample_opts(r.c, r.pid, &r.so)) || (ret = cli__unwind_opts(r.c, &r.uo, &r.uop)))
         goto out;
@@ -252,6 +255,8 @@ out:
     collector__close(&r.col);
     kallsyms__free(r.ks);
     symbolizer__free(r.sym);
+    symbolizer__set_debug_plain(NULL);
+    debugplain__free(r.plain);
     debuginfod__stop(r.dbg);
     rt_namers__free(r.rt);
     buf__free(&r.out);

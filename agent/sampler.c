@@ -22,15 +22,16 @@
 #include "dither.h"
 #include "offhook.h"
 #include "preflight.h"
+#include "ring.h"
 #include "sampler.skel.h"
 #include "unwind/pac_mask.h"
 
 /* The ring buffer: 1 MiB a CPU, 4 to 64 MiB. A record is a whole
  * struct cx_sample (about 10 KiB) whatever its depth, so a CPU at 100 Hz
  * puts ~1 MiB a second through it and the agent drains it every 100 ms
- * (sooner when it is half full): a tenth of that is in use at a time. The
- * kernel maps its pages twice into the agent, so its RSS counts twice the
- * size: a fixed 8 MiB was 16 MiB of a 2-CPU node's ~60. */
+ * (sooner when it is half full): a tenth of that is in use at a time. All
+ * its pages count in the agent's RSS from the start (the kernel maps them
+ * at once), once each (ring.h: libbpf's consumer mapped them twice). */
 static unsigned ringbuf_bytes(int ncpus)
 {
     unsigned want = (unsigned)(ncpus > 64 ? 64 : ncpus) << 20, bytes = 4u << 20;
@@ -41,7 +42,7 @@ static unsigned ringbuf_bytes(int ncpus)
 
 struct sampler {
     struct sampler_bpf *skel;
-    struct ring_buffer *rb;
+    struct ring *rb;
     struct bpf_link **links;
     int *pfds;
     unsigned npfds; /* possible CPUs: pfds[cpu], -1 for one not attached */
@@ -49,12 +50,31 @@ struct sampler {
     sampler_record_fn fn;
     void *ctx;
     bool dithered, vma, off, fault_hook;
-    struct cx_off_start *off_start; /* the off_start array, mapped (off only) */
-    size_t off_start_len;           /* its bytes */
+    size_t off_start_len; /* the off_start array's mapped bytes (map_off_start) */
     struct dither dither;
     uint64_t segment_start_ns, segment_ns; /* the last draw; the last segment's length */
     struct offhook *hook;                  /* the sched_switch hook's duty cycle (off only) */
 };
+
+/* Maps the off_start array (page-rounded, as the kernel maps an array's
+ * values) and sets off_start_len; NULL with errno set on failure. Mapped only
+ * while a window's end credits blocks: the kernel maps all its pages at once
+ * and keeps none back, so kept mapped it was 3 MiB of the agent's RSS at
+ * every moment (its 65,536 slots), at the first window's naming too. */
+static void *map_off_start(struct sampler *s)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t len = CX_OFF_START_WAY * sizeof(struct cx_off_start_set);
+    void *m;
+
+    len = (len + page - 1) / page * page;
+    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(s->skel->maps.off_start),
+             0);
+    if (m == MAP_FAILED)
+        return NULL;
+    s->off_start_len = len;
+    return m;
+}
 
 static int on_record(void *ctx, void *data, size_t size)
 {
@@ -346,18 +366,13 @@ static int open_load(struct sampler *s, const struct sampler_opts *opts, bool of
         return -1;
     }
     if (off) {
-        /* Page-rounded, as the kernel maps an array's values. */
-        long page = sysconf(_SC_PAGESIZE);
-        size_t len = CX_OFF_START_WAY * sizeof(struct cx_off_start_set);
-        len = (len + page - 1) / page * page;
-        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-                       bpf_map__fd(s->skel->maps.off_start), 0);
-        if (m == MAP_FAILED) {
+        /* Mapped here once to fail early; then only for each credit. */
+        void *m = map_off_start(s);
+        if (!m) {
             snprintf(err, errlen, "cannot map the off-CPU start array: %s", strerror(errno));
             return -1;
         }
-        s->off_start = m;
-        s->off_start_len = len;
+        munmap(m, s->off_start_len);
     }
     s->off = off;
     return 0;
@@ -464,7 +479,8 @@ struct sampler *sampler__open(const struct sampler_opts *opts, sampler_record_fn
         goto fail;
     }
     s->ncpus = attached;
-    s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);
+    s->rb = ring__new(bpf_map__fd(s->skel->maps.events), bpf_map__max_entries(s->skel->maps.events),
+                      on_record, s);
     if (!s->rb) {
         snprintf(err, errlen, "cannot map the ring buffer: %s", strerror(errno));
         goto fail;
@@ -509,7 +525,7 @@ int sampler__poll(struct sampler *s, int timeout_ms)
         if (timeout_ms < 0 || ms < timeout_ms)
             timeout_ms = ms;
     }
-    int n = ring_buffer__poll(s->rb, timeout_ms);
+    int n = ring__poll(s->rb, timeout_ms);
 
     redraw_periods(s);
     if (s->hook)
@@ -517,7 +533,7 @@ int sampler__poll(struct sampler *s, int timeout_ms)
     if (n < 0)
         return n;
     /* Samples do not wake the poll: after the wait, take whatever is there. */
-    int m = ring_buffer__consume(s->rb);
+    int m = ring__consume(s->rb);
     return m < 0 ? m : n + m;
 }
 
@@ -665,14 +681,22 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
                             void *ctx)
 {
     int got = 0;
+    struct cx_off_start *slots;
 
-    if (!s || !s->off || !s->off_start)
+    if (!s || !s->off)
         return 0;
+    slots = map_off_start(s);
+    if (!slots) {
+        /* Their time is counted at their switch-in instead, in a later window. */
+        log_warn("off-CPU: cannot map the start array to credit blocked threads: %s",
+                 strerror(errno));
+        return 0;
+    }
     /* The sets' slots in a row (struct cx_off_start_set). */
     _Static_assert(sizeof(struct cx_off_start_set) == 2 * sizeof(struct cx_off_start),
                    "a set is its two slots, no padding");
     for (size_t i = 0; i < 2 * CX_OFF_START_WAY; i++) {
-        struct cx_off_start *slot = &s->off_start[i];
+        struct cx_off_start *slot = &slots[i];
         uint64_t start = __atomic_load_n(&slot->start_ns, __ATOMIC_ACQUIRE);
 
         if (!start || start >= now_ns)
@@ -710,6 +734,7 @@ int sampler__credit_blocked(struct sampler *s, uint64_t now_ns,
         fn(ctx, &k, &v);
         got++;
     }
+    munmap(slots, s->off_start_len);
     return got;
 }
 
@@ -745,7 +770,7 @@ void sampler__free(struct sampler *s)
 {
     if (!s)
         return;
-    ring_buffer__free(s->rb);
+    ring__free(s->rb);
     for (unsigned i = 0; s->links && s->pfds && i < s->npfds; i++) {
         /* The link owns the perf event's fd once it exists. */
         if (s->links[i])
@@ -756,8 +781,6 @@ void sampler__free(struct sampler *s)
     free(s->links);
     free(s->pfds);
     offhook__free(s->hook);
-    if (s->off_start)
-        munmap(s->off_start, s->off_start_len);
     sampler_bpf__destroy(s->skel);
     free(s);
 }

@@ -9,7 +9,7 @@ UNIT_TESTS := test_hmap test_buf_gz test_json test_config test_maps test_pprof_w
                test_py_code_hostile test_dither test_plt test_file_unwind test_cfi_blocks test_unwinder_lazy test_query test_query_focus test_query_search test_varint \
                test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql test_ch_shard \
                test_store_common test_debugfile test_dbgsrv test_procs test_spool test_batch test_list \
-               test_debuginfod test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
+               test_debuginfod test_debugplain test_offcpu test_offduty test_fn_timeline test_v8 test_hotspot
 UNIT_BINS := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 UNIT_LIB_OBJS := $(call obj,$(COMMON_SRC) $(AGENT_SRC)) $(PB_OBJ)
 
@@ -412,10 +412,12 @@ else
 # qemu-user (RUN_TARGET), but not those that read fixtures (built by the
 # host's tools for the host, some looked for under build/), nor those that
 # start threads: qemu-aarch64-static 7.2 spins for ever in pthread_create on
-# this machine's 6.18 kernel (a two-line program does too).
+# this machine's 6.18 kernel (a two-line program does too). test_debugplain
+# has the host's objcopy read /proc/PID/exe, under qemu-user qemu's binary.
 UNIT_CROSS_SKIP := test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_cfi_table \
                    test_cfi_table_xcheck test_go_table test_plt test_debugfile test_py_layout \
-                   test_py_lines test_http test_jvm test_py_code test_store test_store_levels
+                   test_py_lines test_http test_jvm test_py_code test_store test_store_levels \
+                   test_debugplain
 UNIT_CROSS_BINS := $(addprefix $(B)/tests/,$(filter-out $(UNIT_CROSS_SKIP),$(UNIT_TESTS)))
 unit: deps $(UNIT_CROSS_BINS)
 	@UNIT_RUNNER="timeout 600 $(RUN_TARGET)" tests/run_unit.sh $(UNIT_CROSS_BINS)

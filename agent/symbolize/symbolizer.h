@@ -70,6 +70,12 @@ struct debuginfod;
  * debuginfod.h; d outlives s). Call before the first lookup. */
 void symbolizer__set_debuginfod(struct symbolizer *s, struct debuginfod *d);
 
+struct debugplain;
+/* Every symbolizer's debug files with compressed sections are read from
+ * p's decompressed copies (debugplain.h; p outlives them; NULL: none, libdw
+ * decompresses them into the heap). Call before the first lookup. */
+void symbolizer__set_debug_plain(struct debugplain *p);
+
 /* The binaries with the most unnamed frames since the last trim, as
  * "NAME:FRAMES:debuginfod=STATE,..." (STATE: off, not_asked, no_build_id,
  * pending, failed, fetched), "none" when every frame was named. */

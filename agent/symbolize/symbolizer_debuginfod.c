@@ -3,26 +3,62 @@
  * window summary of the binaries left unnamed. */
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/debugfile.h"
 #include "debuginfod.h"
 #include "debuglink.h"
+#include "debugplain.h"
 #include "symbolizer_int.h"
 
 /* Binaries the window summary names (those with the most unnamed frames). */
 #define SUMMARY_TOP 5
 
 struct debuginfod *symbolizer_fetcher;
+struct debugplain *symbolizer_plain;
 
 static const char *const dbg_names[] = {"not_asked", "no_build_id", "pending", "failed", "fetched"};
+
+/* The decompressed copy of mod's debug file under /usr/lib/debug/.build-id/
+ * (libdwfl's place for it, debuginfo_path being its default), when that
+ * file has compressed sections; -1 otherwise. Looked for before libdwfl's
+ * own search: that one opens the file it finds by build id itself and
+ * keeps its own handle on it, whatever descriptor is handed back. */
+static int plain_by_build_id(Dwfl_Module *mod, char **debuginfo_file_name)
+{
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    char id[DEBUGFILE_ID_MAX + 1], path[64 + DEBUGFILE_ID_MAX];
+    int n = dwfl_module_build_id(mod, &bits, &vaddr), fd, got;
+
+    if (!symbolizer_plain || n < 2 || n > DEBUGFILE_ID_MAX / 2)
+        return -1;
+    for (int i = 0; i < n; i++)
+        snprintf(id + 2 * i, 3, "%02x", bits[i]);
+    snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    got = debugplain__swap(symbolizer_plain, fd, id);
+    if (got == fd) {
+        close(fd); /* nothing to gain: libdwfl finds it as it always did */
+        return -1;
+    }
+    *debuginfo_file_name = strdup(path);
+    return got;
+}
 
 /* libdwfl's search for a separate debug file. Without a symbolizer_fetcher it is
  * libdwfl's own. With one, DEBUGINFOD_URLS is set, and libdwfl's search
  * would end by asking those servers itself, in this thread: so the local
  * places are searched here (/usr/lib/debug/.build-id/, then the fetched
- * file, then .gnu_debuglink), and never the network. */
+ * file, then .gnu_debuglink), and never the network. A file with
+ * compressed sections is handed over as its decompressed copy
+ * (symbolizer_plain; its name stays the one found), except one libdwfl's
+ * own search found (it reads what it opened). */
 int symbolizer_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
                               Dwarf_Addr base, const char *file_name, const char *debuglink_file,
                               GElf_Word debuglink_crc, char **debuginfo_file_name)
@@ -30,6 +66,8 @@ int symbolizer_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
     struct binsyms *bs = userdata ? *userdata : NULL;
     int fd;
 
+    if ((fd = plain_by_build_id(mod, debuginfo_file_name)) >= 0)
+        return fd;
     if (!symbolizer_fetcher)
         return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
                                             debuglink_crc, debuginfo_file_name);
@@ -42,10 +80,11 @@ int symbolizer_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
         if (fd >= 0) {
             bs->fetched_used = true;
             *debuginfo_file_name = strdup(bs->fetched);
-            return fd;
+            return debugplain__swap(symbolizer_plain, fd, NULL);
         }
     }
-    return debuglink__open(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+    fd = debuglink__open(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+    return fd >= 0 ? debugplain__swap(symbolizer_plain, fd, NULL) : fd;
 }
 
 /* Asks the symbolizer_fetcher about a binary that lacks names: called after each
@@ -84,6 +123,11 @@ void symbolizer__set_debuginfod(struct symbolizer *s, struct debuginfod *d)
 {
     (void)s;
     symbolizer_fetcher = d;
+}
+
+void symbolizer__set_debug_plain(struct debugplain *p)
+{
+    symbolizer_plain = p;
 }
 
 static int by_unnamed(const void *a, const void *b)

@@ -76,6 +76,9 @@ struct symbolizer {
 /* The background fetcher (debuginfod.h), when there is one. Set once,
  * before the first lookup, by symbolizer__set_debuginfod. */
 extern struct debuginfod *symbolizer_fetcher;
+/* Where compressed debug files are decompressed to, when anywhere. Set once,
+ * before the first lookup, by symbolizer__set_debug_plain. */
+extern struct debugplain *symbolizer_plain;
 /* Guards the symbolizer's list of binsyms (see symbolizer.c). */
 extern pthread_mutex_t symbolizer_all_mu;
 

@@ -368,6 +368,32 @@ def follow_until_started(agent):
     return lines, reader
 
 
+def bpf_map_rss_kib(pid):
+    """Resident KiB of pid's mappings of BPF maps."""
+    total, bpf = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                bpf = line.rstrip().endswith("anon_inode:bpf-map")
+            elif bpf and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+def ring_buffer_kib():
+    """The agent's ring buffer (agent/sampler.c ringbuf_bytes): 1 MiB a
+    possible CPU, a power of two, 4 to 64 MiB."""
+    with open("/sys/devices/system/cpu/possible") as f:
+        ncpu = 0
+        for part in f.read().strip().split(","):
+            lo, _, hi = part.partition("-")
+            ncpu += int(hi or lo) - int(lo) + 1
+    size = 4 << 10
+    while size < min(ncpu, 64) << 10:
+        size <<= 1
+    return size
+
+
 def test_agent_windows(tmp):
     """The agent: config file, environment and flags; a process started after
     it is named; one profile per process per window in --output-dir; labels,
@@ -390,12 +416,21 @@ def test_agent_windows(tmp):
                              text=True, preexec_fn=lambda: os.nice(-10))
         w_out, _ = w.communicate(timeout=30)
         time.sleep(2.5)
+        # Least of three reads: a window's end maps the off-CPU start array
+        # for a moment.
+        bpf_kib = min(bpf_map_rss_kib(agent.pid) for _ in range(3) if not time.sleep(0.2))
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
     reader.join()
     log = "".join(lines)
     check(agent.returncode == 0, f"agent exited {agent.returncode}: {log[-2000:]}")
+    # The BPF maps the agent keeps mapped: the ring buffer once (libbpf's
+    # consumer mapped it twice, 8 MiB of RSS for 4) and its producer page;
+    # the off-CPU start array (3 MiB) only while a window's end reads it.
+    ring_kib = ring_buffer_kib()
+    print(f"    BPF maps resident in the agent: {bpf_kib} KiB (ring buffer {ring_kib} KiB)")
+    check(bpf_kib <= ring_kib + 64, f"{bpf_kib} KiB of BPF maps resident, ring {ring_kib} KiB")
     start = [l for l in log.splitlines() if " started: " in l]
     check(start and "sample_rate_hz=100" in start[0] and "interval_s=2" in start[0]
           and "cpus=" in start[0] and f"outputs=dir:{outdir}" in start[0]

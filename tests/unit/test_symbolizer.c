@@ -3,12 +3,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../../agent/symbolize/binary.h"
+#include "../../agent/symbolize/debugplain.h"
 #include "../../agent/symbolize/demangle.h"
 #include "../../agent/symbolize/symbolizer.h"
 #include "elf_helpers.h"
@@ -142,6 +147,133 @@ static void test_images_dropped(void **state)
     binary__put(b);
 }
 
+/* Every name and line of a lookup at each of these addresses of libc,
+ * one after another, and the heap the first lookup (its debug file's
+ * loading) took, by a fresh symbolizer. */
+#define PLAIN_FNS 8
+#define PLAIN_STEP 4
+struct libc_names {
+    char *text; /* "function file:line|..." per address, one a line */
+    size_t heap;
+    size_t n;
+};
+
+static size_t heap_now(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static void libc_names(const char *libc, const uint64_t *offs, const uint64_t *sizes,
+                       struct libc_names *out)
+{
+    struct symbolizer *s = symbolizer__new();
+    struct binary *b = binary__open(libc);
+    size_t len = 0, cap = 1 << 20;
+
+    assert_non_null(s);
+    assert_non_null(b);
+    out->text = malloc(cap);
+    out->n = 0;
+    out->text[0] = '\0';
+    for (int i = 0; i < PLAIN_FNS; i++) {
+        for (uint64_t o = 0; o < sizes[i]; o += PLAIN_STEP) {
+            size_t before = heap_now();
+            const struct sym_result *r = symbolizer__lookup(s, b, offs[i] + o, false);
+            if (out->n == 0)
+                out->heap = heap_now() - before;
+            for (unsigned k = 0; r->named && k < r->n; k++) {
+                if (cap - len < 1024) {
+                    cap *= 2;
+                    out->text = realloc(out->text, cap);
+                }
+                len += (size_t)snprintf(out->text + len, cap - len, "%s %s:%lld|",
+                                        r->lines[k].function, r->lines[k].file,
+                                        (long long)r->lines[k].line);
+            }
+            len += (size_t)snprintf(out->text + len, cap - len, "\n");
+            out->n++;
+        }
+    }
+    binary__put(b);
+    symbolizer__free(s);
+}
+
+/* Whether libc's debug file under /usr/lib/debug/.build-id/ has
+ * compressed sections (libc6-dbg's has). */
+static bool libc_debug_compressed(const char *libc)
+{
+    struct binary *b = binary__open(libc);
+    char path[512];
+    bool comp = false;
+
+    assert_non_null(b);
+    snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", b->build_id,
+             b->build_id + 2);
+    binary__put(b);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    for (Elf_Scn *sc = NULL; e && (sc = elf_nextscn(e, sc));) {
+        GElf_Shdr sh;
+        comp |= gelf_getshdr(sc, &sh) && (sh.sh_flags & SHF_COMPRESSED);
+    }
+    elf_end(e);
+    close(fd);
+    return comp;
+}
+
+/* libc named from its debug file (libc6-dbg's: compressed sections) read
+ * through a decompressed copy (symbolize/debugplain.h): the same names and
+ * lines as from the compressed file, and without the 10 MiB the
+ * decompressed sections took in the heap (issue 36). */
+static void test_plain_debug_file_same_names(void **state)
+{
+    (void)state;
+    const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    const char *fns[PLAIN_FNS] = {"qsort",  "malloc",  "fopen",  "vfprintf",
+                                  "strtod", "regcomp", "getenv", "pthread_create"};
+    uint64_t offs[PLAIN_FNS], sizes[PLAIN_FNS], va;
+    char dir[] = "/tmp/cx-plain-XXXXXX", err[256], cmd[128];
+    struct libc_names compressed, plain;
+    uint64_t made, reused;
+
+    for (int i = 0; i < PLAIN_FNS; i++) {
+        if (access(libc, R_OK) || access("/usr/lib/debug/.build-id", R_OK) ||
+            elf_symbol(libc, fns[i], &va, &sizes[i], &offs[i])) {
+            skip();
+            return;
+        }
+    }
+    if (!libc_debug_compressed(libc)) {
+        skip(); /* no libc6-dbg, or its sections are not compressed */
+        return;
+    }
+    libc_names(libc, offs, sizes, &compressed);
+    assert_non_null(mkdtemp(dir));
+    struct debugplain *p = debugplain__new(dir, 256 << 20, err, sizeof(err));
+    assert_non_null(p);
+    symbolizer__set_debug_plain(p);
+    libc_names(libc, offs, sizes, &plain);
+    symbolizer__set_debug_plain(NULL);
+    debugplain__counts(p, &made, &reused);
+    debugplain__free(p);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    print_message("    %zu lookups; heap of libc's loading: compressed debug file %zu KiB, "
+                  "decompressed copy %zu KiB\n",
+                  plain.n, compressed.heap >> 10, plain.heap >> 10);
+    assert_int_equal(made, 1);
+    assert_true(plain.n > 1000);
+    assert_string_equal(plain.text, compressed.text);
+    assert_non_null(strstr(plain.text, "qsort")); /* named from DWARF, with lines */
+    assert_true(plain.heap + (4u << 20) < compressed.heap);
+    free(compressed.text);
+    free(plain.text);
+}
+
 static void test_inlined_frames(void **state)
 {
     struct ctx *c = *state;
@@ -269,6 +401,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symtab_and_lines),
         cmocka_unit_test_setup_teardown(test_images_dropped, setup, teardown),
+        cmocka_unit_test(test_plain_debug_file_same_names),
         cmocka_unit_test(test_inlined_frames),
         cmocka_unit_test(test_cxx_demangled),
         cmocka_unit_test(test_stripped_says_why),
