@@ -113,16 +113,44 @@ static uint64_t add_mapping(struct pprof_writer *w, const struct profile_ctx *c,
     return pprof_writer__mapping(w, &mi);
 }
 
+/* What profile__add_proc's passes over the stacks share. */
+struct proc_pass {
+    struct pprof_writer *w;
+    const struct profile_ctx *c;
+    const struct agg_proc *ap;
+    struct profile_stats *st;
+    struct hmap *seen;        /* frame -> V_* value */
+    struct hmap *seen_interp; /* frame -> location id, marked */
+    uint64_t kernel_map;
+    /* The pprof mapping id of each of ap's maps (0: not added yet): a
+     * process's frames lie in a few mappings, and adding one interns its
+     * path and build id and looks the binary up each time. */
+    uint64_t *map_ids;
+    char pid[16];
+};
+
+/* The pprof mapping of ap's map m, added on first use. 0: out of memory. */
+static uint64_t map_id(struct proc_pass *pp, const struct agg_map *m)
+{
+    uint64_t *id = &pp->map_ids[m - pp->ap->maps];
+
+    if (!*id)
+        *id = add_mapping(pp->w, pp->c, m);
+    return *id;
+}
+
 /* Names one frame and interns its location. *named says whether it has a
  * real name, *entry whether it is where a stack starts, *stat which
  * runtime's count it adds to (-1: none). interp: a native frame without a
  * name gets the interpreter's mark as its file (interp_frames.h). Returns
  * the location id, 0 when out of memory. */
-static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx *c,
-                               const struct agg_proc *ap, const struct agg_frame *f,
-                               uint64_t *kernel_map, bool interp, bool *named, bool *entry,
-                               int *stat)
+static uint64_t frame_location(struct proc_pass *pp, const struct agg_frame *f, bool interp,
+                               bool *named, bool *entry, int *stat)
 {
+    struct pprof_writer *w = pp->w;
+    const struct profile_ctx *c = pp->c;
+    const struct agg_proc *ap = pp->ap;
+    uint64_t *kernel_map = &pp->kernel_map;
     struct pprof_line lines[SYM_MAX_INLINE];
     char label[512], file[PATH_MAX + sizeof(CX_INTERP_FILE_PREFIX)];
     bool ret = f->flags & AGG_F_RETURN, unnamed;
@@ -174,7 +202,7 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     const struct agg_map *m = f->map == AGG_NO_MAP ? NULL : &ap->maps[f->map];
     if (c->rt) {
         /* Code a runtime generated (JIT code in anonymous memory). */
-        id = rt_namers__name(c->rt, f, m ? add_mapping(w, c, m) : 0, stat, &unnamed);
+        id = rt_namers__name(c->rt, f, m ? map_id(pp, m) : 0, stat, &unnamed);
         if (id) {
             *named = !unnamed;
             return id == UINT64_MAX ? 0 : id;
@@ -190,14 +218,14 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     if (!sb && strcmp(m->name, "[vdso]") == 0)
         sb = symbolizer__vdso(c->sym); /* the same image in every process */
     const struct sym_result *r = sb ? symbolizer__lookup(c->sym, sb, file_off, ret) : NULL;
-    uint64_t map_id = add_mapping(w, c, m);
+    uint64_t mid = map_id(pp, m);
     if (r && r->named) {
         *named = true;
         *entry = is_entry_function(r->lines[r->n - 1].function);
         for (unsigned i = 0; i < r->n; i++)
             lines[i] = (struct pprof_line){r->lines[i].function, r->lines[i].system_name,
                                            r->lines[i].file, r->lines[i].line};
-        return pprof_writer__location(w, map_id, addr, lines, r->n);
+        return pprof_writer__location(w, mid, addr, lines, r->n);
     }
     /* Never a bare address: the binary and where in it, for addr2line -e. */
     const char *base = m->bin ? m->bin->name : (m->name[0] ? m->name : "[anon]");
@@ -209,7 +237,7 @@ static uint64_t frame_location(struct pprof_writer *w, const struct profile_ctx 
     snprintf(label, sizeof(label), "%s+0x%" PRIx64, base, r ? r->elf_addr : file_off);
     snprintf(file, sizeof(file), "%s%s", interp ? CX_INTERP_FILE_PREFIX : "", m->name);
     lines[0] = (struct pprof_line){label, NULL, file, 0};
-    return pprof_writer__location(w, map_id, addr, lines, 1);
+    return pprof_writer__location(w, mid, addr, lines, 1);
 }
 
 #define N_PLACE_LABELS 5
@@ -295,18 +323,6 @@ static bool is_interp_frame(const struct agg_proc *ap, const struct agg_frame *f
     return false;
 }
 
-/* What profile__add_proc's passes over the stacks share. */
-struct proc_pass {
-    struct pprof_writer *w;
-    const struct profile_ctx *c;
-    const struct agg_proc *ap;
-    struct profile_stats *st;
-    struct hmap *seen;        /* frame -> V_* value */
-    struct hmap *seen_interp; /* frame -> location id, marked */
-    uint64_t kernel_map;
-    char pid[16];
-};
-
 /* Adds the stacks of h (counts; off: off-CPU nanoseconds, which stay out
  * of the frame statistics). Returns 0 or -ENOMEM. */
 static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
@@ -334,8 +350,7 @@ static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
             if (fresh) {
                 bool named, entry;
                 int stat;
-                uint64_t id = frame_location(pp->w, c, ap, &s->frames[j], &pp->kernel_map, false,
-                                             &named, &entry, &stat);
+                uint64_t id = frame_location(pp, &s->frames[j], false, &named, &entry, &stat);
                 if (!id)
                     return -ENOMEM;
                 *v = id | (named ? V_NAMED : 0) | (entry ? V_ENTRY : 0) |
@@ -357,8 +372,7 @@ static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
                 if (fresh) {
                     bool named, entry;
                     int stat;
-                    *vi = frame_location(pp->w, c, ap, &s->frames[j], &pp->kernel_map, true, &named,
-                                         &entry, &stat);
+                    *vi = frame_location(pp, &s->frames[j], true, &named, &entry, &stat);
                     if (!*vi)
                         return -ENOMEM;
                 }
@@ -400,10 +414,11 @@ static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st)
 {
-    struct proc_pass pp = {w, c, ap, st, hmap__new(), hmap__new(), 0, ""};
+    struct proc_pass pp = {
+        w, c, ap, st, hmap__new(), hmap__new(), 0, calloc(ap->nmaps + 1, sizeof(uint64_t)), ""};
     int err = -ENOMEM;
 
-    if (!pp.seen || !pp.seen_interp)
+    if (!pp.seen || !pp.seen_interp || !pp.map_ids)
         goto out;
     if (c->rt)
         rt_namers__proc_begin(c->rt, w, ap, c->now_ns);
@@ -412,7 +427,7 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
      * executable's first, whatever frame happens to be named first. */
     for (size_t i = 0; i < ap->nmaps; i++) {
         if (ap->maps[i].bin && strcmp(ap->maps[i].bin->name, ap->exe) == 0) {
-            if (!add_mapping(w, c, &ap->maps[i]))
+            if (!map_id(&pp, &ap->maps[i]))
                 goto out;
             break;
         }
@@ -440,6 +455,7 @@ out:
         rt_namers__proc_end(c->rt);
     hmap__free(pp.seen);
     hmap__free(pp.seen_interp);
+    free(pp.map_ids);
     return err;
 }
 

@@ -478,8 +478,10 @@ static struct cu_scopes *cu_index(struct binsyms *bs, Dwarf_Die *cu)
     i = hmap__put(bs->cu_index, &key, sizeof(key), &fresh);
     if (i < 0)
         return NULL;
-    if (fresh)
+    if (fresh) {
         *hmap__val(bs->cu_index, i) = (uint64_t)(uintptr_t)cu_scopes__build(cu);
+        bs->unit_read = true; /* a whole unit's DIEs read: its pages are handed back soon */
+    }
     return (struct cu_scopes *)(uintptr_t)*hmap__val(bs->cu_index, i);
 }
 
@@ -692,6 +694,7 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
     /* Only a lookup the cache did not answer reads the files: the pages
      * to hand back (drop_touched) are those binaries'. */
     bs->touched = true;
+    s->missed++;
     if (sigsetjmp(jb, 1) == 0) {
         sigbus_guard = &jb;
         resolve(bs, file_offset, is_return, r);
@@ -748,22 +751,43 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
     return bs && bs->has_dwarf;
 }
 
-/* drop_images of every binary looked up since the last call; the caller
- * holds symbolizer_all_mu. */
-static void drop_touched(struct symbolizer *s)
+/* Lookups the cache did not answer, across binaries, after which
+ * symbolizer__drop_pages hands their pages back: one without DWARF reads a
+ * page or two (a name, a PLT slot), so this holds at most a few hundred KiB
+ * of file pages between two drops. Each drop reads pagemap over the whole
+ * image of every binary touched (cc1: 7,000 pages); done after every
+ * profile, a loaded node's hundreds of short compiler processes a window,
+ * each naming a few new frames of cc1, made it a tenth of the worker's CPU
+ * (perf, bench/run.py's loaded machine), with the page faults that read
+ * them back. */
+#define DROP_AFTER_MISSES 128
+
+/* drop_images of every binary looked up since the last call (all), or,
+ * unless enough lookups read files or one of them read a unit's DWARF (a
+ * first window's naming: the unit's DIEs, line table and names, up to MiBs),
+ * of none yet. The caller holds symbolizer_all_mu. */
+static void drop_touched(struct symbolizer *s, bool all)
 {
+    bool now = all || s->missed >= DROP_AFTER_MISSES;
+
+    for (size_t i = 0; !now && i < s->nall; i++)
+        now = s->all[i]->touched && s->all[i]->unit_read;
+    if (!now)
+        return;
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
         if (bs->touched)
             drop_images(bs);
         bs->touched = false;
+        bs->unit_read = false;
     }
+    s->missed = 0;
 }
 
 void symbolizer__drop_pages(struct symbolizer *s)
 {
     pthread_mutex_lock(&symbolizer_all_mu);
-    drop_touched(s);
+    drop_touched(s, false);
     pthread_mutex_unlock(&symbolizer_all_mu);
 }
 
@@ -773,7 +797,7 @@ void symbolizer__trim(struct symbolizer *s)
     s->epoch++;
     /* What the window's lookups touched (DWARF of the CUs it named, the
      * names it read) is not needed until the next one. */
-    drop_touched(s);
+    drop_touched(s, true);
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
         bs->unnamed_window = 0;

@@ -54,9 +54,11 @@ const char *symbolizer__why_unnamed(struct symbolizer *s, struct binary *b);
 bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b);
 
 /* Hands back the file pages of the binaries and debug files looked up since
- * the last call (or trim): what the next lookups need comes back from the
- * page cache. Results and their strings stay valid. Call at any point
- * between lookups (the worker does after each profile). */
+ * the last call (or trim) once they may add up (a unit's DWARF read, or
+ * 128 lookups that read files; otherwise trim does): what the next lookups
+ * need comes back from the page cache. Results and their strings stay
+ * valid. Call at any point between lookups (the worker does after each
+ * profile). */
 void symbolizer__drop_pages(struct symbolizer *s);
 
 /* Drops cached results of binaries whose caches grew past their cap, and

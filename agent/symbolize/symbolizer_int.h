@@ -40,8 +40,9 @@ struct binsyms {
     bool cu_ranges_built;
     Dwarf_Addr dwarf_bias;
     bool logged;
-    bool broken;  /* a SIGBUS while reading it: nothing more is read */
-    bool touched; /* read for a lookup since its images' pages were last handed back */
+    bool broken;    /* a SIGBUS while reading it: nothing more is read */
+    bool touched;   /* read for a lookup since its images' pages were last handed back */
+    bool unit_read; /* a unit's DWARF indexed (cu_index) since then */
     /* A Go binary's own line table, which names its Go code first (see
      * resolve); it reads the file's image that libdwfl holds. */
     struct gopclntab *go;
@@ -70,7 +71,8 @@ struct symbolizer {
     size_t nall, cap_all;
     struct binary *vdso; /* binary__open_vdso(), on first use */
     bool vdso_tried;
-    unsigned epoch; /* windows: symbolizer__trim() counts them */
+    unsigned epoch;  /* windows: symbolizer__trim() counts them */
+    unsigned missed; /* lookups that read files since pages were last handed back */
 };
 
 /* The background fetcher (debuginfod.h), when there is one. Set once,
