@@ -201,16 +201,29 @@ bool http_slot_take(struct http *h)
 {
     struct timespec until;
 
+    __atomic_add_fetch(&h->ingesting, 1, __ATOMIC_SEQ_CST);
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += INGEST_WAIT_S;
     while (sem_timedwait(&h->ingest_slots, &until))
-        if (errno != EINTR)
+        if (errno != EINTR) {
+            __atomic_sub_fetch(&h->ingesting, 1, __ATOMIC_SEQ_CST);
             return false;
+        }
     return true;
+}
+
+bool http_slot_spare(struct http *h)
+{
+    if (__atomic_add_fetch(&h->ingesting, 1, __ATOMIC_SEQ_CST) == 2 &&
+        sem_trywait(&h->ingest_slots) == 0)
+        return true;
+    __atomic_sub_fetch(&h->ingesting, 1, __ATOMIC_SEQ_CST);
+    return false;
 }
 
 void http_slot_put(struct http *h)
 {
+    __atomic_sub_fetch(&h->ingesting, 1, __ATOMIC_SEQ_CST);
     sem_post(&h->ingest_slots);
 }
 

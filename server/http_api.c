@@ -480,6 +480,9 @@ enum MHD_Result http_api__metrics(struct http *h, struct MHD_Connection *c)
     LINE("# TYPE codexray_bytes_ingested_total counter\n");
     LINE("codexray_bytes_ingested_total %llu\n",
          (unsigned long long)__atomic_load_n(&h->m.bytes, __ATOMIC_RELAXED));
+    LINE("# TYPE codexray_batches_split_total counter\n");
+    LINE("codexray_batches_split_total %llu\n",
+         (unsigned long long)__atomic_load_n(&h->m.batches_split, __ATOMIC_RELAXED));
     LINE("# TYPE codexray_requests_rejected_total counter\n");
     for (int i = 0; i < REJ__COUNT; i++)
         LINE("codexray_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],

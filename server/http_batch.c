@@ -3,6 +3,8 @@
  * (Content-Encoding: zstd), each profile stored as POST /api/v1/profiles
  * would store it alone, under one ingest slot for the whole batch. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,6 +96,8 @@ struct batch_run {
     size_t group_from;   /* the open group's first profile */
     bool grouped;        /* a group is open */
     uint64_t group_t0;
+    atomic_bool *stop; /* a 5xx in any part of the batch: the rest is not tried */
+    bool shared;       /* its group is shared with another half: open, not closed here */
 };
 
 /* Records profile r->done's outcome. Returns false when out of memory. */
@@ -114,7 +118,7 @@ static bool group_close(struct batch_run *r, bool *cut)
 {
     char err[HTTP_MSG_MAX / 2], msg[HTTP_MSG_MAX];
 
-    if (!r->grouped)
+    if (!r->grouped || r->shared)
         return true;
     r->grouped = false;
     if (store__group_end(r->h->st, err, sizeof(err)) == 0)
@@ -138,6 +142,8 @@ static bool group_ready(struct batch_run *r, bool *cut)
 {
     char err[HTTP_MSG_MAX];
 
+    if (r->shared)
+        return true;
     if (r->grouped &&
         (r->done - r->group_from >= GROUP_MAX || clock__mono_ns() - r->group_t0 >= GROUP_NS) &&
         !group_close(r, cut))
@@ -162,12 +168,15 @@ static void ingest_all(struct batch_run *r, struct batch_reader *rd, bool *cut)
     struct batch_entry e;
     int status = 0;
 
-    while (r->done < r->n && status < 500 && batch__next(rd, &e, why, sizeof(why)) == 1) {
+    while (r->done < r->n && status < 500 && !atomic_load(r->stop) &&
+           batch__next(rd, &e, why, sizeof(why)) == 1) {
         struct ingest_identity id;
         size_t i = r->done;
 
-        if (!group_ready(r, cut))
+        if (!group_ready(r, cut)) {
+            atomic_store(r->stop, true);
             break;
+        }
         if (!(status = entry_identity(&e, room, sizeof(room), &id, msg, sizeof(msg))))
             status =
                 ingest__profile(r->h->st, e.data, e.len, &id, &r->h->opts.limits, msg, sizeof(msg));
@@ -181,7 +190,9 @@ static void ingest_all(struct batch_run *r, struct batch_reader *rd, bool *cut)
             http_log_refused(what, e.len, id.service, status, msg);
         }
     }
-    group_close(r, cut);
+    bool closed = group_close(r, cut);
+    if (status >= 500 || !closed)
+        atomic_store(r->stop, true);
     if (refused > LOG_LINES)
         log_warn("ingest: refused %zu more profiles of that batch of %zu (not logged one by one)",
                  refused - LOG_LINES, r->n);
@@ -191,6 +202,86 @@ static void ingest_all(struct batch_run *r, struct batch_reader *rd, bool *cut)
     while (r->done < r->n)
         if (!settle(r, 503, 0, NOT_TRIED))
             *cut = true;
+}
+
+/* The fewest profiles a batch has for its second half to go to a thread. */
+#define APART_MIN 16
+
+struct half {
+    struct batch_run r;
+    struct batch_reader rd;
+    void *group;
+    bool cut;
+};
+
+static void *half_thread(void *arg)
+{
+    struct half *x = arg;
+
+    store__group_join(x->r.h->st, x->group);
+    ingest_all(&x->r, &x->rd, &x->cut);
+    store__group_join(x->r.h->st, NULL);
+    return NULL;
+}
+
+/* ingest_all, but with a store whose group takes puts from several
+ * threads (ClickHouse) and no other upload being stored
+ * (http_slot_spare: with others, the cores are theirs), the batch's
+ * second half decoded by a thread of its own into the same group: the
+ * profiles are decoded on two cores, and still written as one group
+ * (one INSERT a table and shard). The group is not cut by GROUP_MAX or
+ * GROUP_NS (the store bounds its memory itself); its failure makes every
+ * profile it had taken 503. Each half stops at a 5xx of either, the rest
+ * answered 503 as ingest_all does. The second slot bounds the memory, as
+ * a second batch would (each half decodes one profile at a time). */
+static void ingest_batch(struct batch_run *r, struct batch_reader *rd, bool *cut)
+{
+    struct half x = {.r = {.h = r->h, .stop = r->stop, .grouped = true}, .rd = *rd};
+    char err[HTTP_MSG_MAX];
+    size_t half = r->n / 2;
+    struct batch_entry e;
+    pthread_t th;
+
+    if (r->n < APART_MIN || !store__group_shares(r->h->st) || !http_slot_spare(r->h)) {
+        ingest_all(r, rd, cut);
+        return;
+    }
+    if (store__group_begin(r->h->st, err, sizeof(err))) {
+        http_slot_put(r->h);
+        ingest_all(r, rd, cut);
+        return;
+    }
+    for (size_t i = 0; i < half; i++)
+        (void)batch__next(&x.rd, &e, err, sizeof(err)); /* the framing was read whole */
+    x.group = store__group_share(r->h->st);
+    x.r.out = r->out + half;
+    x.r.n = r->n - half;
+    x.r.shared = r->shared = r->grouped = true;
+    r->group_from = 0;
+    buf__init(&x.r.msgs, r->msgs.max);
+    r->n = half;
+    bool apart = pthread_create(&th, NULL, half_thread, &x) == 0;
+    if (apart)
+        http_count(&r->h->m.batches_split, 1);
+    ingest_all(r, rd, cut);
+    if (apart)
+        pthread_join(th, NULL);
+    else
+        ingest_all(&x.r, &x.rd, &x.cut);
+    http_slot_put(r->h);
+    /* The second half's outcomes after the first's, its messages too. */
+    for (size_t i = 0; i < x.r.done; i++)
+        if (x.r.out[i].status != 202)
+            x.r.out[i].msg += r->msgs.len;
+    if (x.cut || buf__append(&r->msgs, x.r.msgs.data, x.r.msgs.len))
+        *cut = true;
+    r->n += x.r.n;
+    r->done += x.r.done;
+    buf__free(&x.r.msgs);
+    /* The group's end, for both halves: on failure, every profile stored
+     * into it (202 so far) becomes 503. */
+    r->shared = false;
+    group_close(r, cut);
 }
 
 /* Each profile's outcome counted in the metrics. Returns those stored. */
@@ -341,7 +432,8 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
                                    size_t len)
 {
     struct batch_reader start;
-    struct batch_run run = {.h = h};
+    atomic_bool stop = false;
+    struct batch_run run = {.h = h, .stop = &stop};
     struct buf raw, out;
     char msg[HTTP_MSG_MAX];
     size_t n = 0;
@@ -377,7 +469,7 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
      * 16 bytes a profile when all are stored. */
     run.n = n;
     run.out = calloc(n + 1, sizeof(*run.out));
-    buf__init(&run.msgs, (n + 1) * HTTP_MSG_MAX);
+    buf__init(&run.msgs, (n + 2) * HTTP_MSG_MAX); /* + a group's failure in each half */
     buf__init(&out, 64 + n * 4 + n * (6 * HTTP_MSG_MAX + 4));
     if (!run.out) {
         status = 500;
@@ -392,7 +484,7 @@ enum MHD_Result http_batch__ingest(struct http *h, struct MHD_Connection *c, con
             snprintf(msg, sizeof(msg), "%s", HTTP_BUSY);
             goto done;
         }
-        ingest_all(&run, &start, &cut);
+        ingest_batch(&run, &start, &cut);
     }
     if (held)
         http_slot_put(h);

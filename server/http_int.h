@@ -27,6 +27,7 @@ enum reject {
 struct metrics {
     uint64_t profiles, bytes, rejects[REJ__COUNT];
     uint64_t queries, query_ns;
+    uint64_t batches_split; /* batches decoded on two threads (http_batch.c) */
     int64_t rollups_built, rollups_pending;
 };
 
@@ -36,6 +37,7 @@ struct http {
     struct MHD_Daemon *d;
     struct metrics m;       /* updated with __atomic builtins */
     sem_t ingest_slots;     /* opts.ingest_concurrency: bodies decoded at once */
+    int ingesting;          /* uploads holding or waiting for a slot (__atomic) */
     struct pyro_card *card; /* the other labels' distinct values (pyroscope.h) */
 };
 
@@ -70,6 +72,11 @@ void http_count_reject(struct http *h, unsigned status);
  * slot taken is given back with http_slot_put. */
 bool http_slot_take(struct http *h);
 void http_slot_put(struct http *h);
+/* For an upload already holding a slot: takes a second one, given back
+ * with http_slot_put, only when one is free and no other upload holds or
+ * waits for one (a batch's second half decoded beside its first would
+ * otherwise only take a core from another upload). */
+bool http_slot_spare(struct http *h);
 /* One profile ingested as POST /api/v1/profiles ingests it, the caller
  * holding a slot: body (len bytes, borrowed) with identity id, within
  * opts.limits.max_memory. Returns ingest__profile's status (202 stored;

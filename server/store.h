@@ -188,6 +188,9 @@ struct store_ops {
     int (*put)(struct store *s, const struct store_profile *p, char *err, size_t errlen);
     int (*group_begin)(struct store *s, char *err, size_t errlen); /* NULL: no groups */
     int (*group_end)(struct store *s, char *err, size_t errlen);
+    /* Optional (NULL: a group is its thread's alone). */
+    void *(*group_share)(struct store *s);
+    void (*group_join)(struct store *s, void *group);
     size_t (*put_mem)(struct store *s, const struct store_profile *p);
     int (*merge)(struct store *s, const struct store_query *q, struct store_merged **out);
     int (*applications)(struct store *s, int64_t from_ns, int64_t to_ns, struct store_app **out,
@@ -263,6 +266,29 @@ static inline int store__group_begin(struct store *s, char *err, size_t errlen)
         return -EOPNOTSUPP;
     }
     return s->ops->group_begin(s, err, errlen);
+}
+
+/* Whether a group can take puts from several threads at once
+ * (store__group_share): ClickHouse's can (its rows are gathered for one
+ * write), SQLite's cannot (its one writer). */
+static inline bool store__group_shares(const struct store *s)
+{
+    return s->ops->group_share && s->ops->group_join;
+}
+
+/* The calling thread's open group, for another thread to join while the
+ * caller's group stays open (store__group_shares must hold). */
+static inline void *store__group_share(struct store *s)
+{
+    return s->ops->group_share(s);
+}
+
+/* Makes group (from store__group_share) the calling thread's too, so its
+ * store__put stores into it, or (NULL) the thread's no longer. The thread
+ * that began the group ends it, once every thread that joined has left. */
+static inline void store__group_join(struct store *s, void *group)
+{
+    s->ops->group_join(s, group);
 }
 
 /* Ends the calling thread's group: returns 0 when every put of it that

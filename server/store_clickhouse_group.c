@@ -18,6 +18,9 @@ struct pending {
 
 struct ch_group {
     struct ch_store *st;
+    /* Held by a put from its look-ups in the group to its rows added
+     * (chs_group__lock): threads that joined the group put at once. */
+    pthread_mutex_t mu;
     struct buf rows[CH_N_INSERTS]; /* RowBinary rows of the puts so far */
     size_t bytes;
     /* Keys (day + 1) whose rows the group holds, so a later put of it
@@ -46,6 +49,7 @@ static void group_free(struct ch_group *g)
     stack_keymap__free(g->stacks);
     buf__free(&g->pend_fns);
     buf__free(&g->pend_stacks);
+    pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
@@ -59,6 +63,7 @@ int chs_group__begin(struct store *s, char *err, size_t errlen)
     }
     g = calloc(1, sizeof(*g));
     if (g) {
+        pthread_mutex_init(&g->mu, NULL);
         g->st = CH(s);
         for (int i = 0; i < CH_N_INSERTS; i++)
             buf__init(&g->rows[i], CH_MAX_STATEMENT);
@@ -76,6 +81,27 @@ int chs_group__begin(struct store *s, char *err, size_t errlen)
     g->arrived = true;
     current = g;
     return 0;
+}
+
+void *chs_group__share(struct store *s)
+{
+    return chs_group__current(CH(s));
+}
+
+void chs_group__join(struct store *s, void *group)
+{
+    (void)s;
+    current = group;
+}
+
+void chs_group__lock(struct ch_group *g)
+{
+    pthread_mutex_lock(&g->mu);
+}
+
+void chs_group__unlock(struct ch_group *g)
+{
+    pthread_mutex_unlock(&g->mu);
 }
 
 struct ch_group *chs_group__current(struct ch_store *st)

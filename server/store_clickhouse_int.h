@@ -234,8 +234,17 @@ int chs_shards__exec(struct ch_store *st, int table, const struct buf *sql);
 struct ch_group;
 int chs_group__begin(struct store *s, char *err, size_t errlen);
 int chs_group__end(struct store *s, char *err, size_t errlen);
+/* store.h's group_share and group_join: a group other threads put into
+ * as well (chs_group__add and a put's look-ups under the group's lock). */
+void *chs_group__share(struct store *s);
+void chs_group__join(struct store *s, void *group);
 /* The calling thread's open group on st, or NULL. */
 struct ch_group *chs_group__current(struct ch_store *st);
+/* Held by a put from its chs_group__has look-ups to its chs_group__add
+ * (taken before st->mu, never after it): two puts at once never both
+ * send a key new to the group. */
+void chs_group__lock(struct ch_group *g);
+void chs_group__unlock(struct ch_group *g);
 /* Whether g holds the row of a function (stack false) or stack's key for
  * day: a later put of the group need not send it again. */
 bool chs_group__has(const struct ch_group *g, bool stack, struct stack_key key, int64_t day);

@@ -138,7 +138,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     size_t *order = malloc((p->nstacks + 1) * sizeof(*order));
     bool *want_fn = calloc(p->nfunctions + 1, sizeof(bool));
     bool *want_st = calloc(p->nstacks + 1, sizeof(bool));
-    bool submitted = false;
+    bool submitted = false, locked = false;
     int64_t day = p->time_ns / CH_DAY_NS; /* the partition of its rows */
     int ret = -ENOMEM;
 
@@ -178,6 +178,11 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
     ls_off[p->nlabelsets + 1] = lsq.len;
     /* What the caches do not know as stored for this day, nor the group
      * holds. */
+    /* A group shared by threads: its look-ups and its rows' adding in
+     * one hold, so that two puts at once never both send a new key. */
+    if (g)
+        chs_group__lock(g);
+    locked = g != NULL;
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct store_stack *k = &p->stacks[i];
@@ -229,6 +234,8 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
 too_big:
     snprintf(err, errlen, ret == -E2BIG ? "profile too large" : "out of memory");
 out:
+    if (locked)
+        chs_group__unlock(g);
     if (!submitted)
         chs_batch__leave(st);
     free(ls_off);

@@ -698,6 +698,68 @@ test_ch_batch_inserts.__doc__ = batch_inserts.__doc__
 test_ch_batch_inserts_distributed.__doc__ = batch_inserts.__doc__
 
 
+def test_ch_batch_halves(tmp):
+    """A batch upload alone on the server is decoded on two threads into
+    one group (codexray_batches_split_total counts it): still one INSERT a
+    table and shard, each row on its key's shard, each profile's status
+    and message where it was in the batch (one refused in each half, for
+    different reasons), the stored ones' sums exact. SQLite's groups are
+    one thread's (its one writer): a SQLite server decodes the same batch
+    on one thread."""
+    import batch_tests
+    base = int(time.time()) // 60 * 60 - 1500
+    profs = [frames_profile(range(i * 10, i * 10 + 30), (base + i) * 10**9) for i in range(40)]
+    entries = [(f"pid={i + 1}", p) for i, p in enumerate(profs)]
+    entries[3] = ("pid=4", b"not a profile at all")  # first half: its body
+    entries[29] = ("pid=x", profs[29])                 # second half: its query
+    body = batch_tests.batch(entries)
+    want = {}
+    for i in range(40):
+        for k in range(i * 10, i * 10 + 30):
+            if i not in (3, 29):
+                want[f"main;fn_{k}"] = want.get(f"main;fn_{k}", 0) + k + 1
+    q = f"app=fsvc&from={base - 60}&to={base + 300}"
+    statuses = [400 if i in (3, 29) else 202 for i in range(40)]
+
+    def answer_right(a, who):
+        check(a["statuses"] == statuses, f"{who}: statuses {a['statuses']}")
+        e = a["errors"]
+        check(all(e[i] is None for i in range(40) if i not in (3, 29)),
+              f"{who}: a stored profile with a message: {e}")
+        check(e[3] and "pid" not in e[3] and e[29] and "pid" in e[29],
+              f"{who}: the refusals' messages not at their profiles: {e[3]!r}, {e[29]!r}")
+
+    srv = on_server(tmp, "--clickhouse-insert", "shards")
+    try:
+        db = db_of(srv)
+        b0 = inserts(db)
+        n0 = st.metric(srv, "codexray_batches_split_total")
+        a = batch_tests.post_batch(srv, body, 40)
+        answer_right(a, "ClickHouse")
+        split = st.metric(srv, "codexray_batches_split_total") - n0
+        local = per_node(delta(inserts(db), b0))
+        print(f"    batches split: {split:.0f}; INSERTs {local}")
+        check(split == 1, f"the batch was not decoded on two threads: {split}")
+        # (profiles are sharded by app: all of fsvc's on one shard)
+        check(set(local) == {0, 1} and all(n == 1 for ts in local.values() for n in ts.values())
+              and {t for ts in local.values() for t in ts} ==
+              {"functions_local", "stacks_local", "psamples_local", "profiles_local"},
+              f"not one INSERT a table and shard: {local}")
+        check(misplaced(db) == {}, f"rows on another shard than their key's: {misplaced(db)}")
+        check(st.stacks_of(srv, q) == want, "the batch's sums")
+    finally:
+        srv.stop()
+    os.makedirs(os.path.join(tmp, "sqlite"), exist_ok=True)
+    sq = Server(os.path.join(tmp, "sqlite"))
+    try:
+        a = batch_tests.post_batch(sq, body, 40)
+        answer_right(a, "SQLite")
+        check(st.metric(sq, "codexray_batches_split_total") == 0, "SQLite split a batch")
+        check(st.stacks_of(sq, q) == want, "SQLite: the batch's sums")
+    finally:
+        sq.stop()
+
+
 def stack_reads(db):
     """The statements that read the stacks or functions table, on the node
     that takes queries."""
@@ -749,4 +811,5 @@ def test_ch_warm_caches(tmp):
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
                   test_ch_raw_reads_own_profiles, test_ch_stack_frames, test_ch_batch_inserts,
-                  test_ch_batch_inserts_distributed, test_ch_shards_disagree, test_ch_warm_caches]
+                  test_ch_batch_inserts_distributed, test_ch_shards_disagree, test_ch_warm_caches,
+                  test_ch_batch_halves]
