@@ -61,6 +61,9 @@
 #include "store_clickhouse_int.h"
 #include "store_common.h"
 
+_Static_assert(CURL_LOCK_DATA_LAST <= CH_SHARE_LOCKS,
+               "a mutex for each kind of data libcurl shares");
+
 #define CONNECT_TIMEOUT_MS 3000
 
 /* --- HTTP --- */
@@ -117,6 +120,8 @@ int chs_exec_why(struct ch_store *st, size_t node, const char *params, const str
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, st->timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (st->share)
+        curl_easy_setopt(c, CURLOPT_SHARE, st->share);
     CURLcode rc = curl_easy_perform(c);
     if (rc != CURLE_OK) {
         fail(st, node, why, whylen, "%s",
@@ -281,6 +286,46 @@ out:
 static void ch_close(struct store *s);
 static const struct store_ops ch_ops;
 
+static void share_lock(CURL *c, curl_lock_data data, curl_lock_access access, void *ctx)
+{
+    (void)c, (void)access;
+    /* One mutex per kind of data: libcurl takes one while it holds
+     * another (the share's own, then the connections'; one mutex for all
+     * hung the first upload of test_ch_connections_kept). */
+    pthread_mutex_lock(&((struct ch_store *)ctx)->share_mu[data < CH_SHARE_LOCKS ? data : 0]);
+}
+
+static void share_unlock(CURL *c, curl_lock_data data, void *ctx)
+{
+    (void)c;
+    pthread_mutex_unlock(&((struct ch_store *)ctx)->share_mu[data < CH_SHARE_LOCKS ? data : 0]);
+}
+
+/* A statement's own connection cost a TCP handshake and ClickHouse's
+ * accepting it before each INSERT and query: the connections are kept in
+ * one cache shared by every request's handle, so a statement reuses an
+ * idle one to its node (libcurl checks it is alive; one that died is
+ * replaced). Without the share, each request connects anew as before. */
+static void share_open(struct ch_store *st)
+{
+    CURLSH *sh = curl_share_init();
+
+    for (int i = 0; i < CH_SHARE_LOCKS; i++)
+        pthread_mutex_init(&st->share_mu[i], NULL);
+    if (!sh)
+        return;
+    if (curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock) ||
+        curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock) ||
+        curl_share_setopt(sh, CURLSHOPT_USERDATA, st) ||
+        curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) ||
+        curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS)) {
+        log_warn("clickhouse: cannot share connections between statements: each connects anew");
+        curl_share_cleanup(sh);
+        return;
+    }
+    st->share = sh;
+}
+
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
                                      const char *insert, long timeout_ms, char *err, size_t errlen)
 {
@@ -292,6 +337,7 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     }
     st->base.ops = &ch_ops;
     st->timeout_ms = timeout_ms;
+    share_open(st);
     pthread_mutex_init(&st->mu, NULL);
     pthread_mutex_init(&st->bmu, NULL);
     /* The batch's linger waits by the monotonic clock. */
@@ -496,6 +542,10 @@ static void ch_close(struct store *s)
     pthread_mutex_destroy(&st->mu);
     pthread_mutex_destroy(&st->bmu);
     pthread_cond_destroy(&st->bcv);
+    if (st->share)
+        curl_share_cleanup(st->share); /* no request is running: closes the connections */
+    for (int i = 0; i < CH_SHARE_LOCKS; i++)
+        pthread_mutex_destroy(&st->share_mu[i]);
     free(st);
 }
 

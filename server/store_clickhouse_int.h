@@ -45,6 +45,9 @@
 /* The longest URL of a node: a request's is it and its parameters. */
 #define CH_MAX_URL 1000
 
+/* Kinds of data libcurl's share locks (curl_lock_data, at most). */
+#define CH_SHARE_LOCKS 16
+
 struct ch_store {
     struct store base;
     struct list *urls;  /* the ClickHouse HTTP URLs given, trailing slashes dropped */
@@ -78,6 +81,11 @@ struct ch_store {
     size_t *shard_node; /* shard i's node (index into nodes) */
     uint32_t *slot;     /* the shard of a key's value % nslots */
     size_t nslots;
+    /* Connections kept open between statements (chs_exec_why): libcurl's
+     * connection cache shared by every request, under share_mu (a mutex
+     * per curl_lock_data). NULL: each request connects anew. */
+    void *share; /* CURLSH */
+    pthread_mutex_t share_mu[CH_SHARE_LOCKS];
 };
 
 /* Schema upgrades in place (store_clickhouse_upgrade.c). added: whether

@@ -808,8 +808,58 @@ def test_ch_warm_caches(tmp):
             b_srv.stop()
 
 
+def server_ch_connections(srv):
+    """The server's established TCP connections to the ClickHouse nodes'
+    HTTP ports, as (local port, remote port) pairs."""
+    ports = {n.http for n in clickhouse_cluster.cluster()}
+    inodes = set()
+    fd_dir = f"/proc/{srv.p.pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            t = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue
+        if t.startswith("socket:["):
+            inodes.add(t[8:-1])
+    conns = set()
+    with open(f"/proc/{srv.p.pid}/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            c = line.split()
+            local, remote, state, inode = c[1], c[2], c[3], c[9]
+            if state == "01" and inode in inodes and int(remote.split(":")[1], 16) in ports:
+                conns.add((int(local.split(":")[1], 16), int(remote.split(":")[1], 16)))
+    return conns
+
+
+def test_ch_connections_kept(tmp):
+    """Statements reuse open connections to the ClickHouse nodes instead of
+    connecting anew each time: after one batch upload the server holds an
+    idle connection to a node, and the next uploads' statements go over
+    connections already open (some connection seen after the first upload is
+    still there after the fifth), with every profile stored."""
+    import batch_tests
+    base = int(time.time()) // 60 * 60 - 1200
+    srv = on_server(tmp)
+    try:
+        seen = []
+        for r in range(5):
+            profs = [frames_profile(range(r * 40 + i, r * 40 + i + 20), (base + r * 10 + i) * 10**9)
+                     for i in range(10)]
+            a = batch_tests.post_batch(srv, batch_tests.batch(
+                [(f"pid={i + 1}", p) for i, p in enumerate(profs)]), 10)
+            check(a["statuses"] == [202] * 10, f"upload {r}: {a['statuses']}")
+            seen.append(server_ch_connections(srv))
+        print(f"    connections to ClickHouse after each upload: {[sorted(c) for c in seen]}")
+        check(seen[0], "no connection kept open after the first upload")
+        check(seen[0] & seen[-1], "no connection of the first upload's used through the fifth")
+        check(st.stacks_of(srv, f"app=fsvc&from={base - 60}&to={base + 300}"),
+              "nothing stored")
+    finally:
+        srv.stop()
+
+
 TESTS = SHARED + [test_ch_two_servers, test_ch_hostile_names_and_retries, test_ch_shard_down,
                   test_ch_retention, test_ch_errors_garbage_timeouts, test_ch_rollups_read,
                   test_ch_raw_reads_own_profiles, test_ch_stack_frames, test_ch_batch_inserts,
                   test_ch_batch_inserts_distributed, test_ch_shards_disagree, test_ch_warm_caches,
-                  test_ch_batch_halves]
+                  test_ch_batch_halves, test_ch_connections_kept]
