@@ -75,7 +75,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/procs/cgroup_id.c agent/procs/runtime_roots.c agent/procs/container_meta.c \
              agent/node.c agent/preflight.c \
              agent/symbolize/binary.c agent/symbolize/kallsyms.c agent/symbolize/demangle.c \
-             agent/symbolize/symbolizer.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
+             agent/symbolize/symbolizer.c agent/symbolize/symbolizer_dwarf.c agent/symbolize/symtab.c agent/symbolize/dwarf_scopes.c \
              agent/symbolize/gopclntab.c agent/symbolize/plt.c \
              agent/symbolize/debuginfod.c agent/symbolize/debuglink.c \
              agent/symbolize/debugplain.c \

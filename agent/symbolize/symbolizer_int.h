@@ -94,4 +94,12 @@ int symbolizer_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
  * and bs should be loaded anew. */
 bool symbolizer_ask_debuginfod(struct binsyms *bs, struct binary *b);
 
+/* str (NULL: "") kept in bs's strings for as long as bs: the copy. */
+const char *binsyms__intern(struct binsyms *bs, const char *str);
+
+/* Fills r's lines from DWARF: the inlined frames at addr, innermost first,
+ * then the function they were inlined into (symbolizer_dwarf.c). */
+void binsyms__name_from_dwarf(struct binsyms *bs, Dwarf_Addr addr, struct sym_result *r,
+                              const char *elf_name, const char *elf_sysname);
+
 #endif
