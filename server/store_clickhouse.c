@@ -61,9 +61,6 @@
 #include "store_clickhouse_int.h"
 #include "store_common.h"
 
-_Static_assert(CURL_LOCK_DATA_LAST <= CH_SHARE_LOCKS,
-               "a mutex for each kind of data libcurl shares");
-
 #define CONNECT_TIMEOUT_MS 3000
 
 /* --- HTTP --- */
@@ -72,6 +69,41 @@ static size_t on_data(char *p, size_t size, size_t n, void *ctx)
 {
     struct buf *b = ctx;
     return buf__append(b, p, size * n) ? 0 : size * n;
+}
+
+/* A statement's own connection cost a TCP handshake and ClickHouse's
+ * accepting it before each INSERT and query: a statement takes an idle
+ * curl handle of its node, whose connection libcurl keeps open (it checks
+ * that one is alive before reusing it, and connects anew if it died;
+ * ClickHouse closes an idle one after its keep_alive_timeout). A handle
+ * is one thread's at a time: libcurl 7.88's connection cache shared
+ * between threads (CURL_LOCK_DATA_CONNECT) is a known bug, not thread-safe.
+ * NULL when none is idle and no new one can be made. */
+static CURL *handle_take(struct ch_store *st, size_t node)
+{
+    CURL *c = NULL;
+
+    pthread_mutex_lock(&st->idle_mu);
+    if (st->idle && st->idle[node].n)
+        c = st->idle[node].h[--st->idle[node].n];
+    pthread_mutex_unlock(&st->idle_mu);
+    return c ? c : curl_easy_init();
+}
+
+/* Gives c (NULL: nothing) back to node's idle handles, its options reset
+ * and its connection kept; past CH_IDLE_MAX idle ones it is closed. */
+static void handle_give(struct ch_store *st, size_t node, CURL *c)
+{
+    if (!c)
+        return;
+    curl_easy_reset(c); /* options only: the connection stays */
+    pthread_mutex_lock(&st->idle_mu);
+    if (st->idle && st->idle[node].n < CH_IDLE_MAX) {
+        st->idle[node].h[st->idle[node].n++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&st->idle_mu);
+    curl_easy_cleanup(c);
 }
 
 /* Fills why (when given) with the reason and logs it. */
@@ -102,7 +134,7 @@ int chs_exec_why(struct ch_store *st, size_t node, const char *params, const str
 
     buf__init(&scratch, 1 << 16);
     buf__reset(out);
-    CURL *c = curl_easy_init();
+    CURL *c = handle_take(st, node);
     if (!c) {
         fail(st, node, why, whylen, "no curl handle");
         goto out;
@@ -120,12 +152,12 @@ int chs_exec_why(struct ch_store *st, size_t node, const char *params, const str
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, st->timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (st->share)
-        curl_easy_setopt(c, CURLOPT_SHARE, st->share);
     CURLcode rc = curl_easy_perform(c);
     if (rc != CURLE_OK) {
         fail(st, node, why, whylen, "%s",
              rc == CURLE_WRITE_ERROR ? "answer too large" : curl_easy_strerror(rc));
+        curl_easy_cleanup(c); /* its connection is not kept: it may be broken */
+        c = NULL;
         goto out;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -145,7 +177,7 @@ int chs_exec_why(struct ch_store *st, size_t node, const char *params, const str
     }
     err = 0;
 out:
-    curl_easy_cleanup(c);
+    handle_give(st, node, c);
     buf__free(&scratch);
     return err;
 }
@@ -286,46 +318,6 @@ out:
 static void ch_close(struct store *s);
 static const struct store_ops ch_ops;
 
-static void share_lock(CURL *c, curl_lock_data data, curl_lock_access access, void *ctx)
-{
-    (void)c, (void)access;
-    /* One mutex per kind of data: libcurl takes one while it holds
-     * another (the share's own, then the connections'; one mutex for all
-     * hung the first upload of test_ch_connections_kept). */
-    pthread_mutex_lock(&((struct ch_store *)ctx)->share_mu[data < CH_SHARE_LOCKS ? data : 0]);
-}
-
-static void share_unlock(CURL *c, curl_lock_data data, void *ctx)
-{
-    (void)c;
-    pthread_mutex_unlock(&((struct ch_store *)ctx)->share_mu[data < CH_SHARE_LOCKS ? data : 0]);
-}
-
-/* A statement's own connection cost a TCP handshake and ClickHouse's
- * accepting it before each INSERT and query: the connections are kept in
- * one cache shared by every request's handle, so a statement reuses an
- * idle one to its node (libcurl checks it is alive; one that died is
- * replaced). Without the share, each request connects anew as before. */
-static void share_open(struct ch_store *st)
-{
-    CURLSH *sh = curl_share_init();
-
-    for (int i = 0; i < CH_SHARE_LOCKS; i++)
-        pthread_mutex_init(&st->share_mu[i], NULL);
-    if (!sh)
-        return;
-    if (curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock) ||
-        curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock) ||
-        curl_share_setopt(sh, CURLSHOPT_USERDATA, st) ||
-        curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) ||
-        curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS)) {
-        log_warn("clickhouse: cannot share connections between statements: each connects anew");
-        curl_share_cleanup(sh);
-        return;
-    }
-    st->share = sh;
-}
-
 struct store *store_clickhouse__open(const char *urls, const char *cluster, const char *db,
                                      const char *insert, long timeout_ms, char *err, size_t errlen)
 {
@@ -337,7 +329,7 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
     }
     st->base.ops = &ch_ops;
     st->timeout_ms = timeout_ms;
-    share_open(st);
+    pthread_mutex_init(&st->idle_mu, NULL);
     pthread_mutex_init(&st->mu, NULL);
     pthread_mutex_init(&st->bmu, NULL);
     /* The batch's linger waits by the monotonic clock. */
@@ -373,7 +365,8 @@ struct store *store_clickhouse__open(const char *urls, const char *cluster, cons
         goto fail;
     }
     st->nodes = calloc(st->nnodes, sizeof(*st->nodes));
-    if (!st->nodes) {
+    st->idle = calloc(st->nnodes, sizeof(*st->idle));
+    if (!st->nodes || !st->idle) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -542,10 +535,11 @@ static void ch_close(struct store *s)
     pthread_mutex_destroy(&st->mu);
     pthread_mutex_destroy(&st->bmu);
     pthread_cond_destroy(&st->bcv);
-    if (st->share)
-        curl_share_cleanup(st->share); /* no request is running: closes the connections */
-    for (int i = 0; i < CH_SHARE_LOCKS; i++)
-        pthread_mutex_destroy(&st->share_mu[i]);
+    for (size_t i = 0; st->idle && i < st->nnodes; i++)
+        while (st->idle[i].n) /* no request is running: closes the connections */
+            curl_easy_cleanup(st->idle[i].h[--st->idle[i].n]);
+    free(st->idle);
+    pthread_mutex_destroy(&st->idle_mu);
     free(st);
 }
 

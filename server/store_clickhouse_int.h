@@ -45,8 +45,8 @@
 /* The longest URL of a node: a request's is it and its parameters. */
 #define CH_MAX_URL 1000
 
-/* Kinds of data libcurl's share locks (curl_lock_data, at most). */
-#define CH_SHARE_LOCKS 16
+/* Idle curl handles (each with its open connection) kept a node. */
+#define CH_IDLE_MAX 8
 
 struct ch_store {
     struct store base;
@@ -81,11 +81,13 @@ struct ch_store {
     size_t *shard_node; /* shard i's node (index into nodes) */
     uint32_t *slot;     /* the shard of a key's value % nslots */
     size_t nslots;
-    /* Connections kept open between statements (chs_exec_why): libcurl's
-     * connection cache shared by every request, under share_mu (a mutex
-     * per curl_lock_data). NULL: each request connects anew. */
-    void *share; /* CURLSH */
-    pthread_mutex_t share_mu[CH_SHARE_LOCKS];
+    /* Connections kept open between statements (chs_exec_why): a node's
+     * idle curl handles, each keeping its connection, under idle_mu. */
+    struct {
+        void *h[CH_IDLE_MAX]; /* CURL * */
+        size_t n;
+    } * idle; /* one a node (nnodes) */
+    pthread_mutex_t idle_mu;
 };
 
 /* Schema upgrades in place (store_clickhouse_upgrade.c). added: whether
