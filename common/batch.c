@@ -81,6 +81,30 @@ int batch__next(struct batch_reader *r, struct batch_entry *e, char *why, size_t
     return 1;
 }
 
+size_t batch__halve(const struct batch_reader *r, size_t n)
+{
+    struct batch_reader c = *r;
+    struct batch_entry e;
+    size_t total = 0, sum = 0, k = 0;
+    char why[8];
+
+    if (n < 2)
+        return n;
+    for (size_t i = 0; i < n; i++) {
+        if (batch__next(&c, &e, why, sizeof(why)) != 1)
+            return n / 2;
+        total += e.len; /* no overflow: each within one body */
+    }
+    c = *r;
+    while (k < n - 1 && batch__next(&c, &e, why, sizeof(why)) == 1) {
+        k++;
+        sum += e.len;
+        if (sum >= total - sum)
+            break;
+    }
+    return k ? k : 1;
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')

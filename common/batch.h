@@ -63,6 +63,13 @@ bool batch__open(struct batch_reader *r, const void *body, size_t len, char *why
  * read past the body. */
 int batch__next(struct batch_reader *r, struct batch_entry *e, char *why, size_t whylen);
 
+/* Where to cut the next n entries after r's position into two halves of
+ * about equal bytes (a profile's decoding time follows its size, and a
+ * node's profiles differ in size by 20x or more): the count of entries
+ * whose bytes first reach half of the n's, within 1..n-1 for n >= 2 (n / 2
+ * when the entries cannot be read). r is not moved. */
+size_t batch__halve(const struct batch_reader *r, size_t n);
+
 /* The value of key in e's query, percent-decoded ('+' is a space, as in
  * any query string) into out. Returns 1 found, 0 absent, -1 when the value
  * is malformed (a bad or NUL escape) or does not fit out. The first of

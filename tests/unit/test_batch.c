@@ -168,12 +168,68 @@ static void test_errors(void **state)
     assert_int_equal(batch__error("{\"errors\":[7]}", 14, 0, out, sizeof(out)), -1);
 }
 
+/* Reads the batch of the given entry sizes in b and returns where
+ * batch__halve cuts it, from entry `from` on (n entries). */
+static size_t halve_of(const size_t *len, size_t count, size_t from, size_t n)
+{
+    static char data[4096];
+    struct batch_reader r;
+    struct batch_entry e;
+    struct buf b;
+    char why[256];
+    size_t k;
+
+    buf__init(&b, 1 << 20);
+    assert_int_equal(batch__begin(&b), 0);
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal(batch__append(&b, "pid=1", data, len[i]), 0);
+    assert_true(batch__open(&r, b.data, b.len, why, sizeof(why)));
+    for (size_t i = 0; i < from; i++)
+        assert_int_equal(batch__next(&r, &e, why, sizeof(why)), 1);
+    struct batch_reader before = r;
+    k = batch__halve(&r, n);
+    assert_memory_equal(&before, &r, sizeof(r)); /* not moved */
+    buf__free(&b);
+    return k;
+}
+
+/* A batch is cut into halves of about equal bytes, not equal counts: a
+ * window's many small profiles first and few large ones last (as the
+ * bench and a node send them) would leave nearly all the decoding to one
+ * half. Always 1..n-1 entries a half. */
+static void test_halve(void **state)
+{
+    /* 150 small then 50 large: the large ones split between the halves. */
+    size_t mixed[200];
+    for (size_t i = 0; i < 200; i++)
+        mixed[i] = i < 150 ? 50 : 1000;
+    static const size_t even[] = {100, 100, 100, 100};
+    static const size_t big_first[] = {4000, 1, 1, 1};
+    static const size_t big_last[] = {1, 1, 1, 4000};
+    static const size_t empty[] = {0, 0, 0};
+
+    (void)state;
+    /* 150 * 50 + 50 * 1000 = 57,500 bytes: 150 small and 22 large reach
+     * half (29,500; 28,500 with 21), where a cut by count takes 100. */
+    assert_int_equal(halve_of(mixed, 200, 0, 200), 172);
+    assert_int_equal(halve_of(even, 4, 0, 4), 2);
+    assert_int_equal(halve_of(big_first, 4, 0, 4), 1);
+    assert_int_equal(halve_of(big_last, 4, 0, 4), 3);
+    assert_int_equal(halve_of(empty, 3, 0, 3), 1);
+    /* From the reader's position, over its next n only. */
+    assert_int_equal(halve_of(big_last, 4, 1, 2), 1);
+    assert_int_equal(halve_of(even, 4, 0, 1), 1);
+    /* Fewer entries than n (a cut batch): counts, as before. */
+    assert_int_equal(halve_of(even, 4, 0, 6), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip), cmocka_unit_test(test_args),
         cmocka_unit_test(test_refused),    cmocka_unit_test(test_too_many),
         cmocka_unit_test(test_statuses),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_halve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
