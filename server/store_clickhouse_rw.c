@@ -176,6 +176,10 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
             goto too_big;
     }
     ls_off[p->nlabelsets + 1] = lsq.len;
+    /* The samples' and the profile's rows need no look-up: made before the
+     * group's hold, so that the threads of a group make them at once. */
+    if ((ret = put_rows(p, &ids, &lsq, ls_off, order, first, rows)))
+        goto too_big;
     /* What the caches do not know as stored for this day, nor the group
      * holds. */
     /* A group shared by threads: its look-ups and its rows' adding in
@@ -201,8 +205,7 @@ int chs_put(struct store *s, const struct store_profile *p, char *err, size_t er
         }
     }
     pthread_mutex_unlock(&st->mu);
-    if ((ret = put_keys(p, want_fn, want_st, rows)) ||
-        (ret = put_rows(p, &ids, &lsq, ls_off, order, first, rows)))
+    if ((ret = put_keys(p, want_fn, want_st, rows)))
         goto too_big;
     if (g) {
         /* Written, and its keys remembered, at the group's end. */
