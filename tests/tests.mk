@@ -579,6 +579,11 @@ $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 
+# What a page touched after a sleep costs on this machine (bench/run.py).
+$(B)/bench/pagetouch: bench/pagetouch.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
 $(B)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -pthread
@@ -619,7 +624,7 @@ $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agen
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
        $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
-       $(B)/bench/pingpong $(B)/bench/switch_floor $(BROWSER_DEPS)
+       $(B)/bench/pingpong $(B)/bench/pagetouch $(B)/bench/switch_floor $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/startup_bench.py
 	@python3 bench/offcpu_bench.py
