@@ -67,7 +67,7 @@ CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -pthread -fno-strict-aliasing \
 LDLIBS := -lbpf -ldw -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -liberty -lcurl -lpthread
 SERVER_LDLIBS := -lmicrohttpd -lcurl -lsqlite3 -ldebuginfod -lelf -lz -ldeflate -lzstd -lprotobuf-c -lpthread -lm
 
-COMMON_SRC := common/log.c common/buf.c common/hmap.c common/gz.c common/config.c \
+COMMON_SRC := common/log.c common/buf.c common/arena.c common/hmap.c common/gz.c common/config.c \
               common/json.c common/pprof/pprof_writer.c common/pprof/pprof_reader.c \
               common/zst.c common/debugfile.c common/batch.c common/list.c
 AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \

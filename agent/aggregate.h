@@ -64,6 +64,9 @@ struct agg_proc {
     uint64_t samples;
     uint64_t lost;       /* samples the BPF side could not hand over */
     struct hmap *stacks; /* struct agg_stack -> count */
+    /* stacks' and off_stacks' memory, freed by agg_window__drop_stacks;
+     * the rest is in the window's arena. */
+    struct arena *stack_arena;
     /* Off-CPU: struct agg_stack (its first frame a CX_FRAME_OFFCPU) ->
      * nanoseconds blocked; NULL until the first. */
     struct hmap *off_stacks;
@@ -103,6 +106,7 @@ struct agg_window {
     struct unwinder_stats unwind;         /* the CFI tables at the window's end */
     bool kernel_stacks;                   /* keep kernel frames */
     uint64_t serial;                      /* unique to this window (proc->agg_serial) */
+    struct arena *arena;                  /* all the window holds but stacks */
     struct hmap *index;                   /* tgid -> index into procs */
     struct agg_proc **procs;
     size_t nprocs, cap_procs;

@@ -284,6 +284,17 @@ def run_bpftrace(seconds, tmp):
             "bpf_ns": (t1 - t0) / max(samples, 1), "rss_mib": ru.ru_maxrss / 1024}
 
 
+def run_pagetouch(seconds, tmp):
+    """What this machine charges for a page touched after a sleep, in the
+    machine's state (bench/pagetouch.c): the agent sleeps between wakeups
+    and pays it on every distinct page a wakeup reads. Not a sample rate:
+    samples 1 so the common code runs."""
+    out = subprocess.run([os.path.join(B, "bench", "pagetouch"), "40", "5000", "2"],
+                         capture_output=True, text=True, check=True).stdout
+    got = {m.group(1): int(m.group(2)) for m in re.finditer(r"pagetouch (\S+) ns=(\d+)", out)}
+    return {"cpu_s": 0, "samples": 1, "bpf_ns": None, "rss_mib": 0, "touch_ns": got}
+
+
 def by_thread(rows):
     names = sorted({k for r in rows for k in r.get("threads_us", {})})
     short = {"cx-worker": "worker", "cx-ship": "upload",
@@ -327,6 +338,13 @@ def report(results, machines, args):
     def rss(name):
         return lambda r: fmt(med(r[name], "rss_mib")) + " MiB"
 
+    def touch(r):
+        rows = [x["touch_ns"] for x in r["pagetouch"]]
+        if not rows:
+            return "-"
+        return ", ".join(f"{statistics.median(x.get(k, 0) for x in rows):.0f} ns"
+                         for k in ("4k_after_sleep", "2m_after_sleep", "4k_no_sleep"))
+
     lines = [
         f"# make bench: the agent against perf and bpftrace, {os.cpu_count()} CPUs, "
         f"{args.procs} light processes, {args.seconds} s measured a run (the agent: one whole "
@@ -366,6 +384,8 @@ def report(results, machines, args):
         row("peak RSS: agent --output-dir", rss("agent")),
         row("peak RSS: perf", rss("perf")),
         row("peak RSS: bpftrace", rss("bpftrace")),
+        row("a random read of 40 MiB after a 5 ms sleep: 4 KiB pages, 2 MiB pages, "
+            "no sleep (bench/pagetouch.c)", touch),
         "",
         "Targets (issue 36): on the loaded machine, the agent (shipping) <= 5 µs of user-space CPU "
         "a sample and >= 10x cheaper than perf; BPF time per sample <= bpftrace's; peak RSS "
@@ -386,7 +406,7 @@ def main():
                     help="the agent's binary (another build, to compare two side by side with "
                          "--only)")
     ap.add_argument("--only", default="",
-                    help="comma-separated subset of agent,agent-ship,perf,bpftrace (a quick look; "
+                    help="comma-separated subset of agent,agent-ship,perf,bpftrace,pagetouch (a quick look; "
                          "no report is written)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
@@ -397,10 +417,11 @@ def main():
         stats_was = f.read().strip()
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
-    results = {m: {"agent": [], "agent-ship": [], "perf": [], "bpftrace": []} for m in machines}
+    results = {m: {"agent": [], "agent-ship": [], "perf": [], "bpftrace": [], "pagetouch": []}
+               for m in machines}
     runs = (("agent", lambda s, t: run_agent(s, t, False, args.agent)),
             ("agent-ship", lambda s, t: run_agent(s, t, True, args.agent)),
-            ("perf", run_perf), ("bpftrace", run_bpftrace))
+            ("perf", run_perf), ("bpftrace", run_bpftrace), ("pagetouch", run_pagetouch))
     try:
         with tempfile.TemporaryDirectory(prefix="cx-bench-") as tmp:
             # Machines alternate within each rep: a drift of the host's own
@@ -426,7 +447,11 @@ def main():
     if only:
         for m in machines:
             for name, rows in results[m].items():
-                if rows:
+                if rows and name == "pagetouch":
+                    print(f"{m} pagetouch: " + ", ".join(
+                        f"{k} {statistics.median(r['touch_ns'].get(k, 0) for r in rows):.0f} ns"
+                        for k in ("4k_after_sleep", "2m_after_sleep", "4k_no_sleep")))
+                elif rows:
                     print(f"{m} {name}: {fmt(med(rows, 'us_per_sample'))} µs a sample"
                           f"{spread(rows, 'us_per_sample')}; by thread {by_thread(rows)}; "
                           f"wakeups/s {fmt(med(rows, 'wakeups_per_s'), '{:.0f}')}; "

@@ -1,6 +1,8 @@
 #include "hmap.h"
 
 #include <stdlib.h>
+
+#include "arena.h"
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -25,7 +27,21 @@ struct hmap {
     uint32_t *slots; /* index + 1; 0 is empty */
     size_t nslots;   /* a power of two */
     struct chunk *chunks;
+    /* Where the map's memory comes from (hmap__new_in), freed with it;
+     * NULL: malloc. */
+    struct arena *arena;
 };
+
+static void *mem_calloc(struct arena *a, size_t n, size_t size)
+{
+    return a ? arena__calloc(a, n, size) : calloc(n, size);
+}
+
+static void mem_free(struct arena *a, void *p)
+{
+    if (!a)
+        free(p);
+}
 
 /* A seed drawn once per process: keys can come from outside (a profile's
  * label indices at the server), and with a hash known in advance a sender
@@ -61,26 +77,34 @@ uint64_t hmap__hash(const void *key, size_t len)
     return h;
 }
 
-struct hmap *hmap__new(void)
+struct hmap *hmap__new_in(struct arena *a, size_t nslots)
 {
-    struct hmap *h = calloc(1, sizeof(*h));
+    struct hmap *h = mem_calloc(a, 1, sizeof(*h));
 
     if (!h)
         return NULL;
-    h->nslots = 64;
-    h->slots = calloc(h->nslots, sizeof(*h->slots));
+    h->arena = a;
+    h->nslots = 16;
+    while (h->nslots < nslots && h->nslots < 64)
+        h->nslots *= 2;
+    h->slots = mem_calloc(a, h->nslots, sizeof(*h->slots));
     if (!h->slots) {
-        free(h);
+        mem_free(a, h);
         return NULL;
     }
     return h;
+}
+
+struct hmap *hmap__new(void)
+{
+    return hmap__new_in(NULL, 64);
 }
 
 void hmap__free(struct hmap *h)
 {
     struct chunk *c, *next;
 
-    if (!h)
+    if (!h || h->arena)
         return;
     for (c = h->chunks; c; c = next) {
         next = c->next;
@@ -111,7 +135,7 @@ static long lookup(const struct hmap *h, const void *key, size_t len, uint64_t h
 static int grow_slots(struct hmap *h)
 {
     size_t n = h->nslots * 2, mask = n - 1;
-    uint32_t *slots = calloc(n, sizeof(*slots));
+    uint32_t *slots = mem_calloc(h->arena, n, sizeof(*slots));
 
     if (!slots)
         return -1;
@@ -121,7 +145,7 @@ static int grow_slots(struct hmap *h)
             i = (i + 1) & mask;
         slots[i] = e + 1;
     }
-    free(h->slots);
+    mem_free(h->arena, h->slots);
     h->slots = slots;
     h->nslots = n;
     return 0;
@@ -140,7 +164,7 @@ static unsigned char *store_key(struct hmap *h, const void *key, size_t len)
             size = 65536;
         if (size < need)
             size = need;
-        c = malloc(sizeof(*c) + size);
+        c = h->arena ? arena__alloc(h->arena, sizeof(*c) + size) : malloc(sizeof(*c) + size);
         if (!c)
             return NULL;
         c->size = size;
@@ -177,8 +201,10 @@ long hmap__put(struct hmap *h, const void *key, size_t len, bool *inserted)
         lookup(h, key, len, hash, &slot);
     }
     if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct entry *e = realloc(h->entries, cap * sizeof(*e));
+        size_t cap = h->cap ? h->cap * 2 : h->nslots / 2;
+        struct entry *e =
+            h->arena ? arena__grow(h->arena, h->entries, h->cap * sizeof(*e), cap * sizeof(*e))
+                     : realloc(h->entries, cap * sizeof(*e));
         if (!e)
             return -1;
         h->entries = e;

@@ -15,9 +15,14 @@
 #include <stdint.h>
 
 struct hmap;
+struct arena;
 
 /* Returns NULL when out of memory. */
 struct hmap *hmap__new(void);
+/* A map whose memory all comes from arena a (common/arena.h) and goes with
+ * it: hmap__free does nothing then. Starts with room for nslots / 2 keys
+ * (16 to 64 slots: a small map stays small). With a NULL, as hmap__new. */
+struct hmap *hmap__new_in(struct arena *a, size_t nslots);
 /* h may be NULL. */
 void hmap__free(struct hmap *h);
 

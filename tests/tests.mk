@@ -1,6 +1,6 @@
 # Unit tests: cmocka, no root, no BPF. One binary per module under test:
 #   make build/tests/test_maps && build/tests/test_maps
-UNIT_TESTS := test_hmap test_buf_gz test_json test_config test_maps test_pprof_writer test_kallsyms \
+UNIT_TESTS := test_hmap test_arena test_buf_gz test_json test_config test_maps test_pprof_writer test_kallsyms \
               test_symbolizer test_symtab test_dwarf_scopes test_gopclntab test_aggregate \
               test_identity test_identity_runtimes test_cmdline_name test_node test_perfmap test_jvm \
               test_cfi_table test_cfi_table_xcheck test_cfi_table_arm64 test_pac_mask \
@@ -486,7 +486,7 @@ $(B)/san/obj/gen/profile.pb-c.o: $(B)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) -std=gnu11 -I$(B)/gen -c $< -o $@
 
-SAN_TESTS := test_json test_query test_query_search test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap \
+SAN_TESTS := test_json test_query test_query_search test_pprof_reader test_pprof_writer test_stack_key test_buf_gz test_hmap test_arena \
              test_varint test_ingest test_store test_store_levels test_http test_http_pyroscope test_http_connect test_ch_sql \
              test_store_common test_batch test_ch_shard \
              test_list test_fn_timeline
@@ -579,6 +579,11 @@ $(B)/bench/many: bench/many.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FP_CFLAGS) -o $@ $<
 
+# What a page touched after a sleep costs on this machine (bench/run.py).
+$(B)/bench/pagetouch: bench/pagetouch.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
 $(B)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -pthread
@@ -613,13 +618,13 @@ $(B)/bench/ingest_bench: bench/ingest_bench.c \
 # CFI unwind tables: what a binary's table costs, `cfi_build FILE...`.
 $(B)/bench/cfi_build: bench/cfi_build.c $(call obj,agent/unwind/cfi_table.c agent/unwind/cfi_fde.c \
     agent/unwind/cfi_rows.c agent/unwind/cfi_exec.c agent/unwind/cfi_section.c agent/unwind/cfi_stats.c agent/unwind/cfi_arm64.c \
-    common/hmap.c)
+    common/arena.c common/hmap.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf
 
 bench: deps $(B)/codexray-node-agent $(B)/codexray-server $(WORKLOADS) $(B)/bench/many \
        $(B)/bench/gen_profiles $(B)/bench/ingest_bench $(B)/bench/deep $(B)/bench/cfi_build \
-       $(B)/bench/pingpong $(B)/bench/switch_floor $(BROWSER_DEPS)
+       $(B)/bench/pingpong $(B)/bench/pagetouch $(B)/bench/switch_floor $(BROWSER_DEPS)
 	@python3 bench/run.py
 	@python3 bench/startup_bench.py
 	@python3 bench/offcpu_bench.py
