@@ -258,8 +258,16 @@ static void read_service(struct procs *ps, struct proc *p)
     size_t n;
 
     read_name(ps, p, name, sizeof(name));
-    n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
-    cgroup = ps->scratch.data;
+    /* A cgroup seen before (by the exec's id) is not read again: on a build
+     * node every compiler runs in the same one, and the read was a fifth
+     * of a process's. */
+    cgroup = cgroup_ids__cached(ps->cgroups, p->cgroup_id, &n);
+    if (!cgroup) {
+        n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
+        cgroup = ps->scratch.data;
+        if (n)
+            cgroup_ids__remember(ps->cgroups, p->cgroup_id, cgroup, n);
+    }
     if (n == 0 && (n = cgroup_ids__line(ps->cgroups, p->cgroup_id, by_id, sizeof(by_id))))
         cgroup = by_id; /* gone already: the cgroup it exec'd in */
     identity__resolve(cgroup, n, &roots, name[0] ? name : NULL, &p->id);
