@@ -56,6 +56,7 @@ struct procs {
      * relative to it, not by a whole path each. */
     int dir_fd;
     uint32_t dir_tgid;
+    int root_fd;                         /* proc_root, -1 when it cannot be opened */
     uint64_t maps_reads, identity_reads; /* procs__reads */
     bool lazy_exec;                      /* procs__lazy_exec */
     bool no_query;                       /* the kernel has no PROCMAP_QUERY */
@@ -79,6 +80,7 @@ struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
     ps->bc = bc;
     ps->dir_fd = -1;
     buf__init(&ps->scratch, ENVIRON_MAX);
+    ps->root_fd = open(proc_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     ps->proc_root = strdup(proc_root);
     if (!ps->proc_root || !dup_opt(&ps->docker_root, roots ? roots->docker : NULL) ||
         !dup_opt(&ps->log_root, roots ? roots->log : NULL) ||
@@ -127,6 +129,8 @@ void procs__free(struct procs *ps)
     }
     if (ps->dir_fd >= 0)
         close(ps->dir_fd);
+    if (ps->root_fd >= 0)
+        close(ps->root_fd);
     free(ps->proc_root);
     free(ps->docker_root);
     free(ps->log_root);
@@ -147,14 +151,20 @@ void procs__free(struct procs *ps)
  * -1 when the process is gone (reads then fail as they would by path). */
 static int pid_dir(struct procs *ps, uint32_t tgid)
 {
-    char path[128];
+    char name[16], *at = name + sizeof(name);
+    uint32_t v = tgid;
 
     if (ps->dir_fd >= 0 && ps->dir_tgid == tgid)
         return ps->dir_fd;
     if (ps->dir_fd >= 0)
         close(ps->dir_fd);
-    snprintf(path, sizeof(path), "%s/%u", ps->proc_root, tgid);
-    ps->dir_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* The pid's digits, relative to /proc's descriptor: no format, and no
+     * walk of proc_root's path for every process. */
+    *--at = '\0';
+    do
+        *--at = (char)('0' + v % 10);
+    while ((v /= 10) && at > name);
+    ps->dir_fd = ps->root_fd < 0 ? -1 : openat(ps->root_fd, at, O_PATH | O_DIRECTORY | O_CLOEXEC);
     ps->dir_tgid = tgid;
     return ps->dir_fd;
 }
