@@ -123,8 +123,12 @@ static void check_query_matches_text(bool exec_only)
     assert_int_equal(bad, 0);
     bool saw_deleted = false;
     for (size_t i = 0; i < t.n; i++) {
-        if (strcmp(t.e[i].path, "[vsyscall]") == 0)
+        if (strcmp(t.e[i].path, "[vsyscall]") == 0 || (!exec_only && t.e[i].inode == 0))
             continue;
+        /* All mappings: the files' only, as a malloc between the two reads
+         * may add or merge anonymous ones. */
+        while (!exec_only && j < q.n && q.e[j].inode == 0)
+            j++;
         assert_true(j < q.n);
         const struct maps_entry *a = &t.e[i], *c = &q.e[j++];
         assert_int_equal(a->start, c->start);
@@ -138,6 +142,8 @@ static void check_query_matches_text(bool exec_only)
         assert_string_equal(a->path, c->path);
         saw_deleted |= a->deleted && (uintptr_t)m == a->start && strstr(a->path, "a lib (x).so");
     }
+    while (!exec_only && j < q.n && q.e[j].inode == 0)
+        j++;
     assert_int_equal(j, q.n);
     assert_true(saw_deleted);
     assert_ptr_equal(maps__find(&q, (uintptr_t)m + 100), &q.e[maps__find(&q, (uintptr_t)m) - q.e]);
@@ -150,7 +156,10 @@ static void check_query_matches_text(bool exec_only)
     assert_int_equal(q.n, 2);
     maps__free(&q);
     assert_int_equal(maps__query(fd, exec_only, 1u << 20, 8, &q), -E2BIG);
-    assert_true(q.n < 3);
+    size_t names = 0;
+    for (size_t i = 0; i < q.n; i++)
+        names += strlen(q.e[i].path) + 1;
+    assert_true(names <= 8);
     maps__free(&q);
     close(fd);
     buf__free(&b);
