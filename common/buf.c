@@ -84,29 +84,34 @@ int buf__read_fd(struct buf *b, int fd)
      * touched the chunk's pages and the buffer's). */
     for (;;) {
         size_t room = b->cap > b->len + 1 ? b->cap - b->len - 1 : 0;
+        /* A reused buffer may hold more room than this read's cap. */
+        if (room > b->max - b->len)
+            room = b->max - b->len;
+        if (room == 0 && b->len >= b->max) {
+            /* At the cap: one byte more says whether the file goes on. */
+            char one;
+            do
+                n = read(fd, &one, 1);
+            while (n < 0 && errno == EINTR);
+            if (n < 0)
+                return -errno;
+            if (!b->data && (err = buf__append(b, "", 0)))
+                return err;
+            return n ? -E2BIG : 0;
+        }
         if (room == 0) {
             size_t want = b->len < READ_FIRST ? READ_FIRST : b->len;
             if (want > READ_STEP)
                 want = READ_STEP;
             if (want > b->max - b->len)
                 want = b->max - b->len;
-            if (want == 0) {
-                /* At the cap: one byte more says whether the file goes on. */
-                char one;
-                do
-                    n = read(fd, &one, 1);
-                while (n < 0 && errno == EINTR);
-                if (n < 0)
-                    return -errno;
-                return n ? -E2BIG : 0;
-            }
             err = buf__reserve(b, want);
             if (err)
                 return err;
             room = b->cap - b->len - 1;
+            if (room > b->max - b->len)
+                room = b->max - b->len;
         }
-        if (room > b->max - b->len)
-            room = b->max - b->len;
         n = read(fd, b->data + b->len, room);
         if (n < 0) {
             if (errno == EINTR)
