@@ -105,7 +105,10 @@ void cgroup_ids__remember(struct cgroup_ids *c, uint64_t id, const char *text, s
     char line[CACHE_TEXT_MAX];
     size_t s;
 
-    if (!c || !id || len == 0 || len >= sizeof(line))
+    /* One "0::" line or nothing: a host with cgroup v1 lines too (every
+     * process's text has a dozen) is not asked for the id's path each time. */
+    if (!c || !id || len < 4 || len >= sizeof(line) || memcmp(text, "0::", 3) != 0 ||
+        memchr(text, '\n', len) != text + len - 1)
         return;
     /* The id's own path: the text is of the cgroup the process is in now,
      * which may not be the one it exec'd in; and a host with cgroup v1
