@@ -67,31 +67,67 @@ void buf__free(struct buf *b)
     b->cap = 0;
 }
 
+/* Read sizes: the first read asks for what the buffer already holds room
+ * for (a reused buffer takes a whole /proc file in one read), and a fresh
+ * one for READ_FIRST; each later read for as much again as it holds, up to
+ * READ_STEP. */
+#define READ_FIRST 4096u
+#define READ_STEP (256u << 10)
+
 int buf__read_fd(struct buf *b, int fd)
 {
-    char chunk[16384];
     ssize_t n;
     int err;
 
+    /* Straight into the buffer, without a bounce through a chunk on the
+     * stack: every page the agent touches after a sleep costs it (a copy
+     * touched the chunk's pages and the buffer's). */
     for (;;) {
-        n = read(fd, chunk, sizeof(chunk));
+        size_t room = b->cap > b->len + 1 ? b->cap - b->len - 1 : 0;
+        /* A reused buffer may hold more room than this read's cap. */
+        if (room > b->max - b->len)
+            room = b->max - b->len;
+        if (room == 0 && b->len >= b->max) {
+            /* At the cap: one byte more says whether the file goes on. */
+            char one;
+            do
+                n = read(fd, &one, 1);
+            while (n < 0 && errno == EINTR);
+            if (n < 0)
+                return -errno;
+            if (!b->data && (err = buf__append(b, "", 0)))
+                return err;
+            return n ? -E2BIG : 0;
+        }
+        if (room == 0) {
+            size_t want = b->len < READ_FIRST ? READ_FIRST : b->len;
+            if (want > READ_STEP)
+                want = READ_STEP;
+            if (want > b->max - b->len)
+                want = b->max - b->len;
+            err = buf__reserve(b, want);
+            if (err)
+                return err;
+            room = b->cap - b->len - 1;
+            if (room > b->max - b->len)
+                room = b->max - b->len;
+        }
+        n = read(fd, b->data + b->len, room);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (b->data)
+                b->data[b->len] = '\0';
             return -errno;
         }
         if (n == 0)
             break;
-        if ((size_t)n > b->max - b->len) {
-            err = buf__append(b, chunk, b->max - b->len);
-            return err ? err : -E2BIG;
-        }
-        err = buf__append(b, chunk, n);
-        if (err)
-            return err;
+        b->len += (size_t)n;
+        b->data[b->len] = '\0';
     }
     if (!b->data)
         return buf__append(b, "", 0); /* always a valid empty string */
+    b->data[b->len] = '\0';
     return 0;
 }
 

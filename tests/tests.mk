@@ -584,6 +584,11 @@ $(B)/bench/pagetouch: bench/pagetouch.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
 
+# The process table's first read of a new process (cc1): `procs_read [N]`.
+$(B)/bench/procs_read: bench/procs_read.c $(UNIT_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(UNIT_LIB_OBJS) $(LDLIBS)
+
 $(B)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -pthread

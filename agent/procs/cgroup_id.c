@@ -15,8 +15,20 @@
  * on; the agent asks for 5.10). */
 #define HANDLE_TYPE_KERNFS 0xfe
 
+/* Cgroups whose /proc/PID/cgroup text is remembered (cgroup_ids__cached):
+ * a slot an id, by its hash; a build node's thousands of processes a
+ * minute run in a few. */
+#define CACHE_SLOTS 256
+/* "0::" + a path as cgroup_ids__line gives it + "\n". */
+#define CACHE_TEXT_MAX (4096 + 8)
+
 struct cgroup_ids {
     int mount_fd;
+    struct {
+        uint64_t id;
+        char *text;
+        size_t len;
+    } cache[CACHE_SLOTS];
     char prefix[4096]; /* the hierarchy's root as /proc/self/fd shows it */
     size_t prefix_len;
 };
@@ -70,7 +82,49 @@ void cgroup_ids__free(struct cgroup_ids *c)
         return;
     if (c->mount_fd >= 0)
         close(c->mount_fd);
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        free(c->cache[i].text);
     free(c);
+}
+
+static size_t slot_of(uint64_t id)
+{
+    return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 56) % CACHE_SLOTS;
+}
+
+const char *cgroup_ids__cached(struct cgroup_ids *c, uint64_t id, size_t *len)
+{
+    if (!c || !id || c->cache[slot_of(id)].id != id)
+        return NULL;
+    *len = c->cache[slot_of(id)].len;
+    return c->cache[slot_of(id)].text;
+}
+
+void cgroup_ids__remember(struct cgroup_ids *c, uint64_t id, const char *text, size_t len)
+{
+    char line[CACHE_TEXT_MAX];
+    size_t s;
+
+    /* One "0::" line or nothing: a host with cgroup v1 lines too (every
+     * process's text has a dozen) is not asked for the id's path each time. */
+    if (!c || !id || len < 4 || len >= sizeof(line) || memcmp(text, "0::", 3) != 0 ||
+        memchr(text, '\n', len) != text + len - 1)
+        return;
+    /* The id's own path: the text is of the cgroup the process is in now,
+     * which may not be the one it exec'd in; and a host with cgroup v1
+     * lines too has more in it than the id says. */
+    if (cgroup_ids__line(c, id, line, sizeof(line)) != len || memcmp(line, text, len) != 0)
+        return;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    s = slot_of(id);
+    free(c->cache[s].text);
+    c->cache[s].id = id;
+    c->cache[s].text = copy;
+    c->cache[s].len = len;
 }
 
 size_t cgroup_ids__line(struct cgroup_ids *c, uint64_t id, char *out, size_t len)

@@ -27,4 +27,17 @@ void cgroup_ids__free(struct cgroup_ids *c);
  * CAP_DAC_READ_SEARCH (open_by_handle_at). */
 size_t cgroup_ids__line(struct cgroup_ids *c, uint64_t id, char *out, size_t len);
 
+/* What a process of cgroup id gave as its /proc/PID/cgroup, remembered by
+ * cgroup_ids__remember, or NULL (*len its length). Valid until the next
+ * cgroup_ids__remember. A process is read with the id of the cgroup it
+ * exec'd in: one moved to another cgroup between its exec and its read is
+ * named by the first. */
+const char *cgroup_ids__cached(struct cgroup_ids *c, uint64_t id, size_t *len);
+
+/* Remembers text, a process's /proc/PID/cgroup, for id when it is exactly
+ * the one line id's cgroup gives (cgroup_ids__line: cgroup v2 alone, and
+ * the process still where it exec'd); otherwise nothing. A bounded number
+ * of ids, the oldest in a slot forgotten. c may be NULL. */
+void cgroup_ids__remember(struct cgroup_ids *c, uint64_t id, const char *text, size_t len);
+
 #endif

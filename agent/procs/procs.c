@@ -20,6 +20,12 @@
 #define NBUCKETS 4096
 /* A maps file bigger than this is cut there (a JVM has a few thousand lines). */
 #define MAPS_MAX (16u << 20)
+/* Mappings asked of the kernel one by one (maps__query): executable ones,
+ * which a JVM has a few hundred of. */
+#define MAPS_QUERY_MAX 65536
+/* The scratch buffer (cgroup, environ, command line, maps) is kept between
+ * reads up to this size, and given back when a read made it larger. */
+#define SCRATCH_KEEP (256u << 10)
 /* How often a miss may read the maps again: often just after exec, while
  * ld.so is still mapping libraries, then at most once a second. */
 #define REREAD_YOUNG_NS (20ull * 1000 * 1000)
@@ -50,8 +56,10 @@ struct procs {
      * relative to it, not by a whole path each. */
     int dir_fd;
     uint32_t dir_tgid;
+    int root_fd;                         /* proc_root, -1 when it cannot be opened */
     uint64_t maps_reads, identity_reads; /* procs__reads */
     bool lazy_exec;                      /* procs__lazy_exec */
+    bool no_query;                       /* the kernel has no PROCMAP_QUERY */
     struct procs_listener listener;
 };
 
@@ -72,6 +80,7 @@ struct procs *procs__new(struct binary_cache *bc, const char *proc_root,
     ps->bc = bc;
     ps->dir_fd = -1;
     buf__init(&ps->scratch, ENVIRON_MAX);
+    ps->root_fd = open(proc_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     ps->proc_root = strdup(proc_root);
     if (!ps->proc_root || !dup_opt(&ps->docker_root, roots ? roots->docker : NULL) ||
         !dup_opt(&ps->log_root, roots ? roots->log : NULL) ||
@@ -120,6 +129,8 @@ void procs__free(struct procs *ps)
     }
     if (ps->dir_fd >= 0)
         close(ps->dir_fd);
+    if (ps->root_fd >= 0)
+        close(ps->root_fd);
     free(ps->proc_root);
     free(ps->docker_root);
     free(ps->log_root);
@@ -140,14 +151,20 @@ void procs__free(struct procs *ps)
  * -1 when the process is gone (reads then fail as they would by path). */
 static int pid_dir(struct procs *ps, uint32_t tgid)
 {
-    char path[128];
+    char name[16], *at = name + sizeof(name);
+    uint32_t v = tgid;
 
     if (ps->dir_fd >= 0 && ps->dir_tgid == tgid)
         return ps->dir_fd;
     if (ps->dir_fd >= 0)
         close(ps->dir_fd);
-    snprintf(path, sizeof(path), "%s/%u", ps->proc_root, tgid);
-    ps->dir_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* The pid's digits, relative to /proc's descriptor: no format, and no
+     * walk of proc_root's path for every process. */
+    *--at = '\0';
+    do
+        *--at = (char)('0' + v % 10);
+    while ((v /= 10) && at > name);
+    ps->dir_fd = ps->root_fd < 0 ? -1 : openat(ps->root_fd, at, O_PATH | O_DIRECTORY | O_CLOEXEC);
     ps->dir_tgid = tgid;
     return ps->dir_fd;
 }
@@ -157,6 +174,8 @@ static void pid_dir_done(struct procs *ps)
     if (ps->dir_fd >= 0)
         close(ps->dir_fd);
     ps->dir_fd = -1;
+    if (ps->scratch.cap > SCRATCH_KEEP)
+        buf__free(&ps->scratch);
 }
 
 /* A file of /proc/PID; -errno as buf__read_file. */
@@ -249,8 +268,16 @@ static void read_service(struct procs *ps, struct proc *p)
     size_t n;
 
     read_name(ps, p, name, sizeof(name));
-    n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
-    cgroup = ps->scratch.data;
+    /* A cgroup seen before (by the exec's id) is not read again: on a build
+     * node every compiler runs in the same one, and the read was a fifth
+     * of a process's. */
+    cgroup = cgroup_ids__cached(ps->cgroups, p->cgroup_id, &n);
+    if (!cgroup) {
+        n = read_capped(ps, p->tgid, "cgroup", CGROUP_MAX);
+        cgroup = ps->scratch.data;
+        if (n)
+            cgroup_ids__remember(ps->cgroups, p->cgroup_id, cgroup, n);
+    }
     if (n == 0 && (n = cgroup_ids__line(ps->cgroups, p->cgroup_id, by_id, sizeof(by_id))))
         cgroup = by_id; /* gone already: the cgroup it exec'd in */
     identity__resolve(cgroup, n, &roots, name[0] ? name : NULL, &p->id);
@@ -299,10 +326,50 @@ static void read_identity(struct procs *ps, struct proc *p, bool given)
     read_service(ps, p);
 }
 
+/* A process's executable mappings into *out: asked of the kernel one
+ * mapping at a time (maps__query) where it can, else read as text and
+ * parsed. Returns 0, -E2BIG (*out holds the first part) or -errno. */
+static int load_maps(struct procs *ps, uint32_t tgid, struct maps *out)
+{
+    int dfd = pid_dir(ps, tgid), fd, r;
+    size_t bad = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (dfd < 0)
+        return -ENOENT;
+    fd = openat(dfd, "maps", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    if (!ps->no_query) {
+        /* The text of cc1's maps is 60 lines formatted by the kernel for
+         * the dozen executable ones kept: on the loaded bench, reading it
+         * was a third of the main thread's time spent on a new process. */
+        r = maps__query(fd, true, MAPS_QUERY_MAX, MAPS_MAX, out);
+        if (r == 0 || r == -E2BIG || r == -ENOMEM) {
+            close(fd);
+            return r;
+        }
+        if (r == -ENOTTY || r == -EINVAL) {
+            ps->no_query = true;
+            log_debug("procs: no PROCMAP_QUERY (Linux 6.11) here: maps read as text");
+        }
+        /* Anything else (a path longer than PATH_MAX, a gone process): the
+         * text says what it can. */
+    }
+    buf__reset(&ps->scratch);
+    ps->scratch.max = MAPS_MAX;
+    r = buf__read_fd(&ps->scratch, fd);
+    close(fd);
+    if (r && r != -E2BIG)
+        return r;
+    if (maps__parse(ps->scratch.data, ps->scratch.len, true, out, &bad))
+        return -ENOMEM;
+    return r;
+}
+
 static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
 {
-    struct buf b;
-    size_t bad = 0;
+    struct maps m;
     /* A re-read of the same image (not after an exec) that finds nothing
      * keeps what was read: the process has exited (a zombie's maps are
      * empty, a reaped one's gone) while its samples are still being
@@ -312,27 +379,28 @@ static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
     int r;
 
     ps->maps_reads++;
-    buf__init(&b, MAPS_MAX);
-    r = read_pid_file(ps, p->tgid, "maps", &b);
-    if (keep && ((r && r != -E2BIG) || b.len == 0)) {
+    r = load_maps(ps, p->tgid, &m);
+    if (keep && ((r && r != -E2BIG) || m.n == 0)) {
         p->maps_read_ns = now_ns;
-        buf__free(&b);
+        maps__free(&m);
         return;
     }
     drop_maps(p);
     p->maps_read_ns = now_ns;
     p->maps_stale = false;
+    if (r == -ENOMEM) {
+        p->maps_err = ENOMEM;
+        goto out;
+    }
     if (r && r != -E2BIG) {
         p->maps_err = -r;
         goto out;
     }
     if (r == -E2BIG)
-        log_warn("procs: pid=%u maps larger than %u MiB, read the first part only", p->tgid,
-                 MAPS_MAX >> 20);
-    if (maps__parse(b.data, b.len, true, &p->maps, &bad)) {
-        p->maps_err = ENOMEM;
-        goto out;
-    }
+        log_warn("procs: pid=%u maps larger than %u MiB or %u executable mappings, the first "
+                 "part kept only",
+                 p->tgid, MAPS_MAX >> 20, MAPS_QUERY_MAX);
+    p->maps = m;
     p->maps_err = 0;
     p->map = calloc(p->maps.n + 1, sizeof(*p->map));
     if (!p->map) {
@@ -347,7 +415,6 @@ static void read_maps(struct procs *ps, struct proc *p, uint64_t now_ns)
             p->map[i].bin = binary_cache__get(ps->bc, p->tgid, e, now_ns);
     }
 out:
-    buf__free(&b);
     if (ps->listener.maps_read)
         ps->listener.maps_read(ps->listener.ctx, p, now_ns);
 }

@@ -46,6 +46,37 @@ static void test_read_file_capped(void **state)
     buf__init(&b, 100);
     assert_int_equal(buf__read_file(&b, AT_FDCWD, path), 0);
     assert_string_equal(b.data, "hello world");
+    /* Reused with a lower cap than its room (the process table's scratch
+     * buffer): the cap still holds, and a file of exactly the cap fits. */
+    buf__reset(&b);
+    b.max = 5;
+    assert_int_equal(buf__read_file(&b, AT_FDCWD, path), -E2BIG);
+    assert_string_equal(b.data, "hello");
+    buf__reset(&b);
+    b.max = 11;
+    assert_int_equal(buf__read_file(&b, AT_FDCWD, path), 0);
+    assert_string_equal(b.data, "hello world");
+    buf__free(&b);
+    /* A cap of 0: nothing read, still a valid empty string. */
+    buf__init(&b, 0);
+    assert_int_equal(buf__read_file(&b, AT_FDCWD, path), -E2BIG);
+    assert_non_null(b.data);
+    assert_string_equal(b.data, "");
+    buf__free(&b);
+    /* Bigger than one read's first ask (4 KiB): read whole. */
+    static char big[300000];
+    memset(big, 'x', sizeof(big));
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, big, sizeof(big)), (ssize_t)sizeof(big));
+    close(fd);
+    buf__init(&b, sizeof(big));
+    assert_int_equal(buf__read_file(&b, AT_FDCWD, path), 0);
+    assert_int_equal(b.len, sizeof(big));
+    assert_memory_equal(b.data, big, sizeof(big));
+    buf__reset(&b);
+    b.max = sizeof(big) - 1;
+    assert_int_equal(buf__read_file(&b, AT_FDCWD, path), -E2BIG);
+    assert_int_equal(b.len, sizeof(big) - 1);
     buf__free(&b);
     unlink(path);
     buf__init(&b, 100);

@@ -496,6 +496,59 @@ static void test_exec_named_by_cgroup_id(void **state)
         rmdir(slice);
 }
 
+/* The cgroup of an exec's id is read once: a second process exec'd in it
+ * is named without reading its cgroup file (here rewritten to say another
+ * unit, which only a read would see). A file that does not say what the id
+ * does (a process moved since its exec) is not remembered, and a process
+ * without an id is read as before. Needs root and a cgroup2 hierarchy. */
+static void test_cgroup_read_once_per_id(void **state)
+{
+    (void)state;
+    const char *cg = cgroup2_root();
+    char root[] = "/tmp/cx-procs-XXXXXX", slice[128], unit[192], text[300];
+    struct stat st;
+
+    if (geteuid() != 0 || !cg) {
+        print_message("skipped: needs root and a cgroup2 hierarchy\n");
+        skip();
+    }
+    snprintf(slice, sizeof(slice), "%s/system.slice", cg);
+    bool made_slice = mkdir(slice, 0755) == 0;
+    snprintf(unit, sizeof(unit), "%s/cxunit-db-%d.service", slice, (int)getpid());
+    assert_int_equal(mkdir(unit, 0755), 0);
+    assert_int_equal(stat(unit, &st), 0);
+    char want[64];
+    snprintf(want, sizeof(want), "cxunit-db-%d", (int)getpid());
+
+    fake_proc(root);
+    put(root, "maps", "");
+    /* A file that is not the id's: read, not remembered. */
+    put(root, "cgroup", "0::/system.slice/liar.service\n");
+    struct binary_cache *bc;
+    struct procs *ps = table_open(root, &bc);
+    struct proc *p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 1 * MS);
+    assert_string_equal(p->id.service, "liar");
+    put(root, "cgroup", "0::/system.slice/other.service\n");
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 2 * MS);
+    assert_string_equal(p->id.service, "other");
+    /* The id's own line: remembered, and the file is not read again. */
+    snprintf(text, sizeof(text), "0::%s\n", unit + strlen(cg));
+    put(root, "cgroup", text);
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 3 * MS);
+    assert_string_equal(p->id.service, want);
+    put(root, "cgroup", "0::/system.slice/other.service\n");
+    p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 4 * MS);
+    assert_string_equal(p->id.service, want);
+    /* No id (an exec event without one, a first sight): the file. */
+    p = procs__exec(ps, PID, "cpu_split", 0, 0, 5 * MS);
+    assert_string_equal(p->id.service, "other");
+
+    table_close(ps, bc, root);
+    assert_int_equal(rmdir(unit), 0);
+    if (made_slice)
+        rmdir(slice);
+}
+
 static void found(void *ctx, uint32_t tgid)
 {
     uint32_t *got = ctx;
@@ -537,6 +590,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_kept_when_gone),
+        cmocka_unit_test(test_cgroup_read_once_per_id),
         cmocka_unit_test(test_hint_reads_maps),
         cmocka_unit_test(test_exec_start_from_event),
         cmocka_unit_test(test_exec_reread_after_hint),
