@@ -91,6 +91,41 @@ void hmap__free(struct hmap *h)
     free(h);
 }
 
+/* What hmap__clear keeps: slots to clear (4 bytes each) and entries, and
+ * one chunk of keys (a chunk is at most 64 KiB). */
+#define CLEAR_KEEP_SLOTS 4096
+#define CLEAR_KEEP_ENTRIES 2048
+
+void hmap__clear(struct hmap *h)
+{
+    struct chunk *c, *next;
+
+    if (h->chunks) {
+        for (c = h->chunks->next; c; c = next) {
+            next = c->next;
+            free(c);
+        }
+        h->chunks->next = NULL;
+        h->chunks->used = 0;
+    }
+    if (h->cap > CLEAR_KEEP_ENTRIES) {
+        free(h->entries);
+        h->entries = NULL;
+        h->cap = 0;
+    }
+    h->n = 0;
+    if (h->nslots > CLEAR_KEEP_SLOTS) {
+        uint32_t *slots = calloc(64, sizeof(*slots));
+        if (slots) {
+            free(h->slots);
+            h->slots = slots;
+            h->nslots = 64;
+            return;
+        }
+    }
+    memset(h->slots, 0, h->nslots * sizeof(*h->slots));
+}
+
 static long lookup(const struct hmap *h, const void *key, size_t len, uint64_t hash, size_t *slot)
 {
     size_t mask = h->nslots - 1, i = hash & mask;
