@@ -91,9 +91,11 @@ void hmap__free(struct hmap *h)
     free(h);
 }
 
-/* What hmap__clear keeps: slots to clear (4 bytes each) and entries, and
- * one chunk of keys (a chunk is at most 64 KiB). */
-#define CLEAR_KEEP_SLOTS 4096
+/* What hmap__clear keeps: slots up to 256 (cleared each time: a map reused
+ * for small profiles after a big one would otherwise clear 16 KiB, four
+ * pages, every time), entries up to 2,048 and one chunk of keys (at most
+ * 64 KiB; neither is touched until used again). */
+#define CLEAR_KEEP_SLOTS 256
 #define CLEAR_KEEP_ENTRIES 2048
 
 void hmap__clear(struct hmap *h)
