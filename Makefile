@@ -93,7 +93,7 @@ AGENT_SRC := agent/procs/maps.c agent/procs/procs.c agent/procs/identity.c \
              agent/runtimes/v8/v8.c agent/runtimes/v8/v8_detect.c agent/runtimes/v8/v8_fn.c \
              agent/runtimes/hotspot/hotspot.c agent/runtimes/hotspot/hs_vm.c \
              agent/runtimes/hotspot/hs_name.c \
-             agent/aggregate.c agent/offcpu.c agent/offduty.c agent/offhook.c agent/profile.c agent/output.c agent/dither.c agent/spool.c
+             agent/aggregate.c agent/offcpu.c agent/offduty.c agent/offhook.c agent/profile.c agent/profile_cache.c agent/output.c agent/dither.c agent/spool.c
 AGENT_MAIN := agent/ring.c agent/sampler.c agent/collect.c agent/worker.c agent/ship.c agent/ship_http.c agent/main.c agent/cli.c \
               agent/record.c agent/cli_debuginfod.c
 SERVER_SRC := server/store_common.c server/ch_sql.c server/store_clickhouse.c \

@@ -17,22 +17,36 @@
 
 #define KERNEL_START 0xffff800000000000ull
 
+/* Sets w's sample types, period and time. 0 or -ENOMEM. */
+static int writer_setup(struct pprof_writer *w, const struct profile_ctx *c, uint64_t start_ns,
+                        uint64_t duration_ns)
+{
+    if (pprof_writer__add_sample_type(w, "samples", "count") ||
+        pprof_writer__add_sample_type(w, "cpu", "nanoseconds") ||
+        (c->off_cpu && pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds")))
+        return -ENOMEM;
+    pprof_writer__set_period(w, "cpu", "nanoseconds", c->period_ns);
+    pprof_writer__set_time(w, start_ns, duration_ns);
+    return 0;
+}
+
 struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
                                      uint64_t duration_ns)
 {
     struct pprof_writer *w = pprof_writer__new();
 
-    if (!w)
-        return NULL;
-    if (pprof_writer__add_sample_type(w, "samples", "count") ||
-        pprof_writer__add_sample_type(w, "cpu", "nanoseconds") ||
-        (c->off_cpu && pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds"))) {
+    if (w && writer_setup(w, c, start_ns, duration_ns)) {
         pprof_writer__free(w);
         return NULL;
     }
-    pprof_writer__set_period(w, "cpu", "nanoseconds", c->period_ns);
-    pprof_writer__set_time(w, start_ns, duration_ns);
     return w;
+}
+
+int profile__writer_reset(struct pprof_writer *w, const struct profile_ctx *c, uint64_t start_ns,
+                          uint64_t duration_ns)
+{
+    pprof_writer__reset(w);
+    return writer_setup(w, c, start_ns, duration_ns);
 }
 
 static const char *off_class_name(uint64_t class)
@@ -217,6 +231,14 @@ static uint64_t frame_location(struct proc_pass *pp, const struct agg_frame *f, 
     struct binary *sb = m->bin;
     if (!sb && strcmp(m->name, "[vdso]") == 0)
         sb = symbolizer__vdso(c->sym); /* the same image in every process */
+    /* Named already in this window, for another process of the binary. */
+    const struct pprof_line *kept;
+    unsigned nkept =
+        sb && c->cache ? profile_cache__get(c->cache, sb, file_off, ret, &kept, entry) : 0;
+    if (nkept) {
+        *named = true;
+        return pprof_writer__location(w, map_id(pp, m), addr, kept, nkept);
+    }
     const struct sym_result *r = sb ? symbolizer__lookup(c->sym, sb, file_off, ret) : NULL;
     uint64_t mid = map_id(pp, m);
     if (r && r->named) {
@@ -225,6 +247,8 @@ static uint64_t frame_location(struct proc_pass *pp, const struct agg_frame *f, 
         for (unsigned i = 0; i < r->n; i++)
             lines[i] = (struct pprof_line){r->lines[i].function, r->lines[i].system_name,
                                            r->lines[i].file, r->lines[i].line};
+        if (c->cache)
+            profile_cache__put(c->cache, sb, file_off, ret, lines, r->n, *entry);
         return pprof_writer__location(w, mid, addr, lines, r->n);
     }
     /* Never a bare address: the binary and where in it, for addr2line -e. */
@@ -414,8 +438,17 @@ static int add_stacks(struct proc_pass *pp, struct hmap *h, bool off)
 int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
                       const struct agg_proc *ap, struct profile_stats *st)
 {
-    struct proc_pass pp = {
-        w, c, ap, st, hmap__new(), hmap__new(), 0, calloc(ap->nmaps + 1, sizeof(uint64_t)), ""};
+    /* The scratch maps: the window's, emptied, when there is a cache. */
+    struct proc_pass pp = {w,
+                           c,
+                           ap,
+                           st,
+                           c->cache ? profile_cache__seen(c->cache, 0) : hmap__new(),
+                           c->cache ? profile_cache__seen(c->cache, 1) : hmap__new(),
+                           0,
+                           c->cache ? profile_cache__ids(c->cache, ap->nmaps)
+                                    : calloc(ap->nmaps + 1, sizeof(uint64_t)),
+                           ""};
     int err = -ENOMEM;
 
     if (!pp.seen || !pp.seen_interp || !pp.map_ids)
@@ -453,9 +486,11 @@ int profile__add_proc(struct pprof_writer *w, const struct profile_ctx *c,
 out:
     if (c->rt && pp.seen && pp.seen_interp)
         rt_namers__proc_end(c->rt);
-    hmap__free(pp.seen);
-    hmap__free(pp.seen_interp);
-    free(pp.map_ids);
+    if (!c->cache) {
+        hmap__free(pp.seen);
+        hmap__free(pp.seen_interp);
+        free(pp.map_ids);
+    }
     return err;
 }
 

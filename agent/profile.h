@@ -7,6 +7,7 @@
 
 #include "../common/pprof/pprof_writer.h"
 #include "aggregate.h"
+#include "profile_cache.h"
 #include "runtimes/runtimes.h"
 #include "symbolize/kallsyms.h"
 #include "symbolize/symbolizer.h"
@@ -24,6 +25,9 @@ struct profile_ctx {
      * [0, 0, ns] for off-CPU stacks, [n, cpu_ns, 0] for CPU ones); false:
      * the two CPU types only, as without off-CPU. */
     bool off_cpu;
+    /* What the window's profiles share (profile_cache.h): frames' names,
+     * scratch maps; NULL: each profile names its frames and makes its own. */
+    struct profile_cache *cache;
 };
 
 struct profile_stats {
@@ -40,6 +44,12 @@ struct profile_stats {
  * memory. */
 struct pprof_writer *profile__writer(const struct profile_ctx *c, uint64_t start_ns,
                                      uint64_t duration_ns);
+
+/* Empties w (a writer profile__writer made) for the next profile and sets
+ * it up as profile__writer would: its memory is kept from one profile to
+ * the next. Returns 0 or -ENOMEM (w must not be used but freed). */
+int profile__writer_reset(struct pprof_writer *w, const struct profile_ctx *c, uint64_t start_ns,
+                          uint64_t duration_ns);
 
 /* Adds every sample of ap to w (its off-CPU stacks too when c->off_cpu), the runtimes' frames named
  * by their namers (Python functions; JIT code from perf maps), labelled pid, tid, thread, comm,

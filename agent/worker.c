@@ -32,6 +32,11 @@ struct worker {
     struct kallsyms *ks;
     bool ks_tried;
     struct rt_namers *rt;
+    /* Kept from one profile to the next, emptied each time: the writer's
+     * and the scratch maps' memory, and within a window the frames' names
+     * (profile_cache.h). */
+    struct pprof_writer *pw;
+    struct profile_cache *pc;
 };
 
 /* Names one window's frames, writes its profiles, logs its summary, frees
@@ -39,8 +44,8 @@ struct worker {
  * first can be many times the second. */
 static void process(struct worker *wk, struct agg_window *w)
 {
-    struct profile_ctx ctx = {wk->sym,         NULL, wk->opts.host, wk->opts.period_ns, wk->rt,
-                              clock__mono_ns()};
+    struct profile_ctx ctx = {wk->sym,          NULL,  wk->opts.host, wk->opts.period_ns, wk->rt,
+                              clock__mono_ns(), false, wk->pc};
     struct profile_stats st = {0};
     uint64_t t0 = clock__mono_ns(), c0 = clock__thread_ns(), bytes = 0;
     unsigned written = 0, failed = 0;
@@ -60,12 +65,17 @@ static void process(struct worker *wk, struct agg_window *w)
     buf__init(&out, PROFILE_MAX);
     for (size_t i = 0; i < w->nprocs; i++) {
         const struct agg_proc *ap = w->procs[i];
-        struct pprof_writer *pw;
-        int r;
+        int r = 0;
 
         if (!ap->samples && !ap->lost && !ap->off_ns)
             continue;
-        pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
+        if (!wk->pw)
+            wk->pw = profile__writer(&ctx, w->start_ns, w->end_ns - w->start_ns);
+        else if (profile__writer_reset(wk->pw, &ctx, w->start_ns, w->end_ns - w->start_ns)) {
+            pprof_writer__free(wk->pw);
+            wk->pw = NULL;
+        }
+        struct pprof_writer *pw = wk->pw;
         r = pw ? profile__add_proc(pw, &ctx, ap, &st) : -ENOMEM;
         /* The file pages this profile's names were read from, handed back
          * now: held to the window's end, a first window's hundreds of
@@ -75,7 +85,6 @@ static void process(struct worker *wk, struct agg_window *w)
         buf__reset(&raw);
         if (!r)
             r = pprof_writer__encode(pw, &raw, false);
-        pprof_writer__free(pw);
         /* Its stacks are in raw now: freed here, not with the window, so
          * they are gone before the window's last profiles are named (the
          * agent's peak, with every binary of the window loaded). */
@@ -159,6 +168,9 @@ static void process(struct worker *wk, struct agg_window *w)
                  (unsigned long long)w->stats_delta[CX_STAT_LOST_EVENTS],
                  (unsigned long long)w->stats_delta[CX_STAT_LOST_MAP_FULL],
                  (unsigned long long)w->stats_delta[CX_STAT_NO_USER_REGS]);
+    /* Before the window's binaries go, and the symbolizer's strings its
+     * names point at. */
+    profile_cache__window_end(wk->pc);
     agg_window__free(w);
     symbolizer__trim(wk->sym);
     rt_namers__sweep(wk->rt, ctx.now_ns);
@@ -204,10 +216,12 @@ struct worker *worker__start(const struct worker_opts *opts)
     wk->sym = symbolizer__new();
     wk->gz = gz_deflater__new();
     wk->rt = rt_namers__new("/proc");
-    if (!wk->sym || !wk->gz || !wk->rt) {
+    wk->pc = profile_cache__new();
+    if (!wk->sym || !wk->gz || !wk->rt || !wk->pc) {
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
         rt_namers__free(wk->rt);
+        profile_cache__free(wk->pc);
         free(wk);
         errno = ENOMEM;
         return NULL;
@@ -220,6 +234,7 @@ struct worker *worker__start(const struct worker_opts *opts)
         symbolizer__free(wk->sym);
         gz_deflater__free(wk->gz);
         rt_namers__free(wk->rt);
+        profile_cache__free(wk->pc);
         free(wk);
         errno = r;
         return NULL;
@@ -263,5 +278,7 @@ void worker__stop(struct worker *wk)
     gz_deflater__free(wk->gz);
     kallsyms__free(wk->ks);
     rt_namers__free(wk->rt);
+    pprof_writer__free(wk->pw);
+    profile_cache__free(wk->pc);
     free(wk);
 }

@@ -238,12 +238,15 @@ def measure_agent(seconds, out, agent=AGENT):
     second = [x for x in rest if " window: processes=" in x][1]
     reads = {k: int(v) / seconds for k, v in
              re.findall(r" (maps_reads|identity_reads)=(\d+)", second)}
+    # The measured window's writing: the worker's CPU over its profiles.
+    wr = {k: int(v) for k, v in re.findall(r" (profiles|cpu_ms)=(\d+)", second)}
     samples = n1 - n0  # every run of the program is a sample (idle ones return at once)
     return {"cpu_s": c1 - c0, "samples": samples, "bpf_ns": (t1 - t0) / max(samples, 1),
             "rss_mib": hwm / 1024, "procs": nprocs, "forks_per_s": (f1 - f0) / (m1 - m0),
             "wakeups_per_s": (wk1 - wk0) / (w1 - w0),
             "maps_reads_per_s": reads.get("maps_reads"),
             "identity_reads_per_s": reads.get("identity_reads"),
+            "window_profiles": wr.get("profiles"), "window_cpu_ms": wr.get("cpu_ms"),
             "threads_us": {k: round(1e6 * v / max(samples, 1), 2) for k, v in threads.items()}}
 
 

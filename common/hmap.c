@@ -115,6 +115,43 @@ void hmap__free(struct hmap *h)
     free(h);
 }
 
+/* What hmap__clear keeps: slots up to 256 (cleared each time: a map reused
+ * for small profiles after a big one would otherwise clear 16 KiB, four
+ * pages, every time), entries up to 2,048 and one chunk of keys (at most
+ * 64 KiB; neither is touched until used again). */
+#define CLEAR_KEEP_SLOTS 256
+#define CLEAR_KEEP_ENTRIES 2048
+
+void hmap__clear(struct hmap *h)
+{
+    struct chunk *c, *next;
+
+    if (h->chunks) {
+        for (c = h->chunks->next; c; c = next) {
+            next = c->next;
+            mem_free(h->arena, c);
+        }
+        h->chunks->next = NULL;
+        h->chunks->used = 0;
+    }
+    if (h->cap > CLEAR_KEEP_ENTRIES) {
+        mem_free(h->arena, h->entries);
+        h->entries = NULL;
+        h->cap = 0;
+    }
+    h->n = 0;
+    if (h->nslots > CLEAR_KEEP_SLOTS) {
+        uint32_t *slots = mem_calloc(h->arena, 64, sizeof(*slots));
+        if (slots) {
+            mem_free(h->arena, h->slots);
+            h->slots = slots;
+            h->nslots = 64;
+            return;
+        }
+    }
+    memset(h->slots, 0, h->nslots * sizeof(*h->slots));
+}
+
 static long lookup(const struct hmap *h, const void *key, size_t len, uint64_t hash, size_t *slot)
 {
     size_t mask = h->nslots - 1, i = hash & mask;

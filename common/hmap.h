@@ -26,6 +26,13 @@ struct hmap *hmap__new_in(struct arena *a, size_t nslots);
 /* h may be NULL. */
 void hmap__free(struct hmap *h);
 
+/* Empties h for reuse, as if new: its memory is kept, up to a bound (a
+ * map that grew large gives back what is past it), so a map filled and
+ * emptied over and over (one per profile) allocates nothing and touches the
+ * same pages each time. Every key pointer and index it gave is invalid
+ * after. */
+void hmap__clear(struct hmap *h);
+
 /* Finds `key` or inserts it with value 0. Returns its index, or -1 when out
  * of memory (the map is unchanged). *inserted, when not NULL, says which. */
 long hmap__put(struct hmap *h, const void *key, size_t len, bool *inserted);

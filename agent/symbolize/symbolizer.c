@@ -491,6 +491,7 @@ const struct sym_result *symbolizer__lookup(struct symbolizer *s, struct binary 
         give_up(bs, b);
     }
     sigbus_guard = NULL;
+    s->unit_read |= bs->unit_read;
     *hmap__val(bs->cache, i) = bs->nresults++;
     bs->unnamed_window += !r->named;
     if (!r->named && !bs->logged) {
@@ -555,11 +556,7 @@ bool symbolizer__has_dwarf(struct symbolizer *s, struct binary *b)
  * of none yet. The caller holds symbolizer_all_mu. */
 static void drop_touched(struct symbolizer *s, bool all)
 {
-    bool now = all || s->missed >= DROP_AFTER_MISSES;
-
-    for (size_t i = 0; !now && i < s->nall; i++)
-        now = s->all[i]->touched && s->all[i]->unit_read;
-    if (!now)
+    if (!all && s->missed < DROP_AFTER_MISSES && !s->unit_read)
         return;
     for (size_t i = 0; i < s->nall; i++) {
         struct binsyms *bs = s->all[i];
@@ -569,10 +566,16 @@ static void drop_touched(struct symbolizer *s, bool all)
         bs->unit_read = false;
     }
     s->missed = 0;
+    s->unit_read = false;
 }
 
 void symbolizer__drop_pages(struct symbolizer *s)
 {
+    /* Most profiles' frames were all named before: nothing to hand back,
+     * and no need to visit every binary's state (hundreds, a page each)
+     * to find that out. missed and unit_read are this thread's. */
+    if (s->missed < DROP_AFTER_MISSES && !s->unit_read)
+        return;
     pthread_mutex_lock(&symbolizer_all_mu);
     drop_touched(s, false);
     pthread_mutex_unlock(&symbolizer_all_mu);

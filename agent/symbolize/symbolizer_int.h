@@ -73,6 +73,7 @@ struct symbolizer {
     bool vdso_tried;
     unsigned epoch;  /* windows: symbolizer__trim() counts them */
     unsigned missed; /* lookups that read files since pages were last handed back */
+    bool unit_read;  /* one of them indexed a unit's DWARF (a binsyms' unit_read) */
 };
 
 /* The background fetcher (debuginfod.h), when there is one. Set once,

@@ -41,6 +41,45 @@ struct label_rec {
     int64_t key, str, num, num_unit;
 };
 
+/* Everything the protobuf-c message points at, kept by the writer from one
+ * encode to the next (each array with its capacity, in elements; packed
+ * and sbuf in bytes), freed in one place. */
+struct encode_mem {
+    Perftools__Profiles__ValueType *vt, **vtp, period_type;
+    Perftools__Profiles__Sample *s, **sp;
+    Perftools__Profiles__Label *l, **lp;
+    Perftools__Profiles__Mapping *m, **mp;
+    Perftools__Profiles__Location *loc, **locp;
+    Perftools__Profiles__Line *line, **linep;
+    Perftools__Profiles__Function *f, **fp;
+    char **strings;
+    unsigned char *packed;
+    char *sbuf; /* the string table's text, NUL-terminated strings */
+    size_t cap_vt, cap_s, cap_l, cap_m, cap_loc, cap_line, cap_f, cap_strings, cap_packed, cap_sbuf;
+};
+
+static void encode_mem_free(struct encode_mem *e)
+{
+    free(e->vt);
+    free(e->vtp);
+    free(e->s);
+    free(e->sp);
+    free(e->l);
+    free(e->lp);
+    free(e->m);
+    free(e->mp);
+    free(e->loc);
+    free(e->locp);
+    free(e->line);
+    free(e->linep);
+    free(e->f);
+    free(e->fp);
+    free(e->strings);
+    free(e->packed);
+    free(e->sbuf);
+    memset(e, 0, sizeof(*e));
+}
+
 struct pprof_writer {
     struct hmap *strings, *functions, *mappings, *locations;
     int64_t sample_types[8][2];
@@ -60,6 +99,7 @@ struct pprof_writer {
     size_t nlabels, cap_labels;
 
     bool failed; /* an earlier call ran out of memory */
+    struct encode_mem enc;
 };
 
 /* Grows *arr to hold `need` elements of `size`. */
@@ -123,7 +163,47 @@ void pprof_writer__free(struct pprof_writer *w)
     free(w->loc_ids);
     free(w->values);
     free(w->labels);
+    encode_mem_free(&w->enc);
     free(w);
+}
+
+/* What pprof_writer__reset keeps of a writer's arrays, in elements: past
+ * it (one large profile), they are freed and grow again from nothing. */
+#define RESET_KEEP 4096
+
+void pprof_writer__reset(struct pprof_writer *w)
+{
+    hmap__clear(w->strings);
+    hmap__clear(w->functions);
+    hmap__clear(w->mappings);
+    hmap__clear(w->locations);
+    memset(w->sample_types, 0, sizeof(w->sample_types));
+    w->nsample_types = 0;
+    memset(w->period_type, 0, sizeof(w->period_type));
+    w->period = w->time_nanos = w->duration_nanos = w->default_type = 0;
+    free(w->comments); /* never kept: reserve takes its count for its capacity */
+    w->comments = NULL;
+    w->ncomments = 0;
+    if (w->cap_samples > RESET_KEEP || w->cap_loc_ids > 16 * RESET_KEEP ||
+        w->cap_labels > 16 * RESET_KEEP) {
+        free(w->samples);
+        free(w->loc_ids);
+        free(w->values);
+        free(w->labels);
+        w->samples = NULL;
+        w->loc_ids = NULL;
+        w->values = NULL;
+        w->labels = NULL;
+        w->cap_samples = w->cap_loc_ids = w->cap_values = w->cap_labels = 0;
+    }
+    w->nsamples = w->nloc_ids = w->nvalues_total = w->nlabels = 0;
+    if (w->enc.cap_s > RESET_KEEP || w->enc.cap_loc > RESET_KEEP || w->enc.cap_line > RESET_KEEP ||
+        w->enc.cap_f > RESET_KEEP || w->enc.cap_strings > RESET_KEEP ||
+        w->enc.cap_l > 16 * RESET_KEEP || w->enc.cap_packed > 64 * RESET_KEEP ||
+        w->enc.cap_sbuf > 64 * RESET_KEEP)
+        encode_mem_free(&w->enc);
+    w->failed = false;
+    str_id(w, ""); /* the string table starts with "" */
 }
 
 int pprof_writer__add_sample_type(struct pprof_writer *w, const char *type, const char *unit)
@@ -288,65 +368,38 @@ size_t pprof_writer__sample_count(const struct pprof_writer *w)
     return w->nsamples;
 }
 
-/* Everything the protobuf-c message points at, freed in one place. */
-struct encode_mem {
-    Perftools__Profiles__ValueType *vt, **vtp, period_type;
-    Perftools__Profiles__Sample *s, **sp;
-    Perftools__Profiles__Label *l, **lp;
-    Perftools__Profiles__Mapping *m, **mp;
-    Perftools__Profiles__Location *loc, **locp;
-    Perftools__Profiles__Line *line, **linep;
-    Perftools__Profiles__Function *f, **fp;
-    char **strings;
-    unsigned char *packed;
-};
-
-static void encode_mem_free(struct encode_mem *e)
+/* Grows the pair of arrays *a (elements of size) and *ap (pointers to
+ * them) to hold n + 1 each (+1: an empty table still has an array). */
+static int reserve_pair(void **a, void **ap, size_t *cap, size_t n, size_t size)
 {
-    free(e->vt);
-    free(e->vtp);
-    free(e->s);
-    free(e->sp);
-    free(e->l);
-    free(e->lp);
-    free(e->m);
-    free(e->mp);
-    free(e->loc);
-    free(e->locp);
-    free(e->line);
-    free(e->linep);
-    free(e->f);
-    free(e->fp);
-    free(e->strings);
-    free(e->packed);
+    size_t c = *cap;
+
+    if (reserve(a, &c, n + 1, size))
+        return -ENOMEM;
+    if (reserve(ap, cap, n + 1, sizeof(void *)))
+        return -ENOMEM; /* *a grew: kept, its capacity counted at the next try */
+    return 0;
 }
 
 /* The arrays the message points at, sized for w (nloc locations holding
- * nlines lines in all): 0, or -ENOMEM with what was had left in e for
- * encode_mem_free. */
+ * nlines lines in all), grown from the last encode's: 0, or -ENOMEM (what
+ * was had stays in e, freed with the writer). Their elements are set
+ * (each message's init) by whoever fills them, not here. */
 static int encode_alloc(const struct pprof_writer *w, struct encode_mem *e, size_t nlines)
 {
     size_t nstr = hmap__len(w->strings), nfun = hmap__len(w->functions);
     size_t nmap = hmap__len(w->mappings), nloc = hmap__len(w->locations);
 
-    /* +1 everywhere: calloc(0) may return NULL. */
-    e->vt = calloc(w->nsample_types + 1, sizeof(*e->vt));
-    e->vtp = calloc(w->nsample_types + 1, sizeof(*e->vtp));
-    e->s = calloc(w->nsamples + 1, sizeof(*e->s));
-    e->sp = calloc(w->nsamples + 1, sizeof(*e->sp));
-    e->l = calloc(w->nlabels + 1, sizeof(*e->l));
-    e->lp = calloc(w->nlabels + 1, sizeof(*e->lp));
-    e->m = calloc(nmap + 1, sizeof(*e->m));
-    e->mp = calloc(nmap + 1, sizeof(*e->mp));
-    e->loc = calloc(nloc + 1, sizeof(*e->loc));
-    e->locp = calloc(nloc + 1, sizeof(*e->locp));
-    e->line = calloc(nlines + 1, sizeof(*e->line));
-    e->linep = calloc(nlines + 1, sizeof(*e->linep));
-    e->f = calloc(nfun + 1, sizeof(*e->f));
-    e->fp = calloc(nfun + 1, sizeof(*e->fp));
-    e->strings = calloc(nstr + 1, sizeof(*e->strings));
-    if (!e->vt || !e->vtp || !e->s || !e->sp || !e->l || !e->lp || !e->m || !e->mp || !e->loc ||
-        !e->locp || !e->line || !e->linep || !e->f || !e->fp || !e->strings)
+    if (reserve_pair((void **)&e->vt, (void **)&e->vtp, &e->cap_vt, w->nsample_types,
+                     sizeof(*e->vt)) ||
+        reserve_pair((void **)&e->s, (void **)&e->sp, &e->cap_s, w->nsamples, sizeof(*e->s)) ||
+        reserve_pair((void **)&e->l, (void **)&e->lp, &e->cap_l, w->nlabels, sizeof(*e->l)) ||
+        reserve_pair((void **)&e->m, (void **)&e->mp, &e->cap_m, nmap, sizeof(*e->m)) ||
+        reserve_pair((void **)&e->loc, (void **)&e->locp, &e->cap_loc, nloc, sizeof(*e->loc)) ||
+        reserve_pair((void **)&e->line, (void **)&e->linep, &e->cap_line, nlines,
+                     sizeof(*e->line)) ||
+        reserve_pair((void **)&e->f, (void **)&e->fp, &e->cap_f, nfun, sizeof(*e->f)) ||
+        reserve((void **)&e->strings, &e->cap_strings, nstr + 1, sizeof(*e->strings)))
         return -ENOMEM;
     return 0;
 }
@@ -452,10 +505,9 @@ static void encode_tables(const struct pprof_writer *w, struct encode_mem *e,
 }
 
 /* The string table of w into p: the strings copied out NUL-terminated into
- * one block, which is returned (the caller frees it once p is packed);
- * NULL when out of memory (p untouched). */
-static char *encode_strings(const struct pprof_writer *w, struct encode_mem *e,
-                            Perftools__Profiles__Profile *p)
+ * one block, e->sbuf. 0, or -ENOMEM (p untouched). */
+static int encode_strings(const struct pprof_writer *w, struct encode_mem *e,
+                          Perftools__Profiles__Profile *p)
 {
     size_t nstr = hmap__len(w->strings);
 
@@ -466,10 +518,9 @@ static char *encode_strings(const struct pprof_writer *w, struct encode_mem *e,
         hmap__key(w->strings, i, &len);
         total += len + 1;
     }
-    char *sbuf = malloc(total + 1);
-    if (!sbuf)
-        return NULL;
-    char *q = sbuf;
+    if (reserve((void **)&e->sbuf, &e->cap_sbuf, total + 1, 1))
+        return -ENOMEM;
+    char *q = e->sbuf;
     for (size_t i = 0; i < nstr; i++) {
         size_t len;
         const char *k = hmap__key(w->strings, i, &len);
@@ -480,34 +531,32 @@ static char *encode_strings(const struct pprof_writer *w, struct encode_mem *e,
     }
     p->n_string_table = nstr;
     p->string_table = e->strings;
-    return sbuf;
+    return 0;
 }
 
 static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_deflater *gz)
 {
     Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
-    struct encode_mem e;
+    struct encode_mem *e = &w->enc;
     size_t nloc = hmap__len(w->locations), nlines = 0;
-    int err = -ENOMEM;
+    int err;
 
-    memset(&e, 0, sizeof(e));
     if (w->failed)
         return -ENOMEM;
     for (size_t i = 0; i < nloc; i++)
         nlines += ((const struct loc_head *)hmap__key(w->locations, i, NULL))->n;
 
-    if (encode_alloc(w, &e, nlines))
-        goto out;
-    encode_samples(w, &e, &p);
-    encode_tables(w, &e, &p);
-    char *sbuf = encode_strings(w, &e, &p);
-    if (!sbuf)
-        goto out;
+    if (encode_alloc(w, e, nlines))
+        return -ENOMEM;
+    encode_samples(w, e, &p);
+    encode_tables(w, e, &p);
+    if (encode_strings(w, e, &p))
+        return -ENOMEM;
 
-    perftools__profiles__value_type__init(&e.period_type);
-    e.period_type.type = w->period_type[0];
-    e.period_type.unit = w->period_type[1];
-    p.period_type = &e.period_type;
+    perftools__profiles__value_type__init(&e->period_type);
+    e->period_type.type = w->period_type[0];
+    e->period_type.unit = w->period_type[1];
+    p.period_type = &e->period_type;
     p.period = w->period;
     p.default_sample_type = w->default_type;
     p.time_nanos = w->time_nanos;
@@ -516,20 +565,21 @@ static int encode(struct pprof_writer *w, struct buf *out, bool gzip, struct gz_
     p.comment = w->comments;
 
     size_t size = perftools__profiles__profile__get_packed_size(&p);
-    e.packed = malloc(size + 1);
-    if (!e.packed) {
-        free(sbuf);
-        goto out;
+    if (!gz && !gzip) {
+        /* Packed straight into out: no copy. */
+        if ((err = buf__reserve(out, size)))
+            return err;
+        perftools__profiles__profile__pack(&p, (uint8_t *)out->data + out->len);
+        out->len += size;
+        out->data[out->len] = '\0';
+        return 0;
     }
-    perftools__profiles__profile__pack(&p, e.packed);
-    free(sbuf);
+    if (reserve((void **)&e->packed, &e->cap_packed, size + 1, 1))
+        return -ENOMEM;
+    perftools__profiles__profile__pack(&p, e->packed);
     if (gz)
-        err = gz_deflater__compress(gz, e.packed, size, out);
-    else
-        err = gzip ? gz__compress(e.packed, size, out) : buf__append(out, e.packed, size);
-out:
-    encode_mem_free(&e);
-    return err;
+        return gz_deflater__compress(gz, e->packed, size, out);
+    return gz__compress(e->packed, size, out);
 }
 
 int pprof_writer__encode(struct pprof_writer *w, struct buf *out, bool gzip)

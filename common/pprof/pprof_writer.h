@@ -48,6 +48,12 @@ struct pprof_writer *pprof_writer__new(void);
 /* w may be NULL. */
 void pprof_writer__free(struct pprof_writer *w);
 
+/* Empties w for the next profile, as pprof_writer__new would give it, but
+ * keeping its memory (up to a bound; see hmap__clear), the encoder's arrays
+ * included: a writer reused for hundreds of small profiles allocates
+ * nothing after the first and touches the same pages each time. */
+void pprof_writer__reset(struct pprof_writer *w);
+
 /* Adds a sample type, e.g. ("samples", "count"), ("cpu", "nanoseconds").
  * Each sample carries one value per type, in this order. */
 int pprof_writer__add_sample_type(struct pprof_writer *w, const char *type, const char *unit);

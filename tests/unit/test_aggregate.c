@@ -493,6 +493,115 @@ static void test_off_cpu_samples(void **state)
     symbolizer__free(sym);
 }
 
+/* Encodes ap's profile through w (reset first when reset), raw, into out. */
+static void encode_proc(struct pprof_writer *w, bool reset, const struct profile_ctx *ctx,
+                        const struct agg_window *win, const struct agg_proc *ap, struct buf *out)
+{
+    struct profile_stats pst = {0};
+
+    if (reset)
+        assert_int_equal(profile__writer_reset(w, ctx, win->start_ns, 60000000000ull), 0);
+    assert_int_equal(profile__add_proc(w, ctx, ap, &pst), 0);
+    buf__reset(out);
+    assert_int_equal(pprof_writer__encode(w, out, false), 0);
+}
+
+static bool has_function(const struct buf *b, const char *name)
+{
+    Perftools__Profiles__Profile *pp =
+        perftools__profiles__profile__unpack(NULL, b->len, (const uint8_t *)b->data);
+    bool found = false;
+
+    assert_non_null(pp);
+    for (size_t i = 0; i < pp->n_function; i++)
+        found |= strcmp(str(pp, pp->function[i]->name), name) == 0;
+    perftools__profiles__profile__free_unpacked(pp, NULL);
+    return found;
+}
+
+/* The profiles of one window share their frames' names (profile_cache.h):
+ * the second process of a binary is named from the cache, byte for byte
+ * as without it, and a writer reset between profiles writes as a new one. */
+static void test_frame_names_shared_in_window(void **state)
+{
+    (void)state;
+    struct binary_cache *bc = binary_cache__new("/proc");
+    struct procs *ps = procs__new(bc, "/proc", NULL);
+    struct agg_window *w = agg_window__new(1700000000000000000ull, false);
+    struct symbolizer *sym = symbolizer__new();
+    struct profile_cache *pc = profile_cache__new();
+    struct profile_ctx plain = {sym, NULL, "testhost", 10000000}, cached = plain;
+    struct cx_sample s;
+    struct buf want, got;
+
+    assert_non_null(pc);
+    cached.cache = pc;
+    struct proc *p = procs__get(ps, getpid(), "x", 1);
+    assert_non_null(p);
+    fill(&s, 100, false);
+    assert_int_equal(agg_window__add(w, ps, p, &s, 2, NULL), 0);
+    const struct agg_proc *ap = w->procs[0];
+    buf__init(&want, 1 << 20);
+    buf__init(&got, 1 << 20);
+
+    struct pprof_writer *fresh = profile__writer(&plain, w->start_ns, 60000000000ull);
+    encode_proc(fresh, false, &plain, w, ap, &want);
+    pprof_writer__free(fresh);
+    assert_true(has_function(&want, "cx_test_leaf"));
+
+    /* First through the cache: it keeps the two named frames. */
+    struct pprof_writer *reused = profile__writer(&cached, w->start_ns, 60000000000ull);
+    encode_proc(reused, false, &cached, w, ap, &got);
+    assert_int_equal(profile_cache__len(pc), 2);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, want.len);
+    /* Again (another process of the binary): from the cache, the same. */
+    encode_proc(reused, true, &cached, w, ap, &got);
+    assert_int_equal(profile_cache__len(pc), 2);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, want.len);
+
+    /* What the cache holds is what the profile shows: a name put for the
+     * leaf's (binary, offset) replaces the symbolizer's. */
+    profile_cache__window_end(pc);
+    assert_int_equal(profile_cache__len(pc), 0);
+    const struct agg_stack *st = hmap__key(ap->stacks, 0, NULL);
+    const struct agg_frame *leaf = &st->frames[0];
+    const struct agg_map *m = &ap->maps[leaf->map];
+    uint64_t off = leaf->addr - m->start + m->offset;
+    const struct pprof_line *lines;
+    bool entry;
+    struct pprof_line seeded = {"seeded_leaf", NULL, "seeded.c", 7};
+    profile_cache__put(pc, m->bin, off, false, &seeded, 1, false);
+    assert_int_equal(profile_cache__get(pc, m->bin, off, false, &lines, &entry), 1);
+    assert_string_equal(lines[0].function, "seeded_leaf");
+    /* Another offset, the same offset as a return address, another
+     * binary: not kept. */
+    assert_int_equal(profile_cache__get(pc, m->bin, off + 1, false, &lines, &entry), 0);
+    assert_int_equal(profile_cache__get(pc, m->bin, off, true, &lines, &entry), 0);
+    assert_int_equal(profile_cache__get(pc, (const struct binary *)pc, off, false, &lines, &entry),
+                     0);
+    encode_proc(reused, true, &cached, w, ap, &got);
+    assert_true(has_function(&got, "seeded_leaf"));
+    assert_false(has_function(&got, "cx_test_leaf"));
+    assert_true(has_function(&got, "cx_test_caller"));
+
+    /* A new window forgets it. */
+    profile_cache__window_end(pc);
+    encode_proc(reused, true, &cached, w, ap, &got);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, want.len);
+
+    pprof_writer__free(reused);
+    buf__free(&want);
+    buf__free(&got);
+    profile_cache__free(pc);
+    agg_window__free(w);
+    procs__free(ps);
+    binary_cache__free(bc);
+    symbolizer__free(sym);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_kernel_frames_kept_when_asked),
         cmocka_unit_test(test_jit_frames_from_perf_map),
         cmocka_unit_test(test_interp_frames_marked),
+        cmocka_unit_test(test_frame_names_shared_in_window),
     };
     return cmocka_run_group_tests_name("aggregate", tests, NULL, NULL);
 }

@@ -99,6 +99,12 @@ static void test_hmap_in_arena(void **state)
         assert_memory_equal(hmap__key(g, i, &len), key, n);
         assert_int_equal(len, n);
     }
+    /* Cleared, its memory stays the arena's (a free of it: ASan). */
+    hmap__clear(h);
+    assert_int_equal(hmap__len(h), 0);
+    assert_int_equal(hmap__find(h, "stack-7", 7), -1);
+    assert_int_equal(hmap__put(h, "again", 5, &ins), 0);
+    assert_true(ins);
     hmap__free(h);
     hmap__free(g);
     arena__free(a);

@@ -58,11 +58,47 @@ static void test_binary_keys_and_prefixes(void **state)
     hmap__free(NULL);
 }
 
+/* A cleared map is empty and numbers from 0 again, small or large (past
+ * what it keeps), and its old keys are gone. */
+static void test_clear_and_reuse(void **state)
+{
+    (void)state;
+    struct hmap *h = hmap__new();
+    const int sizes[] = {10, 20000, 3, 0, 5000, 70};
+    char key[32];
+    bool ins;
+
+    for (int r = 0; r < (int)(sizeof(sizes) / sizeof(sizes[0])); r++) {
+        hmap__clear(h);
+        assert_int_equal(hmap__len(h), 0);
+        for (int i = 0; i < sizes[r]; i++) {
+            int n = snprintf(key, sizeof(key), "r%d-key-%d", r, i);
+            assert_int_equal(hmap__put(h, key, n, &ins), i);
+            assert_true(ins);
+            assert_int_equal(*hmap__val(h, i), 0);
+            *hmap__val(h, i) = i + 1;
+        }
+        for (int i = 0; i < sizes[r]; i++) {
+            int n = snprintf(key, sizeof(key), "r%d-key-%d", r, i);
+            assert_int_equal(hmap__find(h, key, n), i);
+            size_t len;
+            assert_memory_equal(hmap__key(h, i, &len), key, n);
+            assert_int_equal(*hmap__val(h, i), i + 1);
+        }
+        for (int i = 0; r && i < sizes[r - 1]; i++) { /* the last round's keys are gone */
+            int n = snprintf(key, sizeof(key), "r%d-key-%d", r - 1, i);
+            assert_int_equal(hmap__find(h, key, n), -1);
+        }
+    }
+    hmap__free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_find_and_order),
         cmocka_unit_test(test_binary_keys_and_prefixes),
+        cmocka_unit_test(test_clear_and_reuse),
     };
     return cmocka_run_group_tests_name("hmap", tests, NULL, NULL);
 }

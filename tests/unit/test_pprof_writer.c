@@ -167,12 +167,76 @@ static void test_output_cap(void **state)
     pprof_writer__free(w);
 }
 
+/* One profile, its content drawn from seed: big ones (past what a reset
+ * keeps) and small ones. */
+static void fill_profile(struct pprof_writer *w, int seed, int n)
+{
+    char name[64], file[64];
+
+    assert_int_equal(pprof_writer__add_sample_type(w, "samples", "count"), 0);
+    if (seed % 2)
+        assert_int_equal(pprof_writer__add_sample_type(w, "off_cpu", "nanoseconds"), 0);
+    pprof_writer__set_period(w, "cpu", "nanoseconds", 10000000 + seed);
+    pprof_writer__set_time(w, 1700000000000000000ll + seed, 60000000000ll);
+    if (seed % 3 == 0)
+        assert_int_equal(pprof_writer__add_comment(w, "a comment"), 0);
+    struct pprof_mapping_info mi = {0x1000, 0x2000, 0, "/bin/app", "abcd", true, true, true, true};
+    uint64_t m = pprof_writer__mapping(w, &mi);
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "fn_%d_%d", seed, i);
+        snprintf(file, sizeof(file), "f%d.c", i % 7);
+        struct pprof_line l[2] = {{name, NULL, file, i}, {"caller", "_Z6callerv", "a.c", 20}};
+        uint64_t locs[2] = {pprof_writer__location(w, m, 0x1000 + i, l, 2),
+                            pprof_writer__location(w, m, 0x1800, &l[1], 1)};
+        int64_t vals[2] = {i + 1, seed};
+        struct pprof_label lab[2] = {{"pid", "42", 0, NULL}, {"n", NULL, i, "count"}};
+        assert_int_equal(pprof_writer__add_sample(w, locs, 2, vals, lab, 1 + i % 2), 0);
+    }
+}
+
+/* A writer reset and used again writes what a new one would, byte for
+ * byte, whatever it held before (more, less, bigger than it keeps). */
+static void test_reset_writes_as_new(void **state)
+{
+    (void)state;
+    struct pprof_writer *reused = pprof_writer__new();
+    const int sizes[] = {3, 50, 1, 9000, 0, 20, 5000, 2};
+    struct buf a, b;
+
+    buf__init(&a, 64 << 20);
+    buf__init(&b, 64 << 20);
+    for (int k = 0; k < (int)(sizeof(sizes) / sizeof(sizes[0])); k++) {
+        struct pprof_writer *fresh = pprof_writer__new();
+        if (k)
+            pprof_writer__reset(reused);
+        fill_profile(fresh, k, sizes[k]);
+        fill_profile(reused, k, sizes[k]);
+        buf__reset(&a);
+        buf__reset(&b);
+        assert_int_equal(pprof_writer__encode(fresh, &a, k % 2), 0);
+        assert_int_equal(pprof_writer__encode(reused, &b, k % 2), 0);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        /* Encoded twice, the same again (the encoder's arrays reused). */
+        buf__reset(&b);
+        assert_int_equal(pprof_writer__encode(reused, &b, k % 2), 0);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        assert_int_equal(pprof_writer__sample_count(reused), sizes[k]);
+        pprof_writer__free(fresh);
+    }
+    buf__free(&a);
+    buf__free(&b);
+    pprof_writer__free(reused);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_and_read_back),
         cmocka_unit_test(test_empty_profile),
         cmocka_unit_test(test_output_cap),
+        cmocka_unit_test(test_reset_writes_as_new),
     };
     return cmocka_run_group_tests_name("pprof_writer", tests, NULL, NULL);
 }
