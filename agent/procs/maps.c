@@ -139,6 +139,21 @@ static const char *line_end(const char *p, const char *end)
     return nl ? nl : end;
 }
 
+/* Adds e to out, whose entries' array holds *cap. 0 or -ENOMEM. */
+static int add_entry(struct maps *out, size_t *cap, const struct maps_entry *e)
+{
+    if (out->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 32;
+        struct maps_entry *ne = realloc(out->e, nc * sizeof(*ne));
+        if (!ne)
+            return -ENOMEM;
+        out->e = ne;
+        *cap = nc;
+    }
+    out->e[out->n++] = *e;
+    return 0;
+}
+
 int maps__parse(const char *text, size_t len, bool exec_only, struct maps *out, size_t *bad)
 {
     size_t cap = 0, nbad = 0, bytes = 0;
@@ -159,16 +174,10 @@ int maps__parse(const char *text, size_t len, bool exec_only, struct maps *out, 
         }
         if (exec_only && e.perms[2] != 'x')
             continue;
-        if (out->n == cap) {
-            cap = cap ? cap * 2 : 32;
-            struct maps_entry *ne = realloc(out->e, cap * sizeof(*ne));
-            if (!ne) {
-                maps__free(out);
-                return -ENOMEM;
-            }
-            out->e = ne;
+        if (add_entry(out, &cap, &e)) {
+            maps__free(out);
+            return -ENOMEM;
         }
-        out->e[out->n++] = e;
         bytes += plen + 1;
     }
     /* Only the kept entries' paths are copied: a process's maps are
@@ -191,21 +200,6 @@ int maps__parse(const char *text, size_t len, bool exec_only, struct maps *out, 
     *w = '\0';
     if (bad)
         *bad = nbad;
-    return 0;
-}
-
-/* Adds e (path in names, NUL-terminated, in entry order) to out. */
-static int add_entry(struct maps *out, size_t *cap, const struct maps_entry *e)
-{
-    if (out->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 32;
-        struct maps_entry *ne = realloc(out->e, nc * sizeof(*ne));
-        if (!ne)
-            return -ENOMEM;
-        out->e = ne;
-        *cap = nc;
-    }
-    out->e[out->n++] = *e;
     return 0;
 }
 

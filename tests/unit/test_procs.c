@@ -453,6 +453,22 @@ static const char *cgroup2_root(void)
     return NULL;
 }
 
+/* Makes the cgroup of unit NAME-PID.service under cg's system.slice (made
+ * too when missing: *made_slice says so). Fills unit with its path, st
+ * with its stat (a cgroup2 directory's inode is its id) and want with the
+ * service it names, NAME-PID. */
+static void make_unit(const char *cg, const char *name, char *slice, size_t slice_len, char *unit,
+                      size_t unit_len, struct stat *st, char *want, size_t want_len,
+                      bool *made_slice)
+{
+    snprintf(slice, slice_len, "%s/system.slice", cg);
+    *made_slice = mkdir(slice, 0755) == 0;
+    snprintf(unit, unit_len, "%s/%s-%d.service", slice, name, (int)getpid());
+    assert_int_equal(mkdir(unit, 0755), 0);
+    assert_int_equal(stat(unit, st), 0);
+    snprintf(want, want_len, "%s-%d", name, (int)getpid());
+}
+
 /* A process whose exec event is handled after it has gone (a busy agent;
  * /proc/PID has no cgroup file left): the cgroup id BPF took at the exec
  * still names its unit. With id 0 it is named by its executable, as
@@ -461,18 +477,16 @@ static void test_exec_named_by_cgroup_id(void **state)
 {
     (void)state;
     const char *cg = cgroup2_root();
-    char root[] = "/tmp/cx-procs-XXXXXX", slice[128], unit[192];
+    char root[] = "/tmp/cx-procs-XXXXXX", slice[128], unit[192], want[64];
     struct stat st;
+    bool made_slice;
 
     if (geteuid() != 0 || !cg) {
         print_message("skipped: needs root and a cgroup2 hierarchy\n");
         skip();
     }
-    snprintf(slice, sizeof(slice), "%s/system.slice", cg);
-    bool made_slice = mkdir(slice, 0755) == 0;
-    snprintf(unit, sizeof(unit), "%s/cxunit-web-%d.service", slice, (int)getpid());
-    assert_int_equal(mkdir(unit, 0755), 0);
-    assert_int_equal(stat(unit, &st), 0); /* a cgroup2 directory's inode is its id */
+    make_unit(cg, "cxunit-web", slice, sizeof(slice), unit, sizeof(unit), &st, want, sizeof(want),
+              &made_slice);
 
     fake_proc(root);
     put(root, "maps", "");
@@ -482,8 +496,6 @@ static void test_exec_named_by_cgroup_id(void **state)
     assert_non_null(p);
     assert_string_equal(p->id.service, "qsort_cb");
     p = procs__exec(ps, PID, "cpu_split", st.st_ino, 0, 2 * MS);
-    char want[64];
-    snprintf(want, sizeof(want), "cxunit-web-%d", (int)getpid());
     assert_string_equal(p->id.service, want);
     assert_string_equal(strstr(unit, want), p->id.systemd_unit);
     /* An id of no cgroup (removed since): named by its executable again. */
@@ -505,20 +517,16 @@ static void test_cgroup_read_once_per_id(void **state)
 {
     (void)state;
     const char *cg = cgroup2_root();
-    char root[] = "/tmp/cx-procs-XXXXXX", slice[128], unit[192], text[300];
+    char root[] = "/tmp/cx-procs-XXXXXX", slice[128], unit[192], text[300], want[64];
     struct stat st;
+    bool made_slice;
 
     if (geteuid() != 0 || !cg) {
         print_message("skipped: needs root and a cgroup2 hierarchy\n");
         skip();
     }
-    snprintf(slice, sizeof(slice), "%s/system.slice", cg);
-    bool made_slice = mkdir(slice, 0755) == 0;
-    snprintf(unit, sizeof(unit), "%s/cxunit-db-%d.service", slice, (int)getpid());
-    assert_int_equal(mkdir(unit, 0755), 0);
-    assert_int_equal(stat(unit, &st), 0);
-    char want[64];
-    snprintf(want, sizeof(want), "cxunit-db-%d", (int)getpid());
+    make_unit(cg, "cxunit-db", slice, sizeof(slice), unit, sizeof(unit), &st, want, sizeof(want),
+              &made_slice);
 
     fake_proc(root);
     put(root, "maps", "");
