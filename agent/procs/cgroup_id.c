@@ -94,10 +94,12 @@ static size_t slot_of(uint64_t id)
 
 const char *cgroup_ids__cached(struct cgroup_ids *c, uint64_t id, size_t *len)
 {
-    if (!c || !id || c->cache[slot_of(id)].id != id)
+    size_t s = slot_of(id);
+
+    if (!c || !id || c->cache[s].id != id)
         return NULL;
-    *len = c->cache[slot_of(id)].len;
-    return c->cache[slot_of(id)].text;
+    *len = c->cache[s].len;
+    return c->cache[s].text;
 }
 
 void cgroup_ids__remember(struct cgroup_ids *c, uint64_t id, const char *text, size_t len)
