@@ -14,6 +14,9 @@
 #   make format   clang-format every source file (make format-check: and no stray
 #                 *.orig, *.rej or editor back-up file tracked)
 
+# The first rule below is not `all`: name the goal a bare `make` builds.
+.DEFAULT_GOAL := all
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 CLANG ?= clang
 BPFTOOL ?= bpftool

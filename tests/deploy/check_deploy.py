@@ -730,7 +730,9 @@ def test_parallel_build_waits_for_deps(tmp):
     """make -j on a fresh machine: nothing compiles before `make deps` is done
     (issue 30: protoc-c was run beside its own install). deps is a stand-in
     that takes 3 s; the compiler a stand-in that writes whether deps had
-    finished, then fails so the build stops there."""
+    finished, then fails so the build stops there. A bare `make` (no goal),
+    as the README says: it builds `all` (it built only build/version.stamp
+    when that rule came first in the Makefile)."""
     marker, log = os.path.join(tmp, "deps-done"), os.path.join(tmp, "cc.log")
     slow, cc = os.path.join(tmp, "slow_deps.sh"), os.path.join(tmp, "cc.sh")
     with open(slow, "w") as f:
@@ -740,7 +742,7 @@ def test_parallel_build_waits_for_deps(tmp):
     os.chmod(slow, 0o755)
     os.chmod(cc, 0o755)
     p = subprocess.run(["make", "-C", ROOT, "-j4", "--no-print-directory", f"B={tmp}/b",
-                        f"DEPS_SH={slow}", f"CC={cc}", "VMLINUX_BTF=/sys/kernel/btf/vmlinux", "all"],
+                        f"DEPS_SH={slow}", f"CC={cc}", "VMLINUX_BTF=/sys/kernel/btf/vmlinux"],
                        capture_output=True, text=True, timeout=300)
     check(p.returncode != 0, "the stand-in compiler fails: make should have stopped")
     calls = read(log).split() if os.path.exists(log) else []
