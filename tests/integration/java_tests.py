@@ -121,7 +121,11 @@ def check_no_flags(tmp, label, root, major):
     w = start_java(tmp, [], 14, root=root, major=major)
     try:
         time.sleep(3)  # compiled by C2 by then
-        out, log = record(tmp, "--duration", 6, "--pid", w.pid, "--log-level", "debug")
+        # At 400 Hz (~2400 samples): at 100 Hz a JVM given half a CPU by a
+        # busy machine has ~300, a binomial spread of 2.7 points against
+        # the split's 5 (v8_tests.SPLIT_HZ).
+        out, log = record(tmp, "--duration", 6, "--pid", w.pid, "--sample-rate", 400,
+                          "--log-level", "debug")
     finally:
         stop_java(w)
     walked = [l for l in log.splitlines() if f"hotspot: pid={w.pid}: HotSpot {major}." in l]
