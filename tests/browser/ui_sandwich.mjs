@@ -1,13 +1,14 @@
 // The sandwich view and the CPU breakdown in headless Chromium against a
 // server the real agent filled (tests/integration/browser_tests.py
 // test_browser_sandwich starts both and runs this):
-//   node tests/browser/ui_sandwich.mjs URL OUTDIR APP T0 T1 PID1 PID2
+//   node tests/browser/ui_sandwich.mjs URL OUTDIR APP T0 T1 PID1 PID2 TM
 // Two cpu_split processes (PID1, PID2) ran at once in T0..T1: main -> run
-// -> dispatch -> hot_a / hot_b / hot_c (3:2:1). Exits 1 with what failed;
+// -> dispatch -> hot_a / hot_b / hot_c (3:2:1); profiles start both before
+// TM and from it on (the diff's two sides). Exits 1 with what failed;
 // screenshots in OUTDIR.
 import { check, log, openPage, runChecks } from './harness.mjs';
 
-const [url, out, app, t0, t1, pid1, pid2] = process.argv.slice(2);
+const [url, out, app, t0, t1, pid1, pid2, tm] = process.argv.slice(2);
 
 const ctx = await openPage({ out, viewport: { width: 1500, height: 1000 } });
 const { page, shot, ready, hash } = ctx;
@@ -102,7 +103,6 @@ await runChecks(ctx, 'failure', async () => {
     log('sandwich from the search, back to the previous one, closed without sw=: ok');
 
     // 3. The sandwich in a diff and with the interpreter frames shown: the same function's.
-    const tm = Math.floor((Number(t0) + Number(t1)) / 2);
     await page.goto(`${url}/#/app/${encodeURIComponent(app)}?from=${tm}&to=${t1}&diff=1&bfrom=${t0}&bto=${tm}&sw=dispatch`);
     await ready({ mode: 'diff' });
     await page.waitForFunction(() => window.__cx.sandwich && window.__cx.sandwich.name === 'dispatch');

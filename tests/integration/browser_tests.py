@@ -157,8 +157,18 @@ def test_browser_sandwich(tmp):
             rc, alog = stop_agent(a, log)
         check(rc == 0, f"agent exited {rc}: {alog[-500:]}")
         t1 = int(time.time()) + 1
+        # The diff's split: the last second a profile starts in (the
+        # timeline puts a profile's CPU in its start's step). Not the
+        # range's middle: with 2 s windows no profile may start between it
+        # and the run's end (CI, stop 45: "No profiles" in the diff's half).
+        st, body = srv.get(f"/api/v1/timeline?app=cpu_split&from={t0}&to={t1}&step=1s")
+        check(st == 200, f"timeline: {st} {body[:300]}")
+        tl = json.loads(body)
+        starts = [i for i, c in enumerate(tl["cpu_cores"]) if c > 0]
+        check(len(starts) >= 2, f"profiles start in fewer than 2 seconds of the range: {tl}")
+        tm = t0 + starts[-1]
         p = subprocess.run(["node", os.path.join(BROWSER, "ui_sandwich.mjs"), srv.url, OUT, "cpu_split",
-                            str(t0), str(t1), str(procs[0].pid), str(procs[1].pid)],
+                            str(t0), str(t1), str(procs[0].pid), str(procs[1].pid), str(tm)],
                            capture_output=True, text=True, timeout=180)
         print(p.stdout, end="")
         check(p.returncode == 0, f"browser sandwich test failed (screenshots in {OUT}):\n{p.stderr[-3000:]}")
