@@ -121,8 +121,8 @@ __noinline int cx_hs_frame(__u64 pc, __u32 exact)
 /* Whether a pc before the frame's completion (c[8] the byte at it, c[0..7]
  * the 8 before) is past the prologue's `sub rsp, N` (48 83 ec ib, 48 81 ec
  * id), so that the frame's size places the return address. The nmethod
- * entry barrier (cmp dword [r15 + d8], id: 41 81 7f; then jne: 0f 85)
- * comes after it, and HotSpot 21 to 27's C2 marks the frame complete only
+ * entry barrier (cmp dword [r15 + d8], id: 41 81 7f; then C2's jne to its
+ * stub, C1's je over a call) comes after it, and HotSpot 21 to 27's C2 marks the frame complete only
  * after the barrier (MacroAssembler::verified_entry; Debian's JDK 17 with
  * G1 emits none): a leaf sampled there had its return address taken from
  * sp. Measured on a recursive fib: 7 to 9 % of its samples cut short on
@@ -134,7 +134,7 @@ static __always_inline int hs_frame_made(const __u8 *c)
     return (c[4] == 0x48 && c[5] == 0x83 && c[6] == 0xec) ||
            (c[1] == 0x48 && c[2] == 0x81 && c[3] == 0xec) ||
            (c[8] == 0x41 && c[9] == 0x81 && (c[10] == 0x7f || c[10] == 0xbf)) ||
-           (c[8] == 0x0f && c[9] == 0x85 && c[0] == 0x41 && c[1] == 0x81 && c[2] == 0x7f);
+           (c[0] == 0x41 && c[1] == 0x81 && c[2] == 0x7f);
 }
 
 /* One frame up from the Java frame cx_hs_frame found at st->pc. */
