@@ -122,13 +122,13 @@ __noinline int cx_hs_frame(__u64 pc, __u32 exact)
  * the 8 before) is past the prologue's `sub rsp, N` (48 83 ec ib, 48 81 ec
  * id), so that the frame's size places the return address. The nmethod
  * entry barrier (cmp dword [r15 + d8], id: 41 81 7f; then C2's jne to its
- * stub, C1's je over a call) comes after it, and HotSpot 21 to 27's C2 marks the frame complete only
- * after the barrier (MacroAssembler::verified_entry; Debian's JDK 17 with
- * G1 emits none): a leaf sampled there had its return address taken from
- * sp. Measured on a recursive fib: 7 to 9 % of its samples cut short on
- * this machine (2026-12-07), none on the machine before, whose samples
- * landed elsewhere in the prologue. No `sub` at all (a frame of the return
- * address and rbp alone) is the same rule: fs = 2. */
+ * stub, C1's je over a call) comes after it, and HotSpot 21 to 27 mark the
+ * frame complete only after the barrier (MacroAssembler::verified_entry;
+ * Debian's JDK 17 with G1 emits none): a leaf sampled there had its return
+ * address taken from sp. Measured on a recursive fib: 7 to 9 % of its
+ * samples cut short on this machine (2026-12-07), none on the machine
+ * before, whose samples landed elsewhere in the prologue. No `sub` at all
+ * (a frame of the return address and rbp alone) is the same rule: fs = 2. */
 static __always_inline int hs_frame_made(const __u8 *c)
 {
     return (c[4] == 0x48 && c[5] == 0x83 && c[6] == 0xec) ||
