@@ -40,6 +40,27 @@ static void sync_skip(struct collector *c, struct proc *p)
 #define EXEC_REREAD_NS (10ull * 1000 * 1000)
 #define BUILDING_POLL_MS 5
 
+/* An off-CPU stack's frames of a runtime (Python's code objects) are
+ * named at the window's end, when its sums are drained: the process may
+ * have exited by then and its memory be gone. Looked up now, while it
+ * runs, they are in the runtime's cache for then (kept past the exit until
+ * the process is forgotten: runtime_ops.proc_exited). */
+static void warm_runtime_frames(struct collector *c, const struct proc *p,
+                                const struct cx_sample *s)
+{
+    size_t n = (size_t)s->n_kernel + s->n_user;
+
+    for (size_t j = s->n_kernel; j < n && j < CX_MAX_FRAMES; j++) {
+        const struct cx_frame *f = &s->frames[j];
+        struct rt_frame_out out = {0};
+        if (f->kind == CX_FRAME_NATIVE || f->kind == CX_FRAME_KERNEL ||
+            f->kind == CX_FRAME_TRUNCATED || f->kind == CX_FRAME_OFFCPU)
+            continue;
+        if (runtimes__frame(c->runtimes, p, f, &out) == 0)
+            rt_obj__put(out.obj);
+    }
+}
+
 static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
 {
     struct collector *c = ctx;
@@ -79,7 +100,9 @@ static int on_record(void *ctx, const struct cx_record_hdr *h, size_t size)
         p = procs__get(c->procs, h->tgid, s->comm, now);
         sync_skip(c, p);
         if (p && !p->disabled) {
-            offcpu__put(c->off, s, now); /* refused: counted there, its sums unknown */
+            if (offcpu__put(c->off, s, now) == 0)
+                warm_runtime_frames(c, p, s);
+            /* refused: counted there, its sums unknown */
             /* Its stack was walked as a CPU sample's: a cold table it
              * fell in is wanted as much. */
             unwinder__sampled(c->unwinder, h->tgid, s->frames + s->n_kernel, s->n_user);
@@ -128,6 +151,14 @@ static void on_maps_read(void *ctx, const struct proc *p, uint64_t now_ns)
 
     unwinder__proc_maps(c->unwinder, p, now_ns);
     runtimes__proc_maps(c->runtimes, p, now_ns);
+}
+
+static void on_exited(void *ctx, uint32_t tgid, uint64_t now_ns)
+{
+    struct collector *c = ctx;
+
+    unwinder__proc_gone(c->unwinder, tgid, now_ns);
+    runtimes__proc_exited(c->runtimes, tgid, now_ns);
 }
 
 static void on_gone(void *ctx, uint32_t tgid, uint64_t now_ns)
@@ -187,7 +218,7 @@ int collector__open(struct collector *c, const struct sampler_opts *o, bool kern
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_gone, c});
+    procs__set_listener(c->procs, &(struct procs_listener){on_maps_read, on_exited, on_gone, c});
     /* Where BPF wakes this thread at a new program's first sample. */
     procs__lazy_exec(c->procs, sampler__vma_fallback(c->sampler));
     c->win->start_ns = clock__real_ns();

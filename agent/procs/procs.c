@@ -600,8 +600,8 @@ struct proc *procs__exit(struct procs *ps, uint32_t tgid, uint64_t now_ns)
     if (p && !p->exited) {
         p->exited = true;
         p->exited_ns = now_ns;
-        if (ps->listener.gone)
-            ps->listener.gone(ps->listener.ctx, tgid, now_ns);
+        if (ps->listener.exited)
+            ps->listener.exited(ps->listener.ctx, tgid, now_ns);
     }
     return p;
 }

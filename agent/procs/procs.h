@@ -149,11 +149,15 @@ unsigned procs__count(const struct procs *ps);
  * exec): what a busy node's new processes cost, in the window's log line. */
 void procs__reads(const struct procs *ps, uint64_t *maps, uint64_t *identities);
 
-/* Who else keeps state per process (the CFI unwinder): told after every read
- * of a process's maps (also a failed one: no maps then), and when a process
- * exits or is forgotten (perhaps twice for one process). */
+/* Who else keeps state per process (the CFI unwinder, the runtimes): told
+ * after every read of a process's maps (also a failed one: no maps then),
+ * when a process exits (`exited`, at its exit event: what BPF needs of it
+ * may go) and when it is forgotten (`gone`, by procs__sweep, after the
+ * window that holds its last samples was drained: what names them may go
+ * now). A process whose exit event was lost is only forgotten. */
 struct procs_listener {
     void (*maps_read)(void *ctx, const struct proc *p, uint64_t now_ns);
+    void (*exited)(void *ctx, uint32_t tgid, uint64_t now_ns);
     void (*gone)(void *ctx, uint32_t tgid, uint64_t now_ns);
     void *ctx;
 };

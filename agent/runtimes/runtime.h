@@ -100,7 +100,13 @@ struct runtime_ops {
     void (*tracker_free)(void *t);
     /* p's mappings were (re)read (p->maps_err set when they could not be). */
     void (*proc_maps)(void *t, const struct proc *p, uint64_t now_ns);
-    /* Process tgid exited, or was forgotten (perhaps both, for one). */
+    /* Process tgid exited (its exit event): what BPF has of it may go, but
+     * not what names its frames: the window that holds its last samples
+     * (an off-CPU block's sums are drained at the window's end) is named
+     * after. NULL: proc_gone is called then instead. */
+    void (*proc_exited)(void *t, uint32_t tgid, uint64_t now_ns);
+    /* Process tgid is forgotten (after its exit and that window's drain),
+     * perhaps after proc_exited. */
     void (*proc_gone)(void *t, uint32_t tgid, uint64_t now_ns);
     /* A frame of one of its kinds, from a sample of p: fills *out. Returns
      * 0, or -ENOMEM. Called for every such frame of every sample: cheap

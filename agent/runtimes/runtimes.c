@@ -92,6 +92,18 @@ void runtimes__proc_maps(struct runtimes *r, const struct proc *p, uint64_t now_
     }
 }
 
+void runtimes__proc_exited(struct runtimes *r, uint32_t tgid, uint64_t now_ns)
+{
+    for (size_t i = 0; r && i < NRT; i++) {
+        if (!r->t[i])
+            continue;
+        if (all[i]->proc_exited)
+            all[i]->proc_exited(r->t[i], tgid, now_ns);
+        else if (all[i]->proc_gone)
+            all[i]->proc_gone(r->t[i], tgid, now_ns);
+    }
+}
+
 void runtimes__proc_gone(struct runtimes *r, uint32_t tgid, uint64_t now_ns)
 {
     for (size_t i = 0; r && i < NRT; i++) {

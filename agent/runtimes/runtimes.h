@@ -19,6 +19,9 @@ struct runtimes *runtimes__new(const struct rt_env *env);
 void runtimes__free(struct runtimes *r);
 
 void runtimes__proc_maps(struct runtimes *r, const struct proc *p, uint64_t now_ns);
+/* Process tgid exited: each runtime's proc_exited (else its proc_gone). */
+void runtimes__proc_exited(struct runtimes *r, uint32_t tgid, uint64_t now_ns);
+/* Process tgid is forgotten: each runtime's proc_gone. */
 void runtimes__proc_gone(struct runtimes *r, uint32_t tgid, uint64_t now_ns);
 /* A frame of a runtime's kind, for the window (aggregate.h's hook: ctx is
  * the struct runtimes). Returns 0, -ENOENT when no runtime has that kind,

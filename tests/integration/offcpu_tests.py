@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.parse
 
+import python_tests
 import server_tests
 from pprof_read import go_binary, raw, traces
 
@@ -405,5 +406,51 @@ def test_offcpu_block_across_windows(tmp):
 
 
 
+def test_offcpu_python_short_lived(tmp):
+    """py_waits.py (0.3 s of CPU, then waiter sleeps 0.4 s three times under
+    main -> <module>, then the process exits) in Debian's python3 and a pyenv build, started
+    1 s into a whole-machine record: its 1.2 s of sleep named waiter ->
+    main -> <module> within 10 %, and no off-CPU stack of it with a Python
+    frame of an interpreter not known. An off-CPU block's sums are drained
+    at the window's end, after the exit: before, the process's Python state
+    went at its exit event and every Python frame of those stacks read
+    "[python: interpreter not known]" (and a code object read only then
+    could not be read at all: they are read when the stack arrives)."""
+    rounds, secs = 3, 0.4
+    want = rounds * secs * 1e9
+    rec, procs = None, []
+    try:
+        rec = python_tests.Recording(tmp, 60)
+        time.sleep(1)
+        for label, exe in python_tests.two_pythons():
+            p = python_tests.start_py(exe, "py_waits.py", rounds, secs)
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "slept=" in out, f"{label}: {p.returncode} {err[-500:]}")
+            procs.append((label, p.pid))
+        time.sleep(0.5)
+        path, _ = rec.finish()
+    finally:
+        if rec:
+            rec.kill()
+    ts = off_traces(path)
+    failures = []
+    for label, pid in procs:
+        mine = [(ns, fr) for ns, lb, fr in ts if lb.get("pid") == str(pid)]
+        named = sum(ns for ns, fr in mine if "waiter" in fr and
+                    fr.index("waiter") < (fr.index("main") if "main" in fr else -1) <
+                    (fr.index("<module>") if "<module>" in fr else -1))
+        unknown = [(ns, fr) for ns, fr in mine if "[python: interpreter not known]" in fr]
+        print(f"    {label}: {named / 1e9:.3f} s under waiter -> main -> <module> (want "
+              f"{want / 1e9:.1f}), {sum(ns for ns, _ in unknown) / 1e9:.3f} s in {len(unknown)} "
+              f"stacks with an interpreter not known, {len(mine)} off-CPU stacks")
+        if abs(named - want) > 0.1 * want:
+            failures.append(f"{label}: {named / 1e9:.3f} s named, want {want / 1e9:.1f}: "
+                            f"{sorted(mine, key=lambda x: -x[0])[:2]}")
+        if unknown:
+            failures.append(f"{label}: interpreter not known in {len(unknown)} stacks: "
+                            f"{unknown[:1]}")
+    check(procs and not failures, " | ".join(failures) or "no interpreter")
+
+
 TESTS = [test_offcpu_known_waits, test_offcpu_duty_cycle, test_offcpu_on_by_default,
-         test_offcpu_daemon_server, test_offcpu_block_across_windows]
+         test_offcpu_daemon_server, test_offcpu_block_across_windows, test_offcpu_python_short_lived]

@@ -66,6 +66,9 @@ struct py_proc {
     const struct py_bin *pb;
     uint64_t code_type; /* PyCode_Type in the process, 0 when unknown */
     bool in_bpf;
+    /* Its exit event came: out of BPF, its codes kept to name the window
+     * that holds its last samples, until proc_gone. */
+    bool exited;
     struct code_entry **codes; /* NBUCKETS chains, made on first use */
     unsigned ncodes;
     struct py_proc *next;
@@ -195,8 +198,8 @@ static void proc_set(struct py_tracker *t, const struct proc *p, const struct py
     struct cx_py_proc v;
     char why[160];
 
-    if (pp && pp->pb != pb)
-        codes_clear(pp); /* exec'd into another interpreter */
+    if (pp && (pp->pb != pb || pp->exited))
+        codes_clear(pp); /* exec'd into another interpreter, or its pid reused */
     if (!pp) {
         pp = calloc(1, sizeof(*pp));
         if (!pp)
@@ -205,6 +208,7 @@ static void proc_set(struct py_tracker *t, const struct proc *p, const struct py
         *slot = pp;
     }
     pp->pb = pb;
+    pp->exited = false;
     pp->code_type = pb->info.code_type ? pb->info.code_type + bias : 0;
     memset(&v, 0, sizeof(v));
     v.runtime = pb->info.runtime + bias;
@@ -247,6 +251,21 @@ static void py_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
     }
     /* No interpreter (any more: exec'd into another program). */
     proc_drop(t, p->tgid);
+}
+
+static void py_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
+{
+    struct py_tracker *t = tp;
+    struct py_proc *pp = *proc_slot(t, tgid);
+    __u32 key = tgid;
+
+    (void)now_ns;
+    if (!pp)
+        return;
+    if (pp->in_bpf && t->procs_fd >= 0)
+        bpf_map_delete_elem(t->procs_fd, &key);
+    pp->in_bpf = false;
+    pp->exited = true;
 }
 
 static void py_proc_gone(void *tp, uint32_t tgid, uint64_t now_ns)
@@ -546,6 +565,7 @@ const struct runtime_ops rt_python_ops = {
     .tracker_new = py_tracker_new,
     .tracker_free = py_tracker_free,
     .proc_maps = py_proc_maps,
+    .proc_exited = py_proc_exited,
     .proc_gone = py_proc_gone,
     .frame = py_frame,
     .tracker_sweep = py_tracker_sweep,
