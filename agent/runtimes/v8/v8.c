@@ -62,6 +62,9 @@ struct v8_proc {
     uint32_t tgid;
     const struct v8_bin *vb;
     bool in_bpf;
+    /* Its exit event came: out of BPF, its functions kept to name the
+     * window that holds its last samples, until proc_gone. */
+    bool exited;
     struct fn_entry **fns; /* NBUCKETS chains, made on first use */
     unsigned nfns;
     struct v8_proc *next;
@@ -167,8 +170,8 @@ static void proc_set(struct v8_tracker *t, const struct proc *p, const struct v8
 
     /* The entry is put again at each reading of the maps: BPF drops it
      * at exec, which a process may do into the same node. */
-    if (vp && vp->vb != vb)
-        fns_clear(t, vp); /* exec'd into another V8 */
+    if (vp && (vp->vb != vb || vp->exited))
+        fns_clear(t, vp); /* exec'd into another V8, or its pid reused */
     if (!vp) {
         vp = calloc(1, sizeof(*vp));
         if (!vp)
@@ -177,6 +180,7 @@ static void proc_set(struct v8_tracker *t, const struct proc *p, const struct v8
         *slot = vp;
     }
     vp->vb = vb;
+    vp->exited = false;
     if (t->procs_fd < 0)
         return;
     v8_detect__to_bpf(&vb->info.l, &v);
@@ -203,6 +207,21 @@ static void v8_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
         return;
     }
     proc_drop(t, p->tgid); /* no V8 (any more: exec'd into another program) */
+}
+
+static void v8_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
+{
+    struct v8_tracker *t = tp;
+    struct v8_proc *vp = *proc_slot(t, tgid);
+    __u32 key = tgid;
+
+    (void)now_ns;
+    if (!vp)
+        return;
+    if (vp->in_bpf && t->procs_fd >= 0)
+        bpf_map_delete_elem(t->procs_fd, &key);
+    vp->in_bpf = false;
+    vp->exited = true;
 }
 
 static void v8_proc_gone(void *tp, uint32_t tgid, uint64_t now_ns)
@@ -414,6 +433,7 @@ const struct runtime_ops rt_v8_ops = {
     .tracker_new = v8_tracker_new,
     .tracker_free = v8_tracker_free,
     .proc_maps = v8_proc_maps,
+    .proc_exited = v8_proc_exited,
     .proc_gone = v8_proc_gone,
     .frame = v8_frame,
     .tracker_sweep = v8_tracker_sweep,
