@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.parse
 
+import java_tests
 import python_tests
 import server_tests
 from pprof_read import go_binary, raw, traces
@@ -407,14 +408,18 @@ def test_offcpu_block_across_windows(tmp):
 
 
 
+# The waits of short_lived_waits' programs: ROUNDS of SECS, their last two
+# arguments (SECS in ms for node and Java).
+ROUNDS, SECS = 3, 0.4
+
+
 def short_lived_waits(tmp, runs, chain, marker):
-    """runs: [(label, argv)] of programs that wait rounds * secs under the
+    """runs: [(label, argv)] of programs that wait ROUNDS * SECS under the
     frames chain (leaf first), started one after the other 1 s into a
     whole-machine record: per run, the off-CPU time under chain within
     10 % of it, and no off-CPU stack with the marker. The record's
     failures, joined."""
-    rounds, secs = 3, 0.4
-    want = rounds * secs * 1e9
+    want = ROUNDS * SECS * 1e9
     rec, pids = None, []
     try:
         # The largest walk budget and the hook always attached: each of the
@@ -425,9 +430,7 @@ def short_lived_waits(tmp, runs, chain, marker):
                                      "--off-cpu-switch-rate", 0)
         time.sleep(1)
         for label, argv in runs:
-            p = subprocess.Popen([*argv, str(rounds), str(secs if "python" in argv[0] else
-                                                         int(secs * 1000))],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
             out, err = p.communicate(timeout=60)
             check(p.returncode == 0 and "slept=" in out, f"{label}: {p.returncode} {err[-500:]}")
@@ -464,7 +467,7 @@ def test_offcpu_python_short_lived(tmp):
     frame of those stacks read "[python: interpreter not known]" (and a
     code object read only then could not be read at all: they are read
     when the stack arrives). Measured before: 0.000 s of 1.2 named."""
-    runs = [(label, [exe, os.path.join(python_tests.PYWORK, "py_waits.py")])
+    runs = [(label, [exe, os.path.join(python_tests.PYWORK, "py_waits.py"), str(ROUNDS), str(SECS)])
             for label, exe in python_tests.two_pythons()]
     failures = short_lived_waits(tmp, runs, ["waiter", "main", "<module>"],
                                  "[python: interpreter not known]")
@@ -477,11 +480,24 @@ def test_offcpu_node_short_lived(tmp):
     then node exits), node with no flag: short_lived_waits. Before, its
     JavaScript frames read "[v8: runtime not known]"."""
     node = shutil.which("node") or "/usr/bin/node"
-    failures = short_lived_waits(tmp, [("node", [node, os.path.join(ROOT, "tests", "workloads",
-                                                                    "js_waits.js")])],
+    js = os.path.join(ROOT, "tests", "workloads", "js_waits.js")
+    failures = short_lived_waits(tmp, [("node", [node, js, str(ROUNDS), str(int(SECS * 1000))])],
                                  ["waiter", "main", "(anonymous)"], "[v8: runtime not known]")
+    check(not failures, " | ".join(failures))
+
+
+def test_offcpu_java_short_lived(tmp):
+    """tests/workloads/JavaWaits.java (1.5 s of CPU, then waiter sleeps
+    400 ms three times under main, then the JVM exits), the host's JDK 17
+    with no flag: short_lived_waits, its Java frames walked from the JVM's
+    own description. Before, they were named "[java: JVM not known]"."""
+    classes = java_tests.classes_dir(tmp, "JavaWaits")
+    java = os.path.join(java_tests.JAVA_HOME, "bin", "java")
+    failures = short_lived_waits(tmp, [("java 17", [java, "-cp", classes, "JavaWaits", str(ROUNDS),
+                                                   str(int(SECS * 1000))])],
+                                 ["JavaWaits.waiter", "JavaWaits.main"], "[java: JVM not known]")
     check(not failures, " | ".join(failures))
 
 TESTS = [test_offcpu_known_waits, test_offcpu_duty_cycle, test_offcpu_on_by_default,
          test_offcpu_daemon_server, test_offcpu_block_across_windows, test_offcpu_python_short_lived,
-         test_offcpu_node_short_lived]
+         test_offcpu_node_short_lived, test_offcpu_java_short_lived]

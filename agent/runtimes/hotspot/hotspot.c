@@ -293,6 +293,28 @@ static void hs_proc_maps(void *tp, const struct proc *p, uint64_t now_ns)
     proc_drop(t, p->tgid);
 }
 
+/* Out of BPF at its exit; what names its frames stays until proc_gone (a
+ * short-lived JVM's last waits are named at the window's end). One still
+ * pending was never walked: nothing to keep. A pid reused meanwhile is
+ * told apart by hs_proc_maps (found_ns before the new program's seen_ns). */
+static void hs_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
+{
+    struct hs_tracker *t = tp;
+    struct hs_proc *hp = *proc_slot(t, tgid);
+    __u32 key = tgid;
+
+    (void)now_ns;
+    if (!hp)
+        return;
+    if (hp->state == HS_PENDING) {
+        proc_drop(t, tgid);
+        return;
+    }
+    if (hp->in_bpf && t->procs_fd >= 0)
+        bpf_map_delete_elem(t->procs_fd, &key);
+    hp->in_bpf = false;
+}
+
 static void hs_proc_gone(void *tp, uint32_t tgid, uint64_t now_ns)
 {
     (void)now_ns;
@@ -473,6 +495,7 @@ const struct runtime_ops rt_hotspot_ops = {
     .tracker_new = hs_tracker_new,
     .tracker_free = hs_tracker_free,
     .proc_maps = hs_proc_maps,
+    .proc_exited = hs_proc_exited,
     .proc_gone = hs_proc_gone,
     .frame = hs_frame,
     .tracker_sweep = hs_tracker_sweep,
