@@ -125,6 +125,16 @@ class Machine:
         return self.sh(f"journalctl -q -o cat -u {unit}", check_rc=False).stdout
 
 
+def stop_lines(m):
+    """How many times the agent's journal says it wrote its last window."""
+    return m.journal("codexray-node-agent").count("stopping: writing the last window")
+
+
+def start_lines(m):
+    """How many times the agent's journal says it started."""
+    return m.journal("codexray-node-agent").count(" started: sample_rate_hz=")
+
+
 def test_systemd_machine(tmp):
     td = Teardown()
     t0 = time.time()
@@ -291,21 +301,34 @@ def test_systemd_packages(tmp):
         # postinst restarts the agent.
         m.sh("echo '# the admin was here' >> /etc/codexray/agent.conf")
         pid = m.sh("systemctl show -p MainPID --value codexray-node-agent").stdout.strip()
+        stops0, starts0 = stop_lines(m), start_lines(m)
         m.sh("cd /debs && DEBIAN_FRONTEND=noninteractive apt install -y --reinstall "
              "./codexray-node-agent_*_amd64.deb", timeout=180)
         again = m.sh("systemctl show -p MainPID --value codexray-node-agent").stdout.strip()
         check(again not in ("0", pid), f"the agent's MainPID {pid} -> {again} on reinstall")
         check("# the admin was here" in m.sh("cat /etc/codexray/agent.conf").stdout,
               "the reinstall replaced the admin's agent.conf")
+        # The restart's stop line, once journald has it (it can come after
+        # systemctl returns): counted before the remove, not after it. And
+        # the new agent started: a SIGTERM while it still loads its BPF
+        # programs (before its handlers are in place) ends it with no line.
+        stops = wait_for("the restart's last window in the journal",
+                         lambda: [n for n in [stop_lines(m)] if n > stops0], 30, 1)[0]
+        wait_for("the agent started again after the reinstall",
+                 lambda: start_lines(m) > starts0, 60, 1)
 
         # remove: the agent stops (shipping its last window), its conffile
         # and spool stay.
-        stops = m.journal("codexray-node-agent").count("stopping: writing the last window")
         m.sh("DEBIAN_FRONTEND=noninteractive apt-get remove -y codexray-node-agent", timeout=180)
         state = m.sh("systemctl is-active codexray-node-agent", check_rc=False).stdout.strip()
         check(state != "active", f"the agent after apt remove: {state}")
-        check(m.journal("codexray-node-agent").count("stopping: writing the last window") > stops,
-              "the agent was not stopped by the prerm")
+        # Waited for: journald may not have the line when apt returns (CI,
+        # 2026-12-07: read at once, it was not there).
+        try:
+            wait_for("the prerm's stop in the journal", lambda: stop_lines(m) > stops, 30, 1)
+        except Failure as e:
+            raise Failure(f"the agent was not stopped by the prerm: {e}; its journal: "
+                          f"{m.journal('codexray-node-agent')[-1500:]}")
         left = m.sh("ls -d /etc/codexray/agent.conf /var/lib/codexray-agent "
                     "/var/lib/private/codexray-server /usr/bin/codexray-node-agent",
                     check_rc=False).stdout.split()
