@@ -280,7 +280,7 @@ def test_browser_offcpu_agent(tmp):
     (tests/browser/ui_offcpu_agent.mjs)."""
     check(os.path.isdir(os.path.join(BROWSER, "node_modules", "playwright-core")),
           "playwright-core missing: run 'make test' (npm ci in tests/browser)")
-    srv, app, rng, _ = offcpu_tests.daemon_run(tmp, seconds=5)
+    srv, app, rng, _, _ = offcpu_tests.daemon_run(tmp, seconds=5)
     try:
         q = urllib.parse.quote(app, safe="")
         total, per = offcpu_tests.fg_totals(srv, f"app={q}&{rng}&type=off_cpu")

@@ -156,6 +156,7 @@ def known_waits(tmp, seconds, extra, nap_us=None, nappers=None):
           .strip())
     truth = {f: marks["end"][f] - marks["start"][f] for f in WAITS}
     check(all(v > 0 for v in truth.values()), f"workload waits: {truth}")
+    spun = {f: marks["end"].get(f, 0) - marks["start"].get(f, 0) for f in ("spin_a", "spin_b")}
 
     check(sample_types(out) == ["samples/count", "cpu/nanoseconds", "off_cpu/nanoseconds"],
           f"sample types: {sample_types(out)}")
@@ -194,9 +195,13 @@ def known_waits(tmp, seconds, extra, nap_us=None, nappers=None):
     b = sum(t.count for t in cpu if "spin_b" in t.frames)
     check(a + b >= 300, f"only {a + b} CPU samples in spin_a/spin_b")
     share = a / (a + b)
-    print(f"    CPU: spin_a {share:.3f} of {a + b} samples (want 0.667)")
+    check(all(spun.values()), f"the spinner's CPU time: {spun}")
+    want = spun["spin_a"] / (spun["spin_a"] + spun["spin_b"])
+    print(f"    CPU: spin_a {share:.3f} of {a + b} samples (measured {want:.3f})")
     # +- 0.06: three standard deviations of a share of 300 samples or more.
-    check(abs(share - 2 / 3) <= 0.06, f"spin_a share {share:.3f}, want 0.667 +- 0.06")
+    # Against the spinner's own CPU time in each, not 2:1: on a busy
+    # machine spin_a's share of the samples moved 0.60 to 0.72 run to run.
+    check(abs(share - want) <= 0.06, f"spin_a share {share:.3f}, measured {want:.3f} +- 0.06")
     return text
 
 
@@ -235,7 +240,8 @@ def app_of_pid(srv, pid, rng):
 def daemon_run(tmp, seconds=SECONDS):
     """The daemon with --off-cpu shipping to a real server (SQLite) while
     offcpu_mix runs for seconds: (server, app, rng, the workload's waits in
-    ns by function). The caller stops the server."""
+    ns by function, the spinner's CPU ns in spin_a and spin_b). The caller
+    stops the server."""
     srv = server_tests.Server(tmp)
     try:
         a, log = server_tests.run_agent(tmp, srv.url, "--off-cpu", "--off-cpu-walks", "5000")
@@ -246,7 +252,9 @@ def daemon_run(tmp, seconds=SECONDS):
         finally:
             w.stop()
             w.t.join(timeout=5)
-        truth = {f: w.snapshot().get(f, 0) for f in WAITS}
+        snap = w.snapshot()
+        truth = {f: snap.get(f, 0) for f in WAITS}
+        spun = {f: snap.get(f, 0) for f in ("spin_a", "spin_b")}
         # The last window (--interval 2) closes and ships before the stop.
         time.sleep(3)
         rc, alog = server_tests.stop_agent(a, log)
@@ -255,7 +263,7 @@ def daemon_run(tmp, seconds=SECONDS):
         rng = f"from={t0 - 60}&to={int(time.time()) + 60}"
         app = app_of_pid(srv, w.p.pid, rng)
         check(app, f"offcpu_mix (pid {w.p.pid}) not listed")
-        return srv, app, rng, truth
+        return srv, app, rng, truth, spun
     except BaseException:
         srv.stop()
         raise
@@ -310,7 +318,7 @@ def test_offcpu_daemon_server(tmp):
     and pprof (go tool pprof -sample_index=off_cpu); type=cpu is the CPU
     profile (spin_a 2/3 of spin_a + spin_b, no off-CPU frame); type=wall is
     their sum, node by node where a name is in one type only."""
-    srv, app, rng, truth = daemon_run(tmp)
+    srv, app, rng, truth, spun = daemon_run(tmp)
     try:
         q = urllib.parse.quote(app, safe="")
         check(all(v > 0 for v in truth.values()), f"workload waits: {truth}")
@@ -341,8 +349,11 @@ def test_offcpu_daemon_server(tmp):
         check(not any(n.startswith("[off-CPU") for n in cpu), "an off-CPU frame in the CPU view")
         a, b = cpu.get("spin_a", 0), cpu.get("spin_b", 0)
         check(a + b > 0, f"no spin_a/spin_b CPU time: {sorted(cpu)[:30]}")
-        print(f"    CPU: spin_a {a / (a + b):.3f} of {(a + b) / 1e9:.2f} s (want 0.667)")
-        check(abs(a / (a + b) - 2 / 3) <= 0.06, f"spin_a share {a / (a + b):.3f}, want 0.667")
+        check(all(spun.values()), f"the spinner's CPU time: {spun}")
+        want = spun["spin_a"] / (spun["spin_a"] + spun["spin_b"])
+        print(f"    CPU: spin_a {a / (a + b):.3f} of {(a + b) / 1e9:.2f} s (measured {want:.3f})")
+        check(abs(a / (a + b) - want) <= 0.06,
+              f"spin_a share {a / (a + b):.3f}, measured {want:.3f} +- 0.06")
         wall_total, wall = fg_totals(srv, f"app={q}&{rng}&type=wall")
         check(wall_total == cpu_total + off_total,
               f"wall {wall_total} != cpu {cpu_total} + off-CPU {off_total}")
