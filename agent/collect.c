@@ -44,19 +44,17 @@ static void sync_skip(struct collector *c, struct proc *p)
  * named at the window's end, when its sums are drained: the process may
  * have exited by then and its memory be gone. Looked up now, while it
  * runs, they are in the runtime's cache for then (kept past the exit until
- * the process is forgotten: runtime_ops.proc_exited). */
+ * the process is forgotten: runtime_ops.proc_exited). A frame of a kind
+ * no runtime owns (native, kernel, a marker) is refused by
+ * runtimes__frame. s's frames were counted by offcpu__put. */
 static void warm_runtime_frames(struct collector *c, const struct proc *p,
                                 const struct cx_sample *s)
 {
     size_t n = (size_t)s->n_kernel + s->n_user;
 
-    for (size_t j = s->n_kernel; j < n && j < CX_MAX_FRAMES; j++) {
-        const struct cx_frame *f = &s->frames[j];
+    for (size_t j = s->n_kernel; j < n; j++) {
         struct rt_frame_out out = {0};
-        if (f->kind == CX_FRAME_NATIVE || f->kind == CX_FRAME_KERNEL ||
-            f->kind == CX_FRAME_TRUNCATED || f->kind == CX_FRAME_OFFCPU)
-            continue;
-        if (runtimes__frame(c->runtimes, p, f, &out) == 0)
+        if (runtimes__frame(c->runtimes, p, &s->frames[j], &out) == 0)
             rt_obj__put(out.obj);
     }
 }

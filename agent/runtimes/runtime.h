@@ -55,6 +55,11 @@ struct rt_obj *rt_obj__get(struct rt_obj *o);
 /* o may be NULL. The last put frees it. */
 void rt_obj__put(struct rt_obj *o);
 
+/* Takes process tgid out of a tracker's BPF map (map_fd; -1: the tracker
+ * has none, as in tests) when *in_bpf says it is there; *in_bpf is false
+ * after. */
+void rt_bpf__forget(int map_fd, uint32_t tgid, bool *in_bpf);
+
 /* What a tracker gets: where /proc is, and the BPF side's maps by their
  * names in the source (sampler__map_fd; NULL in tests: no BPF side). */
 struct rt_env {

@@ -1,5 +1,6 @@
 #include "runtimes.h"
 
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,15 @@ void rt_obj__put(struct rt_obj *o)
 }
 
 /* The runtime whose frames are of `kind`, or -1. */
+void rt_bpf__forget(int map_fd, uint32_t tgid, bool *in_bpf)
+{
+    __u32 key = tgid;
+
+    if (*in_bpf && map_fd >= 0)
+        bpf_map_delete_elem(map_fd, &key);
+    *in_bpf = false;
+}
+
 static int owner_of(unsigned kind)
 {
     for (size_t i = 0; i < NRT; i++) {

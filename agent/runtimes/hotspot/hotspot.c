@@ -157,12 +157,10 @@ static void names_clear(struct hs_tracker *t, struct hs_proc *hp)
 static void proc_drop(struct hs_tracker *t, uint32_t tgid)
 {
     struct hs_proc **slot = proc_slot(t, tgid), *hp = *slot;
-    __u32 key = tgid;
 
     if (!hp)
         return;
-    if (hp->in_bpf && t->procs_fd >= 0)
-        bpf_map_delete_elem(t->procs_fd, &key);
+    rt_bpf__forget(t->procs_fd, tgid, &hp->in_bpf);
     *slot = hp->next;
     if (hp->state == HS_PENDING)
         t->pending--;
@@ -301,7 +299,6 @@ static void hs_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
 {
     struct hs_tracker *t = tp;
     struct hs_proc *hp = *proc_slot(t, tgid);
-    __u32 key = tgid;
 
     (void)now_ns;
     if (!hp)
@@ -310,9 +307,7 @@ static void hs_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
         proc_drop(t, tgid);
         return;
     }
-    if (hp->in_bpf && t->procs_fd >= 0)
-        bpf_map_delete_elem(t->procs_fd, &key);
-    hp->in_bpf = false;
+    rt_bpf__forget(t->procs_fd, tgid, &hp->in_bpf);
 }
 
 static void hs_proc_gone(void *tp, uint32_t tgid, uint64_t now_ns)

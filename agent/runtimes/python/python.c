@@ -154,12 +154,10 @@ static void codes_clear(struct py_proc *pp)
 static void proc_drop(struct py_tracker *t, uint32_t tgid)
 {
     struct py_proc **slot = proc_slot(t, tgid), *pp = *slot;
-    __u32 key = tgid;
 
     if (!pp)
         return;
-    if (pp->in_bpf && t->procs_fd >= 0)
-        bpf_map_delete_elem(t->procs_fd, &key);
+    rt_bpf__forget(t->procs_fd, tgid, &pp->in_bpf);
     *slot = pp->next;
     if (t->last == pp)
         t->last = NULL;
@@ -257,14 +255,11 @@ static void py_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
 {
     struct py_tracker *t = tp;
     struct py_proc *pp = *proc_slot(t, tgid);
-    __u32 key = tgid;
 
     (void)now_ns;
     if (!pp)
         return;
-    if (pp->in_bpf && t->procs_fd >= 0)
-        bpf_map_delete_elem(t->procs_fd, &key);
-    pp->in_bpf = false;
+    rt_bpf__forget(t->procs_fd, tgid, &pp->in_bpf);
     pp->exited = true;
 }
 

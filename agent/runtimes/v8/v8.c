@@ -148,12 +148,10 @@ static void fns_clear(struct v8_tracker *t, struct v8_proc *vp)
 static void proc_drop(struct v8_tracker *t, uint32_t tgid)
 {
     struct v8_proc **slot = proc_slot(t, tgid), *vp = *slot;
-    __u32 key = tgid;
 
     if (!vp)
         return;
-    if (vp->in_bpf && t->procs_fd >= 0)
-        bpf_map_delete_elem(t->procs_fd, &key);
+    rt_bpf__forget(t->procs_fd, tgid, &vp->in_bpf);
     *slot = vp->next;
     if (t->last == vp)
         t->last = NULL;
@@ -213,14 +211,11 @@ static void v8_proc_exited(void *tp, uint32_t tgid, uint64_t now_ns)
 {
     struct v8_tracker *t = tp;
     struct v8_proc *vp = *proc_slot(t, tgid);
-    __u32 key = tgid;
 
     (void)now_ns;
     if (!vp)
         return;
-    if (vp->in_bpf && t->procs_fd >= 0)
-        bpf_map_delete_elem(t->procs_fd, &key);
-    vp->in_bpf = false;
+    rt_bpf__forget(t->procs_fd, tgid, &vp->in_bpf);
     vp->exited = true;
 }
 
